@@ -1,0 +1,99 @@
+"""Tests for tfaccel.engine.strategy and tfaccel.engine.threads."""
+
+import json
+
+import pytest
+import tensorflow as tf
+
+from tfaccel.engine.strategy import auto_choices, describe_strategy, make_strategy
+from tfaccel.engine.threads import configure_threads
+from tfaccel.errors import UserInputError
+
+
+def test_unknown_kind_names_value_and_choices():
+    with pytest.raises(UserInputError) as info:
+        make_strategy("tpu_pod")
+    assert "'tpu_pod'" in str(info.value)
+    assert "mirrored" in str(info.value) and "one_device" in str(info.value)
+
+
+def test_devices_rejected_for_auto_and_wrong_count():
+    with pytest.raises(UserInputError, match="devices"):
+        make_strategy("auto", devices=["/cpu:0"])
+    with pytest.raises(UserInputError, match="exactly one device"):
+        make_strategy("one_device", devices=["/cpu:0", "/cpu:1"])
+    with pytest.raises(UserInputError, match="non-empty"):
+        make_strategy("mirrored", devices=[])
+
+
+def test_auto_without_cluster_or_gpus_is_default(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    strategy = make_strategy("auto")
+    assert strategy is tf.distribute.get_strategy()
+    assert describe_strategy(strategy) == {
+        "strategy": "default",
+        "replicas": 1,
+        "devices": ["/device:CPU:0"],
+    }
+
+
+def test_mirrored_on_logical_cpus_reduces_through_one_device(logical_cpus):
+    strategy = make_strategy("mirrored", devices=logical_cpus)
+    assert isinstance(strategy.extended._cross_device_ops, tf.distribute.ReductionToOneDevice)
+    described = describe_strategy(strategy)
+    assert described["strategy"] == "mirrored"
+    assert described["replicas"] == 2
+    assert [d.split("/")[-1] for d in described["devices"]] == ["device:CPU:0", "device:CPU:1"]
+    # A real all-reduce across the two replicas works with this cross-device op.
+    total = strategy.reduce(
+        tf.distribute.ReduceOp.SUM,
+        strategy.run(lambda: tf.constant(1.0)),
+        axis=None,
+    )
+    assert float(total) == 2.0
+
+
+def test_mirrored_default_devices_are_all_logical_cpus(logical_cpus):
+    assert describe_strategy(make_strategy("mirrored"))["replicas"] == len(logical_cpus)
+
+
+def test_one_device_on_chosen_device(logical_cpus):
+    described = describe_strategy(make_strategy("one_device", devices=[logical_cpus[1]]))
+    assert described["strategy"] == "one_device"
+    assert described["replicas"] == 1
+    assert described["devices"][0].endswith("CPU:1")
+
+
+def test_auto_choices_reads_tf_config(monkeypatch):
+    cluster = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(cluster))
+    choices = auto_choices()
+    assert choices["strategy"] == "multi_worker"
+    assert choices["tf_config_tasks"] == 2
+    assert choices["devices"]["CPU"] >= 1
+    assert choices["precision"] in ("float32", "mixed_bfloat16", "mixed_float16")
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}}))
+    assert auto_choices()["strategy"] == "default"
+
+
+def test_bad_tf_config_is_a_user_error(monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", "{not json")
+    with pytest.raises(UserInputError, match="TF_CONFIG"):
+        auto_choices()
+
+
+def test_configure_threads_after_initialisation_warns_and_reports():
+    tf.constant(1.0)  # make sure the runtime is initialised
+    current = configure_threads()
+    assert current["intra_op"] >= 1 and current["inter_op"] >= 1 and current["cores"] >= 1
+    assert current["applied"] is True
+    with pytest.warns(RuntimeWarning, match="already initialised"):
+        result = configure_threads(intra_op=current["intra_op"] + 7)
+    assert result["applied"] is False
+    assert result["intra_op"] == current["intra_op"]
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "4", True])
+def test_configure_threads_rejects_bad_values(bad):
+    with pytest.raises(UserInputError, match="intra_op"):
+        configure_threads(intra_op=bad)

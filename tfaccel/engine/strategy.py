@@ -1,0 +1,156 @@
+"""Pick and describe a tf.distribute strategy: one device, mirrored GPUs/CPUs, or several workers."""
+
+import json
+import os
+
+import tensorflow as tf
+
+from tfaccel.errors import UserInputError
+
+STRATEGY_KINDS = ("auto", "one_device", "mirrored", "multi_worker")
+
+# describe_strategy names strategies by the kind that creates them.
+_SHORT_NAMES = {
+    "OneDeviceStrategy": "one_device",
+    "MirroredStrategy": "mirrored",
+    "MultiWorkerMirroredStrategy": "multi_worker",
+    "CollectiveAllReduceStrategy": "multi_worker",
+}
+
+
+def make_strategy(kind="auto", *, devices=None):
+    """Create a `tf.distribute.Strategy`.
+
+    Args:
+        kind: One of "auto", "one_device", "mirrored", "multi_worker". "auto" picks
+            MultiWorkerMirroredStrategy when TF_CONFIG names a cluster of more than one
+            task, MirroredStrategy when more than one GPU is visible, and TensorFlow's
+            default (one device) strategy otherwise.
+        devices: Optional device names (e.g. ["/cpu:0", "/cpu:1"]) for "mirrored" (all
+            of them) or "one_device" (exactly one). Not accepted by "multi_worker", whose
+            devices come from TF_CONFIG, nor by "auto".
+
+    Returns:
+        The strategy. Build and compile the model inside `strategy.scope()`.
+
+    Raises:
+        UserInputError: unknown `kind`, or `devices` that do not fit `kind`.
+    """
+    if kind not in STRATEGY_KINDS:
+        raise UserInputError(
+            f"strategy kind must be one of {', '.join(STRATEGY_KINDS)}; got {kind!r}"
+        )
+    if devices is not None:
+        devices = list(devices)
+        if not devices or not all(isinstance(d, str) and d for d in devices):
+            raise UserInputError(f"devices must be a non-empty list of device names; got {devices!r}")
+        if kind in ("auto", "multi_worker"):
+            raise UserInputError(
+                f"devices cannot be chosen with strategy kind {kind!r} (got devices={devices!r}); "
+                "use kind='mirrored' or 'one_device'"
+            )
+    if kind == "auto":
+        kind = _auto_kind()
+        if kind == "default":
+            # The default strategy places ops the way plain Keras does (GPU:0 when there
+            # is one) and adds no distribution machinery at all.
+            return tf.distribute.get_strategy()
+    if kind == "one_device":
+        if devices is not None and len(devices) != 1:
+            raise UserInputError(
+                f"strategy 'one_device' takes exactly one device; got devices={devices!r}"
+            )
+        device = devices[0] if devices else _first_device()
+        return tf.distribute.OneDeviceStrategy(device)
+    if kind == "mirrored":
+        return _mirrored(devices)
+    return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def describe_strategy(strategy):
+    """Summarise a strategy for logs and summary.json.
+
+    Args:
+        strategy: A `tf.distribute.Strategy` (the default strategy included).
+
+    Returns:
+        {"strategy": "default" | "one_device" | "mirrored" | "multi_worker" (else the class
+        name), "replicas": number in sync, "devices": [device names]}.
+    """
+    class_name = type(strategy).__name__
+    name = _SHORT_NAMES.get(class_name, "default" if class_name.startswith("_Default") else class_name)
+    try:
+        devices = list(strategy.extended.worker_devices)
+    except RuntimeError:  # the default strategy has no device list: it uses the first device
+        devices = [_first_device()]
+    return {"strategy": name, "replicas": int(strategy.num_replicas_in_sync), "devices": devices}
+
+
+def auto_choices():
+    """What `auto` would pick here, without creating a strategy or touching the policy.
+
+    Cheap: lists physical devices only, so TensorFlow's runtime is not initialised and a
+    later logical-device split still works.
+
+    Returns:
+        {"devices": {"CPU": n, "GPU": n, "TPU": n}, "gpus": [{"name", "compute_capability"}],
+         "strategy": "default" | "mirrored" | "multi_worker", "precision": policy name,
+         "tf_config_tasks": number of tasks in TF_CONFIG (0 when unset)}.
+    """
+    from tfaccel.engine.precision import resolve_precision
+
+    counts = {kind: len(tf.config.list_physical_devices(kind)) for kind in ("CPU", "GPU", "TPU")}
+    return {
+        "devices": counts,
+        "gpus": _gpu_details(),
+        "strategy": _auto_kind(),
+        "precision": resolve_precision("auto"),
+        "tf_config_tasks": _tf_config_tasks(),
+    }
+
+
+def _auto_kind():
+    if _tf_config_tasks() > 1:
+        return "multi_worker"
+    if len(tf.config.list_physical_devices("GPU")) > 1:
+        return "mirrored"
+    return "default"
+
+
+def _tf_config_tasks():
+    """Number of tasks (chief + workers) TF_CONFIG names; 0 when it is unset."""
+    raw = os.environ.get("TF_CONFIG", "").strip()
+    if not raw:
+        return 0
+    try:
+        cluster = json.loads(raw).get("cluster", {})
+    except (ValueError, AttributeError) as exc:
+        raise UserInputError(f"TF_CONFIG is not valid JSON with a 'cluster' object: {raw[:200]!r}") from exc
+    # Evaluators do not take part in the all-reduce, so they do not make it multi-worker.
+    return sum(len(tasks) for job, tasks in cluster.items() if job in ("chief", "worker"))
+
+
+def _mirrored(devices):
+    if devices is None:
+        gpus = tf.config.list_logical_devices("GPU")
+        devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+    if all("gpu" not in d.lower() for d in devices):
+        # NCCL needs GPUs; on CPU (including logical CPU devices) reduce through one
+        # device explicitly instead of letting TF fall back with a warning.
+        cross_device_ops = tf.distribute.ReductionToOneDevice()
+    else:
+        cross_device_ops = None
+    return tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=cross_device_ops)
+
+
+def _first_device():
+    gpus = tf.config.list_logical_devices("GPU")
+    return (gpus or tf.config.list_logical_devices("CPU"))[0].name
+
+
+def _gpu_details():
+    details = []
+    for gpu in tf.config.list_physical_devices("GPU"):
+        info = tf.config.experimental.get_device_details(gpu)
+        details.append({"name": gpu.name, "compute_capability": info.get("compute_capability")})
+    return details
