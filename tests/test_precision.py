@@ -1,0 +1,76 @@
+"""Tests for tfaccel.engine.precision."""
+
+import keras
+import pytest
+
+from tfaccel.engine import precision
+from tfaccel.errors import UserInputError
+
+
+@pytest.fixture(autouse=True)
+def _restore_policy():
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _cpuinfo(tmp_path, flags):
+    path = tmp_path / "cpuinfo"
+    path.write_text(f"processor\t: 0\nflags\t\t: fpu sse2 {flags}\n\nprocessor\t: 1\n")
+    return str(path)
+
+
+def test_cpu_bf16_flags(tmp_path):
+    assert precision.cpu_has_bf16(_cpuinfo(tmp_path, "avx512f avx512_bf16")) is True
+    assert precision.cpu_has_bf16(_cpuinfo(tmp_path, "amx_tile amx_bf16")) is True
+    assert precision.cpu_has_bf16(_cpuinfo(tmp_path, "avx2 avx512f")) is False
+    assert precision.cpu_has_bf16(str(tmp_path / "missing")) is False
+
+
+def test_auto_on_cpu_follows_bf16_flags(monkeypatch):
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
+    assert precision.resolve_precision("auto") == "mixed_bfloat16"
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
+    assert precision.resolve_precision("auto") == "float32"
+
+
+def test_auto_on_gpus_follows_compute_capability(monkeypatch):
+    import tensorflow as tf
+
+    fake_gpus = ["gpu0", "gpu1"]
+    monkeypatch.setattr(
+        tf.config, "list_physical_devices", lambda kind=None: fake_gpus if kind == "GPU" else []
+    )
+    monkeypatch.setattr(precision, "_compute_capability", lambda gpu: (8, 0))
+    assert precision.resolve_precision("auto") == "mixed_float16"
+    monkeypatch.setattr(precision, "_compute_capability", lambda gpu: (8, 0) if gpu == "gpu0" else (6, 1))
+    assert precision.resolve_precision("auto") == "float32"
+
+
+def test_explicit_policies_resolve_to_themselves():
+    for name in ("float32", "mixed_float16", "mixed_bfloat16"):
+        assert precision.resolve_precision(name) == name
+
+
+def test_unknown_policy_names_value_and_choices():
+    with pytest.raises(UserInputError) as info:
+        precision.set_precision("fp8")
+    assert "'fp8'" in str(info.value) and "mixed_bfloat16" in str(info.value)
+
+
+def test_resolve_has_no_side_effect():
+    keras.mixed_precision.set_global_policy("float32")
+    precision.resolve_precision("mixed_bfloat16")
+    assert keras.mixed_precision.global_policy().name == "float32"
+
+
+def test_set_precision_sets_global_policy():
+    assert precision.set_precision("mixed_bfloat16") == "mixed_bfloat16"
+    assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+    layer = keras.layers.Dense(2)
+    assert layer.compute_dtype == "bfloat16" and layer.variable_dtype == "float32"
+
+
+def test_mixed_float16_on_cpu_warns():
+    with pytest.warns(RuntimeWarning, match="45441"):
+        assert precision.set_precision("mixed_float16") == "mixed_float16"
+    assert keras.mixed_precision.global_policy().name == "mixed_float16"
