@@ -1,0 +1,113 @@
+"""The command line through click's CliRunner: help, version, validate, exit codes."""
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from tfaccel import __version__
+from tfaccel.cli import main
+
+COMMANDS = ["train", "validate", "devices", "keys", "models"]
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+def test_version(runner):
+    result = runner.invoke(main, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"tfaccel {__version__}"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_documenting_every_option(runner, command):
+    result = runner.invoke(main, [command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage: main" in result.output or "Usage: tfaccel" in result.output
+    params = main.commands[command].params
+    for param in params:
+        if isinstance(param, __import__("click").Option):
+            assert param.help, f"{command} {param.opts} has no help"
+
+
+def test_validate_ok_and_show(runner, tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: t\ntraining:\n  epochs: 2\n")
+    result = runner.invoke(main, ["validate", str(recipe)])
+    assert result.exit_code == 0, result.output
+    assert "OK (builtin data, model small_cnn, 2 epoch(s), global batch 128)" in result.output
+    shown = runner.invoke(main, ["validate", str(recipe), "--show", "--set", "seed=7"])
+    assert shown.exit_code == 0
+    assert "seed: 7" in shown.output and "epochs: 2" in shown.output
+
+
+@pytest.mark.parametrize("text, override, expected", [
+    ("training:\n  epochs: 0\n", None, "training.epochs must be >= 1, got 0"),
+    ("data:\n  sorce: tfds\n", None, "did you mean 'source'?"),
+    ("training: [\n", None, "is not valid YAML"),
+    ("{}\n", "training.global_batch_size=abc", "must be an integer, got str 'abc'"),
+])
+def test_user_mistakes_exit_2_with_one_message_and_no_traceback(runner, tmp_path, text,
+                                                                 override, expected):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(text)
+    args = ["validate", str(recipe)] + (["--set", override] if override else [])
+    result = runner.invoke(main, args)
+    assert result.exit_code == 2
+    assert expected in result.output
+    assert result.output.startswith("Error: ")
+    assert "Traceback" not in result.output
+
+
+def test_train_on_a_missing_recipe_exits_2(runner, tmp_path):
+    result = runner.invoke(main, ["train", str(tmp_path / "missing.yaml")])
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
+
+
+def test_keys_lists_every_recipe_key(runner):
+    result = runner.invoke(main, ["keys"])
+    assert result.exit_code == 0
+    assert "training.global_batch_size" in result.output
+    assert "runtime.precision" in result.output
+
+
+def test_models_lists_the_registry(runner):
+    result = runner.invoke(main, ["models"])
+    assert result.exit_code == 0
+    assert "small_cnn" in result.output and "mlp" in result.output
+
+
+def test_cli_help_and_validate_do_not_import_tensorflow(tmp_path):
+    # A fresh interpreter: the test session itself has TensorFlow loaded already.
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("training:\n  epochs: 1\n")
+    code = (
+        "import sys\n"
+        "import tfaccel, tfaccel.recipe, tfaccel.models\n"
+        "from click.testing import CliRunner\n"
+        "from tfaccel.cli import main\n"
+        "r = CliRunner()\n"
+        "assert r.invoke(main, ['--help']).exit_code == 0\n"
+        f"assert r.invoke(main, ['validate', {str(recipe)!r}]).exit_code == 0\n"
+        "assert r.invoke(main, ['keys']).exit_code == 0\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('tensorflow', 'keras', 'tensorflow_datasets'))\n"
+        "print(loaded)\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_console_script_reports_version():
+    result = subprocess.run([sys.executable, "-m", "tfaccel.cli", "--version"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"tfaccel {__version__}"

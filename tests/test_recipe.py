@@ -1,0 +1,143 @@
+"""Recipe loading: strict keys, types, ranges, overrides and path resolution."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tfaccel.errors import RecipeError
+from tfaccel.recipe import (Recipe, apply_overrides, describe_keys, dump_recipe, load_recipe,
+                            recipe_from_dict)
+
+
+def write(tmp_path: Path, text: str, name: str = "recipe.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def error_of(raw, overrides=()) -> str:
+    with pytest.raises(RecipeError) as caught:
+        recipe_from_dict(raw, overrides=overrides, source="r.yaml")
+    return str(caught.value)
+
+
+def test_empty_recipe_gives_every_default():
+    recipe = recipe_from_dict({})
+    assert recipe == Recipe()
+    assert recipe.training.global_batch_size == 128
+    assert recipe.data.source == "builtin"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        recipe.training.epochs = 3  # type: ignore[misc]
+
+
+def test_unknown_key_suggests_the_close_one():
+    message = error_of({"data": {"shufle_buffer": 10}})
+    assert "unknown key 'data.shufle_buffer'" in message
+    assert "did you mean 'shuffle_buffer'?" in message
+
+
+def test_unknown_section_is_rejected_with_suggestion():
+    message = error_of({"trainig": {"epochs": 1}})
+    assert "unknown key 'trainig'" in message and "'training'" in message
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ({"training": {"global_batch_size": 0}}, "training.global_batch_size must be >= 1, got 0"),
+    ({"optimizer": {"learning_rate": -0.1}}, "optimizer.learning_rate must be > 0.0, got -0.1"),
+    ({"training": {"epochs": "ten"}}, "training.epochs must be an integer, got str 'ten'"),
+    ({"training": {"epochs": 2.5}}, "training.epochs must be an integer, got float 2.5"),
+    ({"training": {"jit_compile": "yes"}}, "training.jit_compile must be true or false"),
+    ({"runtime": {"precision": "fp16"}}, "runtime.precision must be one of auto, float32"),
+    ({"data": {"augment": ["flip", "flop"]}}, "data.augment[1] must be one of"),
+    ({"data": {"validation_fraction": 1.0}}, "data.validation_fraction must be < 1.0, got 1.0"),
+    ({"data": "builtin"}, "data must be a mapping, got str 'builtin'"),
+    ({"data": {"source": "image_folder", "image_size": [32, 32]}},
+     "data.path is required when data.source is 'image_folder'"),
+    ({"data": {"source": "tfds"}}, "data.name (a TFDS dataset name) is required"),
+    ({"training": {"global_batch_size": 100, "accumulation_steps": 3}},
+     "training.global_batch_size (100) must be divisible by training.accumulation_steps (3)"),
+    ({"training": {"accumulation_steps": 2, "micro_batch_size": 16}}, "not both"),
+])
+def test_bad_values_name_the_key_and_the_value(raw, expected):
+    message = error_of(raw)
+    assert message.startswith("r.yaml: ")
+    assert expected in message
+
+
+def test_yaml_style_scientific_notation_is_a_number():
+    # PyYAML reads `1e-3` as a string (YAML 1.1); a user means a number.
+    assert recipe_from_dict({"optimizer": {"learning_rate": "1e-3"}}).optimizer.learning_rate \
+        == pytest.approx(0.001)
+
+
+def test_null_is_accepted_only_where_optional():
+    assert recipe_from_dict({"data": {"validation_split": None}}).data.validation_split is None
+    assert "training.epochs must be an integer, got nothing (null)" in error_of(
+        {"training": {"epochs": None}})
+
+
+def test_overrides_are_typed_and_checked_like_the_file():
+    recipe = recipe_from_dict({}, overrides=["training.epochs=3", "data.augment=[flip, crop]",
+                                             "optimizer.learning_rate=0.01"])
+    assert recipe.training.epochs == 3
+    assert recipe.data.augment == ["flip", "crop"]
+    assert recipe.optimizer.learning_rate == 0.01
+    assert "training.epochs must be >= 1, got 0" in error_of({}, ["training.epochs=0"])
+    assert "unknown key 'training.epoch'" in error_of({}, ["training.epoch=3"])
+    assert "did you mean 'epochs'" in error_of({}, ["training.epoch=3"])
+    assert "expected KEY=VALUE" in error_of({}, ["training.epochs"])
+
+
+def test_overrides_do_not_change_the_input_mapping():
+    raw = {"training": {"epochs": 5}}
+    apply_overrides(raw, ["training.epochs=1"])
+    assert raw == {"training": {"epochs": 5}}
+
+
+def test_relative_paths_resolve_against_the_recipe_folder(tmp_path):
+    (tmp_path / "sub").mkdir()
+    path = write(tmp_path / "sub", "data:\n  source: image_folder\n  path: ../images\n"
+                 "  image_size: [8, 8]\n  data_dir: tfds\n")
+    recipe = load_recipe(path)
+    assert recipe.data.path == str((tmp_path / "images").resolve())
+    assert recipe.data.data_dir == str((tmp_path / "sub" / "tfds").resolve())
+
+
+def test_python_source_path_is_an_import_path_not_a_file(tmp_path):
+    path = write(tmp_path, "data:\n  source: python\n  path: my_pkg.sources:make\n")
+    assert load_recipe(path).data.path == "my_pkg.sources:make"
+
+
+def test_missing_file_and_malformed_yaml(tmp_path):
+    with pytest.raises(RecipeError, match="does not exist"):
+        load_recipe(tmp_path / "nope.yaml")
+    bad = write(tmp_path, "training:\n  epochs: [1,\n")
+    with pytest.raises(RecipeError, match=r"is not valid YAML at line \d+"):
+        load_recipe(bad)
+    top = write(tmp_path, "- 1\n- 2\n", name="list.yaml")
+    with pytest.raises(RecipeError, match="top level must be a mapping"):
+        load_recipe(top)
+
+
+def test_unknown_model_and_model_param_are_rejected():
+    assert "model.name 'small_cn' is not a registered model (did you mean 'small_cnn'?)" in \
+        error_of({"model": {"name": "small_cn"}})
+    assert "unknown key 'model.params.dropuot'" in error_of(
+        {"model": {"name": "small_cnn", "params": {"dropuot": 0.1}}})
+
+
+def test_resolved_recipe_round_trips_through_yaml(tmp_path):
+    recipe = recipe_from_dict({"name": "x", "training": {"epochs": 2}})
+    again = recipe_from_dict(yaml.safe_load(dump_recipe(recipe)))
+    assert again == recipe
+
+
+def test_every_key_is_described_and_documented_in_the_readme():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    rows = describe_keys()
+    assert len(rows) > 40
+    for key, _default, help_text in rows:
+        assert help_text, key
+        assert f"`{key}`" in readme, f"README does not document {key}"

@@ -1,0 +1,27 @@
+"""tfaccel: fast, correct TensorFlow/Keras training from plain Python or a YAML recipe."""
+
+import importlib
+
+from tfaccel._version import __version__
+
+# Public names resolve lazily so that `import tfaccel` (and the CLI's --help and
+# `validate`) never pay for importing TensorFlow.
+_LAZY_ATTRIBUTES = {
+    "accumulate": "tfaccel.engine.accumulation",
+    "AccumulatingModel": "tfaccel.engine.accumulation",
+    "make_strategy": "tfaccel.engine.strategy",
+    "set_precision": "tfaccel.engine.precision",
+    "train": "tfaccel.runner",
+}
+_LAZY_MODULES = ("data", "engine", "models", "recipe", "runner")
+
+__all__ = ["__version__", *_LAZY_ATTRIBUTES, *_LAZY_MODULES]
+
+
+def __getattr__(name):
+    if name in _LAZY_ATTRIBUTES:
+        module = importlib.import_module(_LAZY_ATTRIBUTES[name])
+        return getattr(module, name)
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"tfaccel.{name}")
+    raise AttributeError(f"module 'tfaccel' has no attribute {name!r}")

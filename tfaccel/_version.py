@@ -1,0 +1,3 @@
+"""The single source of tfaccel's version number."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,149 @@
+"""The `tfaccel` command line: parses arguments and calls the library (no TensorFlow at import)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+
+import click
+
+from tfaccel._version import __version__
+from tfaccel.errors import TfaccelError, UserInputError
+
+EXIT_RUNTIME_FAILURE = 1
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+RECIPE_ARGUMENT = click.argument(
+    "recipe", type=click.Path(dir_okay=False, path_type=str), metavar="RECIPE")
+SET_OPTION = click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    help="Override one recipe key, e.g. --set training.epochs=3 (value parsed as YAML, "
+         "checked like the file's own values). Repeatable.")
+
+
+def _quiet_tensorflow() -> None:
+    # TensorFlow's C++ start-up chatter (oneDNN, CUDA stubs) buries the useful output.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def handle_errors(command):
+    """Turns tfaccel's errors into a one-paragraph message and the documented exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except UserInputError as error:
+            click.echo(f"Error: {error}", err=True)
+            sys.exit(EXIT_USER_ERROR)
+        except TfaccelError as error:
+            click.echo(f"Error: {error}", err=True)
+            sys.exit(EXIT_RUNTIME_FAILURE)
+        except KeyboardInterrupt:
+            click.echo("Interrupted; everything written so far is kept.", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except Exception as error:  # an unexpected runtime failure: say it, keep it short
+            if os.environ.get("TFACCEL_DEBUG"):
+                traceback.print_exc()
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            click.echo(f"Error: {type(error).__name__}: {first_line} (set TFACCEL_DEBUG=1 "
+                       "to see the traceback).", err=True)
+            sys.exit(EXIT_RUNTIME_FAILURE)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="tfaccel",
+                      message="%(prog)s %(version)s")
+def main():
+    """tfaccel: fast, correct TensorFlow/Keras training from a YAML recipe.
+
+    Start with `tfaccel train recipes/default.yaml`; see `tfaccel COMMAND --help`.
+    Exit codes: 0 success, 1 runtime failure, 2 a mistake in the input, 130 interrupted.
+    """
+
+
+@main.command()
+@RECIPE_ARGUMENT
+@SET_OPTION
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Write the run here instead of a new folder under runtime.runs_dir. "
+                   "Must not exist yet or be empty.")
+@handle_errors
+def train(recipe, overrides, run_dir):
+    """Train the model RECIPE describes and leave a run directory.
+
+    The run directory holds the resolved recipe.yaml, metrics.jsonl, summary.json,
+    checkpoints/, tensorboard/ and the trained model.keras.
+    """
+    from tfaccel.recipe import load_recipe
+
+    loaded = load_recipe(recipe, overrides)
+    _quiet_tensorflow()
+    from tfaccel import runner
+
+    result = runner.train(loaded, run_dir=run_dir)
+    click.echo(result.summary_text())
+
+
+@main.command()
+@RECIPE_ARGUMENT
+@SET_OPTION
+@click.option("--show", is_flag=True, help="Print the resolved recipe (every key) as YAML.")
+@handle_errors
+def validate(recipe, overrides, show):
+    """Check RECIPE without TensorFlow: keys, types, ranges, paths resolved."""
+    from tfaccel.recipe import dump_recipe, load_recipe
+
+    loaded = load_recipe(recipe, overrides)
+    if show:
+        click.echo(dump_recipe(loaded), nl=False)
+    else:
+        click.echo(f"{recipe}: OK ({loaded.data.source} data, model {loaded.model.name}, "
+                   f"{loaded.training.epochs} epoch(s), global batch "
+                   f"{loaded.training.global_batch_size}).")
+
+
+@main.command()
+@handle_errors
+def keys():
+    """List every recipe key with its default and meaning."""
+    from tfaccel.recipe import describe_keys
+
+    for key, default, help_text in describe_keys():
+        click.echo(f"{key:34} {default or '-':24} {help_text}")
+
+
+@main.command()
+@handle_errors
+def models():
+    """List the registered models and their parameters (with defaults)."""
+    from tfaccel import models as registry
+
+    for name in registry.model_names():
+        params = ", ".join(f"{k}={v!r}" for k, v in registry.model_params(name).items())
+        click.echo(f"{name:22} {params}")
+
+
+@main.command()
+@handle_errors
+def devices():
+    """Show the devices TensorFlow sees and what strategy and precision `auto` would pick."""
+    _quiet_tensorflow()
+    from tfaccel.engine.strategy import auto_choices
+
+    choices = auto_choices()
+    for key, value in choices.items():
+        if isinstance(value, (list, tuple)):
+            value = ", ".join(str(v) for v in value) or "-"
+        click.echo(f"{key:22} {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""tfaccel's built-in datasets: names and shapes without TensorFlow, builders on demand.
+
+The only dataset so far is ``tfaccel_shapes``: noisy coloured shapes of four classes,
+generated procedurally (no network) and prepared once into the TFDS data directory by a
+``tfds.core.GeneratorBasedBuilder``. After ``prepare()`` (or after importing
+``tfaccel.datasets.shapes``) it is read like any TFDS dataset::
+
+    from tfaccel import datasets
+    datasets.prepare()                    # first call ~5-10 s, then a no-op
+    import tensorflow_datasets as tfds
+    train = tfds.load(datasets.NAME, split="train", as_supervised=True)
+
+The constants below are importable without TensorFlow so that recipe validation and the
+CLI's ``--help`` stay fast.
+"""
+
+NAME = "tfaccel_shapes"
+CLASS_NAMES = ("circle", "square", "triangle", "cross")
+NUM_CLASSES = len(CLASS_NAMES)
+IMAGE_SHAPE = (32, 32, 3)
+SPLIT_SIZES = {"train": 12_000, "test": 2_000}
+
+__all__ = ["NAME", "CLASS_NAMES", "NUM_CLASSES", "IMAGE_SHAPE", "SPLIT_SIZES", "prepare"]
+
+
+def prepare(data_dir=None):
+    """Prepares ``tfaccel_shapes`` in the TFDS data directory once, then reuses it.
+
+    Importing the builder module registers the name with TFDS, so afterwards
+    ``tfds.load("tfaccel_shapes", data_dir=data_dir)`` works in this process.
+
+    Args:
+      data_dir: TFDS data directory; ``None`` means TFDS's default (``$TFDS_DATA_DIR`` or
+        ``~/tensorflow_datasets``).
+
+    Returns:
+      The prepared ``tfds.core.DatasetBuilder``; ``builder.as_dataset(split=...)`` reads it.
+    """
+    from tfaccel.datasets import shapes  # imports TensorFlow Datasets, hence lazily
+
+    return shapes.prepare(data_dir=data_dir)

@@ -1,0 +1,545 @@
+"""Recipes: strict YAML -> frozen, typed dataclasses, with `--set` overrides (no TensorFlow)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+
+from tfaccel.errors import RecipeError
+
+SOURCES = ("builtin", "tfds", "image_folder", "tfrecords", "arrays", "python")
+AUGMENTATIONS = ("flip", "flip_vertical", "crop", "brightness", "contrast", "rotate90")
+
+
+def _key(default: Any = dataclasses.MISSING, help: str = "", *, minimum=None, maximum=None,
+         exclusive_minimum=None, exclusive_maximum=None, path: bool = False,
+         default_factory: Any = dataclasses.MISSING):
+    """Declares a recipe key: its default, its README help and its range checks."""
+    metadata = {
+        "help": help,
+        "minimum": minimum,
+        "maximum": maximum,
+        "exclusive_minimum": exclusive_minimum,
+        "exclusive_maximum": exclusive_maximum,
+        # Paths are resolved against the recipe file's folder, not the working directory.
+        "path": path,
+    }
+    if default_factory is not dataclasses.MISSING:
+        return field(default_factory=default_factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where examples come from and how the tf.data pipeline treats them."""
+
+    source: Literal["builtin", "tfds", "image_folder", "tfrecords", "arrays", "python"] = _key(
+        "builtin", "builtin (generated, no network), tfds, image_folder, tfrecords, arrays "
+        "(.npz with x/y arrays) or python (a `module:callable` source run in worker processes).")
+    name: Optional[str] = _key(
+        None, "TFDS dataset name (source tfds), or the built-in dataset (default tfaccel_shapes).")
+    path: Optional[str] = _key(
+        None, "image folder, TFRecord glob, .npz file, or `module:callable` for source python.",
+        path=True)
+    data_dir: Optional[str] = _key(
+        None, "TFDS data directory (TFDS's own default when empty).", path=True)
+    download: bool = _key(
+        False, "Let TFDS download and prepare a dataset that is not prepared yet (source tfds).")
+    train_split: str = _key("train", "Split used for training (TFDS split syntax allowed).")
+    validation_split: Optional[str] = _key(
+        "test", "Split used for validation; empty for none (or use validation_fraction).")
+    validation_fraction: float = _key(
+        0.0, "Fraction held out for validation from an image folder, TFRecords or arrays.",
+        minimum=0.0, exclusive_maximum=1.0)
+    image_size: Optional[list[int]] = _key(
+        None, "[height, width] images are resized to (image_folder; optional elsewhere).")
+    channels: int = _key(3, "Image channels after decoding: 1, 3 or 4.", minimum=1, maximum=4)
+    features: Optional[dict[str, Any]] = _key(
+        None, "TFRecord feature spec: {name: {dtype, shape, kind: fixed|var|image}}.")
+    image_key: str = _key("image", "Feature holding the input (tfds, tfrecords).")
+    label_key: str = _key("label", "Feature holding the label (tfds, tfrecords).")
+    compression: Optional[Literal["GZIP", "ZLIB"]] = _key(
+        None, "TFRecord compression: GZIP, ZLIB or empty.")
+    cache: Optional[str] = _key(
+        "memory", "Cache decoded examples: memory, a file path prefix, or empty for no cache.")
+    shuffle_buffer: int = _key(10000, "Shuffle buffer in examples; 0 turns shuffling off.",
+                               minimum=0)
+    augment: list[Literal["flip", "flip_vertical", "crop", "brightness", "contrast",
+                          "rotate90"]] = _key(
+        default_factory=list, help="Random augmentations applied after the cache, per epoch.")
+    num_parallel_calls: Optional[int] = _key(
+        None, "Parallel map calls; empty for AUTOTUNE.", minimum=1)
+    workers: int = _key(2, "Worker processes (or threads) for source python.", minimum=1)
+    worker_mode: Literal["process", "thread"] = _key(
+        "process", "process for CPU-heavy Python, thread for I/O-bound Python sources.")
+    private_threads: Optional[int] = _key(
+        None, "Size of a private tf.data thread pool; empty for the shared pool.", minimum=1)
+    ram_budget_mb: Optional[int] = _key(
+        None, "RAM budget for tf.data autotuning, in MiB; empty for tf.data's default.",
+        minimum=1)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which registered model to build, and its parameters."""
+
+    name: str = _key("small_cnn", "A registered model (see `tfaccel models`).")
+    params: dict[str, Any] = _key(
+        default_factory=dict, help="Builder parameters; unknown names are rejected.")
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """The Keras optimizer and its learning-rate schedule."""
+
+    name: Literal["adam", "adamw", "sgd", "rmsprop"] = _key("adam", "adam, adamw, sgd or rmsprop.")
+    learning_rate: float = _key(1e-3, "Peak learning rate.", exclusive_minimum=0.0)
+    schedule: Literal["constant", "cosine"] = _key(
+        "constant", "constant, or cosine decay to zero over the whole run.")
+    warmup_epochs: float = _key(0.0, "Linear warm-up length in epochs (cosine schedule).",
+                                minimum=0.0)
+    momentum: float = _key(0.0, "Momentum (sgd, rmsprop).", minimum=0.0, exclusive_maximum=1.0)
+    weight_decay: Optional[float] = _key(None, "Decoupled weight decay; empty for none.",
+                                         minimum=0.0)
+    clipnorm: Optional[float] = _key(None, "Clip each gradient to this norm; empty for none.",
+                                     exclusive_minimum=0.0)
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """The training loop: batch plan, epochs, loss and metrics, compilation."""
+
+    epochs: int = _key(10, "Number of epochs.", minimum=1)
+    global_batch_size: int = _key(
+        128, "Examples per optimizer step, over all replicas and micro-batches.", minimum=1)
+    accumulation_steps: Optional[int] = _key(
+        None, "Micro-batches per optimizer step (gradient accumulation); default 1.", minimum=1)
+    micro_batch_size: Optional[int] = _key(
+        None, "Per-replica micro-batch; derives accumulation_steps instead (set one of the two).",
+        minimum=1)
+    steps_per_epoch: Optional[int] = _key(
+        None, "Optimizer steps per epoch; empty for one pass over the data.", minimum=1)
+    validation_steps: Optional[int] = _key(
+        None, "Validation batches per epoch; empty for the whole split.", minimum=1)
+    loss: str = _key("sparse_categorical_crossentropy", "A Keras loss name.")
+    metrics: list[str] = _key(default_factory=lambda: ["accuracy"],
+                              help="Keras metric names.")
+    jit_compile: bool = _key(False, "Compile the train step with XLA (one device).")
+    steps_per_execution: int = _key(
+        1, "Train steps run per call into the compiled function.", minimum=1)
+    checkpoints: bool = _key(True, "Save a checkpoint at the end of every epoch.")
+    early_stopping_patience: Optional[int] = _key(
+        None, "Stop after this many epochs without validation improvement; empty for never.",
+        minimum=1)
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """Where and how the job runs: devices, strategy, precision, threads, outputs."""
+
+    strategy: Literal["auto", "one_device", "mirrored", "multi_worker"] = _key(
+        "auto", "auto, one_device, mirrored or multi_worker.")
+    devices: Optional[list[str]] = _key(
+        None, "Devices for one_device or mirrored, e.g. [/gpu:0, /gpu:1]; empty for all.")
+    precision: Literal["auto", "float32", "mixed_float16", "mixed_bfloat16"] = _key(
+        "auto", "auto picks mixed_float16 on GPUs, mixed_bfloat16 on TPUs and bf16 CPUs, "
+        "float32 otherwise.")
+    intra_op_threads: int = _key(0, "TensorFlow intra-op threads; 0 for one per core.",
+                                 minimum=0)
+    inter_op_threads: int = _key(0, "TensorFlow inter-op threads; 0 for TensorFlow's default.",
+                                 minimum=0)
+    deterministic: bool = _key(
+        False, "Reproducible runs: deterministic tf.data order and TF ops (slower).")
+    runs_dir: str = _key(
+        "runs", "Folder that receives one new run directory per run (relative to the "
+        "working directory).")
+    tensorboard: bool = _key(True, "Write TensorBoard event files.")
+    verbose: int = _key(1, "Keras fit verbosity: 0 silent, 1 progress bar, 2 one line per epoch.",
+                        minimum=0, maximum=2)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A whole training job."""
+
+    name: str = _key("run", "Name of the job; prefixes the run directory.")
+    seed: int = _key(0, "Seed of weights, shuffling and augmentation.", minimum=0)
+    data: DataConfig = _key(default_factory=DataConfig, help="Data section.")
+    model: ModelConfig = _key(default_factory=ModelConfig, help="Model section.")
+    optimizer: OptimizerConfig = _key(default_factory=OptimizerConfig, help="Optimizer section.")
+    training: TrainingConfig = _key(default_factory=TrainingConfig, help="Training section.")
+    runtime: RuntimeConfig = _key(default_factory=RuntimeConfig, help="Runtime section.")
+
+
+# ---------------------------------------------------------------------------------------
+# Loading and validation
+
+
+def load_recipe(path: str | os.PathLike, overrides: typing.Sequence[str] = ()) -> Recipe:
+    """Loads, overrides and validates a recipe file.
+
+    Args:
+        path: The YAML recipe file.
+        overrides: `key.path=value` strings; values are parsed as YAML and checked like the
+            file's own values.
+
+    Returns:
+        The validated, frozen `Recipe`, with input paths resolved against the file's folder.
+
+    Raises:
+        RecipeError: The file is missing or malformed, or a key or value is invalid.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"recipe file {str(path)!r} does not exist or is not a file.")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        where = ""
+        mark = getattr(error, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(error, "problem", None) or str(error)
+        raise RecipeError(f"{path}: is not valid YAML{where}: {problem}.") from None
+    except UnicodeDecodeError:
+        raise RecipeError(f"{path}: is not a UTF-8 text file.") from None
+    if raw is None:
+        raw = {}
+    return recipe_from_dict(raw, base_dir=path.parent.resolve(), overrides=overrides,
+                            source=str(path))
+
+
+def recipe_from_dict(raw: Any, *, base_dir: str | os.PathLike | None = None,
+                     overrides: typing.Sequence[str] = (), source: str = "recipe") -> Recipe:
+    """Validates a recipe given as a mapping (as loaded from YAML).
+
+    Args:
+        raw: The mapping.
+        base_dir: Folder against which relative input paths resolve; the working directory
+            when None.
+        overrides: `key.path=value` strings applied before validation.
+        source: Name used at the start of error messages.
+
+    Returns:
+        The validated `Recipe`.
+
+    Raises:
+        RecipeError: A key or value is invalid.
+    """
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{source}: the top level must be a mapping of sections, "
+                          f"got {type(raw).__name__}: {raw!r}.")
+    raw = apply_overrides(raw, overrides, source=source)
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    recipe = _build(Recipe, raw, "", source=source)
+    _check_cross_fields(recipe, source=source)
+    return _resolve_paths(recipe, base)
+
+
+def apply_overrides(raw: dict, overrides: typing.Sequence[str], *, source: str = "recipe") -> dict:
+    """Returns a copy of `raw` with each `a.b.c=value` override set (value parsed as YAML)."""
+    result = _deep_copy(raw)
+    for override in overrides:
+        if "=" not in override:
+            raise RecipeError(f"--set {override!r}: expected KEY=VALUE, e.g. "
+                              "training.epochs=3.")
+        dotted, text = override.split("=", 1)
+        keys = [k for k in dotted.strip().split(".")]
+        if not dotted.strip() or any(not k for k in keys):
+            raise RecipeError(f"--set {override!r}: the key {dotted!r} is not a dotted key "
+                              "path such as training.epochs.")
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError:
+            raise RecipeError(f"--set {override!r}: the value {text!r} is not valid YAML."
+                              ) from None
+        _check_override_path(keys, override)
+        node = result
+        for depth, key in enumerate(keys[:-1]):
+            child = node.get(key)
+            if child is None:
+                child = node[key] = {}
+            elif not isinstance(child, dict):
+                raise RecipeError(f"--set {override!r}: {'.'.join(keys[:depth + 1])} is not a "
+                                  "section.")
+            node = child
+        node[keys[-1]] = value
+    return result
+
+
+def _check_override_path(keys: list[str], override: str) -> None:
+    # Catch a misspelt key at the override itself, so the message names the --set.
+    cls: Any = Recipe
+    for depth, key in enumerate(keys):
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            return  # inside a free-form mapping such as model.params
+        names = [f.name for f in dataclasses.fields(cls)]
+        if key not in names:
+            prefix = ".".join(keys[:depth])
+            raise RecipeError(f"--set {override!r}: unknown key "
+                              f"{_join(prefix, key)!r}{_did_you_mean(key, names)}.")
+        cls = typing.get_type_hints(cls)[key]
+
+
+def recipe_to_dict(recipe: Recipe) -> dict:
+    """The recipe as plain data, every key present, ready for `yaml.safe_dump`."""
+    return dataclasses.asdict(recipe)
+
+
+def dump_recipe(recipe: Recipe) -> str:
+    """The resolved recipe as YAML text (every key, defaults included)."""
+    return yaml.safe_dump(recipe_to_dict(recipe), sort_keys=False, default_flow_style=None)
+
+
+def describe_keys() -> list[tuple[str, str, str]]:
+    """Every recipe key as (dotted path, default as YAML, help), in declaration order."""
+    rows = []
+    for section in dataclasses.fields(Recipe):
+        hints = typing.get_type_hints(Recipe)
+        cls = hints[section.name]
+        if dataclasses.is_dataclass(cls):
+            for f in dataclasses.fields(cls):
+                default = _default_of(f)
+                rows.append((f"{section.name}.{f.name}", _yaml_scalar(default),
+                             f.metadata.get("help", "")))
+        else:
+            rows.append((section.name, _yaml_scalar(_default_of(section)),
+                         section.metadata.get("help", "")))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------
+# Internals
+
+
+def _build(cls, raw: Any, prefix: str, *, source: str):
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{source}: {prefix or 'the top level'} must be a mapping, got "
+                          f"{_describe(raw)}.")
+    fields_by_name = {f.name: f for f in dataclasses.fields(cls)}
+    for key in raw:
+        if not isinstance(key, str) or key not in fields_by_name:
+            raise RecipeError(f"{source}: unknown key {_join(prefix, str(key))!r}"
+                              f"{_did_you_mean(str(key), list(fields_by_name))}.")
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for name, f in fields_by_name.items():
+        key_path = _join(prefix, name)
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            values[name] = _build(hint, raw.get(name), key_path, source=source)
+            continue
+        if name not in raw:
+            continue  # the dataclass default applies
+        value = _convert(raw[name], hint, key_path, source=source)
+        _check_range(value, f.metadata, key_path, source=source)
+        values[name] = value
+    return cls(**values)
+
+
+def _convert(value: Any, hint: Any, key_path: str, *, source: str):
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+
+    def fail(expected: str):
+        raise RecipeError(f"{source}: {key_path} must be {expected}, got {_describe(value)}.")
+
+    if origin in (typing.Union, types.UnionType):
+        non_none = [a for a in args if a is not type(None)]
+        if value is None or value == "":
+            if type(None) in args:
+                return None
+        if len(non_none) == 1:
+            return _convert(value, non_none[0], key_path, source=source)
+        fail(" or ".join(_type_name(a) for a in non_none))
+    if origin is Literal:
+        if value not in args:
+            choices = ", ".join(str(a) for a in args)
+            hint_text = _did_you_mean(str(value), [str(a) for a in args])
+            raise RecipeError(f"{source}: {key_path} must be one of {choices}; got "
+                              f"{_describe(value)}{hint_text}.")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            fail("true or false")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            fail("an integer")
+        return value
+    if hint is float:
+        if isinstance(value, bool):
+            fail("a number")
+        if isinstance(value, (int, float)):
+            return float(value)
+        # PyYAML reads YAML 1.1, where `1e-3` (no dot) is a string: accept numeric text.
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        fail("a number")
+    if hint is str:
+        if not isinstance(value, str):
+            fail("a string")
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            fail(f"a list of {_type_name(args[0])}")
+        return [_convert(item, args[0], f"{key_path}[{i}]", source=source)
+                for i, item in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            fail("a mapping")
+        return _deep_copy(value)
+    if hint is Any:
+        return value
+    raise TypeError(f"unsupported recipe type {hint!r} at {key_path}")  # a bug, not a user error
+
+
+def _check_range(value: Any, metadata: dict, key_path: str, *, source: str) -> None:
+    values = value if isinstance(value, list) else [value]
+    for item in values:
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            continue
+        bounds = [
+            ("minimum", lambda v, b: v >= b, ">="),
+            ("maximum", lambda v, b: v <= b, "<="),
+            ("exclusive_minimum", lambda v, b: v > b, ">"),
+            ("exclusive_maximum", lambda v, b: v < b, "<"),
+        ]
+        for name, ok, symbol in bounds:
+            bound = metadata.get(name)
+            if bound is not None and not ok(item, bound):
+                raise RecipeError(f"{source}: {key_path} must be {symbol} {bound}, got "
+                                  f"{item!r}.")
+
+
+def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
+    data, training = recipe.data, recipe.training
+    if data.source in ("image_folder", "tfrecords", "arrays", "python") and not data.path:
+        raise RecipeError(f"{source}: data.path is required when data.source is "
+                          f"{data.source!r}.")
+    if data.source == "tfds" and not data.name:
+        raise RecipeError(f"{source}: data.name (a TFDS dataset name) is required when "
+                          "data.source is 'tfds'.")
+    if data.source == "tfrecords" and not data.features:
+        raise RecipeError(f"{source}: data.features (the TFRecord feature spec) is required "
+                          "when data.source is 'tfrecords'.")
+    if data.image_size is not None:
+        if len(data.image_size) != 2 or any(s < 1 for s in data.image_size):
+            raise RecipeError(f"{source}: data.image_size must be [height, width] with "
+                              f"positive sizes, got {data.image_size!r}.")
+    if data.source == "image_folder" and data.image_size is None:
+        raise RecipeError(f"{source}: data.image_size ([height, width]) is required when "
+                          "data.source is 'image_folder'.")
+    if training.accumulation_steps is not None and training.micro_batch_size is not None:
+        raise RecipeError(f"{source}: set training.accumulation_steps "
+                          f"({training.accumulation_steps}) or training.micro_batch_size "
+                          f"({training.micro_batch_size}), not both.")
+    if training.accumulation_steps is not None:
+        if training.global_batch_size % training.accumulation_steps:
+            raise RecipeError(
+                f"{source}: training.global_batch_size ({training.global_batch_size}) must be "
+                f"divisible by training.accumulation_steps ({training.accumulation_steps}).")
+    if training.micro_batch_size is not None:
+        if training.global_batch_size % training.micro_batch_size:
+            raise RecipeError(
+                f"{source}: training.global_batch_size ({training.global_batch_size}) must be "
+                f"divisible by training.micro_batch_size ({training.micro_batch_size}).")
+    _check_model_params(recipe.model, source=source)
+
+
+def _check_model_params(model: ModelConfig, *, source: str) -> None:
+    # The registry is TensorFlow-free at import, so this check keeps `validate` fast.
+    from tfaccel import models
+
+    names = list(models.model_names())
+    if model.name not in names:
+        raise RecipeError(f"{source}: model.name {model.name!r} is not a registered model"
+                          f"{_did_you_mean(model.name, names)}; choose from "
+                          f"{', '.join(names)}.")
+    known = models.model_params(model.name)
+    for key in model.params:
+        if key not in known:
+            raise RecipeError(f"{source}: unknown key 'model.params.{key}' for model "
+                              f"{model.name!r}{_did_you_mean(str(key), list(known))}; its "
+                              f"parameters are {', '.join(known) or 'none'}.")
+
+
+def _resolve_paths(recipe: Recipe, base_dir: Path) -> Recipe:
+    # Input paths are relative to the recipe file, so a recipe runs the same from any folder.
+    data = recipe.data
+    changes = {}
+    for f in dataclasses.fields(DataConfig):
+        value = getattr(data, f.name)
+        if not f.metadata.get("path") or not value:
+            continue
+        if f.name == "path" and data.source == "python":
+            continue  # a `module:callable` import path, not a file
+        changes[f.name] = _resolve_path(value, base_dir)
+    return dataclasses.replace(recipe, data=dataclasses.replace(data, **changes))
+
+
+def _resolve_path(value: str, base_dir: Path) -> str:
+    if "://" in value:
+        return value  # a remote URL such as gs://bucket/...: TensorFlow resolves it
+    expanded = os.path.expanduser(value)
+    if os.path.isabs(expanded):
+        return expanded
+    return str((base_dir / expanded).resolve())
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _type_name(hint: Any) -> str:
+    if typing.get_origin(hint) is Literal:
+        return "one of " + ", ".join(str(a) for a in typing.get_args(hint))
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(
+        hint, getattr(hint, "__name__", str(hint)))
+
+
+def _default_of(f: dataclasses.Field):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        value = f.default_factory()
+        return "(section)" if dataclasses.is_dataclass(value) else value
+    return None
+
+
+def _yaml_scalar(value: Any) -> str:
+    if value == "(section)":
+        return ""
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value

@@ -1,0 +1,79 @@
+"""The run directory: one new folder per run, never clobbering an existing one."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+from tfaccel.errors import UserInputError
+
+RECIPE_FILE = "recipe.yaml"
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+MODEL_FILE = "model.keras"
+CHECKPOINTS_DIR = "checkpoints"
+TENSORBOARD_DIR = "tensorboard"
+
+
+def create_run_dir(*, name: str, runs_dir: str, run_dir: Optional[str] = None) -> Path:
+    """Creates the folder for a new run.
+
+    Args:
+        name: The recipe's name; prefixes the generated folder name.
+        runs_dir: Parent folder of generated run directories.
+        run_dir: An explicit folder; it must not exist yet, or be empty.
+
+    Returns:
+        The created, empty run directory.
+
+    Raises:
+        UserInputError: `run_dir` exists and is not an empty folder.
+    """
+    if run_dir is not None:
+        path = Path(run_dir)
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise UserInputError(
+                f"--run-dir {str(path)!r} already exists and is not an empty folder; tfaccel "
+                "never overwrites a run. Choose a new folder or remove that one.")
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    safe_name = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "run"
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    parent = Path(runs_dir)
+    parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1000):
+        suffix = "" if attempt == 0 else f"-{attempt}"
+        path = parent / f"{safe_name}-{stamp}{suffix}"
+        try:
+            path.mkdir()  # atomic: two runs started in the same second get different folders
+            return path
+        except FileExistsError:
+            continue
+    raise UserInputError(f"could not create a new run directory under {str(parent)!r}.")
+
+
+def write_json(path: Path, payload: Any) -> None:
+    """Writes JSON atomically (temporary file, then rename) so a reader never sees half."""
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n",
+                         encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def append_jsonl(path: Path, record: dict) -> None:
+    """Appends one JSON object as a line and flushes it, so a crash loses no epoch."""
+    with path.open("a", encoding="utf-8") as stream:
+        stream.write(json.dumps(record, default=float) + "\n")
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Reads a JSON-lines file written by `append_jsonl`."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
