@@ -1,0 +1,15 @@
+"""Fast tf.data pipelines from arrays, image folders, TFRecords, TFDS and Python sources."""
+
+from tfaccel.data.arrays import from_arrays
+from tfaccel.data.augment import AUGMENTATIONS
+from tfaccel.data.image_folder import from_image_folder
+from tfaccel.data.pipeline import AUTOTUNE, make_options, optimize, sequential_options
+from tfaccel.data.python_source import WorkerError, from_python
+from tfaccel.data.tfds_source import from_tfds
+from tfaccel.data.tfrecords import from_tfrecords, parse_feature_spec
+
+__all__ = [
+    "AUGMENTATIONS", "AUTOTUNE", "WorkerError", "from_arrays", "from_image_folder",
+    "from_python", "from_tfds", "from_tfrecords", "make_options", "optimize",
+    "parse_feature_spec", "sequential_options",
+]

@@ -1,0 +1,321 @@
+"""Worker pool for Python sources: processes (shared memory) or threads; no TensorFlow here."""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+import traceback
+import weakref
+from multiprocessing import resource_tracker, shared_memory
+from typing import Callable, Iterator, List, Optional
+
+import numpy as np
+
+_POLL_SECONDS = 0.5
+# Chunks at least this big travel through a shared-memory segment (one copy in, one copy
+# out); smaller ones are pickled through the result pipe, where a segment's set-up costs more
+# than it saves. Measured in benchmarks/bench_data_python.py.
+SHM_MIN_BYTES = 1 << 16
+
+
+class WorkerError(RuntimeError):
+    """A worker failed; the message carries the worker's own traceback text."""
+
+
+def flatten(example) -> list:
+    """Flattens tuples/lists/dicts (dict keys sorted, like ``tf.nest``) into a list of leaves."""
+    if isinstance(example, dict):
+        return [leaf for key in sorted(example) for leaf in flatten(example[key])]
+    if isinstance(example, (tuple, list)):
+        return [leaf for item in example for leaf in flatten(item)]
+    return [example]
+
+
+def _stack(examples: list) -> List[np.ndarray]:
+    flat = [flatten(e) for e in examples]
+    return [np.stack([np.asarray(row[i]) for row in flat]) for i in range(len(flat[0]))]
+
+
+def _pack(arrays: List[np.ndarray], use_shm: bool):
+    total = sum(a.nbytes for a in arrays)
+    if not use_shm or total < SHM_MIN_BYTES:
+        return ("pickle", arrays)
+    shm = shared_memory.SharedMemory(create=True, size=max(total, 1))
+    layout, offset = [], 0
+    for a in arrays:
+        np.ndarray(a.shape, a.dtype, buffer=shm.buf, offset=offset)[...] = a
+        layout.append((a.dtype.str, a.shape, offset))
+        offset += a.nbytes
+    name = shm.name
+    shm.close()  # the parent unlinks it after copying out
+    return ("shm", name, layout)
+
+
+def unpack(payload) -> List[np.ndarray]:
+    """Turns a worker's payload back into arrays (copying out of, then freeing, shared memory)."""
+    if payload[0] == "pickle":
+        return payload[1]
+    _, name, layout = payload
+    shm = shared_memory.SharedMemory(name=name)
+    try:
+        return [np.ndarray(shape, np.dtype(dtype), buffer=shm.buf, offset=offset).copy()
+                for dtype, shape, offset in layout]
+    finally:
+        shm.close()
+        shm.unlink()
+
+
+def _discard(payload):
+    if payload and payload[0] == "shm":
+        try:
+            unpack(payload)
+        except FileNotFoundError:
+            pass
+
+
+def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks, results,
+                 parent_pid, use_shm):
+    """Body of one worker: answers each task with one chunk, or an error with its traceback."""
+    if parent_pid is not None:
+        # Ctrl-C reaches the whole process group; the parent decides, workers just stop
+        # when told or when the parent is gone.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    iterator = None
+    try:
+        if not random_access:
+            iterator = iter(source(worker_id, num_workers))
+        while True:
+            try:
+                task = tasks.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                if parent_pid is not None and os.getppid() != parent_pid:
+                    return  # orphaned: the parent died without telling us
+                continue
+            if task is None:
+                return
+            chunk_id, arg = task
+            if random_access:
+                examples = [source[int(i)] for i in arg]
+                if transform is not None:
+                    examples = [transform(e) for e in examples]
+            else:
+                examples = []
+                for example in itertools.islice(iterator, arg):
+                    examples.append(example if transform is None else transform(example))
+            if not examples:
+                results.put(("done", worker_id, chunk_id, None))
+                if not random_access:
+                    return
+                continue
+            results.put(("chunk", worker_id, chunk_id, _pack(_stack(examples), use_shm)))
+    except BaseException:  # noqa: BLE001 - every failure must reach the caller as text
+        results.put(("error", worker_id, None, traceback.format_exc()))
+
+
+_LIVE_POOLS: "weakref.WeakSet[Pool]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    for pool in list(_LIVE_POOLS):
+        pool.close()
+
+
+class Pool:
+    """N workers that turn tasks into chunks of stacked examples; always close() it."""
+
+    def __init__(self, *, source, transform: Optional[Callable], random_access: bool,
+                 workers: int, mode: str, start_method: Optional[str] = None):
+        self.mode = mode
+        self.workers = workers
+        self.closed = False
+        if mode == "process":
+            ctx = multiprocessing.get_context(start_method or _default_start_method())
+            # The resource tracker must exist before forking, so that segments created by a
+            # worker and unlinked by the parent are tracked by one and the same tracker.
+            resource_tracker.ensure_running()
+            self.results = ctx.Queue()
+            self.tasks = [ctx.Queue() for _ in range(workers)]
+            self.handles = [
+                ctx.Process(target=_worker_loop, daemon=True, name=f"tfaccel-data-{i}",
+                            args=(i, workers, source, transform, random_access,
+                                  self.tasks[i], self.results, os.getpid(), True))
+                for i in range(workers)]
+        else:
+            self.results = queue.Queue()
+            self.tasks = [queue.Queue() for _ in range(workers)]
+            self.handles = [
+                threading.Thread(target=_worker_loop, daemon=True, name=f"tfaccel-data-{i}",
+                                 args=(i, workers, source, transform, random_access,
+                                       self.tasks[i], self.results, None, False))
+                for i in range(workers)]
+        _LIVE_POOLS.add(self)
+        for h in self.handles:
+            h.start()
+
+    @property
+    def pids(self) -> List[int]:
+        """Process ids of the workers (empty in thread mode)."""
+        return [h.pid for h in self.handles if self.mode == "process"]
+
+    def submit(self, worker_id: int, chunk_id: int, arg) -> None:
+        self.tasks[worker_id].put((chunk_id, arg))
+
+    def get(self):
+        """Next result ``(kind, worker_id, chunk_id, payload)``; raises WorkerError."""
+        while True:
+            if self.closed:
+                raise WorkerError("The worker pool was closed (interpreter exit).")
+            try:
+                kind, worker_id, chunk_id, payload = self.results.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                for i, h in enumerate(self.handles):
+                    if not h.is_alive():
+                        code = getattr(h, "exitcode", None)
+                        raise WorkerError(f"Worker {i} ({self.mode}) died without a Python "
+                                          f"error (exit code {code}), e.g. killed by the OS "
+                                          "for memory.")
+                continue
+            if kind == "error":
+                raise WorkerError(f"Worker {worker_id} ({self.mode}) raised an exception; its "
+                                  f"traceback:\n{payload}")
+            return kind, worker_id, chunk_id, payload
+
+    def close(self) -> None:
+        """Stops the workers (politely, then terminate, then kill) and frees shared memory."""
+        if self.closed:
+            return
+        self.closed = True
+        _LIVE_POOLS.discard(self)
+        for q in self.tasks:
+            try:
+                q.put(None)
+            except (ValueError, OSError):
+                pass
+        for h in self.handles:
+            h.join(timeout=1.0)
+        if self.mode == "process":
+            for h in self.handles:
+                if h.is_alive():
+                    h.terminate()
+                    h.join(timeout=1.0)
+                if h.is_alive():
+                    h.kill()
+                    h.join(timeout=1.0)
+            # Segments of chunks that were produced but never consumed.
+            while True:
+                try:
+                    item = self.results.get_nowait()
+                except (queue.Empty, ValueError, OSError):
+                    break
+                if item[0] == "chunk":
+                    _discard(item[3])
+            for q in [*self.tasks, self.results]:
+                q.close()
+                q.cancel_join_thread()
+
+    def __del__(self):
+        self.close()
+
+
+def _default_start_method() -> str:
+    # fork starts a worker in milliseconds and accepts lambdas and local closures as sources;
+    # the workers run only the user's Python code (never TensorFlow), which keeps fork safe.
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def run_epoch(pool: Pool, *, random_access: bool, order=None, chunk_size: int,
+              deterministic: bool, prefetch: int = 2) -> Iterator[List[np.ndarray]]:
+    """Yields the chunks of one epoch from `pool`, in a fixed order when `deterministic`.
+
+    Each worker has at most `prefetch` chunks in flight, which bounds memory. In
+    deterministic mode chunk c is done by worker c % N and chunks are yielded in order of c
+    (random access) or round-robin over workers (generator sources); otherwise each result
+    is yielded as soon as it arrives and the free worker gets the next chunk.
+    """
+    n = pool.workers
+    if random_access:
+        chunks = [order[i:i + chunk_size] for i in range(0, len(order), chunk_size)]
+        next_chunk = 0
+        per_worker = [[] for _ in range(n)]
+        if deterministic:
+            for c in range(len(chunks)):
+                per_worker[c % n].append(c)
+        in_flight = 0
+
+        def dispatch(worker_id):
+            nonlocal next_chunk, in_flight
+            if deterministic:
+                if per_worker[worker_id]:
+                    c = per_worker[worker_id].pop(0)
+                    pool.submit(worker_id, c, chunks[c])
+                    in_flight += 1
+            elif next_chunk < len(chunks):
+                pool.submit(worker_id, next_chunk, chunks[next_chunk])
+                next_chunk += 1
+                in_flight += 1
+
+        for w in range(n):
+            for _ in range(prefetch):
+                dispatch(w)
+        waiting, expected = {}, 0
+        while in_flight:
+            kind, worker_id, chunk_id, payload = pool.get()
+            in_flight -= 1
+            dispatch(worker_id)
+            if kind != "chunk":
+                continue
+            arrays = unpack(payload)
+            if not deterministic:
+                yield arrays
+                continue
+            waiting[chunk_id] = arrays
+            while expected in waiting:
+                yield waiting.pop(expected)
+                expected += 1
+        return
+
+    # Generator sources: worker w runs its own shard source(w, n); tasks are credits, and
+    # each chunk is keyed (worker, k) for its k-th chunk.
+    counters = [itertools.count() for _ in range(n)]
+    for w in range(n):
+        for _ in range(prefetch):
+            pool.submit(w, (w, next(counters[w])), chunk_size)
+    running = set(range(n))  # workers that have not reported the end of their stream
+    finished = set()  # workers whose end marker was reached in the deterministic order
+    waiting, turn, current = {}, [0] * n, 0
+    while len(finished) < n:
+        if not deterministic and not running:
+            return
+        kind, worker_id, chunk_id, payload = pool.get()
+        if kind == "done":
+            running.discard(worker_id)
+            waiting[chunk_id] = None
+        else:
+            pool.submit(worker_id, (worker_id, next(counters[worker_id])), chunk_size)
+            arrays = unpack(payload)
+            if not deterministic:
+                yield arrays
+                continue
+            waiting[chunk_id] = arrays
+        if not deterministic:
+            continue
+        # Round-robin over the workers that have not finished: each worker's next chunk.
+        while len(finished) < n:
+            while current in finished:
+                current = (current + 1) % n
+            key = (current, turn[current])
+            if key not in waiting:
+                break
+            arrays = waiting.pop(key)
+            turn[current] += 1
+            if arrays is None:
+                finished.add(current)
+            else:
+                yield arrays
+            current = (current + 1) % n

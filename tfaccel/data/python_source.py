@@ -1,0 +1,160 @@
+"""Python sources whose per-example work runs in N worker processes (or threads)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Callable, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from tfaccel.data import _workers, pipeline
+from tfaccel.data._workers import WorkerError  # noqa: F401  (re-exported)
+from tfaccel.errors import UserInputError
+
+
+def _is_random_access(source) -> bool:
+    return hasattr(source, "__len__") and hasattr(source, "__getitem__")
+
+
+def _first_example(source, transform, random_access):
+    if random_access:
+        if len(source) == 0:
+            raise UserInputError("from_python got an empty random-access source (len 0).")
+        example = source[0]
+    else:
+        try:
+            example = next(iter(source(0, 1)))
+        except StopIteration:
+            raise UserInputError("from_python's source(0, 1) yielded nothing.") from None
+    return example if transform is None else transform(example)
+
+
+def _signature_of(example):
+    def spec(value):
+        array = np.asarray(value)
+        if array.dtype == object or array.dtype.kind in "US":
+            return tf.TensorSpec(array.shape, tf.string)
+        return tf.TensorSpec(array.shape, tf.as_dtype(array.dtype))
+
+    return tf.nest.map_structure(spec, _as_tf_structure(example))
+
+
+def _as_tf_structure(example):
+    # Lists are leaves to tf.nest only when they are arrays; here a list of parts means a
+    # tuple, matching how the workers flatten it.
+    if isinstance(example, list):
+        return tuple(_as_tf_structure(e) for e in example)
+    if isinstance(example, tuple):
+        return tuple(_as_tf_structure(e) for e in example)
+    if isinstance(example, dict):
+        return {k: _as_tf_structure(v) for k, v in example.items()}
+    return example
+
+
+def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "process",
+                transform: Optional[Callable] = None,
+                output_signature=None, shuffle: bool = False, seed: Optional[int] = None,
+                deterministic: bool = False, chunk_size: int = 32,
+                start_method: Optional[str] = None, **options) -> tf.data.Dataset:
+    """Builds batches from a Python source whose per-example work runs in parallel workers.
+
+    `tf.data.Dataset.from_generator` runs Python under the GIL, so a Python-heavy
+    source uses about one core however many maps follow. Here `workers` processes each run
+    the source and `transform` on their share of the examples, stack them into chunks and
+    hand them to the parent through shared memory; tf.data then does the standard tail.
+
+    Example::
+
+        class Sentences:                       # a random-access source
+            def __len__(self): return len(lines)
+            def __getitem__(self, i): return tokenize(lines[i]), labels[i]
+
+        train = tfaccel.data.from_python(Sentences(), batch_size=64, workers=4,
+                                         shuffle=True, seed=0)
+
+        def shard(worker_index, num_workers):  # or a generator factory
+            for path in paths[worker_index::num_workers]:
+                yield load(path)
+
+        train = tfaccel.data.from_python(shard, batch_size=64, workers=4)
+
+    Args:
+        source: Either a random-access object (``__len__`` and ``__getitem__(int)``), or a
+            callable ``source(worker_index, num_workers)`` returning an iterable of that
+            worker's share of the examples. An example is an array-like, or a tuple/list/
+            dict of them (e.g. ``(features, label)``), with the same shapes every time.
+        batch_size: The GLOBAL batch size.
+        workers: Number of worker processes (or threads).
+        mode: ``"process"`` (CPU-bound Python: escapes the GIL) or ``"thread"`` (I/O-bound
+            sources such as network or object-store reads, which release the GIL).
+        transform: Optional ``fn(example) -> example`` run in the workers.
+        output_signature: The `tf.TensorSpec` structure of one example; None infers it from
+            the first example (computed once in this process).
+        shuffle: Random-access sources only: a new seeded permutation of all indices each
+            epoch (a global shuffle, cheaper than a shuffle buffer).
+        seed: Seed of that permutation and of the tail's shuffle/augmentation.
+        deterministic: Fixed element order (chunk c always from worker c % N, yielded in
+            order); otherwise chunks are used as soon as any worker finishes one.
+        chunk_size: Examples a worker stacks into one hand-over.
+        start_method: multiprocessing start method; None means "fork" where available
+            (fast, accepts lambdas), else "spawn" (source must then be picklable).
+        **options: Any other keyword of `tfaccel.data.optimize` (shuffle_buffer, augment,
+            cache, ...).
+
+    Returns:
+        A `tf.data.Dataset` of batches. A worker's exception surfaces while iterating as a
+        TensorFlow error whose message holds ``WorkerError`` and the worker's traceback.
+        Workers live for one epoch (one iterator) and are stopped when it ends, is
+        deleted, raises, or the interpreter exits (Ctrl-C included).
+
+    Raises:
+        UserInputError: A bad argument, or an empty source.
+    """
+    if mode not in ("process", "thread"):
+        raise UserInputError(f"mode must be 'process' or 'thread', got {mode!r}.")
+    if not isinstance(workers, int) or workers < 1:
+        raise UserInputError(f"workers must be a positive integer, got {workers!r}.")
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise UserInputError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+    random_access = _is_random_access(source)
+    if not random_access and not callable(source):
+        raise UserInputError(
+            f"source must have __len__ and __getitem__, or be a callable "
+            f"source(worker_index, num_workers) returning an iterable; got "
+            f"{type(source).__name__}.")
+    if shuffle and not random_access:
+        raise UserInputError("shuffle=True needs a random-access source; for a generator "
+                             "source use shuffle_buffer=... instead.")
+    if output_signature is None:
+        output_signature = _signature_of(_first_example(source, transform, random_access))
+    chunk_signature = tf.nest.map_structure(
+        lambda s: tf.TensorSpec([None, *s.shape], s.dtype), output_signature)
+    epochs = itertools.count()
+
+    def generate():
+        epoch = next(epochs)
+        order = None
+        if random_access:
+            order = np.arange(len(source))
+            if shuffle:
+                rng = np.random.default_rng(None if seed is None else [seed, epoch])
+                order = rng.permutation(order)
+        pool = _workers.Pool(source=source, transform=transform, random_access=random_access,
+                             workers=workers, mode=mode, start_method=start_method)
+        try:
+            for arrays in _workers.run_epoch(pool, random_access=random_access, order=order,
+                                             chunk_size=chunk_size,
+                                             deterministic=deterministic):
+                yield tf.nest.pack_sequence_as(chunk_signature, arrays)
+        finally:
+            # Runs at the end of the epoch, on an error, and when tf.data drops the
+            # iterator (GeneratorExit), so workers never outlive their epoch.
+            pool.close()
+
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=chunk_signature)
+    dataset = dataset.unbatch()
+    # A generator cannot be split by files; a multi-worker strategy must shard by element.
+    options.setdefault("shard_policy", "data")
+    return pipeline.optimize(dataset, batch_size=batch_size, seed=seed,
+                             deterministic=deterministic, **options)
