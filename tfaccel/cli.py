@@ -111,13 +111,20 @@ def validate(recipe, overrides, show):
 
 
 @main.command()
+@click.option("--markdown", is_flag=True, help="Print a Markdown table (as in the README).")
 @handle_errors
-def keys():
+def keys(markdown):
     """List every recipe key with its default and meaning."""
     from tfaccel.recipe import describe_keys
 
+    if markdown:
+        click.echo("| key | default | meaning |\n|---|---|---|")
     for key, default, help_text in describe_keys():
-        click.echo(f"{key:34} {default or '-':24} {help_text}")
+        if markdown:
+            shown = f"`{default}`" if default else ""
+            click.echo(f"| `{key}` | {shown} | {help_text.replace('|', '/')} |")
+        else:
+            click.echo(f"{key:34} {default or '-':24} {help_text}")
 
 
 @main.command()
