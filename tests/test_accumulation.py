@@ -1,0 +1,300 @@
+"""Tests for tfaccel.engine.accumulation: exact equivalence with a plain fit, under strategies."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfaccel.engine.accumulation import AccumulatingModel, accumulate
+from tfaccel.engine.strategy import make_strategy
+from tfaccel.errors import UserInputError
+
+EPOCHS = 3
+GLOBAL_BATCH = 32
+FLOAT32_ATOL = 1e-5
+# Mixed precision: per-micro-batch bf16/fp16 forward passes round differently from one
+# full-batch pass. Measured after 3 epochs of Adam on the MLP below (2 replicas, k=4):
+# mixed_bfloat16 2.7e-4, mixed_float16 5.6e-5 max abs weight difference.
+MIXED_ATOL = {"mixed_bfloat16": 1e-3, "mixed_float16": 2e-4}
+
+
+@pytest.fixture(autouse=True)
+def _float32_policy():
+    keras.mixed_precision.set_global_policy("float32")
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _data(n=96, features=8, classes=3):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(n, features)).astype("float32")
+    y = rng.integers(0, classes, size=(n,))
+    return x, y
+
+
+def _mlp(output_dtype=None):
+    keras.utils.set_random_seed(1)
+    return keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(16, activation="relu", kernel_regularizer=keras.regularizers.L2(1e-3)),
+            keras.layers.Dense(3, dtype=output_dtype),
+        ]
+    )
+
+
+def _optimizer(name):
+    return {"sgd": lambda: keras.optimizers.SGD(0.1), "adam": lambda: keras.optimizers.Adam(1e-2)}[name]()
+
+
+def _fit(*, optimizer, steps=None, strategy=None, steps_per_execution=1, jit_compile=False,
+         batch_size=GLOBAL_BATCH, build=_mlp, sample_weight=None):
+    x, y = _data()
+    strategy = strategy or tf.distribute.get_strategy()
+    with strategy.scope():
+        model = build()
+        trained = accumulate(model, steps) if steps else model
+        trained.compile(
+            optimizer=_optimizer(optimizer),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+            steps_per_execution=steps_per_execution,
+            jit_compile=jit_compile,
+        )
+    history = trained.fit(
+        x, y, sample_weight=sample_weight, batch_size=batch_size, epochs=EPOCHS, shuffle=False, verbose=0
+    )
+    return [w.numpy() for w in model.weights], history.history
+
+
+def _max_diff(a, b):
+    assert len(a) == len(b)
+    return max(float(np.abs(u - v).max()) for u, v in zip(a, b))
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_contract_mirrored_k4_equals_plain_single_device(optimizer, logical_cpus):
+    plain, plain_history = _fit(optimizer=optimizer)
+    mirrored = make_strategy("mirrored", devices=logical_cpus)
+    ours, history = _fit(optimizer=optimizer, steps=4, strategy=mirrored)
+    assert _max_diff(plain, ours) <= FLOAT32_ATOL
+    np.testing.assert_allclose(history["loss"], plain_history["loss"], rtol=1e-5)
+    np.testing.assert_allclose(history["accuracy"], plain_history["accuracy"], rtol=1e-6)
+
+
+def test_contract_holds_with_steps_per_execution_2(logical_cpus):
+    plain, _ = _fit(optimizer="adam")
+    mirrored = make_strategy("mirrored", devices=logical_cpus)
+    ours, _ = _fit(optimizer="adam", steps=4, strategy=mirrored, steps_per_execution=2)
+    assert _max_diff(plain, ours) <= FLOAT32_ATOL
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_contract_under_mixed_precision(policy, logical_cpus):
+    keras.mixed_precision.set_global_policy(policy)
+    build = lambda: _mlp(output_dtype="float32")  # noqa: E731  keep logits in float32
+    plain, _ = _fit(optimizer="adam", build=build)
+    mirrored = make_strategy("mirrored", devices=logical_cpus)
+    ours, _ = _fit(optimizer="adam", steps=4, strategy=mirrored, build=build)
+    assert _max_diff(plain, ours) <= MIXED_ATOL[policy]
+
+
+def test_mixed_float16_uses_keras_loss_scale_optimizer():
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    model = accumulate(_mlp(output_dtype="float32"), 2)
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+
+
+def test_jit_compile_on_one_device_equals_plain():
+    plain, _ = _fit(optimizer="adam")
+    ours, _ = _fit(optimizer="adam", steps=4, jit_compile=True)
+    assert _max_diff(plain, ours) <= FLOAT32_ATOL
+
+
+def test_remainder_micro_batches_are_weighted_by_share(logical_cpus):
+    # 32 / 3 -> micro-batches of 10, 11, 11; per replica 16 / 5 -> 3, 3, 3, 3, 4.
+    plain, _ = _fit(optimizer="adam")
+    ours, _ = _fit(optimizer="adam", steps=3)
+    assert _max_diff(plain, ours) <= FLOAT32_ATOL
+    mirrored = make_strategy("mirrored", devices=logical_cpus)
+    ours, _ = _fit(optimizer="adam", steps=5, strategy=mirrored)
+    assert _max_diff(plain, ours) <= FLOAT32_ATOL
+
+
+def test_short_last_batch_smaller_than_steps():
+    # 96 examples in batches of 31: the last batch holds 3 examples, fewer than 4 steps.
+    plain, _ = _fit(optimizer="sgd", batch_size=31)
+    ours, _ = _fit(optimizer="sgd", steps=4, batch_size=31)
+    assert _max_diff(plain, ours) <= FLOAT32_ATOL
+
+
+def test_sample_weights_match_plain(logical_cpus):
+    weights = np.random.default_rng(3).uniform(0.0, 3.0, size=96).astype("float32")
+    plain, plain_history = _fit(optimizer="adam", sample_weight=weights)
+    mirrored = make_strategy("mirrored", devices=logical_cpus)
+    ours, history = _fit(optimizer="adam", steps=4, strategy=mirrored, sample_weight=weights)
+    assert _max_diff(plain, ours) <= FLOAT32_ATOL
+    np.testing.assert_allclose(history["loss"], plain_history["loss"], rtol=1e-5)
+
+
+def _two_headed():
+    keras.utils.set_random_seed(2)
+    image = keras.Input((6,), name="image")
+    meta = keras.Input((2,), name="meta")
+    hidden = keras.layers.Dense(8, activation="tanh", activity_regularizer=keras.regularizers.L1(1e-3))(
+        keras.layers.Concatenate()([image, meta])
+    )
+    return keras.Model(
+        {"image": image, "meta": meta},
+        {"label": keras.layers.Dense(3, name="label")(hidden), "score": keras.layers.Dense(1, name="score")(hidden)},
+    )
+
+
+def test_dict_inputs_outputs_and_activity_regularizer(logical_cpus):
+    rng = np.random.default_rng(4)
+    x = {"image": rng.normal(size=(64, 6)).astype("float32"), "meta": rng.normal(size=(64, 2)).astype("float32")}
+    y = {"label": rng.integers(0, 3, size=(64,)), "score": rng.normal(size=(64, 1)).astype("float32")}
+    results = {}
+    for name, steps, strategy in (
+        ("plain", None, tf.distribute.get_strategy()),
+        ("ours", 4, make_strategy("mirrored", devices=logical_cpus)),
+    ):
+        with strategy.scope():
+            model = _two_headed()
+            trained = accumulate(model, steps) if steps else model
+            trained.compile(
+                optimizer=keras.optimizers.Adam(1e-2),
+                loss={"label": keras.losses.SparseCategoricalCrossentropy(from_logits=True), "score": "mse"},
+                loss_weights={"label": 1.0, "score": 0.5},
+                metrics={"label": ["accuracy"], "score": ["mae"]},
+            )
+        history = trained.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0).history
+        results[name] = ([w.numpy() for w in model.weights], history)
+    assert _max_diff(results["plain"][0], results["ours"][0]) <= FLOAT32_ATOL
+    assert set(results["ours"][1]) == set(results["plain"][1])
+    for key, values in results["plain"][1].items():
+        np.testing.assert_allclose(results["ours"][1][key], values, rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_subclassed_model_and_train_on_batch():
+    class TwoLayer(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.hidden = keras.layers.Dense(5, activation="relu")
+            self.out = keras.layers.Dense(3)
+
+        def call(self, inputs):
+            return self.out(self.hidden(inputs))
+
+    x, y = _data(n=16)
+    results = []
+    for steps in (None, 4):
+        keras.utils.set_random_seed(5)
+        model = TwoLayer()
+        trained = accumulate(model, steps) if steps else model
+        trained.compile(optimizer=keras.optimizers.SGD(0.1), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        losses = [trained.train_on_batch(x, y) for _ in range(3)]
+        results.append(([w.numpy() for w in model.weights], losses))
+    assert _max_diff(results[0][0], results[1][0]) <= FLOAT32_ATOL
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5)
+
+
+def test_batchnorm_statistics_are_per_micro_batch(logical_cpus):
+    # Documented semantics: each micro-batch updates the moving averages once.
+    x = np.array([[0.0], [2.0], [10.0], [20.0]] * 2, dtype="float32")  # per replica: 0,2,10,20
+    y = np.zeros((8, 1), dtype="float32")
+    momentum = 0.5
+    with make_strategy("mirrored", devices=logical_cpus).scope():
+        keras.utils.set_random_seed(6)
+        inner = keras.Sequential([keras.Input((1,)), keras.layers.BatchNormalization(momentum=momentum), keras.layers.Dense(1)])
+        model = accumulate(inner, 2)
+        model.compile(optimizer="sgd", loss="mse")
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    # Micro-batch means 1 then 15; moving = m * (m * 0 + (1 - m) * 1) + (1 - m) * 15.
+    expected = momentum * (1 - momentum) * 1.0 + (1 - momentum) * 15.0
+    moving_mean = inner.layers[0].moving_mean.numpy()
+    np.testing.assert_allclose(moving_mean, [expected], rtol=1e-6)
+
+
+def test_keras_own_accumulation_fails_under_mirrored_where_ours_works(logical_cpus):
+    # keras-team/keras#20582, still present in keras 3.15.1.
+    x, y = _data(n=32)
+    strategy = make_strategy("mirrored", devices=logical_cpus)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    with strategy.scope():
+        theirs = _mlp()
+        theirs.compile(optimizer=keras.optimizers.SGD(0.1, gradient_accumulation_steps=4), loss=loss)
+    with pytest.raises(RuntimeError, match="merge_call"):
+        theirs.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    with strategy.scope():
+        ours = accumulate(_mlp(), 4)
+        ours.compile(optimizer=keras.optimizers.SGD(0.1), loss=loss)
+    history = ours.fit(x, y, batch_size=8, epochs=1, verbose=0).history
+    assert np.isfinite(history["loss"][0])
+
+
+def test_saves_and_reloads_wrapper_and_inner(tmp_path):
+    x, y = _data(n=32)
+    model = accumulate(_mlp(), 2)
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    expected = model.predict(x, verbose=0)
+
+    model.save(tmp_path / "wrapper.keras")
+    reloaded = keras.models.load_model(tmp_path / "wrapper.keras")
+    assert isinstance(reloaded, AccumulatingModel) and reloaded.steps == 2
+    np.testing.assert_allclose(reloaded.predict(x, verbose=0), expected, rtol=1e-6)
+    reloaded.fit(x, y, batch_size=16, epochs=1, verbose=0)  # compiled state restored too
+
+    model.inner.save(tmp_path / "model.keras")
+    plain = keras.models.load_model(tmp_path / "model.keras")
+    assert not isinstance(plain, AccumulatingModel)
+    np.testing.assert_allclose(plain.predict(x, verbose=0), expected, rtol=1e-6)
+
+
+def test_accumulate_shares_weights_and_copies_compile_config():
+    inner = _mlp()
+    inner.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
+    model = accumulate(inner, 4)
+    assert model.inner is inner and model.steps == 4
+    assert [id(v) for v in model.weights] == [id(v) for v in inner.weights]
+    assert model.compiled and isinstance(model.optimizer, keras.optimizers.SGD)
+    assert model.optimizer is not inner.optimizer
+    np.testing.assert_allclose(float(model.optimizer.learning_rate), 0.05)
+
+
+@pytest.mark.parametrize("steps", [0, -1, 2.0, "4", True])
+def test_bad_steps_are_user_errors(steps):
+    with pytest.raises(UserInputError, match="steps must be an integer >= 1"):
+        accumulate(_mlp(), steps)
+
+
+def test_non_model_and_double_wrap_are_user_errors():
+    with pytest.raises(UserInputError, match="keras.Model; got Dense"):
+        accumulate(keras.layers.Dense(2), 2)
+    with pytest.raises(UserInputError, match="already an AccumulatingModel"):
+        accumulate(accumulate(_mlp(), 2), 2)
+
+
+def test_sum_reduction_is_rejected():
+    x, y = _data(n=16)
+    model = accumulate(_mlp(), 2)
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum"))
+    with pytest.raises(UserInputError, match="reduction='sum'"):
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+
+
+def test_jit_compile_needs_divisible_batch():
+    x, y = _data(n=90)
+    model = accumulate(_mlp(), 4)
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
+    # Static batch size known when the step is traced: our own error with the numbers.
+    with pytest.raises(UserInputError, match=r"per-replica batch \(30\) must be divisible by the accumulation steps \(4\)"):
+        model.fit(x, y, batch_size=30, epochs=1, verbose=0)
+    # Unknown static batch size: XLA compilation fails, naming both numbers.
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(30)
+    model = accumulate(_mlp(), 4)
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="tensor with 30 values.*multiple of 4"):
+        model.fit(dataset, epochs=1, verbose=0)

@@ -1,0 +1,236 @@
+"""Exact gradient accumulation for any Keras model, inside the compiled step, under any strategy."""
+
+import warnings
+
+import keras
+import tensorflow as tf
+
+from tfaccel.errors import UserInputError
+
+# Loss reductions for which "weight each micro-batch by its share of examples" reproduces
+# the full-batch loss exactly. All built-in Keras losses default to sum_over_batch_size.
+_MEAN_REDUCTIONS = ("sum_over_batch_size", "mean")
+
+
+def accumulate(model, steps):
+    """Give a Keras model gradient accumulation over `steps` micro-batches.
+
+    Each (per-replica) batch that `fit` delivers is split into `steps` micro-batches
+    inside the compiled train step; their gradients are summed and the optimizer is
+    applied once. Training therefore matches a plain `fit` on the same batch while only
+    one micro-batch of activations is held in memory at a time. Works under
+    `tf.distribute` strategies (unlike Keras' `gradient_accumulation_steps`,
+    keras-team/keras#20582). Call it (and `compile`) inside `strategy.scope()`.
+
+    Args:
+        model: A Keras 3 model (Sequential, functional or subclassed). Its layers and
+            weights are shared, not copied.
+        steps: Number of micro-batches per batch, an integer >= 1.
+
+    Returns:
+        An `AccumulatingModel`. If `model` was already compiled, the wrapper is compiled
+        from the same compile config (fresh optimizer state); otherwise compile it.
+
+    Raises:
+        UserInputError: `model` is not a Keras model, or `steps` is not an integer >= 1.
+    """
+    wrapper = AccumulatingModel(model, steps)
+    if getattr(model, "compiled", False):
+        config = model.get_compile_config()
+        if config:
+            wrapper.compile_from_config(config)
+    return wrapper
+
+
+@keras.saving.register_keras_serializable(package="tfaccel")
+class AccumulatingModel(keras.Model):
+    """A Keras model that accumulates gradients over micro-batches of each batch.
+
+    Semantics:
+      * A per-replica batch of N examples is cut into `steps` contiguous micro-batches of
+        sizes that differ by at most one (N // steps or N // steps + 1). A batch smaller
+        than `steps` (a short last batch) uses one example per micro-batch.
+      * Micro-batch j's loss is weighted by n_j / N, so the summed gradient equals the
+        gradient of the full-batch loss for mean-reduced losses ("sum_over_batch_size",
+        Keras' default, with or without sample weights) plus regularisation losses.
+        Other reductions are rejected at compile-time of the step.
+      * BatchNorm (and any layer with state updated in training) sees each micro-batch
+        separately: batch statistics are per micro-batch and moving averages are updated
+        `steps` times per optimizer step.
+      * With `jit_compile=True` the per-replica batch must be divisible by `steps` (XLA
+        needs static micro-batch shapes).
+      * Mixed precision: the loss is scaled by `optimizer.scale_loss` per micro-batch;
+        Keras' LossScaleOptimizer unscales (and skips non-finite steps) in `apply`.
+
+    Save `model.inner` for inference or export; the wrapper itself also saves and
+    reloads as a `.keras` file when `tfaccel` is imported.
+    """
+
+    def __init__(self, model, steps, **kwargs):
+        if not isinstance(model, keras.Model):
+            raise UserInputError(f"model must be a keras.Model; got {type(model).__name__}")
+        if isinstance(model, AccumulatingModel):
+            raise UserInputError("model is already an AccumulatingModel; wrap the inner model once")
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise UserInputError(f"steps must be an integer >= 1; got {steps!r}")
+        kwargs.setdefault("name", f"{model.name}_accumulating")
+        super().__init__(**kwargs)
+        if self._distribute_strategy is None:
+            # Keras binds a model to the strategy in scope at creation; wrapping a model
+            # outside the scope it was built in must not silently fall back to one device.
+            self._distribute_strategy = getattr(model, "_distribute_strategy", None)
+        self._inner = model
+        self.steps = steps
+        if model.built:
+            self.built = True
+
+    @property
+    def inner(self):
+        """The wrapped model (shares its weights); save or export this one for inference."""
+        return self._inner
+
+    def call(self, inputs, training=None):
+        return self._inner(inputs, training=training)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "steps": self.steps,
+            "model": keras.saving.serialize_keras_object(self._inner),
+        }
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        model = keras.saving.deserialize_keras_object(config.pop("model"), custom_objects=custom_objects)
+        return cls(model, **config)
+
+    def train_step(self, data):
+        if self.steps == 1:
+            return super().train_step(data)
+        self._check_loss_reductions()
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        batch = tf.shape(_first_tensor(x))[0]
+        if not self._inner.built:
+            # A subclassed model creates its weights on its first call; they must exist
+            # before the loop (variables cannot be created inside a while loop).
+            self(_slice_structure(x, 0, 1), training=False)
+            self.built = True
+        variables = list(self.trainable_variables)
+        if not variables:
+            warnings.warn("The model does not have any trainable weights.")
+            return super().train_step(data)
+        slicer = self._xla_slicer if self.jit_compile else self._dynamic_slicer
+        micro_batches, take = slicer(batch, (x, y, sample_weight))
+
+        # Which variables get no gradient is a property of the graph, fixed when the body
+        # is traced; such variables get None (as in Keras' own step), not a zero update.
+        has_gradient = []
+
+        def body(i, total_loss, accumulators):
+            (x_i, y_i, sw_i), size = take(i)
+            with tf.GradientTape() as tape:
+                y_pred = self(x_i, training=True) if self._call_has_training_arg else self(x_i)
+                loss = self._compute_loss(
+                    x=x_i, y=y_i, y_pred=y_pred, sample_weight=sw_i, training=True
+                )
+                # Share of the batch's examples, not 1/steps: exact with a short
+                # micro-batch and never a mean of unequal means.
+                loss = loss * tf.cast(size, loss.dtype) / tf.cast(batch, loss.dtype)
+                scaled = self.optimizer.scale_loss(loss)
+            gradients = tape.gradient(scaled, variables)
+            if not has_gradient:
+                has_gradient.extend(g is not None for g in gradients)
+            self.compute_metrics(x_i, y_i, y_pred, sample_weight=sw_i)
+            accumulators = [
+                acc if g is None else acc + tf.cast(tf.convert_to_tensor(g), acc.dtype)
+                for acc, g in zip(accumulators, gradients)
+            ]
+            return i + 1, total_loss + tf.cast(loss, tf.float32), accumulators
+
+        zeros = [tf.zeros(v.shape, dtype=v.dtype) for v in variables]
+        _, total_loss, summed = tf.while_loop(
+            lambda i, *_: i < micro_batches,
+            body,
+            (tf.constant(0), tf.constant(0.0, tf.float32), zeros),
+            # The loop runs a fixed, small number of times; keep one micro-batch of
+            # activations alive at a time rather than pipelining iterations.
+            parallel_iterations=1,
+        )
+        self._loss_tracker.update_state(
+            _unscale_for_distribution(total_loss),
+            sample_weight=batch,
+        )
+        # One optimizer step, outside any tf.cond: safe under MirroredStrategy (no
+        # merge_call in a conditional branch) and with LossScaleOptimizer.
+        self.optimizer.apply_gradients(
+            [(g if ok else None, v) for g, ok, v in zip(summed, has_gradient, variables)]
+        )
+        return self.get_metrics_result()
+
+    def _dynamic_slicer(self, batch, data):
+        """Micro-batches of sizes differing by at most one; any batch size works."""
+        micro_batches = tf.minimum(tf.constant(self.steps), batch)
+
+        def take(i):
+            start = (i * batch) // micro_batches
+            end = ((i + 1) * batch) // micro_batches
+            return _slice_structure(data, start, end), end - start
+
+        return micro_batches, take
+
+    def _xla_slicer(self, batch, data):
+        """Equal static-size micro-batches, as XLA needs; the batch must divide evenly."""
+        static = _first_tensor(data[0]).shape[0]
+        if static is not None and static % self.steps:
+            raise UserInputError(_indivisible_message(static, self.steps))
+        steps = self.steps
+        # tf.debugging asserts are dropped under XLA, but a reshape that does not divide
+        # fails its compilation. Reshaping the example indices (rather than the data)
+        # makes that error name both numbers: "a tensor with <batch> values, but the
+        # requested shape requires a multiple of <steps>". The remainder is never lost.
+        rows = tf.reshape(tf.range(batch), [steps, -1])
+
+        def take(i):
+            index = rows[i]
+            picked = keras.tree.map_structure(
+                lambda t: None if t is None else tf.gather(t, index), data
+            )
+            return picked, tf.shape(index)[0]
+
+        return tf.constant(steps), take
+
+    def _check_loss_reductions(self):
+        for loss in keras.tree.flatten(getattr(self, "loss", None)):
+            reduction = getattr(loss, "reduction", None)
+            if isinstance(loss, keras.losses.Loss) and reduction not in _MEAN_REDUCTIONS:
+                raise UserInputError(
+                    f"accumulation is exact only for mean-reduced losses ({', '.join(_MEAN_REDUCTIONS)}); "
+                    f"loss {loss.name!r} has reduction={reduction!r}"
+                )
+
+
+def _first_tensor(structure):
+    for item in keras.tree.flatten(structure):
+        if item is not None:
+            return item
+    raise UserInputError("the batch holds no input tensors to split into micro-batches")
+
+
+def _slice_structure(structure, start, end):
+    return keras.tree.map_structure(lambda t: None if t is None else t[start:end], structure)
+
+
+def _unscale_for_distribution(loss):
+    # Keras divides each replica's loss by the number of replicas (so that the summed
+    # gradients are a mean); the reported loss multiplies it back, as Keras' step does.
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    return loss * replicas if replicas > 1 else loss
+
+
+def _indivisible_message(batch, steps):
+    return (
+        f"with jit_compile=True the per-replica batch ({batch}) must be divisible by the "
+        f"accumulation steps ({steps}); use a batch size that is a multiple of "
+        f"steps x replicas, or drop_remainder=True"
+    )
