@@ -130,15 +130,43 @@ def _split(paths, labels, *, validation_fraction: float, subset: Optional[str], 
     return [paths[i] for i in chosen], [labels[i] for i in chosen]
 
 
+def decode_image(data, channels: int):
+    """Decodes JPEG/PNG/GIF (first frame)/BMP bytes to uint8 ``[H, W, channels]``.
+
+    The decoders disagree on the channel counts they accept (GIF: 3 only, BMP: 3 or 4,
+    JPEG: 1 or 3), so the image is decoded in its own channels and converted here.
+    """
+    image = tf.io.decode_image(data, channels=0, expand_animations=False)
+    image.set_shape([None, None, None])
+    have = tf.shape(image)[-1]
+
+    def grey():  # [H, W, 1]
+        return tf.cond(have >= 3, lambda: tf.image.rgb_to_grayscale(image[..., :3]),
+                       lambda: image[..., :1])
+
+    def rgb():  # [H, W, 3]
+        return tf.cond(have >= 3, lambda: image[..., :3],
+                       lambda: tf.image.grayscale_to_rgb(image[..., :1]))
+
+    if channels == 1:
+        out = grey()
+    elif channels == 3:
+        out = rgb()
+    else:
+        alpha = tf.cond(tf.equal(have % 2, 0), lambda: image[..., -1:],
+                        lambda: tf.fill(tf.shape(image[..., :1]), tf.constant(255, tf.uint8)))
+        out = tf.concat([rgb(), alpha], axis=-1)
+    out.set_shape([None, None, channels])
+    return out
+
+
 def make_decoder(*, image_size: Tuple[int, int], channels: int):
     """Returns ``fn(path, label) -> (uint8 image [H, W, channels], label)``."""
     height, width = image_size
 
     def decode(path, label):
         data = tf.io.read_file(path)
-        # decode_image handles JPEG, PNG, GIF (first frame) and BMP in one op.
-        image = tf.io.decode_image(data, channels=channels, expand_animations=False)
-        image.set_shape([None, None, channels])
+        image = decode_image(data, channels)
         image = tf.image.resize(image, [height, width])
         # Back to uint8 so the cache and shuffle buffer hold 1 byte per value, not 4.
         image = tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.uint8)

@@ -168,6 +168,11 @@ def _to_float(features, image_dtype):
     return cast(features)
 
 
+def _has_unknown_dims(spec) -> bool:
+    return any(isinstance(s, tf.TensorSpec) and not s.shape.is_fully_defined()
+               for s in tf.nest.flatten(spec))
+
+
 def _has_uint8(spec) -> bool:
     return any(getattr(s, "dtype", None) == tf.uint8 for s in tf.nest.flatten(spec))
 
@@ -283,8 +288,13 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
             per_example, num_parallel_calls=num_parallel_calls,
             deterministic=deterministic or None)
 
-    dataset = dataset.batch(batch, drop_remainder=drop, num_parallel_calls=num_parallel_calls,
-                            deterministic=deterministic or None)
+    if _has_unknown_dims(dataset.element_spec):
+        # Variable-length features (e.g. TFRecord `kind: var`) batch as RaggedTensors.
+        dataset = dataset.ragged_batch(batch, drop_remainder=drop)
+    else:
+        dataset = dataset.batch(batch, drop_remainder=drop,
+                                num_parallel_calls=num_parallel_calls,
+                                deterministic=deterministic or None)
 
     if names or (custom is not None and augment_on == "batch"):
         seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)

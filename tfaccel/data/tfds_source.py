@@ -39,6 +39,18 @@ def load_builder(name: str, *, data_dir: Optional[str] = None, download: bool = 
     return builder
 
 
+def class_names(info) -> Optional[list]:
+    """The label's class names (a ``ClassLabel`` feature), or None."""
+    keys = info.supervised_keys
+    key = keys[1] if keys and isinstance(keys[1], str) else "label"
+    try:
+        feature = info.features[key]
+    except (KeyError, TypeError):
+        return None
+    names = getattr(feature, "names", None)
+    return list(names) if names else None
+
+
 def _check_split(builder, split: str):
     known = set(builder.info.splits.keys())
     for part in split.split("+"):
@@ -116,9 +128,7 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
                                 shuffle_buffer=shuffle_buffer, seed=seed,
                                 input_context=pipeline.batch_only_context(input_context),
                                 **options)
-    label_feature = builder.info.features.get("label") if hasattr(
-        builder.info.features, "get") else None
-    dataset.class_names = list(getattr(label_feature, "names", None) or []) or None
+    dataset.class_names = class_names(builder.info)
     dataset.num_examples = builder.info.splits[split].num_examples
     dataset.info = builder.info
     return dataset

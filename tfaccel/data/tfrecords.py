@@ -10,7 +10,7 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from tfaccel.data import pipeline
+from tfaccel.data import image_folder, pipeline
 from tfaccel.errors import DataError, UserInputError
 
 _COMPRESSIONS = (None, "", "GZIP", "ZLIB")
@@ -179,8 +179,7 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         label_key: The feature used as label (None: features only). If one feature remains
             it is yielded as a tensor, otherwise as a dict.
         compression: None, ``"GZIP"`` or ``"ZLIB"``.
-        image_size: ``(height, width)`` for ``decode: image`` features (None: keep size, so
-            all images must already share one size to be batched).
+        image_size: ``(height, width)`` that ``decode: image`` features are resized to.
         channels: Channels of decoded images.
         shuffle_buffer: Example shuffle buffer (0: off); file order is shuffled too when > 0.
         seed: Seed for shuffling and augmentation.
@@ -204,6 +203,9 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
     if label_key is not None and label_key not in spec:
         raise UserInputError(f"label_key {label_key!r} is not among the features "
                              f"{sorted(spec)}.")
+    if image_keys and image_size is None:
+        raise UserInputError(f"features {list(image_keys)} have decode: image, so image_size "
+                             "(height, width) is needed to batch them.")
     files = _glob(pattern)
     if verify:
         for f in files:
@@ -231,11 +233,11 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
 
     decode_size = None if image_size is None else [int(v) for v in image_size]
 
+
     def parse(record):
         example = tf.io.parse_single_example(record, spec)
         for key in image_keys:
-            image = tf.io.decode_image(example[key], channels=channels, expand_animations=False)
-            image.set_shape([None, None, channels])
+            image = image_folder.decode_image(example[key], channels)
             if decode_size is not None:
                 image = tf.cast(tf.clip_by_value(tf.round(
                     tf.image.resize(image, decode_size)), 0.0, 255.0), tf.uint8)

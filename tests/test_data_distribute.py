@@ -1,0 +1,84 @@
+"""Tests of the builders under MirroredStrategy on 2 logical CPUs: batches, shards, drop_remainder."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfaccel import data
+
+
+@pytest.fixture
+def strategy(logical_cpus):
+    return tf.distribute.MirroredStrategy(logical_cpus)
+
+
+def _per_replica(strategy, value):
+    return [t.numpy() for t in strategy.experimental_local_results(value)]
+
+
+def test_global_batch_is_split_into_disjoint_replica_shares(strategy):
+    x = np.arange(20, dtype=np.float32)[:, None]
+    y = np.arange(20)
+    with strategy.scope():
+        ds = data.from_arrays(x, y, batch_size=8, seed=0)
+    # drop_remainder is automatic with 2 replicas: 20 // 8 = 2 full global batches.
+    assert ds.element_spec[1].shape.as_list() == [8]
+    seen = []
+    for _, labels in strategy.experimental_distribute_dataset(ds):
+        shares = _per_replica(strategy, labels)
+        assert [len(s) for s in shares] == [4, 4]
+        assert set(shares[0]).isdisjoint(shares[1])
+        seen += [v for s in shares for v in s.tolist()]
+    assert len(seen) == 16 and len(set(seen)) == 16
+
+
+def test_input_context_gives_per_replica_batches_and_disjoint_pipelines(strategy):
+    x = np.arange(24, dtype=np.float32)
+    y = np.arange(24)
+    # Two input pipelines, as two workers would have: each keeps its own half.
+    contexts = [tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=i,
+                                           num_replicas_in_sync=4) for i in range(2)]
+    shares = []
+    for ctx in contexts:
+        ds = data.from_arrays(x, y, batch_size=8, input_context=ctx, shuffle_buffer=0)
+        assert ds.element_spec[1].shape.as_list() == [2]  # 8 global / 4 replicas
+        shares.append(set(np.concatenate([b.numpy() for _, b in ds]).tolist()))
+    assert shares[0].isdisjoint(shares[1]) and shares[0] | shares[1] == set(range(24))
+
+
+def test_distribute_datasets_from_function_with_python_source(strategy):
+    class Items:
+        def __len__(self):
+            return 16
+
+        def __getitem__(self, i):
+            return np.float32(i), np.int64(i)
+
+    def make(ctx):
+        return data.from_python(Items(), batch_size=8, workers=1, mode="thread",
+                                input_context=ctx, deterministic=True)
+
+    dist = strategy.distribute_datasets_from_function(make)
+    seen = []
+    for _, labels in dist:
+        shares = _per_replica(strategy, labels)
+        assert [len(s) for s in shares] == [4, 4]
+        assert set(shares[0]).isdisjoint(shares[1])
+        seen += [v for s in shares for v in s.tolist()]
+    assert sorted(seen) == list(range(16))
+
+
+def test_tfrecords_shard_policy_is_file_capable_and_arrays_data(tmp_path):
+    path = str(tmp_path / "a.tfrecord")
+    with tf.io.TFRecordWriter(path) as w:
+        for i in range(4):
+            w.write(tf.train.Example(features=tf.train.Features(feature={
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))}))
+                .SerializeToString())
+    ds = data.from_tfrecords(path, features={"label": {"dtype": "int64"}}, label_key=None,
+                             batch_size=2)
+    policy = ds.options().experimental_distribute.auto_shard_policy
+    assert policy == tf.data.experimental.AutoShardPolicy.AUTO
+    ds = data.from_arrays(np.zeros(4), batch_size=2)
+    assert (ds.options().experimental_distribute.auto_shard_policy
+            == tf.data.experimental.AutoShardPolicy.DATA)

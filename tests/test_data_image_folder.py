@@ -1,0 +1,123 @@
+"""Tests of from_image_folder: formats, class names, split, bad files and bad folders."""
+
+import io
+import logging
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from tfaccel import data
+from tfaccel.errors import DataError, UserInputError
+
+
+def _write(path, fmt, value, size=(6, 5)):
+    array = np.full((*size, 3), value, np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "jpg":
+        path.write_bytes(tf.io.encode_jpeg(array, quality=100).numpy())
+    elif fmt == "png":
+        path.write_bytes(tf.io.encode_png(array).numpy())
+    else:
+        buf = io.BytesIO()
+        Image.fromarray(array).save(buf, format={"gif": "GIF", "bmp": "BMP"}[fmt])
+        path.write_bytes(buf.getvalue())
+
+
+@pytest.fixture
+def folder(tmp_path):
+    root = tmp_path / "imgs"
+    # Class folders are created out of order to check sorting; each format in each class.
+    for label, name in ((1, "dog"), (0, "cat")):
+        for i, fmt in enumerate(("jpg", "png", "gif", "bmp")):
+            _write(root / name / f"{i}.{fmt}", fmt, value=40 + 120 * label)
+    return root
+
+
+def _all(ds):
+    xs, ys = zip(*[(x.numpy(), y.numpy()) for x, y in ds])
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def test_reads_every_format_with_sorted_class_names(folder):
+    ds = data.from_image_folder(folder, batch_size=3, image_size=(4, 4), seed=0)
+    assert ds.class_names == ["cat", "dog"]
+    x, y = _all(ds)
+    assert x.shape == (8, 4, 4, 3) and x.dtype == np.float32
+    assert sorted(y.tolist()) == [0] * 4 + [1] * 4
+    # Uniform colour per class survives decode/resize (JPEG/GIF within a few levels).
+    np.testing.assert_allclose(x[y == 0].mean(axis=(1, 2, 3)), 40, atol=4)
+    np.testing.assert_allclose(x[y == 1].mean(axis=(1, 2, 3)), 160, atol=4)
+
+
+def test_grayscale_channels(folder):
+    ds = data.from_image_folder(folder, batch_size=8, image_size=(3, 3), channels=1)
+    assert next(iter(ds))[0].shape == (8, 3, 3, 1)
+
+
+def test_split_is_seeded_disjoint_and_complete(folder):
+    kw = dict(batch_size=8, image_size=(4, 4), validation_fraction=0.25, seed=7)
+    train = data.from_image_folder(folder, subset="training", **kw)
+    val = data.from_image_folder(folder, subset="validation", **kw)
+    assert len(val.file_paths) == 2 and len(train.file_paths) == 6
+    assert set(train.file_paths).isdisjoint(val.file_paths)
+    again = data.from_image_folder(folder, subset="validation", **kw)
+    assert again.file_paths == val.file_paths
+
+
+def test_corrupt_and_non_image_files_are_skipped_with_one_warning(folder, caplog):
+    (folder / "cat" / "notes.txt").write_text("not an image")
+    (folder / "cat" / "fake.jpg").write_text("not a jpeg either")
+    good = (folder / "dog" / "0.jpg").read_bytes()
+    (folder / "dog" / "cut.jpg").write_bytes(good[: len(good) // 2])
+    (folder / "dog" / "empty.png").write_bytes(b"")
+    with caplog.at_level(logging.WARNING, logger="tfaccel.data.image_folder"):
+        ds = data.from_image_folder(folder, batch_size=4, image_size=(4, 4))
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    message = warnings[0].getMessage()
+    assert "Skipped 4 file(s)" in message and "notes.txt" in message
+    assert len(ds.skipped_files) == 4
+    x, y = _all(ds)  # a full epoch: no crash on the bad files
+    assert len(y) == 8
+
+
+def test_undetected_corruption_is_skipped_at_decode_time(folder):
+    # Valid header and ending, garbage in the middle: only the decoder can tell.
+    good = bytearray((folder / "cat" / "1.png").read_bytes())
+    good[40:60] = b"\x00" * 20
+    (folder / "cat" / "1.png").write_bytes(bytes(good))
+    ds = data.from_image_folder(folder, batch_size=4, image_size=(4, 4))
+    assert len(_all(ds)[1]) == 7
+
+
+def test_missing_path_empty_folder_and_no_classes(tmp_path):
+    with pytest.raises(DataError, match="does not exist"):
+        data.from_image_folder(tmp_path / "nope", batch_size=2, image_size=(4, 4))
+    (tmp_path / "flat").mkdir()
+    (tmp_path / "flat" / "a.jpg").write_bytes(b"x")
+    with pytest.raises(DataError, match="no class sub-folders"):
+        data.from_image_folder(tmp_path / "flat", batch_size=2, image_size=(4, 4))
+    (tmp_path / "empty" / "cat").mkdir(parents=True)
+    with pytest.raises(DataError, match="no usable"):
+        data.from_image_folder(tmp_path / "empty", batch_size=2, image_size=(4, 4))
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(DataError, match="not a folder"):
+        data.from_image_folder(tmp_path / "file.txt", batch_size=2, image_size=(4, 4))
+
+
+def test_bad_arguments(folder):
+    with pytest.raises(UserInputError, match="channels"):
+        data.from_image_folder(folder, batch_size=2, image_size=(4, 4), channels=2)
+    with pytest.raises(UserInputError, match="image_size"):
+        data.from_image_folder(folder, batch_size=2, image_size=4)
+    with pytest.raises(UserInputError, match="validation_fraction"):
+        data.from_image_folder(folder, batch_size=2, image_size=(4, 4), subset="training")
+
+
+def test_cache_and_augment_with_folder(folder):
+    ds = data.from_image_folder(folder, batch_size=8, image_size=(4, 4), cache="memory",
+                                augment=["flip", "brightness"], seed=0)
+    e1, e2 = _all(ds)[0], _all(ds)[0]
+    assert not np.array_equal(np.sort(e1, axis=None), np.sort(e2, axis=None))

@@ -1,0 +1,200 @@
+"""Tests of from_python: both source kinds, both modes, order, errors with tracebacks, cleanup."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import psutil
+import pytest
+import tensorflow as tf
+
+from tfaccel import data
+
+
+class Squares:
+    """Random-access source: example i is ([i, i*i], i)."""
+
+    def __len__(self):
+        return 37
+
+    def __getitem__(self, i):
+        return np.array([i, i * i], np.float32), np.int64(i)
+
+
+def shard(worker_index, num_workers):
+    for i in range(worker_index, 29, num_workers):
+        yield {"v": np.float32(i), "w": np.full((2,), i, np.int32)}, np.int64(i)
+
+
+def _labels(ds):
+    return np.concatenate([y.numpy() for _, y in ds]).tolist()
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_random_access_source_in_order_when_deterministic(mode):
+    ds = data.from_python(Squares(), batch_size=8, workers=2, mode=mode, chunk_size=3,
+                          deterministic=True)
+    batches = list(ds)
+    assert _labels(batches) == list(range(37))
+    x = np.concatenate([b[0].numpy() for b in batches])
+    np.testing.assert_array_equal(x[:, 1], np.arange(37) ** 2)
+
+
+def test_shuffle_is_a_new_seeded_permutation_each_epoch():
+    ds = data.from_python(Squares(), batch_size=37, workers=2, shuffle=True, seed=4,
+                          deterministic=True, chunk_size=5)
+    e1, e2 = _labels(ds), _labels(ds)
+    assert e1 != e2 and sorted(e1) == sorted(e2) == list(range(37))
+    again = data.from_python(Squares(), batch_size=37, workers=2, shuffle=True, seed=4,
+                             deterministic=True, chunk_size=5)
+    assert _labels(again) == e1
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_generator_factory_shards_and_transform_runs_in_workers(mode):
+    def double(example):
+        features, label = example
+        return {**features, "v": features["v"] * 2, "pid": np.int64(os.getpid())}, label
+
+    ds = data.from_python(shard, batch_size=5, workers=3, mode=mode, chunk_size=2,
+                          transform=double, deterministic=True)
+    feats = [f for f, _ in ds]
+    labels = _labels(ds)
+    assert sorted(labels) == list(range(29))
+    v = np.concatenate([f["v"].numpy() for f in feats])
+    w = np.concatenate([f["w"].numpy() for f in feats])
+    assert w.shape == (29, 2)
+    np.testing.assert_array_equal(v, 2 * w[:, 0])
+    pids = set(np.concatenate([f["pid"].numpy() for f in feats]).tolist())
+    if mode == "process":  # the work really ran in other processes
+        assert os.getpid() not in pids and len(pids) == 3
+    else:
+        assert pids == {os.getpid()}
+
+
+def test_deterministic_generator_order_is_round_robin():
+    ds = data.from_python(shard, batch_size=29, workers=3, chunk_size=2, deterministic=True)
+    assert _labels(ds)[:6] == [0, 3, 1, 4, 2, 5]
+    assert _labels(ds) == _labels(ds)
+
+
+def test_large_chunks_travel_through_shared_memory():
+    class Big:
+        def __len__(self):
+            return 6
+
+        def __getitem__(self, i):
+            return np.full((64, 64, 3), i, np.uint8), np.int64(i)
+
+    ds = data.from_python(Big(), batch_size=6, workers=2, chunk_size=3, deterministic=True,
+                          image_dtype=None)
+    x, y = next(iter(ds))
+    assert x.dtype == tf.uint8
+    np.testing.assert_array_equal(x.numpy()[:, 5, 7, 1], y.numpy())
+
+
+class Failing:
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        if i == 7:
+            raise ValueError(f"cannot load example {i}")
+        return np.float32(i), np.int64(i)
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_worker_exception_reaches_caller_with_traceback_text(mode):
+    ds = data.from_python(Failing(), batch_size=2, workers=2, mode=mode, chunk_size=1)
+    with pytest.raises(Exception) as info:
+        for _ in ds:
+            pass
+    message = str(info.value)
+    assert "WorkerError" in message
+    assert "Traceback (most recent call last)" in message
+    assert "ValueError: cannot load example 7" in message
+    assert "in __getitem__" in message
+
+
+def _children():
+    return {p.pid for p in psutil.Process().children(recursive=True)
+            if p.name() != "resource_tracker" and p.is_running()
+            and p.status() != psutil.STATUS_ZOMBIE}
+
+
+def _wait_gone(pids, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p)
+                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        if not alive:
+            return []
+        time.sleep(0.1)
+    return alive
+
+
+def test_workers_are_stopped_after_epoch_and_after_error_and_after_early_stop():
+    before = _children()
+    list(data.from_python(Squares(), batch_size=8, workers=2))
+    with pytest.raises(Exception):
+        list(data.from_python(Failing(), batch_size=2, workers=2, chunk_size=1))
+    it = iter(data.from_python(Squares(), batch_size=2, workers=2, chunk_size=1))
+    next(it)
+    during = _children() - before
+    assert during, "an open iterator has live workers"
+    del it
+    assert _wait_gone(during) == []
+
+
+SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    import numpy as np
+    from tfaccel import data
+
+    class Slow:
+        def __len__(self):
+            return 10_000
+        def __getitem__(self, i):
+            time.sleep(0.01)
+            return np.float32(i), np.int64(i)
+
+    ds = data.from_python(Slow(), batch_size=4, workers=2, chunk_size=2)
+    for i, _ in enumerate(ds):
+        if i == 0:
+            print("READY", flush=True)
+""")
+
+
+def test_ctrl_c_stops_the_workers(tmp_path):
+    script = tmp_path / "run.py"
+    script.write_text(SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for line in proc.stdout:
+            if "READY" in line:
+                break
+        workers = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        assert len(workers) >= 2
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        proc.wait(timeout=60)
+        assert "KeyboardInterrupt" in proc.stderr.read()
+        assert _wait_gone(workers) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="mode"):
+        data.from_python(Squares(), batch_size=2, mode="fiber")
+    with pytest.raises(ValueError, match="workers"):
+        data.from_python(Squares(), batch_size=2, workers=0)
+    with pytest.raises(ValueError, match="source"):
+        data.from_python(42, batch_size=2)
+    with pytest.raises(ValueError, match="shuffle=True"):
+        data.from_python(shard, batch_size=2, shuffle=True)

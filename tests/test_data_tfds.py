@@ -1,0 +1,76 @@
+"""Tests of from_tfds on a tiny local builder (no download) and its error messages."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from tfaccel import data
+from tfaccel.errors import DataError
+
+
+class TinyDigits(tfds.core.GeneratorBasedBuilder):
+    """Eight 4x4 one-channel images with labels 0..3, generated locally."""
+
+    VERSION = tfds.core.Version("1.0.0")
+
+    def _info(self):
+        return tfds.core.DatasetInfo(
+            builder=self,
+            features=tfds.features.FeaturesDict({
+                "image": tfds.features.Image(shape=(4, 4, 1)),
+                "label": tfds.features.ClassLabel(names=["a", "b", "c", "d"]),
+            }),
+            supervised_keys=("image", "label"))
+
+    def _split_generators(self, dl_manager):
+        return {"train": self._generate_examples(8), "test": self._generate_examples(4)}
+
+    def _generate_examples(self, n):
+        for i in range(n):
+            yield i, {"image": np.full((4, 4, 1), 10 * i, np.uint8), "label": i % 4}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tfds")
+    TinyDigits(data_dir=str(path)).download_and_prepare()
+    return str(path)
+
+
+def test_reads_a_prepared_dataset(data_dir):
+    ds = data.from_tfds("tiny_digits", split="train", data_dir=data_dir, batch_size=3,
+                        shuffle_buffer=8, seed=0)
+    assert ds.class_names == ["a", "b", "c", "d"] and ds.num_examples == 8
+    xs, ys = zip(*[(x.numpy(), y.numpy()) for x, y in ds])
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    assert x.dtype == np.float32 and x.shape == (8, 4, 4, 1)
+    assert sorted(x[:, 0, 0, 0].tolist()) == [10.0 * i for i in range(8)]
+    np.testing.assert_array_equal(y, (x[:, 0, 0, 0] / 10).astype(int) % 4)
+
+
+def test_split_slice_and_resize(data_dir):
+    ds = data.from_tfds("tiny_digits", split="train[:50%]", data_dir=data_dir, batch_size=4,
+                        image_size=(2, 2))
+    x, _ = next(iter(ds))
+    assert x.shape == (4, 2, 2, 1) and ds.num_examples == 4
+
+
+def test_not_prepared_says_how_to_prepare_and_never_downloads(tmp_path):
+    with pytest.raises(DataError, match="not prepared.*tfds build tiny_digits"):
+        data.from_tfds("tiny_digits", split="train", data_dir=str(tmp_path), batch_size=2)
+    assert not any(tmp_path.rglob("*.tfrecord*"))
+
+
+def test_download_true_prepares(tmp_path):
+    ds = data.from_tfds("tiny_digits", split="test", data_dir=str(tmp_path), download=True,
+                        batch_size=4)
+    assert next(iter(ds))[0].shape == (4, 4, 4, 1)
+
+
+def test_unknown_name_and_split(data_dir):
+    with pytest.raises(DataError, match="no dataset named"):
+        data.from_tfds("no_such_dataset_xyz", split="train", batch_size=2)
+    with pytest.raises(DataError, match="no split 'validation'"):
+        data.from_tfds("tiny_digits", split="validation", data_dir=data_dir, batch_size=2)
+

@@ -1,0 +1,104 @@
+"""Tests of from_tfrecords: feature specs, compression, interleave, truncated and missing files."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfaccel import data
+from tfaccel.data.tfrecords import check_record_file
+from tfaccel.errors import DataError, UserInputError
+
+
+def _example(i):
+    image = tf.io.encode_png(np.full((5, 5, 3), i, np.uint8)).numpy()
+    return tf.train.Example(features=tf.train.Features(feature={
+        "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i, -i])),
+        "tokens": tf.train.Feature(int64_list=tf.train.Int64List(value=list(range(i % 3)))),
+        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
+    })).SerializeToString()
+
+
+def _write_files(tmp_path, *, files=3, per_file=4, compression=None):
+    paths = []
+    for f in range(files):
+        path = str(tmp_path / f"part-{f}.tfrecord")
+        with tf.io.TFRecordWriter(path, options=compression) as w:
+            for k in range(per_file):
+                w.write(_example(f * per_file + k))
+        paths.append(path)
+    return paths
+
+
+YAML_SPEC = {"image": {"dtype": "string", "decode": "image"},
+             "x": {"dtype": "float32", "shape": [2]},
+             "tokens": {"dtype": "int64", "kind": "var"},
+             "label": {"dtype": "int64"}}
+
+
+@pytest.mark.parametrize("compression", [None, "GZIP", "ZLIB"])
+def test_reads_all_records_with_yaml_spec(tmp_path, compression):
+    _write_files(tmp_path, compression=compression)
+    ds = data.from_tfrecords(str(tmp_path / "part-*.tfrecord"), features=YAML_SPEC,
+                             compression=compression, batch_size=5, shuffle_buffer=12, seed=0,
+                             image_size=(5, 5))
+    assert len(ds.files) == 3
+    labels = []
+    for features, label in ds:
+        assert features["image"].shape[1:] == (5, 5, 3)
+        assert features["image"].dtype == tf.float32
+        np.testing.assert_allclose(features["image"].numpy()[:, 0, 0, 0], label.numpy())
+        np.testing.assert_allclose(features["x"].numpy()[:, 1], -label.numpy())
+        assert features["tokens"].row_lengths().numpy().tolist() == (label.numpy() % 3).tolist()
+        labels += label.numpy().tolist()
+    assert sorted(labels) == list(range(12))
+
+
+def test_python_spec_and_single_feature_is_a_tensor(tmp_path):
+    _write_files(tmp_path, files=1)
+    spec = {"x": tf.io.FixedLenFeature([2], tf.float32),
+            "label": tf.io.FixedLenFeature([], tf.int64)}
+    ds = data.from_tfrecords(str(tmp_path / "*.tfrecord"), features=spec, batch_size=4)
+    x, y = next(iter(ds))
+    assert x.shape == (4, 2) and y.numpy().tolist() == [0, 1, 2, 3]
+
+
+def test_glob_matching_nothing(tmp_path):
+    with pytest.raises(DataError, match="matches no file"):
+        data.from_tfrecords(str(tmp_path / "none-*.tfrecord"), features=YAML_SPEC,
+                            batch_size=2, image_size=(5, 5))
+
+
+@pytest.mark.parametrize("compression", [None, "GZIP", "ZLIB"])
+def test_truncated_file_is_named_before_training(tmp_path, compression):
+    paths = _write_files(tmp_path, compression=compression)
+    blob = open(paths[1], "rb").read()
+    open(paths[1], "wb").write(blob[:-30])
+    assert check_record_file(paths[0], compression) == 4
+    with pytest.raises(DataError, match="part-1.tfrecord"):
+        data.from_tfrecords(str(tmp_path / "*.tfrecord"), features=YAML_SPEC,
+                            compression=compression, batch_size=2, image_size=(5, 5))
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"a": {"dtype": "complex"}}, "dtype"),
+    ({"a": {"dtype": "int64", "kind": "sparse"}}, "kind"),
+    ({"a": {"dtype": "int64", "colour": 1}}, "unknown key"),
+    ({"a": {"dtype": "int64", "decode": "image"}}, "decode: image"),
+    ({}, "non-empty"),
+])
+def test_bad_feature_specs(spec, message):
+    with pytest.raises(UserInputError, match=message):
+        data.parse_feature_spec(spec)
+
+
+def test_bad_label_key_and_compression(tmp_path):
+    _write_files(tmp_path, files=1)
+    with pytest.raises(UserInputError, match="label_key"):
+        data.from_tfrecords(str(tmp_path / "*"), features=YAML_SPEC, label_key="y",
+                            batch_size=2, image_size=(5, 5))
+    with pytest.raises(UserInputError, match="image_size"):
+        data.from_tfrecords(str(tmp_path / "*"), features=YAML_SPEC, batch_size=2)
+    with pytest.raises(UserInputError, match="compression"):
+        data.from_tfrecords(str(tmp_path / "*"), features=YAML_SPEC, compression="BZ2",
+                            batch_size=2)
