@@ -102,3 +102,9 @@ def test_bad_label_key_and_compression(tmp_path):
     with pytest.raises(UserInputError, match="compression"):
         data.from_tfrecords(str(tmp_path / "*"), features=YAML_SPEC, compression="BZ2",
                             batch_size=2)
+
+
+def test_recipe_kind_image_shorthand():
+    spec, image_keys = data.parse_feature_spec({"img": {"kind": "image"},
+                                                "label": {"dtype": "int64"}})
+    assert image_keys == ("img",) and spec["img"].dtype == tf.string

@@ -55,12 +55,31 @@ def _contrast(images, seed):
     return tf.clip_by_value((images - mean) * factor + mean, 0.0, 255.0)
 
 
+def _rotate90(images, seed):
+    # Quarter turns keep the shape only for square images; otherwise only 0 or 180 degrees.
+    height, width = images.shape[1], images.shape[2]
+    square = height is not None and height == width
+    turns = tf.random.stateless_uniform([tf.shape(images)[0]], seed=seed, maxval=4,
+                                        dtype=tf.int32)
+    if not square:
+        turns = 2 * (turns // 2)
+    rot180 = tf.reverse(images, axis=[1, 2])
+    out = tf.where((turns == 2)[:, None, None, None], rot180, images)
+    if square:
+        rot90 = tf.reverse(tf.transpose(images, [0, 2, 1, 3]), axis=[1])  # counter-clockwise
+        rot270 = tf.reverse(rot90, axis=[1, 2])
+        out = tf.where((turns == 1)[:, None, None, None], rot90, out)
+        out = tf.where((turns == 3)[:, None, None, None], rot270, out)
+    return out
+
+
 AUGMENTATIONS = {
     "flip": _flip,
     "flip_vertical": _flip_vertical,
     "crop": _crop,
     "brightness": _brightness,
     "contrast": _contrast,
+    "rotate90": _rotate90,
 }
 
 

@@ -15,13 +15,18 @@ from tfaccel.errors import DataError
 def load_builder(name: str, *, data_dir: Optional[str] = None, download: bool = False):
     """Returns a prepared TFDS builder, preparing it only when `download` is True.
 
+    The built-in ``tfaccel_shapes`` is the exception: it is generated locally in seconds,
+    so it is prepared on first use.
+
     Raises:
         DataError: The name is unknown, or the dataset is not prepared in `data_dir` and
             `download` is False (the message says how to prepare it).
     """
-    if name.startswith("tfaccel_"):
-        # Importing the built-in builders registers their names with TFDS.
-        import tfaccel.datasets.shapes  # noqa: F401
+    from tfaccel import datasets
+
+    if name == datasets.NAME:
+        # Built-in: generated locally (no network) and prepared once, so always allowed.
+        return datasets.prepare(data_dir=data_dir)
     try:
         builder = tfds.builder(name, data_dir=data_dir)
     except tfds.core.registered.DatasetNotFoundError as err:

@@ -24,7 +24,7 @@ def parse_feature_spec(features: Mapping) -> Tuple[dict, Tuple[str, ...]]:
     The Python form maps names to ``tf.io.FixedLenFeature``/``VarLenFeature``/
     ``RaggedFeature`` objects. The YAML form maps names to plain dicts::
 
-        image: {dtype: string, decode: image}    # encoded JPEG/PNG bytes
+        image: {dtype: string, decode: image}    # encoded JPEG/PNG bytes (or kind: image)
         label: {dtype: int64}                    # shape [] by default
         bbox:  {dtype: float32, shape: [4]}
         tokens: {dtype: int64, kind: var}        # variable length, batched as ragged
@@ -49,6 +49,10 @@ def parse_feature_spec(features: Mapping) -> Tuple[dict, Tuple[str, ...]]:
         unknown = set(value) - {"dtype", "shape", "kind", "default", "decode"}
         if unknown:
             raise UserInputError(f"features[{name!r}] has unknown key(s) {sorted(unknown)}.")
+        if value.get("kind") == "image":
+            # The recipe's shorthand: encoded image bytes to decode.
+            value = {**{k: v for k, v in value.items() if k != "kind"},
+                     "dtype": value.get("dtype", "string"), "decode": "image"}
         dtype_name = str(value.get("dtype", "")).lower()
         if dtype_name not in _DTYPES:
             raise UserInputError(f"features[{name!r}].dtype must be one of {sorted(_DTYPES)}, "
@@ -61,8 +65,8 @@ def parse_feature_spec(features: Mapping) -> Tuple[dict, Tuple[str, ...]]:
         elif kind == "var":
             spec[name] = tf.io.RaggedFeature(dtype)
         else:
-            raise UserInputError(f"features[{name!r}].kind must be 'fixed' or 'var', got "
-                                 f"{kind!r}.")
+            raise UserInputError(f"features[{name!r}].kind must be 'fixed', 'var' or "
+                                 f"'image', got {kind!r}.")
         decode = value.get("decode")
         if decode not in (None, "image"):
             raise UserInputError(f"features[{name!r}].decode must be 'image' or absent, got "
