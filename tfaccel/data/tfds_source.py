@@ -67,6 +67,7 @@ def _check_split(builder, split: str):
 
 def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str] = None,
               download: bool = False, as_supervised: bool = True,
+              keys: Optional[Sequence[str]] = None,
               image_size: Optional[Sequence[int]] = None,
               shuffle_buffer: int = 0, seed: Optional[int] = None,
               input_context: Optional[tf.distribute.InputContext] = None,
@@ -91,6 +92,8 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
         data_dir: TFDS data directory (None: TFDS's default).
         download: Prepare (download/generate) the dataset if it is not there yet.
         as_supervised: Yield ``(input, label)`` from the dataset's supervised keys.
+        keys: ``(input_key, label_key)`` feature names to yield instead of the supervised
+            keys (for datasets without them, or to pick another input).
         image_size: Resize an image input to ``(height, width)`` (None: keep).
         shuffle_buffer: Example shuffle buffer (0: off); file order is shuffled when > 0.
         seed: Seed for file order, shuffling and augmentation.
@@ -115,19 +118,31 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
         skip_prefetch=True,
         options=pipeline.make_options(deterministic=deterministic),
     )
+    if keys is not None:
+        input_key, label_key = keys
+        missing = [k for k in (input_key, label_key) if k not in builder.info.features.keys()]
+        if missing:
+            raise DataError(f"TFDS dataset {name!r} has no feature(s) {missing}; it has "
+                            f"{sorted(builder.info.features.keys())}.")
+        as_supervised = False
     dataset = builder.as_dataset(split=split, as_supervised=as_supervised,
                                  shuffle_files=bool(shuffle_buffer), read_config=read_config)
+    if keys is not None:
+        dataset = dataset.map(lambda ex: (ex[input_key], ex[label_key]),
+                              num_parallel_calls=pipeline.AUTOTUNE)
     map_fn = None
     if image_size is not None:
         size = [int(v) for v in image_size]
 
-        def map_fn(features, label=None):
+        def resize(features, label=None):
             image = features if label is not None else features["image"]
             image = tf.cast(tf.clip_by_value(tf.round(tf.image.resize(image, size)), 0, 255),
                             tf.uint8)
             if label is not None:
                 return image, label
             return {**features, "image": image}
+
+        map_fn = resize
     options.setdefault("shard_policy", "auto")
     dataset = pipeline.optimize(dataset, batch_size=batch_size, map_fn=map_fn,
                                 shuffle_buffer=shuffle_buffer, seed=seed,

@@ -160,6 +160,7 @@ def _glob(pattern) -> list:
 
 def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
                    batch_size: int, label_key: Optional[str] = "label",
+                   input_key: Optional[str] = None,
                    compression: Optional[str] = None,
                    image_size: Optional[Sequence[int]] = None, channels: int = 3,
                    shuffle_buffer: int = 0, seed: Optional[int] = None,
@@ -182,6 +183,7 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         batch_size: The GLOBAL batch size.
         label_key: The feature used as label (None: features only). If one feature remains
             it is yielded as a tensor, otherwise as a dict.
+        input_key: Yield only this feature as the input (others are parsed but dropped).
         compression: None, ``"GZIP"`` or ``"ZLIB"``.
         image_size: ``(height, width)`` that ``decode: image`` features are resized to.
         channels: Channels of decoded images.
@@ -193,7 +195,8 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         **options: Any other keyword of `tfaccel.data.optimize`.
 
     Returns:
-        A `tf.data.Dataset` of ``(features, label)`` batches, with attribute ``files``.
+        A `tf.data.Dataset` of ``(features, label)`` batches, with attributes ``files`` and
+        ``num_examples`` (records in all files; None without `verify`).
 
     Raises:
         DataError: A glob matches nothing, or a file is truncated (named).
@@ -207,13 +210,14 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
     if label_key is not None and label_key not in spec:
         raise UserInputError(f"label_key {label_key!r} is not among the features "
                              f"{sorted(spec)}.")
+    if input_key is not None and input_key not in spec:
+        raise UserInputError(f"input_key {input_key!r} is not among the features "
+                             f"{sorted(spec)}.")
     if image_keys and image_size is None:
         raise UserInputError(f"features {list(image_keys)} have decode: image, so image_size "
                              "(height, width) is needed to batch them.")
     files = _glob(pattern)
-    if verify:
-        for f in files:
-            check_record_file(f, compression)
+    num_examples = sum(check_record_file(f, compression) for f in files) if verify else None
 
     ctx = input_context
     if ctx is not None and ctx.num_input_pipelines > 1:
@@ -249,6 +253,8 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         if label_key is None:
             return example if len(example) > 1 else next(iter(example.values()))
         label = example.pop(label_key)
+        if input_key is not None:
+            return example[input_key], label
         feats = example if len(example) > 1 else next(iter(example.values()))
         return feats, label
 
@@ -259,5 +265,6 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
     dataset = pipeline.optimize(records, batch_size=batch_size, map_fn=parse,
                                 shuffle_buffer=shuffle_buffer, seed=seed, **options)
     dataset.files = files
+    dataset.num_examples = num_examples
     return dataset
 

@@ -1,0 +1,108 @@
+"""Tests of build_datasets: every recipe data source gives datasets and the info the runner needs."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfaccel.data.config import build_datasets
+from tfaccel.errors import DataError
+from tfaccel.recipe import DataConfig
+
+
+def _build(config, **kw):
+    args = dict(global_batch_size=4, num_replicas=1, seed=0, deterministic=True)
+    args.update(kw)
+    return build_datasets(config, **args)
+
+
+def _count(ds):
+    return sum(int(tf.shape(y)[0]) for _, y in ds)
+
+
+def test_arrays_with_validation_fraction(tmp_path):
+    path = tmp_path / "d.npz"
+    np.savez(path, x=np.random.RandomState(0).rand(20, 3).astype(np.float32),
+             y=np.arange(20) % 5)
+    config = DataConfig(source="arrays", path=str(path), validation_fraction=0.25,
+                        cache=None)
+    train, val, info = _build(config)
+    assert info == {"num_classes": 5, "class_names": None, "train_examples": 15,
+                    "validation_examples": 5, "input_shape": (3,)}
+    assert _count(train) == 15 and _count(val) == 5
+
+
+def test_image_folder_with_augment_and_two_replicas(tmp_path):
+    for c, name in enumerate(["b", "a"]):
+        (tmp_path / name).mkdir()
+        for i in range(5):
+            img = np.full((6, 6, 3), 50 * c + i, np.uint8)
+            (tmp_path / name / f"{i}.png").write_bytes(tf.io.encode_png(img).numpy())
+    config = DataConfig(source="image_folder", path=str(tmp_path), image_size=[4, 4],
+                        validation_fraction=0.2, augment=["flip"], cache="memory")
+    train, val, info = _build(config, num_replicas=2)
+    assert info["class_names"] == ["a", "b"] and info["num_classes"] == 2
+    assert info["input_shape"] == (4, 4, 3)
+    assert info["train_examples"] == 8 and info["validation_examples"] == 2
+    assert _count(train) == 8  # 2 full batches of 4, remainder dropped (none here)
+    assert train.element_spec[1].shape.as_list() == [4]  # static: drop_remainder
+    assert _count(val) == 2
+
+
+def test_tfrecords_infers_classes_and_holds_out_files(tmp_path):
+    for f in range(3):
+        with tf.io.TFRecordWriter(str(tmp_path / f"p{f}.tfrecord")) as w:
+            for i in range(4):
+                w.write(tf.train.Example(features=tf.train.Features(feature={
+                    "image": tf.train.Feature(float_list=tf.train.FloatList(value=[i, f])),
+                    "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[f * 2])),
+                })).SerializeToString())
+    config = DataConfig(source="tfrecords", path=str(tmp_path / "*.tfrecord"),
+                        validation_fraction=0.34,
+                        features={"image": {"dtype": "float32", "shape": [2]},
+                                  "label": {"dtype": "int64"}})
+    train, val, info = _build(config)
+    assert info["num_classes"] == 3  # labels 0, 2 in the training files: max + 1
+    assert info["train_examples"] == 8 and info["validation_examples"] == 4
+    assert info["input_shape"] == (2,)
+    assert _count(val) == 4
+
+
+def test_python_source_from_a_file(tmp_path):
+    (tmp_path / "mysource.py").write_text(
+        "import numpy as np\n"
+        "class Source:\n"
+        "    num_classes = 3\n"
+        "    def __len__(self): return 12\n"
+        "    def __getitem__(self, i): return np.full((2,), i, np.float32), i % 3\n"
+        "SOURCE = Source()\n")
+    config = DataConfig(source="python", path=f"{tmp_path / 'mysource.py'}:SOURCE",
+                        validation_fraction=0.25, workers=2, worker_mode="thread")
+    train, val, info = _build(config)
+    assert info["num_classes"] == 3 and info["input_shape"] == (2,)
+    assert info["train_examples"] == 9 and _count(train) == 9 and _count(val) == 3
+
+
+def test_errors_before_training(tmp_path):
+    with pytest.raises(DataError, match="does not exist"):
+        _build(DataConfig(source="image_folder", path=str(tmp_path / "x"), image_size=[4, 4]))
+    with pytest.raises(DataError, match="matches no file"):
+        _build(DataConfig(source="tfrecords", path=str(tmp_path / "*.rec"),
+                          features={"label": {"dtype": "int64"}}))
+    with pytest.raises(DataError, match="no attribute"):
+        _build(DataConfig(source="python", path="tfaccel.errors:Nope"))
+    config = dataclasses.replace(DataConfig(), source="tfds", name="tfaccel_no_such",
+                                 data_dir=str(tmp_path))
+    with pytest.raises(DataError, match="no dataset named"):
+        _build(config)
+
+
+@pytest.mark.slow
+def test_builtin_default(tmp_path):
+    config = DataConfig(source="builtin", data_dir=str(tmp_path), augment=["flip", "crop"])
+    train, val, info = _build(config, global_batch_size=128)
+    assert info["num_classes"] == 4 and info["input_shape"] == (32, 32, 3)
+    assert info["train_examples"] == 12_000 and info["validation_examples"] == 2_000
+    x, y = next(iter(train))
+    assert x.shape == (128, 32, 32, 3) and x.dtype == tf.float32

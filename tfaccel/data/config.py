@@ -1,0 +1,294 @@
+"""Builds the train/validation datasets a recipe's data section describes."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from tfaccel.data import arrays, image_folder, python_source, tfds_source, tfrecords
+from tfaccel.errors import DataError
+
+BUILTIN_DEFAULT = "tfaccel_shapes"
+
+
+def _common(config, *, seed: int, deterministic: bool) -> dict:
+    """Options of the standard tail shared by every source."""
+    return {
+        "seed": seed,
+        "deterministic": deterministic,
+        "num_parallel_calls": config.num_parallel_calls or tf.data.AUTOTUNE,
+        "private_threads": config.private_threads,
+        "ram_budget_bytes": (config.ram_budget_mb or 0) * 2**20 or None,
+    }
+
+
+def _train_tail(config, num_replicas: int) -> dict:
+    # drop_remainder with several replicas: each gets an equal share of every batch.
+    return {"cache": config.cache or None, "augment": list(config.augment) or None,
+            "drop_remainder": num_replicas > 1}
+
+
+def _val_tail(config) -> dict:
+    # Validation: same decoding and cache, never shuffled or augmented, and the last partial
+    # batch kept (Keras evaluates uneven batches fine, even under a strategy).
+    cache = config.cache or None
+    if cache and cache != "memory":
+        cache = f"{cache}_validation"  # its own cache file, never the training one
+    return {"cache": cache, "augment": None, "drop_remainder": False}
+
+
+def _tfds_splits(config) -> Tuple[str, Optional[str]]:
+    if config.validation_fraction:
+        # Hold out the tail of the training split with TFDS's own slicing syntax.
+        keep = int(round(100 * (1 - config.validation_fraction)))
+        base = config.train_split
+        return f"{base}[:{keep}%]", f"{base}[{keep}%:]"
+    return config.train_split, (config.validation_split or None)
+
+
+def _build_tfds(config, name, *, batch, common, train_opts, val_opts):
+    train_split, val_split = _tfds_splits(config)
+    kwargs = dict(data_dir=config.data_dir, download=config.download,
+                  image_size=config.image_size, keys=(config.image_key, config.label_key),
+                  **common)
+    train = tfds_source.from_tfds(name, split=train_split, batch_size=batch,
+                                  shuffle_buffer=config.shuffle_buffer, **kwargs, **train_opts)
+    val = None
+    if val_split:
+        val = tfds_source.from_tfds(name, split=val_split, batch_size=batch, shuffle_buffer=0,
+                                    **kwargs, **val_opts)
+    info = train.info
+    label = info.features[config.label_key]
+    num_classes = getattr(label, "num_classes", None) or getattr(config, "num_classes", None)
+    return train, val, {
+        "num_classes": num_classes,
+        "class_names": train.class_names,
+        "train_examples": train.num_examples,
+        "validation_examples": None if val is None else val.num_examples,
+    }
+
+
+def _build_image_folder(config, *, batch, common, train_opts, val_opts):
+    kwargs = dict(image_size=config.image_size, channels=config.channels, **common)
+    fraction = config.validation_fraction
+    train = image_folder.from_image_folder(
+        config.path, batch_size=batch, validation_fraction=fraction,
+        subset="training" if fraction else None,
+        shuffle_buffer=None if config.shuffle_buffer else 0, **kwargs, **train_opts)
+    val = None
+    if fraction:
+        val = image_folder.from_image_folder(
+            config.path, batch_size=batch, validation_fraction=fraction, subset="validation",
+            shuffle_buffer=0, **kwargs, **val_opts)
+    return train, val, {
+        "num_classes": len(train.class_names),
+        "class_names": train.class_names,
+        "train_examples": len(train.file_paths),
+        "validation_examples": None if val is None else len(val.file_paths),
+    }
+
+
+def _build_tfrecords(config, *, batch, common, train_opts, val_opts):
+    spec, _ = tfrecords.parse_feature_spec(config.features)
+    input_key = config.image_key if config.image_key in spec else None
+    kwargs = dict(features=config.features, label_key=config.label_key, input_key=input_key,
+                  compression=config.compression, image_size=config.image_size,
+                  channels=config.channels, **common)
+    files = tfrecords._glob(config.path)
+    val_files = []
+    if config.validation_fraction:
+        # Held out by whole files, so no record is ever read by both.
+        n_val = int(round(config.validation_fraction * len(files)))
+        if len(files) < 2 or n_val < 1:
+            raise DataError(
+                f"data.validation_fraction={config.validation_fraction} needs at least 2 "
+                f"TFRecord files to hold some out by file; {config.path!r} matches "
+                f"{len(files)}.")
+        files, val_files = files[:-n_val], files[-n_val:]
+    train = tfrecords.from_tfrecords(files, batch_size=batch,
+                                     shuffle_buffer=config.shuffle_buffer, **kwargs, **train_opts)
+    val = None
+    if val_files:
+        val = tfrecords.from_tfrecords(val_files, batch_size=batch, shuffle_buffer=0,
+                                       **kwargs, **val_opts)
+    num_classes = getattr(config, "num_classes", None)
+    if num_classes is None:
+        num_classes = _count_classes(files, config)
+    return train, val, {
+        "num_classes": num_classes,
+        "class_names": None,
+        "train_examples": train.num_examples,
+        "validation_examples": None if val is None else val.num_examples,
+    }
+
+
+def _count_classes(files, config) -> int:
+    """One pass over the label feature only: max label + 1."""
+    spec = {config.label_key: tfrecords.parse_feature_spec(config.features)[0][config.label_key]}
+    records = tf.data.TFRecordDataset(files, compression_type=config.compression or "",
+                                      num_parallel_reads=tf.data.AUTOTUNE)
+    labels = records.batch(1024).map(lambda r: tf.io.parse_example(r, spec)[config.label_key])
+    top = -1
+    for batch in labels.as_numpy_iterator():
+        top = max(top, int(np.max(batch)) if batch.size else -1)
+    if top < 0:
+        raise DataError(f"No labels found in {config.path!r}; set data.num_classes.")
+    return top + 1
+
+
+def _split_indices(n, fraction, seed):
+    order = np.random.default_rng(seed).permutation(n)
+    n_val = int(round(fraction * n))
+    return np.sort(order[:n - n_val]), np.sort(order[n - n_val:])
+
+
+def _build_arrays(config, *, batch, common, train_opts, val_opts):
+    path = config.path
+    if not os.path.exists(path):
+        raise DataError(f"Arrays file {path!r} does not exist.")
+    with np.load(path, allow_pickle=False) as npz:
+        if "x" not in npz or "y" not in npz:
+            raise DataError(f"Arrays file {path!r} must hold arrays named 'x' and 'y'; it has "
+                            f"{sorted(npz.files)}.")
+        x, y = npz["x"], npz["y"]
+    val = None
+    if config.validation_fraction:
+        train_idx, val_idx = _split_indices(len(x), config.validation_fraction, common["seed"])
+        x, y, vx, vy = x[train_idx], y[train_idx], x[val_idx], y[val_idx]
+        val = arrays.from_arrays(vx, vy, batch_size=batch, shuffle_buffer=0, **common,
+                                 **val_opts)
+    train = arrays.from_arrays(x, y, batch_size=batch,
+                               shuffle_buffer=min(config.shuffle_buffer, len(x)), **common,
+                               **train_opts)
+    num_classes = getattr(config, "num_classes", None) or int(np.max(y)) + 1
+    return train, val, {
+        "num_classes": num_classes,
+        "class_names": None,
+        "train_examples": len(x),
+        "validation_examples": None if val is None else len(val_idx),
+    }
+
+
+def load_python_source(spec: str):
+    """Imports ``module:attribute`` (or ``path/to/file.py:attribute``) and returns the object."""
+    if ":" not in spec:
+        raise DataError(f"data.path for source python must be 'module:attribute', got "
+                        f"{spec!r}.")
+    module_name, attribute = spec.rsplit(":", 1)
+    try:
+        if module_name.endswith(".py") or os.sep in module_name:
+            file = module_name if module_name.endswith(".py") else module_name + ".py"
+            name = os.path.splitext(os.path.basename(file))[0]
+            module_spec = importlib.util.spec_from_file_location(name, file)
+            if module_spec is None or not os.path.exists(file):
+                raise DataError(f"Python source file {file!r} does not exist.")
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules.setdefault(name, module)
+            module_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise DataError(f"Cannot import {module_name!r} for data.path {spec!r}: {err}") \
+            from None
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise DataError(f"Module {module_name!r} has no attribute {attribute!r} "
+                        f"(data.path {spec!r}).") from None
+
+
+class _Subset:
+    """A random-access view of some indices of another random-access source."""
+
+    def __init__(self, source, indices):
+        self.source, self.indices = source, indices
+
+    def __len__(self):
+        return len(self.indices)
+
+    def __getitem__(self, i):
+        return self.source[int(self.indices[i])]
+
+
+def _build_python(config, *, batch, common, train_opts, val_opts):
+    source = load_python_source(config.path)
+    random_access = python_source._is_random_access(source)
+    kwargs = dict(workers=config.workers, mode=config.worker_mode, **common)
+    val_source = None
+    if config.validation_fraction:
+        if not random_access:
+            raise DataError("data.validation_fraction needs a random-access python source "
+                            "(__len__/__getitem__); a generator source cannot be split.")
+        train_idx, val_idx = _split_indices(len(source), config.validation_fraction,
+                                            common["seed"])
+        source, val_source = _Subset(source, train_idx), _Subset(source, val_idx)
+    train = python_source.from_python(
+        source, batch_size=batch, shuffle=random_access and config.shuffle_buffer > 0,
+        **kwargs, **train_opts)
+    val = None
+    if val_source is not None:
+        val = python_source.from_python(val_source, batch_size=batch, **kwargs, **val_opts)
+    original = source.source if isinstance(source, _Subset) else source
+    num_classes = (getattr(config, "num_classes", None)
+                   or getattr(original, "num_classes", None))
+    class_names = getattr(original, "class_names", None)
+    if num_classes is None and class_names:
+        num_classes = len(class_names)
+    if num_classes is None:
+        raise DataError(f"Cannot tell the number of classes of python source {config.path!r}: "
+                        "set data.num_classes, or give the source a num_classes attribute.")
+    return train, val, {
+        "num_classes": int(num_classes),
+        "class_names": list(class_names) if class_names else None,
+        "train_examples": len(source) if random_access else None,
+        "validation_examples": None if val_source is None else len(val_source),
+    }
+
+
+_BUILDERS = {"image_folder": _build_image_folder, "tfrecords": _build_tfrecords,
+             "arrays": _build_arrays, "python": _build_python}
+
+
+def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: int,
+                   deterministic: bool):
+    """Builds the training and validation datasets of a recipe's data section.
+
+    Args:
+        config: The recipe's `DataConfig`.
+        global_batch_size: Examples per optimizer step over all replicas.
+        num_replicas: Replicas in sync; with more than one, training batches drop the
+            remainder so every replica gets an equal share.
+        seed: Seed of shuffling, augmentation and held-out splits.
+        deterministic: Fixed tf.data order (slower).
+
+    Returns:
+        ``(train_ds, val_ds_or_None, info)`` where info holds ``num_classes``,
+        ``input_shape``, ``class_names``, ``train_examples`` and ``validation_examples``.
+
+    Raises:
+        DataError: Missing or unusable data (see each source).
+    """
+    common = _common(config, seed=seed, deterministic=deterministic)
+    kwargs = dict(batch=global_batch_size, common=common,
+                  train_opts=_train_tail(config, num_replicas), val_opts=_val_tail(config))
+    if config.source in ("builtin", "tfds"):
+        name = config.name or (BUILTIN_DEFAULT if config.source == "builtin" else None)
+        train, val, info = _build_tfds(config, name, **kwargs)
+    elif config.source in _BUILDERS:
+        train, val, info = _BUILDERS[config.source](config, **kwargs)
+    else:
+        raise DataError(f"data.source {config.source!r} is not one of builtin, tfds, "
+                        f"{', '.join(_BUILDERS)}.")
+    features_spec = train.element_spec[0] if isinstance(train.element_spec, tuple) \
+        else train.element_spec
+    if isinstance(features_spec, dict):
+        info["input_shape"] = {k: tuple(v.shape[1:]) for k, v in features_spec.items()}
+    else:
+        info["input_shape"] = tuple(features_spec.shape[1:])
+    return train, val, info
