@@ -17,9 +17,10 @@ from tfaccel.errors import DataError
 BUILTIN_DEFAULT = "tfaccel_shapes"
 
 
-def _common(config, *, seed: int, deterministic: bool) -> dict:
+def _common(config, *, seed: int, deterministic: bool, sequential: bool) -> dict:
     """Options of the standard tail shared by every source."""
     return {
+        "sequential": sequential,
         "seed": seed,
         "deterministic": deterministic,
         "num_parallel_calls": config.num_parallel_calls or tf.data.AUTOTUNE,
@@ -256,7 +257,7 @@ _BUILDERS = {"image_folder": _build_image_folder, "tfrecords": _build_tfrecords,
 
 
 def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: int,
-                   deterministic: bool):
+                   deterministic: bool, sequential: bool = False):
     """Builds the training and validation datasets of a recipe's data section.
 
     Args:
@@ -266,6 +267,8 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
             remainder so every replica gets an equal share.
         seed: Seed of shuffling, augmentation and held-out splits.
         deterministic: Fixed tf.data order (slower).
+        sequential: Build the truly sequential version of the same pipelines (the baseline
+            of `tfaccel.bench`).
 
     Returns:
         ``(train_ds, val_ds_or_None, info)`` where info holds ``num_classes``,
@@ -274,7 +277,7 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     Raises:
         DataError: Missing or unusable data (see each source).
     """
-    common = _common(config, seed=seed, deterministic=deterministic)
+    common = _common(config, seed=seed, deterministic=deterministic, sequential=sequential)
     kwargs = dict(batch=global_batch_size, common=common,
                   train_opts=_train_tail(config, num_replicas), val_opts=_val_tail(config))
     if config.source in ("builtin", "tfds"):

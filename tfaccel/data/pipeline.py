@@ -193,7 +193,8 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
              image_dtype: Optional[str] = "float32",
              input_context: Optional[tf.distribute.InputContext] = None,
              source_shuffle: int = 0,
-             ignore_decode_errors: bool = False) -> tf.data.Dataset:
+             ignore_decode_errors: bool = False,
+             sequential: bool = False) -> tf.data.Dataset:
     """Applies the standard tail to a dataset of examples and returns batches for `fit`.
 
     The order is fixed because each step only stays correct and fast in this place:
@@ -259,6 +260,13 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
     options = make_options(deterministic=deterministic, private_threads=private_threads,
                            ram_budget_bytes=ram_budget_bytes, shard_policy=shard_policy)
 
+    if sequential:
+        num_parallel_calls = None
+        options = options.merge(sequential_options())
+
+    # Per-op determinism only means something for parallel ops (TF warns otherwise).
+    det = (deterministic or None) if num_parallel_calls is not None else None
+
     if input_context is not None and input_context.num_input_pipelines > 1:
         # Each input pipeline (worker) keeps a disjoint share, decided before any decoding.
         dataset = dataset.shard(input_context.num_input_pipelines,
@@ -267,7 +275,7 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
         dataset = dataset.shuffle(source_shuffle, seed=seed, reshuffle_each_iteration=True)
     if map_fn is not None:
         dataset = dataset.map(map_fn, num_parallel_calls=num_parallel_calls,
-                              deterministic=deterministic or None)
+                              deterministic=det)
         if ignore_decode_errors:
             dataset = dataset.ignore_errors()
     dataset = _cache(dataset, cache)
@@ -286,7 +294,7 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
 
         dataset = tf.data.Dataset.zip((dataset, seeds)).map(
             per_example, num_parallel_calls=num_parallel_calls,
-            deterministic=deterministic or None)
+            deterministic=det)
 
     if _has_unknown_dims(dataset.element_spec):
         # Variable-length features (e.g. TFRecord `kind: var`) batch as RaggedTensors.
@@ -294,7 +302,7 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
     else:
         dataset = dataset.batch(batch, drop_remainder=drop,
                                 num_parallel_calls=num_parallel_calls,
-                                deterministic=deterministic or None)
+                                deterministic=det)
 
     if names or (custom is not None and augment_on == "batch"):
         seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
@@ -312,7 +320,7 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
 
         dataset = tf.data.Dataset.zip((dataset, seeds)).map(
             per_batch, num_parallel_calls=num_parallel_calls,
-            deterministic=deterministic or None)
+            deterministic=det)
     elif image_dtype and custom is None and _has_uint8(dataset.element_spec):
 
         def cast_only(*element):
@@ -320,7 +328,8 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
             return _join(_to_float(features, image_dtype), label, has_label)
 
         dataset = dataset.map(cast_only, num_parallel_calls=num_parallel_calls,
-                              deterministic=deterministic or None)
+                              deterministic=det)
 
-    dataset = dataset.prefetch(AUTOTUNE)
+    if not sequential:
+        dataset = dataset.prefetch(AUTOTUNE)
     return dataset.with_options(options)

@@ -132,6 +132,23 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
         lambda s: tf.TensorSpec([None, *s.shape], s.dtype), output_signature)
     epochs = itertools.count()
 
+    def generate_in_process():
+        # The sequential baseline: the same source and transform, one example at a time in
+        # this process, as tf.data.Dataset.from_generator would run it.
+        epoch = next(epochs)
+        if random_access:
+            order = np.arange(len(source))
+            if shuffle:
+                order = np.random.default_rng(None if seed is None else [seed, epoch]) \
+                    .permutation(order)
+            examples = (source[int(i)] for i in order)
+        else:
+            examples = source(0, 1)
+        for example in examples:
+            example = example if transform is None else transform(example)
+            yield tf.nest.map_structure(lambda v: np.asarray(v)[None],
+                                        _as_tf_structure(example))
+
     def generate():
         epoch = next(epochs)
         order = None
@@ -152,7 +169,9 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
             # iterator (GeneratorExit), so workers never outlive their epoch.
             pool.close()
 
-    dataset = tf.data.Dataset.from_generator(generate, output_signature=chunk_signature)
+    dataset = tf.data.Dataset.from_generator(
+        generate_in_process if options.get("sequential") else generate,
+        output_signature=chunk_signature)
     dataset = dataset.unbatch()
     # A generator cannot be split by files; a multi-worker strategy must shard by element.
     options.setdefault("shard_policy", "data")

@@ -110,7 +110,14 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
     builder = load_builder(name, data_dir=data_dir, download=download)
     _check_split(builder, split)
     deterministic = options.get("deterministic", False)
+    parallel = {}
+    if options.get("sequential"):
+        # TFDS's own interleave and decode map, made sequential too (None = no parallelism).
+        parallel = {"num_parallel_calls_for_decode": None,
+                    "num_parallel_calls_for_interleave_files": None,
+                    "interleave_cycle_length": 1}
     read_config = tfds.ReadConfig(
+        **parallel,
         input_context=input_context,
         shuffle_seed=seed,
         # Our tail owns caching (after decode, before shuffle) and prefetching.
@@ -128,8 +135,7 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
     dataset = builder.as_dataset(split=split, as_supervised=as_supervised,
                                  shuffle_files=bool(shuffle_buffer), read_config=read_config)
     if keys is not None:
-        dataset = dataset.map(lambda ex: (ex[input_key], ex[label_key]),
-                              num_parallel_calls=pipeline.AUTOTUNE)
+        dataset = dataset.map(lambda ex: (ex[input_key], ex[label_key]))
     map_fn = None
     if image_size is not None:
         size = [int(v) for v in image_size]

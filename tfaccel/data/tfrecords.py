@@ -237,7 +237,8 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
     records = file_ds.interleave(
         lambda f: tf.data.TFRecordDataset(f, compression_type=compression or ""),
         cycle_length=cycle_length or min(len(files), 16),
-        num_parallel_calls=pipeline.AUTOTUNE, deterministic=deterministic or None)
+        num_parallel_calls=None if options.get("sequential") else pipeline.AUTOTUNE,
+        deterministic=deterministic or None)
 
     decode_size = None if image_size is None else [int(v) for v in image_size]
 

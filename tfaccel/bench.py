@@ -1,0 +1,161 @@
+"""Input-pipeline-only benchmark (in the spirit of tfds.benchmark) for datasets and recipes."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+
+def time_batches(dataset, *, num_batches: Optional[int] = None) -> dict:
+    """Iterates `dataset` once and times it, without a model.
+
+    Args:
+        dataset: A `tf.data.Dataset` of batches.
+        num_batches: Stop after this many batches (None: one full pass).
+
+    Returns:
+        ``{"first_batch_s", "batches", "examples", "seconds", "examples_per_s"}`` where the
+        rate counts the batches after the first (the first pays start-up: thread pools,
+        tracing, worker start), over the time after the first batch arrived.
+    """
+    import tensorflow as tf
+
+    start = time.perf_counter()
+    iterator = iter(dataset)
+    first_at = None
+    batches = examples = 0
+    for element in iterator:
+        leaf = tf.nest.flatten(element)[0]
+        size = int(leaf.shape[0]) if leaf.shape.rank else 1
+        now = time.perf_counter()
+        if first_at is None:
+            first_at = now
+        else:
+            examples += size
+        batches += 1
+        if num_batches is not None and batches >= num_batches:
+            break
+    end = time.perf_counter()
+    if first_at is None:
+        first_at = end
+    steady = end - first_at
+    return {
+        "first_batch_s": first_at - start,
+        "batches": batches,
+        "examples": examples,
+        "seconds": end - start,
+        "examples_per_s": examples / steady if steady > 0 and examples else 0.0,
+    }
+
+
+def bench_pipeline(make_dataset: Callable[..., object], *, num_batches: int = 50,
+                   epochs: bool = True, repeats: int = 2) -> dict:
+    """Benchmarks a pipeline against the truly sequential build of the same source.
+
+    Args:
+        make_dataset: ``make_dataset(sequential: bool) -> tf.data.Dataset``; it must build a
+            fresh dataset on each call (the tfaccel builders do, with ``sequential=...``).
+        num_batches: Batches timed per steady-state measurement.
+        epochs: Also time a first (cold) and a second (cached, if the pipeline caches) full
+            epoch of the parallel pipeline.
+        repeats: The two contenders are run alternately this many times and the best run of
+            each kept, because shared machines have bimodal timings.
+
+    Returns:
+        A dict with ``parallel``, ``sequential`` (each a `time_batches` result), ``speedup``
+        (parallel over sequential examples/s) and, with `epochs`, ``cold_epoch`` and
+        ``second_epoch`` (seconds and examples/s of two full passes of one dataset).
+    """
+    best = {"parallel": None, "sequential": None}
+    for _ in range(repeats):
+        for name in ("parallel", "sequential"):
+            run = time_batches(make_dataset(sequential=name == "sequential"),
+                               num_batches=num_batches)
+            if best[name] is None or run["examples_per_s"] > best[name]["examples_per_s"]:
+                best[name] = run
+    seq_rate = best["sequential"]["examples_per_s"]
+    result = {
+        "parallel": best["parallel"],
+        "sequential": best["sequential"],
+        "speedup": best["parallel"]["examples_per_s"] / seq_rate if seq_rate else None,
+    }
+    if epochs:
+        dataset = make_dataset(sequential=False)
+        for key in ("cold_epoch", "second_epoch"):
+            run = time_batches(dataset)
+            # A whole epoch counts every example, the first batch included.
+            total = run["examples"] + _first_batch_size(dataset)
+            result[key] = {"seconds": run["seconds"], "batches": run["batches"],
+                           "examples_per_s": total / run["seconds"] if run["seconds"] else 0}
+    return result
+
+
+def _first_batch_size(dataset) -> int:
+    import tensorflow as tf
+
+    leaf = tf.nest.flatten(dataset.element_spec)[0]
+    size = leaf.shape[0] if leaf.shape.rank else 1
+    if size is None:  # unknown static batch: measure it
+        size = int(tf.nest.flatten(next(iter(dataset)))[0].shape[0])
+    return int(size)
+
+
+def bench_data_config(config, *, global_batch_size: int, seed: int = 0,
+                      num_batches: int = 50, epochs: bool = True, repeats: int = 2) -> dict:
+    """Benchmarks the training pipeline a recipe's data section builds (`tfaccel bench`).
+
+    Args:
+        config: The recipe's `DataConfig`.
+        global_batch_size: The recipe's global batch size.
+        seed: Seed for shuffling and augmentation.
+        num_batches: Batches per steady-state measurement.
+        epochs: Also time a cold and a second full epoch.
+        repeats: Alternating runs of each contender; the best is kept.
+
+    Returns:
+        The `bench_pipeline` dict plus ``"source"``, ``"batch_size"`` and ``"cache"``.
+    """
+    import dataclasses
+
+    from tfaccel.data.config import build_datasets
+
+    if config.cache and config.cache != "memory":
+        # Timing stops iterators early; a file cache left half-written would block the next
+        # run, so the benchmark caches in memory instead.
+        config = dataclasses.replace(config, cache="memory")
+
+    def make(sequential: bool):
+        train, _, _ = build_datasets(config, global_batch_size=global_batch_size,
+                                     num_replicas=1, seed=seed, deterministic=False,
+                                     sequential=sequential)
+        return train
+
+    result = bench_pipeline(make, num_batches=num_batches, epochs=epochs, repeats=repeats)
+    result.update(source=config.source, batch_size=global_batch_size,
+                  cache=config.cache or None)
+    return result
+
+
+def format_table(result: dict) -> str:
+    """Formats a `bench_pipeline` / `bench_data_config` result as a Markdown table."""
+    rows = [
+        ("tfaccel pipeline (parallel)", result["parallel"]),
+        ("truly sequential tf.data", result["sequential"]),
+    ]
+    lines = ["| pipeline | examples/s | first batch (s) | batches timed |",
+             "| --- | ---: | ---: | ---: |"]
+    for name, run in rows:
+        lines.append(f"| {name} | {run['examples_per_s']:,.0f} | {run['first_batch_s']:.2f} "
+                     f"| {run['batches']} |")
+    if result.get("speedup"):
+        lines.append(f"| **speed-up** | **{result['speedup']:.2f}x** | | |")
+    if "cold_epoch" in result:
+        cache = result.get("cache")
+        lines += ["", "| epoch | seconds | examples/s |", "| --- | ---: | ---: |"]
+        lines.append(f"| first (cold) | {result['cold_epoch']['seconds']:.2f} | "
+                     f"{result['cold_epoch']['examples_per_s']:,.0f} |")
+        label = f"second ({'cached: ' + str(cache) if cache else 'no cache'})" \
+            if "cache" in result else "second"
+        lines.append(f"| {label} | {result['second_epoch']['seconds']:.2f} | "
+                     f"{result['second_epoch']['examples_per_s']:,.0f} |")
+    return "\n".join(lines)
