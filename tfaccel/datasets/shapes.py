@@ -16,8 +16,8 @@ class TfaccelShapes(tfds.core.GeneratorBasedBuilder):
     """Noisy coloured circles, squares, triangles and crosses on 32x32 backgrounds.
 
     Each image holds one shape of random size (radius 5-11 px), position (possibly clipped
-    by an edge), rotation (+-30 degrees) and colour, on a random background colour with a
-    linear gradient, plus uniform pixel noise. Classes are exactly balanced.
+    by an edge), rotation (+-15 degrees) and colour, on a random background colour with a
+    linear gradient, plus uniform pixel noise (+-20). Classes are exactly balanced.
     """
 
     # TFDS derives the registered name from the class name: TfaccelShapes -> tfaccel_shapes.
