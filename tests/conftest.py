@@ -29,3 +29,13 @@ def logical_cpus():
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     assert len(devices) == NUM_LOGICAL_CPUS, devices
     return devices
+
+
+@pytest.fixture(scope="session")
+def shapes_data_dir(tmp_path_factory):
+    """A TFDS data dir with the built-in `tfaccel_shapes` prepared once for the session."""
+    from tfaccel import datasets
+
+    data_dir = tmp_path_factory.mktemp("tfds")
+    datasets.prepare(data_dir=str(data_dir))
+    return str(data_dir)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from tfaccel import __version__
 from tfaccel.cli import main
 
-COMMANDS = ["train", "validate", "devices", "keys", "models"]
+COMMANDS = ["train", "validate", "devices", "keys", "models", "bench", "export-images"]
 
 
 @pytest.fixture

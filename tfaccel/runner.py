@@ -168,7 +168,8 @@ def _train_with(recipe: Recipe, *, directory: Path, strategy, strategy_info: dic
     history = trained_model.fit(
         train_ds, validation_data=val_ds, epochs=training.epochs,
         steps_per_epoch=training.steps_per_epoch, validation_steps=training.validation_steps,
-        callbacks=callbacks, verbose=recipe.runtime.verbose)
+        callbacks=callbacks, verbose=recipe.runtime.verbose,
+        shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
     fit_seconds = time.perf_counter() - fit_started
 
     epochs = metrics_logger.records

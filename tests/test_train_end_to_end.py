@@ -1,0 +1,165 @@
+"""`tfaccel train` end to end on the built-in dataset: the run directory and its contents."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tfaccel.cli import main
+from tfaccel.errors import TrainingError, UserInputError
+
+TINY = [
+    "data.train_split=train[:1536]",
+    "data.validation_split=test[:512]",
+    "data.shuffle_buffer=1536",
+    "training.epochs=3",
+    "training.global_batch_size=64",
+    "runtime.verbose=0",
+]
+
+
+@pytest.fixture
+def tfds_dir(shapes_data_dir):
+    return shapes_data_dir
+
+
+def tiny_recipe(tmp_path, tfds_dir, extra=""):
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(
+        "name: tiny\n"
+        "data: {source: builtin}\n"
+        "model: {name: small_cnn}\n"
+        "optimizer: {name: adam, learning_rate: 2e-3}\n"
+        f"runtime: {{runs_dir: {tmp_path / 'runs'}}}\n" + extra)
+    return recipe, [f"data.data_dir={tfds_dir}"] + TINY
+
+
+def test_train_writes_a_complete_run_directory(tmp_path, tfds_dir):
+    import keras
+
+    recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
+    run_dir = tmp_path / "run-1"
+    args = ["train", str(recipe), "--run-dir", str(run_dir)]
+    for override in overrides:
+        args += ["--set", override]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert f"Run directory: {run_dir}" in result.output
+    assert "val_accuracy" in result.output and "examples/s" in result.output
+
+    resolved = yaml.safe_load((run_dir / "recipe.yaml").read_text())
+    assert resolved["training"]["epochs"] == 3
+    assert resolved["data"]["data_dir"] == tfds_dir
+
+    epochs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [e["epoch"] for e in epochs] == [1, 2, 3]
+    for record in epochs:
+        for key in ("loss", "accuracy", "val_loss", "val_accuracy", "examples_per_sec",
+                    "epoch_seconds", "train_seconds"):
+            assert math.isfinite(record[key]), (key, record)
+        assert record["examples_per_sec"] > 0
+    # Accuracy rose, and beats the 4-class majority guess (0.25) by a wide margin.
+    assert epochs[-1]["accuracy"] > epochs[0]["accuracy"]
+    assert epochs[-1]["val_accuracy"] > 0.5
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["epochs_completed"] == 3
+    assert summary["final_metrics"]["val_accuracy"] == pytest.approx(epochs[-1]["val_accuracy"])
+    assert summary["global_batch_size"] == 64
+    assert summary["replicas"] == 1 and summary["accumulation_steps"] == 1
+    assert summary["per_replica_batch_size"] == 64
+    assert summary["dataset"]["train_examples"] == 1536
+    assert summary["class_names"] == ["circle", "square", "triangle", "cross"]
+    assert summary["precision"] in ("float32", "mixed_bfloat16", "mixed_float16")
+    assert set(summary["versions"]) >= {"tfaccel", "tensorflow", "keras"}
+    assert summary["wall_seconds"] > 0 and summary["examples_per_sec"] > 0
+
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
+        "epoch-001.weights.h5", "epoch-002.weights.h5", "epoch-003.weights.h5"]
+    events = list((run_dir / "tensorboard").rglob("events.out.tfevents.*"))
+    assert events, "no TensorBoard event files"
+
+    model = keras.saving.load_model(run_dir / "model.keras")
+    assert model.output_shape == (None, 4)
+    probabilities = model.predict(np.zeros((2, 32, 32, 3), "uint8"), verbose=0)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-3)
+
+
+def test_existing_run_directory_is_never_clobbered(tmp_path, tfds_dir):
+    recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
+    run_dir = tmp_path / "taken"
+    run_dir.mkdir()
+    (run_dir / "keep.txt").write_text("precious")
+    args = ["train", str(recipe), "--run-dir", str(run_dir)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert "already exists and is not an empty folder" in result.output
+    assert "Traceback" not in result.output
+    assert (run_dir / "keep.txt").read_text() == "precious"
+    assert sorted(p.name for p in run_dir.iterdir()) == ["keep.txt"]
+
+
+def test_generated_run_directories_are_new_each_time(tmp_path):
+    from tfaccel.run_dir import create_run_dir
+
+    first = create_run_dir(name="a b", runs_dir=str(tmp_path))
+    second = create_run_dir(name="a b", runs_dir=str(tmp_path))
+    assert first != second and first.name.startswith("a-b-")
+
+
+def test_nan_loss_stops_with_a_clear_error_and_keeps_what_was_written(tmp_path, tfds_dir):
+    from tfaccel import runner
+
+    recipe, overrides = tiny_recipe(
+        tmp_path, tfds_dir, extra="")
+    overrides = overrides + ["optimizer.name=sgd", "optimizer.learning_rate=1e12",
+                             "training.epochs=2", "runtime.precision=float32"]
+    run_dir = tmp_path / "nan-run"
+    with pytest.raises(TrainingError) as caught:
+        runner.train(str(recipe), overrides, run_dir=str(run_dir))
+    message = str(caught.value)
+    assert "the training loss became nan" in message or "became inf" in message
+    assert "Lower optimizer.learning_rate" in message
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert summary["failure"]["epoch"] == 1
+    assert (run_dir / "recipe.yaml").exists()
+    # The broken epoch's weights are not saved as a checkpoint.
+    assert list((run_dir / "checkpoints").iterdir()) == []
+
+
+def test_cli_nan_loss_exits_1_without_traceback(tmp_path, tfds_dir):
+    recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
+    args = ["train", str(recipe), "--run-dir", str(tmp_path / "r")]
+    for override in overrides + ["optimizer.name=sgd", "optimizer.learning_rate=1e12",
+                                 "training.epochs=1"]:
+        args += ["--set", override]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    assert "\nError: the training loss became" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_train_from_python_with_a_mapping(tmp_path, tfds_dir):
+    import tfaccel
+
+    result = tfaccel.train({"name": "py", "data": {"data_dir": tfds_dir},
+                            "runtime": {"runs_dir": str(tmp_path / "runs"), "verbose": 0}},
+                           overrides=TINY + ["training.epochs=1"])
+    assert result.run_dir.parent == tmp_path / "runs"
+    assert result.summary["epochs_completed"] == 1
+
+
+def test_batch_plan_mistake_is_a_user_error_before_training(tmp_path, tfds_dir):
+    from tfaccel import runner
+
+    recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
+    with pytest.raises(UserInputError, match="not divisible by the 2 replicas"):
+        runner.train(str(recipe), overrides + ["runtime.strategy=mirrored",
+                                               "runtime.devices=[/cpu:0, /cpu:1]",
+                                               "training.global_batch_size=63"],
+                     run_dir=str(tmp_path / "plan"))
