@@ -166,6 +166,10 @@ def _replica_worker(quick):
     for name, strategy in (
         ("1 replica (default strategy)", tf.distribute.get_strategy()),
         ("MirroredStrategy, 2 logical CPUs", make_strategy("mirrored", devices=["/cpu:0", "/cpu:1"])),
+        # Diagnostic: the second logical CPU device alone. On this TF build it runs the
+        # same model markedly slower than /cpu:0, which bounds the mirrored row: the
+        # overhead there is a CPU-emulation artefact, not all-reduce cost.
+        ("diagnostic: 1 replica on logical /cpu:1", make_strategy("one_device", devices=["/cpu:1"])),
     ):
         with strategy.scope():
             model = _cnn()
