@@ -108,6 +108,8 @@ def test_relative_paths_resolve_against_the_recipe_folder(tmp_path):
 def test_python_source_path_is_an_import_path_not_a_file(tmp_path):
     path = write(tmp_path, "data:\n  source: python\n  path: my_pkg.sources:make\n")
     assert load_recipe(path).data.path == "my_pkg.sources:make"
+    path = write(tmp_path, "data:\n  source: python\n  path: src/make.py:build\n")
+    assert load_recipe(path).data.path == f"{(tmp_path / 'src' / 'make.py').resolve()}:build"
 
 
 def test_missing_file_and_malformed_yaml(tmp_path):

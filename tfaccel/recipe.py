@@ -85,6 +85,9 @@ class DataConfig:
     ram_budget_mb: Optional[int] = _key(
         None, "RAM budget for tf.data autotuning, in MiB; empty for tf.data's default.",
         minimum=1)
+    num_classes: Optional[int] = _key(
+        None, "Number of classes for tfrecords, arrays or python sources; empty to infer it "
+        "(from class names, or one pass over the labels).", minimum=1)
 
 
 @dataclass(frozen=True)
@@ -486,7 +489,10 @@ def _resolve_paths(recipe: Recipe, base_dir: Path) -> Recipe:
         if not f.metadata.get("path") or not value:
             continue
         if f.name == "path" and data.source == "python":
-            continue  # a `module:callable` import path, not a file
+            module, _, attribute = value.rpartition(":")
+            if module.endswith(".py") or "/" in module:  # `file.py:callable`: a file path
+                changes[f.name] = f"{_resolve_path(module, base_dir)}:{attribute}"
+            continue  # otherwise `package.module:callable`, an import path
         changes[f.name] = _resolve_path(value, base_dir)
     return dataclasses.replace(recipe, data=dataclasses.replace(data, **changes))
 
