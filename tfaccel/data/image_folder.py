@@ -136,6 +136,11 @@ def decode_image(data, channels: int):
     The decoders disagree on the channel counts they accept (GIF: 3 only, BMP: 3 or 4,
     JPEG: 1 or 3), so the image is decoded in its own channels and converted here.
     """
+    if channels == 3:
+        # All four decoders accept 3 channels directly: the common case needs no conversion.
+        image = tf.io.decode_image(data, channels=3, expand_animations=False)
+        image.set_shape([None, None, 3])
+        return image
     image = tf.io.decode_image(data, channels=0, expand_animations=False)
     image.set_shape([None, None, None])
     have = tf.shape(image)[-1]

@@ -111,7 +111,6 @@ def sequential_options() -> tf.data.Options:
     are switched off.
     """
     options = tf.data.Options()
-    options.deterministic = True
     options.autotune.enabled = False
     options.experimental_optimization.map_parallelization = False
     options.experimental_optimization.inject_prefetch = False
@@ -309,12 +308,15 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
 
         def per_batch(element, rnd):
             features, label, has_label = _split(element)
-            features = _to_float(features, image_dtype)
             seed_pair = tf.stack([rnd, tf.constant(1, tf.int64)])
             if names:
-                features = _map_images(
-                    features, lambda x: augment_lib.apply_to_batch(x, names, seed_pair))
+                # Geometric augmentations run on the uint8 batch, before the cast to float.
+                features = _map_images(features, lambda x: augment_lib.apply_to_batch(
+                    x, names, seed_pair,
+                    dtype=tf.as_dtype(image_dtype) if image_dtype else x.dtype))
+                features = _to_float(features, image_dtype)
             else:
+                features = _to_float(features, image_dtype)
                 features, label = custom(features, label, seed_pair)
             return _join(features, label, has_label)
 
