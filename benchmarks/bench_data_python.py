@@ -105,11 +105,9 @@ def main():
     n = 1000 if args.quick else args.examples
     repeats = 2 if args.quick else args.repeats
     iterations = calibrate(args.work_ms)
-    try:
-        import grain.python  # noqa: F401
-        have_grain = True
-    except ImportError:
-        have_grain = False
+    import importlib.util
+
+    have_grain = importlib.util.find_spec("grain") is not None
 
     def contenders(size):
         source = HeavySource(size, iterations)
