@@ -53,7 +53,8 @@ class AccumulatingModel(keras.Model):
       * Micro-batch j's loss is weighted by n_j / N, so the summed gradient equals the
         gradient of the full-batch loss for mean-reduced losses ("sum_over_batch_size",
         Keras' default, with or without sample weights) plus regularisation losses.
-        Other reductions are rejected at compile-time of the step.
+        Losses with another reduction ("sum", ...) raise UserInputError when the step
+        is first traced, rather than train on a silently different objective.
       * BatchNorm (and any layer with state updated in training) sees each micro-batch
         separately: batch statistics are per micro-batch and moving averages are updated
         `steps` times per optimizer step.
@@ -62,8 +63,10 @@ class AccumulatingModel(keras.Model):
       * Mixed precision: the loss is scaled by `optimizer.scale_loss` per micro-batch;
         Keras' LossScaleOptimizer unscales (and skips non-finite steps) in `apply`.
 
-    Save `model.inner` for inference or export; the wrapper itself also saves and
-    reloads as a `.keras` file when `tfaccel` is imported.
+    Save `model.inner` for inference or export: it is a plain Keras model that loads
+    anywhere. The wrapper itself also saves and reloads as a `.keras` file, provided the
+    loading process has imported `tfaccel.engine.accumulation` (which registers the
+    class; a bare `import tfaccel` is lazy and does not).
     """
 
     def __init__(self, model, steps, **kwargs):
