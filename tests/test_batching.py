@@ -1,38 +1,38 @@
-"""The batch plan: global batch = replicas x accumulation steps x micro-batch."""
+"""Tests for tfaccel.engine.batching."""
 
 import pytest
 
-from tfaccel.batching import plan_batches
+from tfaccel.engine.batching import derive_batch_sizes
 from tfaccel.errors import UserInputError
 
 
-def test_plan_from_accumulation_steps():
-    plan = plan_batches(global_batch_size=128, replicas=2, accumulation_steps=4)
-    assert (plan.per_replica_batch_size, plan.micro_batch_size) == (64, 16)
-    assert "2 replica(s) x 4 accumulation step(s) x micro-batch 16" in plan.describe()
+def test_from_steps():
+    assert derive_batch_sizes(global_batch=256, replicas=2, steps=4) == {
+        "global_batch": 256,
+        "replicas": 2,
+        "per_replica_batch": 128,
+        "accumulation_steps": 4,
+        "micro_batch": 32,
+    }
 
 
-def test_plan_from_micro_batch_size():
-    plan = plan_batches(global_batch_size=96, replicas=2, micro_batch_size=12)
-    assert plan.accumulation_steps == 4
-    assert plan.as_dict()["global_batch_size"] == 96
+def test_from_micro_batch_and_defaults():
+    assert derive_batch_sizes(global_batch=256, replicas=2, micro_batch=32)["accumulation_steps"] == 4
+    assert derive_batch_sizes(global_batch=64)["micro_batch"] == 64
+    assert derive_batch_sizes(global_batch=64, steps=2, micro_batch=32)["accumulation_steps"] == 2
 
 
-def test_default_is_no_accumulation():
-    plan = plan_batches(global_batch_size=10, replicas=1)
-    assert (plan.accumulation_steps, plan.micro_batch_size) == (1, 10)
-
-
-@pytest.mark.parametrize("kwargs, expected", [
-    ({"global_batch_size": 9, "replicas": 2}, "not divisible by the 2 replicas"),
-    ({"global_batch_size": 12, "replicas": 2, "accumulation_steps": 4},
-     "per-replica batch 6 (global batch 12 / 2 replicas) is not divisible by "
-     "accumulation_steps 4; use a global batch that is a multiple of 8"),
-    ({"global_batch_size": 12, "replicas": 1, "micro_batch_size": 5},
-     "micro_batch_size 5 does not divide the per-replica batch 12"),
-    ({"global_batch_size": 0, "replicas": 1}, "global_batch_size must be >= 1, got 0"),
-])
-def test_bad_plans_name_the_numbers(kwargs, expected):
-    with pytest.raises(UserInputError) as caught:
-        plan_batches(**kwargs)
-    assert expected in str(caught.value)
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"global_batch": 30, "replicas": 4}, "global batch 30 is not divisible by the 4 replicas"),
+        ({"global_batch": 96, "replicas": 2, "steps": 5}, r"per-replica batch 48 .* 5 accumulation steps; .* multiple of 10"),
+        ({"global_batch": 96, "micro_batch": 40}, "micro_batch 40 does not divide the per-replica batch 96"),
+        ({"global_batch": 96, "steps": 2, "micro_batch": 16}, r"16 x 2 accumulation steps x 1 replicas = 32, not the global batch 96"),
+        ({"global_batch": 0}, "global_batch must be an integer >= 1; got 0"),
+        ({"global_batch": 8, "steps": 1.5}, "accumulation steps must be an integer >= 1; got 1.5"),
+    ],
+)
+def test_errors_show_the_arithmetic(kwargs, message):
+    with pytest.raises(UserInputError, match=message):
+        derive_batch_sizes(**kwargs)

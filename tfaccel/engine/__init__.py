@@ -9,8 +9,10 @@ _LAZY_ATTRIBUTES = {
     "accumulate": "tfaccel.engine.accumulation",
     "auto_choices": "tfaccel.engine.strategy",
     "configure_threads": "tfaccel.engine.threads",
+    "derive_batch_sizes": "tfaccel.engine.batching",
     "describe_strategy": "tfaccel.engine.strategy",
     "make_strategy": "tfaccel.engine.strategy",
+    "patch_for_multi_worker": "tfaccel.engine.keras_compat",
     "resolve_precision": "tfaccel.engine.precision",
     "set_precision": "tfaccel.engine.precision",
 }
