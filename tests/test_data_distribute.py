@@ -82,3 +82,27 @@ def test_tfrecords_shard_policy_is_file_capable_and_arrays_data(tmp_path):
     ds = data.from_arrays(np.zeros(4), batch_size=2)
     assert (ds.options().experimental_distribute.auto_shard_policy
             == tf.data.experimental.AutoShardPolicy.DATA)
+
+
+def test_python_sources_split_by_input_pipeline():
+    class Items:
+        def __len__(self):
+            return 12
+
+        def __getitem__(self, i):
+            return np.float32(i), np.int64(i)
+
+    def shards(index, count):
+        for i in range(index, 20, count):
+            yield np.float32(i), np.int64(i)
+
+    for source, total in ((Items(), 12), (shards, 20)):
+        seen = []
+        for pipeline_id in range(2):
+            ctx = tf.distribute.InputContext(num_input_pipelines=2,
+                                             input_pipeline_id=pipeline_id,
+                                             num_replicas_in_sync=2)
+            ds = data.from_python(source, batch_size=4, workers=2, mode="thread",
+                                  input_context=ctx, shuffle=source is not shards, seed=1)
+            seen.append(set(np.concatenate([b.numpy() for _, b in ds]).tolist()))
+        assert seen[0].isdisjoint(seen[1]) and seen[0] | seen[1] == set(range(total))

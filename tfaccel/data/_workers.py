@@ -79,7 +79,7 @@ def _discard(payload):
 
 
 def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks, results,
-                 parent_pid, use_shm):
+                 parent_pid, use_shm, shard=(0, 1)):
     """Body of one worker: answers each task with one chunk, or an error with its traceback."""
     if parent_pid is not None:
         # Ctrl-C reaches the whole process group; the parent decides, workers just stop
@@ -88,7 +88,9 @@ def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks
     iterator = None
     try:
         if not random_access:
-            iterator = iter(source(worker_id, num_workers))
+            # With several input pipelines, pipeline p's worker w is shard p * N + w.
+            iterator = iter(source(shard[0] * num_workers + worker_id,
+                                   shard[1] * num_workers))
         while True:
             try:
                 task = tasks.get(timeout=_POLL_SECONDS)
@@ -130,7 +132,8 @@ class Pool:
     """N workers that turn tasks into chunks of stacked examples; always close() it."""
 
     def __init__(self, *, source, transform: Optional[Callable], random_access: bool,
-                 workers: int, mode: str, start_method: Optional[str] = None):
+                 workers: int, mode: str, start_method: Optional[str] = None,
+                 shard=(0, 1)):
         self.mode = mode
         self.workers = workers
         self.closed = False
@@ -144,7 +147,7 @@ class Pool:
             self.handles = [
                 ctx.Process(target=_worker_loop, daemon=True, name=f"tfaccel-data-{i}",
                             args=(i, workers, source, transform, random_access,
-                                  self.tasks[i], self.results, os.getpid(), True))
+                                  self.tasks[i], self.results, os.getpid(), True, shard))
                 for i in range(workers)]
         else:
             self.results = queue.Queue()
@@ -152,7 +155,7 @@ class Pool:
             self.handles = [
                 threading.Thread(target=_worker_loop, daemon=True, name=f"tfaccel-data-{i}",
                                  args=(i, workers, source, transform, random_access,
-                                       self.tasks[i], self.results, None, False))
+                                       self.tasks[i], self.results, None, False, shard))
                 for i in range(workers)]
         _LIVE_POOLS.add(self)
         for h in self.handles:

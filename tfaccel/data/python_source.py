@@ -131,19 +131,35 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
     chunk_signature = tf.nest.map_structure(
         lambda s: tf.TensorSpec([None, *s.shape], s.dtype), output_signature)
     epochs = itertools.count()
+    ctx = options.pop("input_context", None)
+    share = (0, 1)
+    if ctx is not None and ctx.num_input_pipelines > 1:
+        # Each input pipeline (worker machine) computes only its own share: its indices, or
+        # its shards of a generator source.
+        share = (ctx.input_pipeline_id, ctx.num_input_pipelines)
+        ctx = pipeline.batch_only_context(ctx)
+        if shuffle and seed is None:
+            raise UserInputError("shuffle=True with several input pipelines needs a seed, so "
+                                 "that all pipelines permute alike and their shares stay "
+                                 "disjoint.")
+    options["input_context"] = ctx
+
+    def epoch_order(epoch):
+        order = np.arange(len(source))
+        if shuffle:
+            # Same permutation on every input pipeline (same seed), then disjoint shares.
+            order = np.random.default_rng(None if seed is None else [seed, epoch]) \
+                .permutation(order)
+        return order[share[0]::share[1]]
 
     def generate_in_process():
         # The sequential baseline: the same source and transform, one example at a time in
         # this process, as tf.data.Dataset.from_generator would run it.
         epoch = next(epochs)
         if random_access:
-            order = np.arange(len(source))
-            if shuffle:
-                order = np.random.default_rng(None if seed is None else [seed, epoch]) \
-                    .permutation(order)
-            examples = (source[int(i)] for i in order)
+            examples = (source[int(i)] for i in epoch_order(epoch))
         else:
-            examples = source(0, 1)
+            examples = source(share[0], share[1])
         for example in examples:
             example = example if transform is None else transform(example)
             yield tf.nest.map_structure(lambda v: np.asarray(v)[None],
@@ -151,14 +167,10 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
 
     def generate():
         epoch = next(epochs)
-        order = None
-        if random_access:
-            order = np.arange(len(source))
-            if shuffle:
-                rng = np.random.default_rng(None if seed is None else [seed, epoch])
-                order = rng.permutation(order)
+        order = epoch_order(epoch) if random_access else None
         pool = _workers.Pool(source=source, transform=transform, random_access=random_access,
-                             workers=workers, mode=mode, start_method=start_method)
+                             workers=workers, mode=mode, start_method=start_method,
+                             shard=(0, 1) if random_access else share)
         try:
             for arrays in _workers.run_epoch(pool, random_access=random_access, order=order,
                                              chunk_size=chunk_size,
