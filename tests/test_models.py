@@ -1,0 +1,191 @@
+"""Tests of the model registry: names, parameters, errors, float32 outputs under mixed precision."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tfaccel import models
+from tfaccel.errors import UserInputError
+
+SMALL = ("mlp", "small_cnn", "resnet_small")
+APPLICATIONS = ("mobilenet_v3_small", "efficientnet_b0", "resnet50")
+
+
+@pytest.fixture
+def policy():
+    """Sets a global Keras dtype policy for one test and restores the previous one."""
+    import keras
+
+    previous = keras.mixed_precision.global_policy()
+    yield keras.mixed_precision.set_global_policy
+    keras.mixed_precision.set_global_policy(previous)
+
+
+def _images(n, shape, seed=0):
+    return np.random.default_rng(seed).integers(0, 256, size=(n, *shape), dtype=np.uint8)
+
+
+def test_registry_imports_without_tensorflow():
+    code = (
+        "import sys, tfaccel.models as m;"
+        "m.model_params('small_cnn');"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_model_names_lists_every_builder():
+    assert models.model_names() == sorted(SMALL + APPLICATIONS)
+    assert set(models.MODELS) == set(SMALL + APPLICATIONS)
+
+
+def test_model_params_returns_defaults_as_a_fresh_dict():
+    params = models.model_params("small_cnn")
+    assert params == {"filters": (16, 32, 64), "dense_units": 64, "dropout": 0.0,
+                      "normalization": "per_image", "batch_norm": False}
+    params["filters"] = (1,)
+    assert models.model_params("small_cnn")["filters"] == (16, 32, 64)
+    assert models.model_params("mlp") == {"hidden_units": (256, 128), "dropout": 0.2}
+    assert set(models.model_params("resnet50")) == {"image_size", "dropout"}
+
+
+def test_unknown_model_name_suggests_the_closest():
+    with pytest.raises(UserInputError, match=r"Unknown model name 'small_cn'\. Did you mean 'small_cnn'\?"):
+        models.model_params("small_cn")
+    with pytest.raises(UserInputError, match=r"'resnet_50'.*Did you mean 'resnet50'"):
+        models.build_model("resnet_50", input_shape=(32, 32, 3), num_classes=4)
+
+
+def test_unknown_param_names_it_and_suggests_the_closest():
+    with pytest.raises(UserInputError, match=r"Unknown parameter 'filter' for model 'small_cnn'\. "
+                                             r"Did you mean 'filters'\?"):
+        models.build_model("small_cnn", input_shape=(32, 32, 3), num_classes=4, filter=[8])
+
+
+@pytest.mark.parametrize(
+    "name, params, message",
+    [
+        ("small_cnn", {"dropout": 1.5}, r"'dropout' must be a number in \[0, 1\), got 1.5"),
+        ("small_cnn", {"filters": []}, r"'filters' must be a non-empty list of positive integers, got \[\]"),
+        ("mlp", {"hidden_units": [64, "x"]}, r"'hidden_units' must be .*got \[64, 'x'\]"),
+        ("small_cnn", {"batch_norm": "yes"}, r"'batch_norm' must be true or false, got 'yes'"),
+        ("small_cnn", {"normalization": "perimage"}, r"got 'perimage'\. Did you mean 'per_image'\?"),
+        ("resnet_small", {"stages": 0}, r"'stages' must be an integer >= 1, got 0"),
+        ("resnet50", {"image_size": 16}, r"'image_size' must be .*>= 32, got 16"),
+    ],
+)
+def test_bad_param_values_are_rejected_with_the_value(name, params, message):
+    with pytest.raises(UserInputError, match=message):
+        models.build_model(name, input_shape=(32, 32, 3), num_classes=4, **params)
+
+
+def test_bad_input_shape_and_class_count_are_rejected():
+    with pytest.raises(UserInputError, match=r"input_shape must be .* got \(32, 32\)"):
+        models.build_model("mlp", input_shape=(32, 32), num_classes=4)
+    with pytest.raises(UserInputError, match=r"num_classes must be an integer >= 2, got 1"):
+        models.build_model("mlp", input_shape=(32, 32, 3), num_classes=1)
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_small_models_output_float32_probabilities_under_mixed_bfloat16(name, policy):
+    policy("mixed_bfloat16")
+    model = models.build_model(name, input_shape=(32, 32, 3), num_classes=5)
+    out = model(_images(3, (32, 32, 3)), training=False)
+    assert tuple(out.shape) == (3, 5)
+    assert out.dtype == "float32"
+    np.testing.assert_allclose(np.asarray(out).sum(axis=1), 1.0, atol=1e-5)
+    assert model.layers[-1].dtype_policy.compute_dtype == "float32"
+    # The body really runs in bfloat16 (otherwise the policy would be a no-op here).
+    assert any(layer.compute_dtype == "bfloat16" for layer in model.layers)
+
+
+def test_small_models_accept_uint8_or_float_pixels_alike(policy):
+    policy("float32")
+    model = models.build_model("small_cnn", input_shape=(16, 16, 3), num_classes=3,
+                               filters=[4, 8])
+    images = _images(2, (16, 16, 3))
+    np.testing.assert_allclose(np.asarray(model(images)),
+                               np.asarray(model(images.astype("float32"))), rtol=1e-6)
+
+
+def test_per_image_normalization_ignores_brightness_and_contrast(policy):
+    policy("float32")
+    model = models.build_model("small_cnn", input_shape=(16, 16, 3), num_classes=3,
+                               filters=[4, 8])
+    images = _images(2, (16, 16, 3)).astype("float32")
+    # An affine change of each image's pixel values is removed by the standardisation.
+    brighter = images * 0.5 + 60.0
+    np.testing.assert_allclose(np.asarray(model(images)), np.asarray(model(brighter)),
+                               atol=1e-3)
+    rescaled = models.build_model("small_cnn", input_shape=(16, 16, 3), num_classes=3,
+                                  filters=[4, 8], normalization="rescale")
+    assert not np.allclose(np.asarray(rescaled(images)), np.asarray(rescaled(brighter)),
+                           atol=1e-3)
+
+
+def test_small_cnn_params_shape_the_network(policy):
+    policy("float32")
+    model = models.build_model("small_cnn", input_shape=(32, 32, 1), num_classes=10,
+                               filters=[8, 16], dense_units=0, dropout=0.0, batch_norm=True)
+    convs = [layer for layer in model.layers if layer.__class__.__name__ == "Conv2D"]
+    assert [c.filters for c in convs] == [8, 16]
+    kinds = {layer.__class__.__name__ for layer in model.layers}
+    assert "BatchNormalization" in kinds and "Dropout" not in kinds
+    assert [layer.__class__.__name__ for layer in model.layers].count("Dense") == 1
+
+
+def test_resnet_small_has_one_residual_add_per_block(policy):
+    policy("float32")
+    model = models.build_model("resnet_small", input_shape=(32, 32, 3), num_classes=4,
+                               width=8, stages=3, blocks_per_stage=2)
+    adds = [layer for layer in model.layers if layer.__class__.__name__ == "Add"]
+    assert len(adds) == 6
+    # Each stage after the first halves the resolution and doubles the width.
+    assert tuple(adds[-1].output.shape[1:]) == (8, 8, 32)
+
+
+def test_mlp_hidden_units(policy):
+    policy("float32")
+    model = models.build_model("mlp", input_shape=(8, 8, 1), num_classes=3,
+                               hidden_units=[7, 5], dropout=0.0)
+    dense = [layer.units for layer in model.layers if layer.__class__.__name__ == "Dense"]
+    assert dense == [7, 5, 3]
+
+
+def test_saved_model_reloads_without_custom_objects(policy, tmp_path):
+    import keras
+
+    policy("float32")
+    model = models.build_model("small_cnn", input_shape=(16, 16, 3), num_classes=3,
+                               filters=[4, 8], dense_units=8)
+    images = _images(2, (16, 16, 3))
+    path = tmp_path / "model.keras"
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(np.asarray(reloaded(images)), np.asarray(model(images)),
+                               rtol=1e-6)
+
+
+def test_mobilenet_resizes_small_grayscale_input(policy):
+    policy("mixed_bfloat16")
+    model = models.build_model("mobilenet_v3_small", input_shape=(28, 28, 1), num_classes=10,
+                               alpha=0.75)
+    assert any(layer.__class__.__name__ == "Resizing" for layer in model.layers)
+    out = model(_images(2, (28, 28, 1)), training=False)
+    assert tuple(out.shape) == (2, 10) and out.dtype == "float32"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", APPLICATIONS)
+def test_application_families_build_with_float32_output(name, policy):
+    policy("mixed_bfloat16")
+    model = models.build_model(name, input_shape=(32, 32, 3), num_classes=4)
+    assert not any(layer.__class__.__name__ == "Resizing" for layer in model.layers)
+    out = model(_images(2, (32, 32, 3)), training=False)
+    assert tuple(out.shape) == (2, 4) and out.dtype == "float32"
+    np.testing.assert_allclose(np.asarray(out).sum(axis=1), 1.0, atol=1e-5)
+    resized = models.build_model(name, input_shape=(20, 20, 3), num_classes=4, image_size=40)
+    resizing = [layer for layer in resized.layers if layer.__class__.__name__ == "Resizing"]
+    assert len(resizing) == 1 and tuple(resizing[0].output.shape[1:3]) == (40, 40)

@@ -1,0 +1,127 @@
+"""Tests of the built-in tfaccel_shapes dataset: generator, TFDS builder, TF-free constants."""
+
+import hashlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tfaccel import datasets
+from tfaccel.datasets import _generate
+
+
+def test_constants_import_without_tensorflow():
+    code = (
+        "import sys, tfaccel.datasets as d;"
+        "assert d.NAME == 'tfaccel_shapes' and d.NUM_CLASSES == 4, d.NAME;"
+        "assert 'tensorflow' not in sys.modules and 'tensorflow_datasets' not in sys.modules,"
+        " sorted(m for m in sys.modules if m.startswith('tensorflow'))"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_constants_describe_the_data():
+    assert datasets.CLASS_NAMES == ("circle", "square", "triangle", "cross")
+    assert datasets.IMAGE_SHAPE == (32, 32, 3)
+    assert datasets.SPLIT_SIZES == {"train": 12_000, "test": 2_000}
+
+
+def test_generate_shapes_dtypes_and_exact_balance():
+    images, labels = _generate.generate(400, seed=7)
+    assert images.shape == (400, 32, 32, 3) and images.dtype == np.uint8
+    assert labels.shape == (400,) and labels.dtype == np.int64
+    assert np.bincount(labels, minlength=4).tolist() == [100, 100, 100, 100]
+    # A majority-class guess therefore scores exactly 25%, under the 40% bound.
+    assert np.bincount(labels).max() / labels.size == 0.25
+
+
+def test_generate_is_deterministic_per_seed_and_differs_across_seeds():
+    a_images, a_labels = _generate.generate(64, seed=(1, 0))
+    b_images, b_labels = _generate.generate(64, seed=(1, 0))
+    c_images, _ = _generate.generate(64, seed=(1, 1))
+    np.testing.assert_array_equal(a_images, b_images)
+    np.testing.assert_array_equal(a_labels, b_labels)
+    assert not np.array_equal(a_images, c_images)
+
+
+def test_generate_draws_visible_shapes_on_varied_backgrounds():
+    images, _ = _generate.generate(256, seed=3)
+    pixels = images.astype(np.float32)
+    # Every image has contrast well above the +-20 noise: a shape is present.
+    spread = pixels.reshape(256, -1, 3).std(axis=1).max(axis=1)
+    assert spread.min() > 15.0, spread.min()
+    # Backgrounds vary in colour across images (the corner pixel's mean colour).
+    corners = pixels[:, :3, :3].mean(axis=(1, 2))
+    assert corners.std(axis=0).min() > 40.0
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("tfds")
+    return data_dir, datasets.prepare(data_dir)
+
+
+def test_prepare_writes_both_splits_with_declared_features(prepared):
+    _, builder = prepared
+    info = builder.info
+    assert info.name == datasets.NAME
+    assert {name: split.num_examples for name, split in info.splits.items()} == {
+        "train": 12_000,
+        "test": 2_000,
+    }
+    assert tuple(info.features["image"].shape) == datasets.IMAGE_SHAPE
+    assert info.features["label"].names == list(datasets.CLASS_NAMES)
+    assert info.supervised_keys == ("image", "label")
+
+
+def test_tfds_load_reads_the_generated_test_split(prepared):
+    import tensorflow_datasets as tfds
+
+    data_dir, _ = prepared
+    # Same path a user takes for MNIST or CIFAR, after the module registered the name.
+    ds = tfds.load(datasets.NAME, split="test", data_dir=str(data_dir), as_supervised=True)
+    images, labels = zip(*tfds.as_numpy(ds))
+    images, labels = np.stack(images), np.array(labels)
+    assert images.shape == (2_000, 32, 32, 3) and images.dtype == np.uint8
+    assert np.bincount(labels).tolist() == [500, 500, 500, 500]
+
+    # Lossless PNG round trip: exactly the generator's images and labels (TFDS reorders).
+    from tfaccel.datasets import shapes
+
+    want_images, want_labels = _generate.generate(2_000, seed=(shapes.SEED, 1))
+
+    def fingerprints(imgs, labs):
+        return sorted(hashlib.sha1(i.tobytes()).hexdigest() + str(l) for i, l in zip(imgs, labs))
+
+    assert fingerprints(images, labels) == fingerprints(want_images, want_labels)
+
+
+def test_prepare_again_reuses_the_prepared_data(prepared):
+    data_dir, _ = prepared
+    files = sorted(p for p in (data_dir / datasets.NAME).rglob("*") if p.is_file())
+    before = {p: p.stat().st_mtime_ns for p in files}
+    builder = datasets.prepare(data_dir)
+    assert builder.info.splits["train"].num_examples == 12_000
+    assert {p: p.stat().st_mtime_ns for p in files} == before
+
+
+@pytest.mark.slow
+def test_small_cnn_learns_it_and_majority_guess_does_not(prepared):
+    """The dataset is a real learning problem: chance is 25%, a small CNN gets >= 90%."""
+    import keras
+    import tensorflow as tf
+
+    from tfaccel import models
+
+    _, builder = prepared
+    keras.utils.set_random_seed(0)
+    train = (builder.as_dataset(split="train", as_supervised=True).cache()
+             .shuffle(12_000, seed=0).batch(64).prefetch(tf.data.AUTOTUNE))
+    test = builder.as_dataset(split="test", as_supervised=True).batch(500)
+    model = models.build_model("small_cnn", input_shape=datasets.IMAGE_SHAPE,
+                               num_classes=datasets.NUM_CLASSES)
+    model.compile(optimizer=keras.optimizers.Adam(2e-3),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    history = model.fit(train, validation_data=test, epochs=6, verbose=0)
+    assert history.history["val_accuracy"][-1] >= 0.90, history.history["val_accuracy"]
