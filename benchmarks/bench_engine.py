@@ -102,7 +102,9 @@ def bench_accumulation(quick):
     micro.compile(optimizer=keras.optimizers.SGD(0.01), loss=_loss())
     contenders = [
         Contender("plain fit, batch 128", plain, _dataset(global_batch, examples), batch=global_batch, steps=steps),
-        Contender("tfaccel accumulate k=4 (4x32)", ours, _dataset(global_batch, examples), batch=global_batch, steps=steps),
+        Contender(
+            "tfaccel accumulate k=4 (4x32)", ours, _dataset(global_batch, examples), batch=global_batch, steps=steps
+        ),
         Contender(
             "keras gradient_accumulation_steps=4 (4x32)",
             theirs,
@@ -110,7 +112,13 @@ def bench_accumulation(quick):
             batch=global_batch // k,
             steps=steps * k,
         ),
-        Contender("plain fit, batch 32 (reference)", micro, _dataset(global_batch // k, examples), batch=global_batch // k, steps=steps * k),
+        Contender(
+            "plain fit, batch 32 (reference)",
+            micro,
+            _dataset(global_batch // k, examples),
+            batch=global_batch // k,
+            steps=steps * k,
+        ),
     ]
     best = _alternate(contenders, repeats)
     base = best[contenders[0].name]

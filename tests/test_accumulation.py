@@ -43,6 +43,10 @@ def _mlp(output_dtype=None):
     )
 
 
+def _sparse_ce(**kwargs):
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True, **kwargs)
+
+
 def _optimizer(name):
     return {"sgd": lambda: keras.optimizers.SGD(0.1), "adam": lambda: keras.optimizers.Adam(1e-2)}[name]()
 
@@ -193,7 +197,7 @@ def test_subclassed_model_and_train_on_batch():
         keras.utils.set_random_seed(5)
         model = TwoLayer()
         trained = accumulate(model, steps) if steps else model
-        trained.compile(optimizer=keras.optimizers.SGD(0.1), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        trained.compile(optimizer=keras.optimizers.SGD(0.1), loss=_sparse_ce())
         losses = [trained.train_on_batch(x, y) for _ in range(3)]
         results.append(([w.numpy() for w in model.weights], losses))
     assert _max_diff(results[0][0], results[1][0]) <= FLOAT32_ATOL
@@ -207,7 +211,9 @@ def test_batchnorm_statistics_are_per_micro_batch(logical_cpus):
     momentum = 0.5
     with make_strategy("mirrored", devices=logical_cpus).scope():
         keras.utils.set_random_seed(6)
-        inner = keras.Sequential([keras.Input((1,)), keras.layers.BatchNormalization(momentum=momentum), keras.layers.Dense(1)])
+        inner = keras.Sequential(
+            [keras.Input((1,)), keras.layers.BatchNormalization(momentum=momentum), keras.layers.Dense(1)]
+        )
         model = accumulate(inner, 2)
         model.compile(optimizer="sgd", loss="mse")
     model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
@@ -280,7 +286,7 @@ def test_non_model_and_double_wrap_are_user_errors():
 def test_sum_reduction_is_rejected():
     x, y = _data(n=16)
     model = accumulate(_mlp(), 2)
-    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum"))
+    model.compile(optimizer="sgd", loss=_sparse_ce(reduction="sum"))
     with pytest.raises(UserInputError, match="reduction='sum'"):
         model.fit(x, y, batch_size=8, epochs=1, verbose=0)
 
@@ -288,13 +294,14 @@ def test_sum_reduction_is_rejected():
 def test_jit_compile_needs_divisible_batch():
     x, y = _data(n=90)
     model = accumulate(_mlp(), 4)
-    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
+    model.compile(optimizer="sgd", loss=_sparse_ce(), jit_compile=True)
     # Static batch size known when the step is traced: our own error with the numbers.
-    with pytest.raises(UserInputError, match=r"per-replica batch \(30\) must be divisible by the accumulation steps \(4\)"):
+    expected = r"per-replica batch \(30\) must be divisible by the accumulation steps \(4\)"
+    with pytest.raises(UserInputError, match=expected):
         model.fit(x, y, batch_size=30, epochs=1, verbose=0)
     # Unknown static batch size: XLA compilation fails, naming both numbers.
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(30)
     model = accumulate(_mlp(), 4)
-    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
+    model.compile(optimizer="sgd", loss=_sparse_ce(), jit_compile=True)
     with pytest.raises(tf.errors.InvalidArgumentError, match="tensor with 30 values.*multiple of 4"):
         model.fit(dataset, epochs=1, verbose=0)

@@ -28,7 +28,10 @@ def test_from_micro_batch_and_defaults():
         ({"global_batch": 30, "replicas": 4}, "global batch 30 is not divisible by the 4 replicas"),
         ({"global_batch": 96, "replicas": 2, "steps": 5}, r"per-replica batch 48 .* 5 accumulation steps; .* multiple of 10"),
         ({"global_batch": 96, "micro_batch": 40}, "micro_batch 40 does not divide the per-replica batch 96"),
-        ({"global_batch": 96, "steps": 2, "micro_batch": 16}, r"16 x 2 accumulation steps x 1 replicas = 32, not the global batch 96"),
+        (
+            {"global_batch": 96, "steps": 2, "micro_batch": 16},
+            r"16 x 2 accumulation steps x 1 replicas = 32, not the global batch 96",
+        ),
         ({"global_batch": 0}, "global_batch must be an integer >= 1; got 0"),
         ({"global_batch": 8, "steps": 1.5}, "accumulation steps must be an integer >= 1; got 1.5"),
     ],

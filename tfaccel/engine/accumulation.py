@@ -105,7 +105,9 @@ class AccumulatingModel(keras.Model):
     @classmethod
     def from_config(cls, config, custom_objects=None):
         config = dict(config)
-        model = keras.saving.deserialize_keras_object(config.pop("model"), custom_objects=custom_objects)
+        model = keras.saving.deserialize_keras_object(
+            config.pop("model"), custom_objects=custom_objects
+        )
         return cls(model, **config)
 
     def train_step(self, data):
@@ -208,8 +210,9 @@ class AccumulatingModel(keras.Model):
             reduction = getattr(loss, "reduction", None)
             if isinstance(loss, keras.losses.Loss) and reduction not in _MEAN_REDUCTIONS:
                 raise UserInputError(
-                    f"accumulation is exact only for mean-reduced losses ({', '.join(_MEAN_REDUCTIONS)}); "
-                    f"loss {loss.name!r} has reduction={reduction!r}"
+                    "accumulation is exact only for mean-reduced losses "
+                    f"({', '.join(_MEAN_REDUCTIONS)}); loss {loss.name!r} has "
+                    f"reduction={reduction!r}"
                 )
 
 

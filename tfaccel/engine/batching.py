@@ -1,4 +1,4 @@
-"""Derive and check the batch numbers: global batch = micro-batch x accumulation steps x replicas."""
+"""Derive and check batch numbers: global batch = micro-batch x accumulation steps x replicas."""
 
 from tfaccel.errors import UserInputError
 

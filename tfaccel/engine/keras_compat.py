@@ -1,4 +1,4 @@
-"""Workarounds for Keras 3 `model.fit` under MultiWorkerMirroredStrategy (keras-team/keras#20585)."""
+"""Workarounds for Keras 3 `fit` under MultiWorkerMirroredStrategy (keras-team/keras#20585)."""
 
 import types
 

@@ -1,4 +1,4 @@
-"""Pick and describe a tf.distribute strategy: one device, mirrored GPUs/CPUs, or several workers."""
+"""Pick and describe a tf.distribute strategy: one device, mirrored devices, or several workers."""
 
 import json
 import os
@@ -43,7 +43,9 @@ def make_strategy(kind="auto", *, devices=None):
     if devices is not None:
         devices = list(devices)
         if not devices or not all(isinstance(d, str) and d for d in devices):
-            raise UserInputError(f"devices must be a non-empty list of device names; got {devices!r}")
+            raise UserInputError(
+                f"devices must be a non-empty list of device names; got {devices!r}"
+            )
         if kind in ("auto", "multi_worker"):
             raise UserInputError(
                 f"devices cannot be chosen with strategy kind {kind!r} (got devices={devices!r}); "
@@ -78,7 +80,8 @@ def describe_strategy(strategy):
         name), "replicas": number in sync, "devices": [device names]}.
     """
     class_name = type(strategy).__name__
-    name = _SHORT_NAMES.get(class_name, "default" if class_name.startswith("_Default") else class_name)
+    fallback = "default" if class_name.startswith("_Default") else class_name
+    name = _SHORT_NAMES.get(class_name, fallback)
     try:
         devices = list(strategy.extended.worker_devices)
     except RuntimeError:  # the default strategy has no device list: it uses the first device
@@ -125,7 +128,9 @@ def _tf_config_tasks():
     try:
         cluster = json.loads(raw).get("cluster", {})
     except (ValueError, AttributeError) as exc:
-        raise UserInputError(f"TF_CONFIG is not valid JSON with a 'cluster' object: {raw[:200]!r}") from exc
+        raise UserInputError(
+            f"TF_CONFIG is not valid JSON with a 'cluster' object: {raw[:200]!r}"
+        ) from exc
     # Evaluators do not take part in the all-reduce, so they do not make it multi-worker.
     return sum(len(tasks) for job, tasks in cluster.items() if job in ("chief", "worker"))
 
