@@ -9,7 +9,6 @@ _LAZY_ATTRIBUTES = {
     "accumulate": "tfaccel.engine.accumulation",
     "auto_choices": "tfaccel.engine.strategy",
     "configure_threads": "tfaccel.engine.threads",
-    "derive_batch_sizes": "tfaccel.engine.batching",
     "describe_strategy": "tfaccel.engine.strategy",
     "make_strategy": "tfaccel.engine.strategy",
     "patch_for_multi_worker": "tfaccel.engine.keras_compat",
