@@ -305,3 +305,33 @@ def test_jit_compile_needs_divisible_batch():
     model.compile(optimizer="sgd", loss=_sparse_ce(), jit_compile=True)
     with pytest.raises(tf.errors.InvalidArgumentError, match="tensor with 30 values.*multiple of 4"):
         model.fit(dataset, epochs=1, verbose=0)
+
+
+def test_embedding_gradients_accumulate_densely():
+    # Documented: sparse (IndexedSlices) gradients are summed as dense tensors. With Adam
+    # this equals a plain fit on dense gradients; Keras' plain fit applies IndexedSlices
+    # row-wise (only the rows seen, squares per occurrence), which differs for Adam.
+    rng = np.random.default_rng(7)
+    x, y = rng.integers(0, 50, size=(64, 5)), rng.integers(0, 2, size=(64,))
+    results = {}
+    for name in ("plain_dense", "ours"):
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential(
+            [
+                keras.Input((5,), dtype="int32"),
+                keras.layers.Embedding(50, 4),
+                keras.layers.GlobalAveragePooling1D(),
+                keras.layers.Dense(2),
+            ]
+        )
+        optimizer = keras.optimizers.Adam(1e-2)
+        if name == "plain_dense":
+            apply = optimizer.apply_gradients
+            optimizer.apply_gradients = lambda pairs: apply(
+                [(tf.convert_to_tensor(g), v) for g, v in pairs]
+            )
+        trained = accumulate(model, 4) if name == "ours" else model
+        trained.compile(optimizer=optimizer, loss=_sparse_ce())
+        trained.fit(x, y, batch_size=32, epochs=2, shuffle=False, verbose=0)
+        results[name] = [w.numpy() for w in model.weights]
+    assert _max_diff(results["plain_dense"], results["ours"]) <= FLOAT32_ATOL

@@ -60,6 +60,10 @@ class AccumulatingModel(keras.Model):
         `steps` times per optimizer step.
       * With `jit_compile=True` the per-replica batch must be divisible by `steps` (XLA
         needs static micro-batch shapes).
+      * Sparse gradients (tf.IndexedSlices, e.g. from Embedding) are summed as dense
+        tensors. SGD matches a plain fit exactly; Adam-type optimizers match a plain fit
+        on dense gradients, not Keras' row-wise IndexedSlices update (which touches only
+        the rows seen and squares each occurrence separately).
       * Mixed precision: the loss is scaled by `optimizer.scale_loss` per micro-batch;
         Keras' LossScaleOptimizer unscales (and skips non-finite steps) in `apply`.
 
