@@ -144,6 +144,10 @@ def _train_with(recipe: Recipe, *, directory: Path, strategy, strategy_info: dic
                               metrics=list(training.metrics),
                               jit_compile=training.jit_compile,
                               steps_per_execution=training.steps_per_execution)
+        # A no-op except under multi-worker MultiWorkerMirroredStrategy (keras#20585).
+        from tfaccel.engine.keras_compat import patch_for_multi_worker
+
+        patch_for_multi_worker(trained_model)
 
     guard = NonFiniteLossGuard()
     metrics_logger = EpochMetricsLogger(directory / run_files.METRICS_FILE,
