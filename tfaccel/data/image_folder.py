@@ -173,8 +173,9 @@ def make_decoder(*, image_size: Tuple[int, int], channels: int):
         data = tf.io.read_file(path)
         image = decode_image(data, channels)
         image = tf.image.resize(image, [height, width])
-        # Back to uint8 so the cache and shuffle buffer hold 1 byte per value, not 4.
-        image = tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.uint8)
+        # Back to uint8 (rounded) so the cache and shuffle buffer hold 1 byte per value, not
+        # 4. Bilinear resizing only averages pixels, so the values stay in [0, 255].
+        image = tf.cast(image + 0.5, tf.uint8)
         return image, label
 
     return decode
