@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Optional, Sequence
 
 import tensorflow as tf
@@ -132,8 +133,12 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
             raise DataError(f"TFDS dataset {name!r} has no feature(s) {missing}; it has "
                             f"{sorted(builder.info.features.keys())}.")
         as_supervised = False
-    dataset = builder.as_dataset(split=split, as_supervised=as_supervised,
-                                 shuffle_files=bool(shuffle_buffer), read_config=read_config)
+    with warnings.catch_warnings():
+        # TFDS passes `deterministic` to its interleave even when we made it sequential.
+        warnings.filterwarnings("ignore", message="The `deterministic` argument has no effect")
+        dataset = builder.as_dataset(split=split, as_supervised=as_supervised,
+                                     shuffle_files=bool(shuffle_buffer),
+                                     read_config=read_config)
     if keys is not None:
         dataset = dataset.map(lambda ex: (ex[input_key], ex[label_key]))
     map_fn = None
