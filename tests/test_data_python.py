@@ -8,7 +8,6 @@ import textwrap
 import time
 
 import numpy as np
-import psutil
 import pytest
 import tensorflow as tf
 
@@ -120,17 +119,45 @@ def test_worker_exception_reaches_caller_with_traceback_text(mode):
     assert "in __getitem__" in message
 
 
+def _state(pid):
+    """The /proc state letter of a process ("Z" zombie), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+
+
+def _descendants(pid):
+    """Live descendants of `pid` (Linux /proc), excluding multiprocessing's resource tracker."""
+    found = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids = [int(k) for k in f.read().split()]
+        except FileNotFoundError:
+            continue
+        for kid in kids:
+            try:
+                with open(f"/proc/{kid}/cmdline", "rb") as f:
+                    if b"resource_tracker" in f.read():
+                        continue
+            except FileNotFoundError:
+                continue
+            if _state(kid) not in (None, "Z"):
+                found.add(kid)
+            found |= _descendants(kid) if _state(kid) else set()
+    return found
+
+
 def _children():
-    return {p.pid for p in psutil.Process().children(recursive=True)
-            if p.name() != "resource_tracker" and p.is_running()
-            and p.status() != psutil.STATUS_ZOMBIE}
+    return _descendants(os.getpid())
 
 
 def _wait_gone(pids, timeout=10.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
-        alive = [p for p in pids if psutil.pid_exists(p)
-                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = [p for p in pids if _state(p) not in (None, "Z")]
         if not alive:
             return []
         time.sleep(0.1)
@@ -178,7 +205,7 @@ def test_ctrl_c_stops_the_workers(tmp_path):
         for line in proc.stdout:
             if "READY" in line:
                 break
-        workers = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        workers = sorted(_descendants(proc.pid))
         assert len(workers) >= 2
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         proc.wait(timeout=60)

@@ -276,7 +276,8 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
         dataset = dataset.map(map_fn, num_parallel_calls=num_parallel_calls,
                               deterministic=det)
         if ignore_decode_errors:
-            dataset = dataset.ignore_errors()
+            # Logged by tf.data (one line each): these slipped past the up-front file check.
+            dataset = dataset.ignore_errors(log_warning=True)
     dataset = _cache(dataset, cache)
     if shuffle_buffer:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
