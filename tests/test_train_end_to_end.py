@@ -166,3 +166,29 @@ def test_batch_plan_mistake_is_a_user_error_before_training(tmp_path, tfds_dir):
                                                "runtime.devices=[/cpu:0, /cpu:1]",
                                                "training.global_batch_size=33"],
                      run_dir=str(tmp_path / "plan"))
+
+
+def test_mirrored_two_replicas_with_accumulation_through_the_runner(tmp_path, tfds_dir,
+                                                                    logical_cpus):
+    import keras
+
+    from tfaccel import runner
+
+    recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
+    result = runner.train(str(recipe), overrides + [
+        "runtime.strategy=mirrored", f"runtime.devices=[{', '.join(logical_cpus)}]",
+        "training.accumulation_steps=2", "training.epochs=1", "runtime.precision=float32",
+        "training.steps_per_execution=2", "data.train_split=train[:640]"],
+        run_dir=str(tmp_path / "mirrored"))
+    summary = result.summary
+    assert summary["strategy"] == "mirrored" and summary["replicas"] == 2
+    assert (summary["global_batch_size"], summary["per_replica_batch_size"],
+            summary["micro_batch_size"], summary["accumulation_steps"]) == (32, 16, 8, 2)
+    assert summary["precision"] == "float32" and summary["steps_per_execution"] == 2
+    assert len(summary["devices"]) == 2
+    assert math.isfinite(summary["final_metrics"]["loss"])
+    # The saved model is the plain inner model, loadable without tfaccel.
+    model = keras.saving.load_model(result.run_dir / "model.keras")
+    assert type(model).__name__ != "AccumulatingModel"
+    # The process-wide precision policy is restored after the run.
+    assert keras.mixed_precision.global_policy().name == "float32"
