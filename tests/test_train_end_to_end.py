@@ -62,6 +62,7 @@ def test_train_writes_a_complete_run_directory(tmp_path, tfds_dir):
                     "epoch_seconds", "train_seconds"):
             assert math.isfinite(record[key]), (key, record)
         assert record["examples_per_sec"] > 0
+        assert record["examples"] == 3072  # one whole pass, last partial batch included
     # Accuracy rose and beats the 4-class majority guess (0.25); the >= 90% claim of the
     # full default recipe is the slow test in test_default_recipe.py.
     assert epochs[-1]["accuracy"] > epochs[0]["accuracy"]

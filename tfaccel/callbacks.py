@@ -44,19 +44,27 @@ class EpochMetricsLogger(keras.callbacks.Callback):
     large validation split does not make training look slow.
     """
 
-    def __init__(self, path: Path, *, examples_per_epoch: int,
+    def __init__(self, path: Path, *, examples_per_epoch: Optional[int], batch_size: int,
                  guard: Optional[NonFiniteLossGuard] = None):
         super().__init__()
         self.path = Path(path)
+        # None when the dataset's size is unknown (a generator source): count the batches.
         self.examples_per_epoch = examples_per_epoch
+        self.batch_size = batch_size
         self.guard = guard
         self.records: list[dict] = []
         self._epoch_start = 0.0
         self._train_end: Optional[float] = None
+        self._batches = 0
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_start = time.perf_counter()
         self._train_end = None
+        self._batches = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        # With steps_per_execution > 1 Keras reports the last step index of each execution.
+        self._batches = max(self._batches, batch + 1)
 
     def on_test_begin(self, logs=None):
         if self._train_end is None:
@@ -71,7 +79,9 @@ class EpochMetricsLogger(keras.callbacks.Callback):
                 record[key] = float(value)
             except (TypeError, ValueError):
                 continue
-        record["examples_per_sec"] = self.examples_per_epoch / max(train_seconds, 1e-9)
+        examples = self.examples_per_epoch or self._batches * self.batch_size
+        record["examples"] = examples
+        record["examples_per_sec"] = examples / max(train_seconds, 1e-9)
         record["train_seconds"] = train_seconds
         record["epoch_seconds"] = now - self._epoch_start
         if self.guard is not None and self.guard.failure is not None:

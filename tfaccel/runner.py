@@ -151,7 +151,8 @@ def _train_with(recipe: Recipe, *, directory: Path, strategy, strategy_info: dic
 
     guard = NonFiniteLossGuard()
     metrics_logger = EpochMetricsLogger(directory / run_files.METRICS_FILE,
-                                        examples_per_epoch=examples_per_epoch or 0, guard=guard)
+                                        examples_per_epoch=examples_per_epoch,
+                                        batch_size=plan.global_batch_size, guard=guard)
     callbacks = [guard, metrics_logger]
     if training.checkpoints:
         checkpoints = directory / run_files.CHECKPOINTS_DIR
@@ -169,7 +170,7 @@ def _train_with(recipe: Recipe, *, directory: Path, strategy, strategy_info: dic
             restore_best_weights=True))
 
     fit_started = time.perf_counter()
-    history = trained_model.fit(
+    trained_model.fit(
         train_ds, validation_data=val_ds, epochs=training.epochs,
         steps_per_epoch=training.steps_per_epoch, validation_steps=training.validation_steps,
         callbacks=callbacks, verbose=recipe.runtime.verbose,
@@ -177,9 +178,6 @@ def _train_with(recipe: Recipe, *, directory: Path, strategy, strategy_info: dic
     fit_seconds = time.perf_counter() - fit_started
 
     epochs = metrics_logger.records
-    if examples_per_epoch is None and epochs:
-        # Unknown dataset size: count what the first pass actually held.
-        examples_per_epoch = int(history.params.get("steps") or 0) * plan.global_batch_size
     summary = _summary(recipe, epochs=epochs, plan=plan, precision=precision,
                        strategy_info=strategy_info, threads=threads, data_info=data_info,
                        started=started, fit_seconds=fit_seconds, tf_version=tf.__version__,
@@ -204,12 +202,12 @@ def _summary(recipe: Recipe, *, epochs: list, plan, precision: str, strategy_inf
              threads: dict, data_info: dict, started: float, fit_seconds: float,
              tf_version: str, keras_version: str) -> dict:
     final_metrics = {k: v for k, v in (epochs[-1] if epochs else {}).items()
-                     if k not in ("epoch", "examples_per_sec", "train_seconds",
+                     if k not in ("epoch", "examples", "examples_per_sec", "train_seconds",
                                   "epoch_seconds", "non_finite_loss")}
     # The first epoch includes tracing and compilation; report steady state when there is one.
     steady = epochs[1:] if len(epochs) > 1 else epochs
     train_seconds = sum(e["train_seconds"] for e in steady)
-    examples = sum(e["examples_per_sec"] * e["train_seconds"] for e in steady)
+    examples = sum(e["examples"] for e in steady)
     return {
         "status": "completed",
         "name": recipe.name,
