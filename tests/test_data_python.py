@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -175,6 +176,33 @@ def test_workers_are_stopped_after_epoch_and_after_error_and_after_early_stop():
     assert during, "an open iterator has live workers"
     del it
     assert _wait_gone(during) == []
+
+
+class Chunky:
+    """Examples of 4 KiB: a few chunks fill a pipe that nobody reads once iteration stops."""
+
+    def __len__(self):
+        return 4096
+
+    def __getitem__(self, i):
+        return np.full((32, 32), i, np.float32), np.int64(i)
+
+
+def test_stopping_early_while_chunks_fill_the_pipe_does_not_hang():
+    # Regression: a worker cannot exit while its last chunk sits unread in the pipe, and
+    # killing it mid-write used to leave the parent blocked on a partial message.
+    def scenario():
+        for _ in range(3):
+            it = iter(data.from_python(Chunky(), batch_size=8, workers=2, chunk_size=32))
+            next(it)
+            del it
+
+    before = _children()
+    worker = threading.Thread(target=scenario, daemon=True)
+    worker.start()
+    worker.join(timeout=120)  # a hang detector, not a timing assertion
+    assert not worker.is_alive(), "closing the pool hung"
+    assert _wait_gone(_children() - before) == []
 
 
 SCRIPT = textwrap.dedent("""

@@ -9,6 +9,7 @@ import os
 import queue
 import signal
 import threading
+import time
 import traceback
 import weakref
 from multiprocessing import resource_tracker, shared_memory
@@ -16,7 +17,7 @@ from typing import Callable, Iterator, List, Optional
 
 import numpy as np
 
-_POLL_SECONDS = 0.5
+_POLL_SECONDS = 0.1
 # Chunks at least this big travel through a shared-memory segment (one copy in, one copy
 # out); smaller ones are pickled through the result pipe, where a segment's set-up costs more
 # than it saves. Measured in benchmarks/bench_data_python.py.
@@ -25,6 +26,10 @@ SHM_MIN_BYTES = 1 << 16
 
 class WorkerError(RuntimeError):
     """A worker failed; the message carries the worker's own traceback text."""
+
+
+class PoolClosed(Exception):
+    """The pool was closed under a waiting reader (interpreter exit): end the epoch quietly."""
 
 
 def flatten(example) -> list:
@@ -79,7 +84,7 @@ def _discard(payload):
 
 
 def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks, results,
-                 parent_pid, use_shm, shard=(0, 1)):
+                 parent_pid, use_shm, shard, stop):
     """Body of one worker: answers each task with one chunk, or an error with its traceback."""
     if parent_pid is not None:
         # Ctrl-C reaches the whole process group; the parent decides, workers just stop
@@ -98,17 +103,16 @@ def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks
                 if parent_pid is not None and os.getppid() != parent_pid:
                     return  # orphaned: the parent died without telling us
                 continue
-            if task is None:
+            if task is None or stop.is_set():
                 return
             chunk_id, arg = task
-            if random_access:
-                examples = [source[int(i)] for i in arg]
-                if transform is not None:
-                    examples = [transform(e) for e in examples]
-            else:
-                examples = []
-                for example in itertools.islice(iterator, arg):
-                    examples.append(example if transform is None else transform(example))
+            examples = []
+            items = ((source[int(i)] for i in arg) if random_access
+                     else itertools.islice(iterator, arg))
+            for example in items:
+                if stop.is_set():
+                    return  # the parent is closing: drop the chunk, exit at once
+                examples.append(example if transform is None else transform(example))
             if not examples:
                 results.put(("done", worker_id, chunk_id, None))
                 if not random_access:
@@ -144,19 +148,28 @@ class Pool:
             resource_tracker.ensure_running()
             self.results = ctx.Queue()
             self.tasks = [ctx.Queue() for _ in range(workers)]
+            self.stop = ctx.Event()
             self.handles = [
                 ctx.Process(target=_worker_loop, daemon=True, name=f"tfaccel-data-{i}",
                             args=(i, workers, source, transform, random_access,
-                                  self.tasks[i], self.results, os.getpid(), True, shard))
+                                  self.tasks[i], self.results, os.getpid(), True, shard,
+                                  self.stop))
                 for i in range(workers)]
         else:
             self.results = queue.Queue()
             self.tasks = [queue.Queue() for _ in range(workers)]
+            self.stop = threading.Event()
             self.handles = [
                 threading.Thread(target=_worker_loop, daemon=True, name=f"tfaccel-data-{i}",
                                  args=(i, workers, source, transform, random_access,
-                                       self.tasks[i], self.results, None, False, shard))
+                                       self.tasks[i], self.results, None, False, shard,
+                                       self.stop))
                 for i in range(workers)]
+        # Threads (tf.data's, running the generator) currently waiting in get(): close()
+        # lets them leave before returning, because at interpreter exit a thread that still
+        # needs the GIL while Python finalises TensorFlow's iterators deadlocks the exit.
+        self._getters = 0
+        self._getters_lock = threading.Lock()
         _LIVE_POOLS.add(self)
         for h in self.handles:
             h.start()
@@ -171,56 +184,96 @@ class Pool:
 
     def get(self):
         """Next result ``(kind, worker_id, chunk_id, payload)``; raises WorkerError."""
+        with self._getters_lock:
+            self._getters += 1
+        try:
+            return self._get()
+        finally:
+            with self._getters_lock:
+                self._getters -= 1
+
+    def _get(self):
         while True:
             if self.closed:
-                raise WorkerError("The worker pool was closed (interpreter exit).")
+                raise PoolClosed()
             try:
                 kind, worker_id, chunk_id, payload = self.results.get(timeout=_POLL_SECONDS)
-            except queue.Empty:
+            except (queue.Empty, OSError, ValueError, EOFError):
+                if self.closed:
+                    continue  # reported at the top of the loop
+                # A worker that returned normally (exit code 0) has sent its last message
+                # (a chunk, "done" or its error) already; only a crash or a kill loses one.
                 for i, h in enumerate(self.handles):
-                    if not h.is_alive():
-                        code = getattr(h, "exitcode", None)
+                    code = getattr(h, "exitcode", None)
+                    if code not in (None, 0):
                         raise WorkerError(f"Worker {i} ({self.mode}) died without a Python "
                                           f"error (exit code {code}), e.g. killed by the OS "
                                           "for memory.")
+                if not any(h.is_alive() for h in self.handles):
+                    raise WorkerError(f"All {self.mode} workers exited before the epoch was "
+                                      "complete.")
                 continue
             if kind == "error":
                 raise WorkerError(f"Worker {worker_id} ({self.mode}) raised an exception; its "
                                   f"traceback:\n{payload}")
             return kind, worker_id, chunk_id, payload
 
-    def close(self) -> None:
-        """Stops the workers (politely, then terminate, then kill) and frees shared memory."""
+    def close(self, timeout: float = 3.0) -> None:
+        """Stops the workers and frees the shared memory of chunks nobody will read.
+
+        Workers stop between two examples once `stop` is set. Meanwhile the result queue is
+        drained: a worker whose last chunk still sits in its queue's pipe cannot exit until
+        someone reads it. Only workers still alive after `timeout` are terminated (then
+        killed); the queue is not read after that, since a process killed in mid-write leaves
+        a partial message that would block the reader forever.
+        """
         if self.closed:
             return
         self.closed = True
         _LIVE_POOLS.discard(self)
+        self.stop.set()
         for q in self.tasks:
             try:
                 q.put(None)
             except (ValueError, OSError):
                 pass
-        for h in self.handles:
-            h.join(timeout=1.0)
-        if self.mode == "process":
+        if self.mode == "thread":
             for h in self.handles:
-                if h.is_alive():
-                    h.terminate()
-                    h.join(timeout=1.0)
-                if h.is_alive():
-                    h.kill()
-                    h.join(timeout=1.0)
-            # Segments of chunks that were produced but never consumed.
-            while True:
-                try:
-                    item = self.results.get_nowait()
-                except (queue.Empty, ValueError, OSError):
-                    break
-                if item[0] == "chunk":
-                    _discard(item[3])
-            for q in [*self.tasks, self.results]:
-                q.close()
-                q.cancel_join_thread()
+                h.join(timeout=timeout)
+            self._wait_for_getters(timeout)
+            return
+        deadline = time.monotonic() + timeout
+        while any(h.is_alive() for h in self.handles) and time.monotonic() < deadline:
+            self._drain(wait=0.05)
+        self._drain(wait=0.0)  # whatever the exited workers flushed last
+        for h in self.handles:
+            if h.is_alive():
+                h.terminate()
+                h.join(timeout=1.0)
+            if h.is_alive():
+                h.kill()
+                h.join(timeout=1.0)
+            h.join(timeout=0)
+        self._wait_for_getters(timeout)
+        for q in [*self.tasks, self.results]:
+            q.close()
+            q.cancel_join_thread()
+
+    def _wait_for_getters(self, timeout: float) -> None:
+        # get() notices `closed` within one poll interval and raises WorkerError.
+        deadline = time.monotonic() + timeout
+        while self._getters and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def _drain(self, wait: float) -> None:
+        """Reads and discards pending results (unlinking their shared memory)."""
+        while True:
+            try:
+                item = self.results.get(timeout=wait) if wait else self.results.get_nowait()
+            except (queue.Empty, ValueError, OSError, EOFError):
+                return
+            if item[0] == "chunk":
+                _discard(item[3])
 
     def __del__(self):
         self.close()
@@ -232,8 +285,18 @@ def _default_start_method() -> str:
     return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
-def run_epoch(pool: Pool, *, random_access: bool, order=None, chunk_size: int,
-              deterministic: bool, prefetch: int = 2) -> Iterator[List[np.ndarray]]:
+def run_epoch(pool: Pool, **kwargs) -> Iterator[List[np.ndarray]]:
+    """Yields the chunks of one epoch from `pool` (see `_run_epoch`); ends quietly if the
+    pool is closed under it at interpreter exit (Ctrl-C), instead of printing a traceback
+    from tf.data's thread."""
+    try:
+        yield from _run_epoch(pool, **kwargs)
+    except PoolClosed:
+        return
+
+
+def _run_epoch(pool: Pool, *, random_access: bool, order=None, chunk_size: int,
+               deterministic: bool, prefetch: int = 2) -> Iterator[List[np.ndarray]]:
     """Yields the chunks of one epoch from `pool`, in a fixed order when `deterministic`.
 
     Each worker has at most `prefetch` chunks in flight, which bounds memory. In
