@@ -167,6 +167,18 @@ def test_batch_plan_mistake_is_a_user_error_before_training(tmp_path, tfds_dir):
                                                "runtime.devices=[/cpu:0, /cpu:1]",
                                                "training.global_batch_size=33"],
                      run_dir=str(tmp_path / "plan"))
+    assert not (tmp_path / "plan").exists()  # nothing but the recipe was written: removed
+
+
+def test_missing_image_folder_exits_2_and_leaves_no_run_directory(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("data: {source: image_folder, path: no_such_folder, image_size: [8, 8]}\n"
+                      f"runtime: {{runs_dir: {tmp_path / 'runs'}}}\n")
+    result = CliRunner().invoke(main, ["train", str(recipe)])
+    assert result.exit_code == 2, result.output
+    assert str(tmp_path / "no_such_folder") in result.output
+    assert "does not exist" in result.output and "Traceback" not in result.output
+    assert list((tmp_path / "runs").iterdir()) == []
 
 
 def test_mirrored_two_replicas_with_accumulation_through_the_runner(tmp_path, tfds_dir,

@@ -6,6 +6,7 @@ import dataclasses
 import math
 import os
 import platform
+import shutil
 import time
 from pathlib import Path
 from typing import Optional, Sequence, Union
@@ -13,7 +14,7 @@ from typing import Optional, Sequence, Union
 from tfaccel import run_dir as run_files
 from tfaccel._version import __version__
 from tfaccel.batching import plan_batches
-from tfaccel.errors import TrainingError
+from tfaccel.errors import TrainingError, UserInputError
 from tfaccel.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
 
 
@@ -84,6 +85,12 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict],
         return _train_with(recipe, directory=directory, strategy=strategy,
                            strategy_info=strategy_info, precision=precision, threads=threads,
                            started=started)
+    except UserInputError:
+        # A mistake found before training (missing data, a bad batch plan): do not leave a
+        # run directory that holds nothing but the recipe.
+        if [p.name for p in directory.iterdir()] == [run_files.RECIPE_FILE]:
+            shutil.rmtree(directory)
+        raise
     finally:
         # The policy is process-global; leave it as we found it for library users.
         keras.mixed_precision.set_global_policy(previous_policy)
