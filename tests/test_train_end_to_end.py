@@ -205,3 +205,37 @@ def test_mirrored_two_replicas_with_accumulation_through_the_runner(tmp_path, tf
     assert type(model).__name__ != "AccumulatingModel"
     # The process-wide precision policy is restored after the run.
     assert keras.mixed_precision.global_policy().name == "float32"
+
+
+def test_interrupt_keeps_metrics_and_marks_the_summary(tmp_path, tfds_dir):
+    import keras
+
+    from tfaccel import runner
+
+    class CtrlCAtSecondEpoch(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1:
+                raise KeyboardInterrupt
+
+    recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
+    run_dir = tmp_path / "interrupted"
+    with pytest.raises(KeyboardInterrupt):
+        runner.train(str(recipe), overrides + ["data.train_split=train[:256]"],
+                     run_dir=str(run_dir), callbacks=[CtrlCAtSecondEpoch()])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["epochs_completed"] == 1
+    assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 1
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["epoch-001.weights.h5"]
+
+
+def test_steps_per_epoch_longer_than_the_data_repeats_it(tmp_path, tfds_dir):
+    from tfaccel import runner
+
+    recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
+    result = runner.train(str(recipe), overrides + [
+        "data.train_split=train[:64]", "training.steps_per_epoch=5", "training.epochs=1",
+        "runtime.tensorboard=false", "training.checkpoints=false"],
+        run_dir=str(tmp_path / "steps"))
+    assert result.epochs[0]["examples"] == 5 * 32
+    assert not (result.run_dir / "tensorboard").exists()
+    assert not (result.run_dir / "checkpoints").exists()

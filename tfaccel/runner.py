@@ -39,7 +39,8 @@ class RunResult:
 
 
 def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict],
-          overrides: Sequence[str] = (), *, run_dir: Optional[str] = None) -> RunResult:
+          overrides: Sequence[str] = (), *, run_dir: Optional[str] = None,
+          callbacks: Sequence = ()) -> RunResult:
     """Runs a whole training job and leaves a run directory.
 
     Args:
@@ -47,6 +48,7 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict],
         overrides: `key.path=value` overrides applied before validation.
         run_dir: Explicit run directory (must not exist or be empty); by default a new
             folder under `runtime.runs_dir`.
+        callbacks: Extra Keras callbacks, run after tfaccel's own.
 
     Returns:
         The `RunResult`.
@@ -84,7 +86,7 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict],
     try:
         return _train_with(recipe, directory=directory, strategy=strategy,
                            strategy_info=strategy_info, precision=precision, threads=threads,
-                           started=started)
+                           started=started, extra_callbacks=list(callbacks))
     except UserInputError:
         # A mistake found before training (missing data, a bad batch plan): do not leave a
         # run directory that holds nothing but the recipe.
@@ -97,7 +99,8 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict],
 
 
 def _train_with(recipe: Recipe, *, directory: Path, strategy, strategy_info: dict,
-                precision: str, threads: dict, started: float) -> RunResult:
+                precision: str, threads: dict, started: float,
+                extra_callbacks: list) -> RunResult:
     import keras
     import tensorflow as tf
 
@@ -176,19 +179,34 @@ def _train_with(recipe: Recipe, *, directory: Path, strategy, strategy_info: dic
             monitor="val_loss", patience=training.early_stopping_patience,
             restore_best_weights=True))
 
+    callbacks += extra_callbacks
+    if training.steps_per_epoch:
+        # Epochs of a fixed number of steps: never let a finite pipeline run dry mid-epoch.
+        train_ds = train_ds.repeat()
+
+    def summarise(fit_seconds: float) -> dict:
+        return _summary(recipe, epochs=metrics_logger.records, plan=plan, precision=precision,
+                        strategy_info=strategy_info, threads=threads, data_info=data_info,
+                        started=started, fit_seconds=fit_seconds, tf_version=tf.__version__,
+                        keras_version=keras.__version__)
+
     fit_started = time.perf_counter()
-    trained_model.fit(
-        train_ds, validation_data=val_ds, epochs=training.epochs,
-        steps_per_epoch=training.steps_per_epoch, validation_steps=training.validation_steps,
-        callbacks=callbacks, verbose=recipe.runtime.verbose,
-        shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
+    try:
+        trained_model.fit(
+            train_ds, validation_data=val_ds, epochs=training.epochs,
+            steps_per_epoch=training.steps_per_epoch,
+            validation_steps=training.validation_steps, callbacks=callbacks,
+            verbose=recipe.runtime.verbose,
+            shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
+    except KeyboardInterrupt:
+        summary = summarise(time.perf_counter() - fit_started)
+        summary["status"] = "interrupted"
+        run_files.write_json(directory / run_files.SUMMARY_FILE, summary)
+        raise
     fit_seconds = time.perf_counter() - fit_started
 
     epochs = metrics_logger.records
-    summary = _summary(recipe, epochs=epochs, plan=plan, precision=precision,
-                       strategy_info=strategy_info, threads=threads, data_info=data_info,
-                       started=started, fit_seconds=fit_seconds, tf_version=tf.__version__,
-                       keras_version=keras.__version__)
+    summary = summarise(fit_seconds)
     if guard.failure is not None:
         summary["status"] = "failed"
         summary["failure"] = guard.failure
