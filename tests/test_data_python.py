@@ -253,3 +253,18 @@ def test_bad_arguments():
         data.from_python(42, batch_size=2)
     with pytest.raises(ValueError, match="shuffle=True"):
         data.from_python(shard, batch_size=2, shuffle=True)
+
+
+def test_random_access_source_reports_its_size_to_keras():
+    from tfaccel.data import from_python
+
+    class Squares:
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            return np.float32([i]), np.int64(i % 2)
+
+    dataset = from_python(Squares(), batch_size=4, workers=1)
+    assert int(dataset.cardinality()) == 3  # 4 + 4 + 2
+    assert sum(int(b[1].shape[0]) for b in dataset) == 10

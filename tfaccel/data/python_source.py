@@ -185,6 +185,11 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
         generate_in_process if options.get("sequential") else generate,
         output_signature=chunk_signature)
     dataset = dataset.unbatch()
+    if random_access:
+        # The size is known: say so, so that Keras shows a real progress bar and does not
+        # warn that the input "ran out of data" at the end of the first epoch.
+        size = len(range(share[0], len(source), share[1]))
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(size))
     # A generator cannot be split by files; a multi-worker strategy must shard by element.
     options.setdefault("shard_policy", "data")
     return pipeline.optimize(dataset, batch_size=batch_size, seed=seed,
