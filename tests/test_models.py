@@ -47,7 +47,8 @@ def test_model_params_returns_defaults_as_a_fresh_dict():
                       "normalization": "per_image", "batch_norm": False}
     params["filters"] = (1,)
     assert models.model_params("small_cnn")["filters"] == (16, 32, 64)
-    assert models.model_params("mlp") == {"hidden_units": (256, 128), "dropout": 0.2}
+    assert models.model_params("mlp") == {"hidden_units": (256, 128), "dropout": 0.2,
+                                          "normalization": "rescale"}
     assert set(models.model_params("resnet50")) == {"image_size", "dropout"}
 
 
@@ -84,7 +85,9 @@ def test_bad_param_values_are_rejected_with_the_value(name, params, message):
 
 def test_bad_input_shape_and_class_count_are_rejected():
     with pytest.raises(UserInputError, match=r"input_shape must be .* got \(32, 32\)"):
-        models.build_model("mlp", input_shape=(32, 32), num_classes=4)
+        models.build_model("small_cnn", input_shape=(32, 32), num_classes=4)
+    with pytest.raises(UserInputError, match=r"input_shape must be a shape .* got \(0,\)"):
+        models.build_model("mlp", input_shape=(0,), num_classes=4)
     with pytest.raises(UserInputError, match=r"num_classes must be an integer >= 2, got 1"):
         models.build_model("mlp", input_shape=(32, 32, 3), num_classes=1)
 
@@ -194,3 +197,19 @@ def test_application_families_build_with_float32_output(name, policy):
     resized = models.build_model(name, input_shape=(20, 20, 3), num_classes=4, image_size=40)
     resizing = [layer for layer in resized.layers if layer.__class__.__name__ == "Resizing"]
     assert len(resizing) == 1 and tuple(resizing[0].output.shape[1:3]) == (40, 40)
+
+
+def test_mlp_takes_plain_feature_vectors_without_rescaling():
+    import numpy as np
+
+    model = models.build_model("mlp", input_shape=(2,), num_classes=2, hidden_units=[3],
+                               dropout=0.0, normalization="none")
+    assert model.input_shape == (None, 2)
+    dense = [layer for layer in model.layers if layer.__class__.__name__ == "Dense"][0]
+    features = np.array([[1.5, -2.0]], "float32")
+    kernel, bias = dense.get_weights()
+    # With normalization none the first Dense layer sees the features unchanged.
+    import keras
+
+    hidden = keras.Model(model.input, dense.output)(features).numpy()
+    np.testing.assert_allclose(hidden, np.maximum(features @ kernel + bias, 0), rtol=1e-5)

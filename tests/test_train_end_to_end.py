@@ -239,3 +239,33 @@ def test_steps_per_epoch_longer_than_the_data_repeats_it(tmp_path, tfds_dir):
     assert result.epochs[0]["examples"] == 5 * 32
     assert not (result.run_dir / "tensorboard").exists()
     assert not (result.run_dir / "checkpoints").exists()
+
+
+def test_a_failing_data_worker_is_reported_with_its_traceback(tmp_path):
+    (tmp_path / "bad_source.py").write_text(
+        "import numpy as np\n"
+        "class Bad:\n"
+        "    num_classes = 2\n"
+        "    def __len__(self):\n"
+        "        return 64\n"
+        "    def __getitem__(self, i):\n"
+        "        if i == 40:\n"
+        "            raise ValueError(f'cannot read example {i}: corrupt row')\n"
+        "        return np.float32([i, i]), np.int64(i % 2)\n"
+        "source = Bad()\n")
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text(
+        "data: {source: python, path: bad_source.py:source, validation_split: null,\n"
+        "       shuffle_buffer: 0, cache: null, workers: 1}\n"
+        "model: {name: mlp, params: {normalization: none}}\n"
+        "training: {epochs: 1, global_batch_size: 16}\n"
+        "runtime: {verbose: 0, tensorboard: false}\n")
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(main, ["train", str(recipe), "--run-dir", str(run_dir)])
+    assert result.exit_code == 1, result.output
+    assert "Error: training failed after 0 finished epoch(s): WorkerError" in result.output
+    assert "ValueError: cannot read example 40: corrupt row" in result.output
+    assert "bad_source.py" in result.output  # the worker's own traceback
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert "cannot read example 40" in summary["failure"]["message"]

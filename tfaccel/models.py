@@ -50,12 +50,16 @@ def _conv_bn_relu(keras, x, *, filters, batch_norm, strides=1):
 # --------------------------------------------------------------------------- builders
 
 
-def _build_mlp(*, input_shape, num_classes, hidden_units, dropout):
+def _build_mlp(*, input_shape, num_classes, hidden_units, dropout, normalization):
     import keras
 
     inputs = keras.Input(shape=input_shape)
-    x = keras.layers.Rescaling(1.0 / 255)(inputs)
-    x = keras.layers.Flatten()(x)
+    x = keras.layers.Flatten()(inputs)
+    if normalization == "rescale":
+        x = keras.layers.Rescaling(1.0 / 255)(x)  # raw 0-255 pixels
+    elif normalization == "per_image":
+        # Per-example standardisation of the features, as a stock layer.
+        x = keras.layers.LayerNormalization(center=False, scale=False, epsilon=1e-3)(x)
     for units in hidden_units:
         x = keras.layers.Dense(units, activation="relu")(x)
         if dropout:
@@ -66,6 +70,8 @@ def _build_mlp(*, input_shape, num_classes, hidden_units, dropout):
 
 def _normalize_pixels(keras, inputs, *, normalization):
     """Maps raw 0-255 pixels to the scale the first layer expects."""
+    if normalization == "none":
+        return inputs
     x = keras.layers.Rescaling(1.0 / 255)(inputs)
     if normalization == "per_image":
         # Per-image, per-channel standardisation (what tf.image.per_image_standardization
@@ -172,8 +178,9 @@ def _application(family):
 MODELS = {
     "mlp": ModelSpec(
         _build_mlp,
-        {"hidden_units": (256, 128), "dropout": 0.2},
-        "Flatten + Dense layers; a baseline for tiny images.",
+        {"hidden_units": (256, 128), "dropout": 0.2, "normalization": "rescale"},
+        "Flatten + Dense layers; a baseline for tiny images or plain feature vectors "
+        "(normalization: none).",
     ),
     "small_cnn": ModelSpec(
         _build_small_cnn,
@@ -250,7 +257,7 @@ def model_params(name):
 
 
 # String-valued parameters and the values they accept.
-_CHOICES = {"normalization": ("per_image", "rescale")}
+_CHOICES = {"normalization": ("per_image", "rescale", "none")}
 # Integer parameters where 0 is meaningful ("leave this part out"); others start at 1.
 _INT_MINIMUM = {"dense_units": 0}
 
@@ -304,12 +311,13 @@ def _check_param(model, key, value, default):
     return value
 
 
-def _check_shape(input_shape, num_classes):
+def _check_shape(input_shape, num_classes, *, images=True):
     shape = tuple(input_shape) if isinstance(input_shape, (list, tuple)) else None
-    if shape is None or len(shape) != 3 or not all(_is_int(d) and d > 0 for d in shape):
+    rank_ok = shape is not None and (len(shape) == 3 if images else len(shape) >= 1)
+    if not rank_ok or not all(_is_int(d) and d > 0 for d in shape):
+        expected = "(height, width, channels)" if images else "a shape"
         raise UserInputError(
-            f"input_shape must be (height, width, channels) of positive integers, "
-            f"got {input_shape!r}."
+            f"input_shape must be {expected} of positive integers, got {input_shape!r}."
         )
     if not (_is_int(num_classes) and num_classes >= 2):
         raise UserInputError(f"num_classes must be an integer >= 2, got {num_classes!r}.")
@@ -342,7 +350,8 @@ def build_model(name, *, input_shape, num_classes, **params):
             f"{_did_you_mean(key, spec.defaults)} "
             f"Known parameters: {', '.join(sorted(spec.defaults)) or '(none)'}."
         )
-    shape = _check_shape(input_shape, num_classes)
+    # The MLP flattens whatever it gets; every other model needs images.
+    shape = _check_shape(input_shape, num_classes, images=name != "mlp")
     merged = {
         key: _check_param(name, key, params.get(key, default), default)
         for key, default in spec.defaults.items()

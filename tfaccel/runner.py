@@ -203,6 +203,18 @@ def _train_with(recipe: Recipe, *, directory: Path, strategy, strategy_info: dic
         summary["status"] = "interrupted"
         run_files.write_json(directory / run_files.SUMMARY_FILE, summary)
         raise
+    except tf.errors.OpError as error:
+        # A failure inside the compiled step or the input pipeline (a data worker that
+        # raised or died, an undecodable record): keep what was written, say what failed.
+        reason = describe_op_error(error)
+        summary = summarise(time.perf_counter() - fit_started)
+        summary["status"] = "failed"
+        summary["failure"] = {"error": type(error).__name__, "message": reason}
+        run_files.write_json(directory / run_files.SUMMARY_FILE, summary)
+        raise TrainingError(
+            f"training failed after {len(metrics_logger.records)} finished epoch(s): "
+            f"{reason}\nMetrics and checkpoints of the finished epochs are kept in "
+            f"{directory}.") from error
     fit_seconds = time.perf_counter() - fit_started
 
     epochs = metrics_logger.records
@@ -221,6 +233,22 @@ def _train_with(recipe: Recipe, *, directory: Path, strategy, strategy_info: dic
     model.save(directory / run_files.MODEL_FILE)
     run_files.write_json(directory / run_files.SUMMARY_FILE, summary)
     return RunResult(run_dir=directory, summary=summary, epochs=epochs)
+
+
+def describe_op_error(error) -> str:
+    """The useful part of a TensorFlow runtime error's message, without graph noise.
+
+    A data worker's exception is reported with the worker's own traceback text.
+    """
+    message = getattr(error, "message", None) or str(error)
+    marker = message.rfind("WorkerError: ")
+    if marker != -1:
+        text = message[marker:].split("\n\t [[", 1)[0]
+        return "\n".join(line for line in text.splitlines() if line.strip())
+    noise = ("Graph execution error", "Detected at node", "<stack traces unavailable>", "[[")
+    lines = [line.strip() for line in message.splitlines()
+             if line.strip() and not line.strip().startswith(noise)]
+    return " ".join(lines[:3]) or type(error).__name__
 
 
 def _summary(recipe: Recipe, *, epochs: list, plan, precision: str, strategy_info: dict,
