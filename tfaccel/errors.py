@@ -1,5 +1,14 @@
 """Exception types that separate a user's mistake (exit 2) from a runtime failure (exit 1)."""
 
+import difflib
+from typing import Iterable, Optional
+
+
+def closest_match(word: str, choices: Iterable[str]) -> Optional[str]:
+    """The choice most like `word` (for a did-you-mean in an error message), or None."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
+    return close[0] if close else None
+
 
 class TfaccelError(Exception):
     """Base class of every error tfaccel raises on purpose."""

@@ -8,10 +8,9 @@ probabilities for ``sparse_categorical_crossentropy`` and stay numerically safe 
 """
 
 import dataclasses
-import difflib
 from typing import Any, Callable, Mapping
 
-from tfaccel.errors import UserInputError
+from tfaccel.errors import UserInputError, closest_match
 
 # keras.applications refuse inputs smaller than this (imagenet_utils.obtain_input_shape).
 _APPLICATION_MIN_SIZE = 32
@@ -227,8 +226,8 @@ def model_names():
 
 
 def _did_you_mean(value, choices):
-    close = difflib.get_close_matches(str(value), list(choices), n=1)
-    return f" Did you mean {close[0]!r}?" if close else ""
+    close = closest_match(value, choices)
+    return f" Did you mean {close!r}?" if close else ""
 
 
 def _spec(name):

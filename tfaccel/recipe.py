@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-import difflib
 import os
 import types
 import typing
@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional
 
 import yaml
 
-from tfaccel.errors import RecipeError
+from tfaccel.errors import RecipeError, closest_match
 
 SOURCES = ("builtin", "tfds", "image_folder", "tfrecords", "arrays", "python")
 AUGMENTATIONS = ("flip", "flip_vertical", "crop", "brightness", "contrast", "rotate90")
@@ -249,7 +249,7 @@ def recipe_from_dict(raw: Any, *, base_dir: str | os.PathLike | None = None,
 
 def apply_overrides(raw: dict, overrides: typing.Sequence[str], *, source: str = "recipe") -> dict:
     """Returns a copy of `raw` with each `a.b.c=value` override set (value parsed as YAML)."""
-    result = _deep_copy(raw)
+    result = copy.deepcopy(raw)
     for override in overrides:
         if "=" not in override:
             raise RecipeError(f"--set {override!r}: expected KEY=VALUE, e.g. "
@@ -404,7 +404,7 @@ def _convert(value: Any, hint: Any, key_path: str, *, source: str):
     if origin is dict:
         if not isinstance(value, dict):
             fail("a mapping")
-        return _deep_copy(value)
+        return copy.deepcopy(value)
     if hint is Any:
         return value
     raise TypeError(f"unsupported recipe type {hint!r} at {key_path}")  # a bug, not a user error
@@ -507,8 +507,8 @@ def _resolve_path(value: str, base_dir: Path) -> str:
 
 
 def _did_you_mean(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest_match(word, choices)
+    return f" (did you mean {close!r}?)" if close else ""
 
 
 def _join(prefix: str, key: str) -> str:
@@ -541,11 +541,3 @@ def _yaml_scalar(value: Any) -> str:
     if value == "(section)":
         return ""
     return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
-
-
-def _deep_copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _deep_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deep_copy(v) for v in value]
-    return value

@@ -70,10 +70,3 @@ def append_jsonl(path: Path, record: dict) -> None:
         stream.write(json.dumps(record, default=float) + "\n")
         stream.flush()
         os.fsync(stream.fileno())
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    """Reads a JSON-lines file written by `append_jsonl`."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

@@ -272,12 +272,8 @@ def _summary(recipe: Recipe, *, epochs: list, plan, precision: str, strategy_inf
         "fit_seconds": fit_seconds,
         "devices": strategy_info.get("devices", []),
         "strategy": strategy_info.get("strategy"),
-        "replicas": plan.replicas,
         "precision": precision,
-        "accumulation_steps": plan.accumulation_steps,
-        "global_batch_size": plan.global_batch_size,
-        "per_replica_batch_size": plan.per_replica_batch_size,
-        "micro_batch_size": plan.micro_batch_size,
+        **plan.as_dict(),  # replicas, accumulation steps, global/per-replica/micro batch
         "jit_compile": recipe.training.jit_compile,
         "steps_per_execution": recipe.training.steps_per_execution,
         "threads": threads,
