@@ -28,6 +28,23 @@ def num_replicas_in_scope() -> int:
     return tf.distribute.get_strategy().num_replicas_in_sync
 
 
+def drops_remainder(num_replicas: int) -> bool:
+    """THE rule for the last partial training batch: dropped when more than one replica.
+
+    Under a strategy every replica must get a batch of the same static shape, so the last
+    partial batch is dropped; on one device it is kept (no example is lost). Every place
+    that needs to know (the batch stage, steps per epoch, example counts) asks this.
+    """
+    return num_replicas > 1
+
+
+def batches_per_pass(num_examples: int, batch_size: int, *, drop_remainder: bool) -> int:
+    """Batches in one pass over `num_examples` examples (floor when dropping, else ceil)."""
+    if drop_remainder:
+        return num_examples // batch_size
+    return -(-num_examples // batch_size)
+
+
 def resolve_batch(batch_size: int, *, drop_remainder: Optional[bool],
                   input_context: Optional[tf.distribute.InputContext]):
     """Turns the GLOBAL batch size into the batch this pipeline must produce.
@@ -48,7 +65,7 @@ def resolve_batch(batch_size: int, *, drop_remainder: Optional[bool],
     if input_context is not None:
         batch_size = input_context.get_per_replica_batch_size(batch_size)
     if drop_remainder is None:
-        drop_remainder = replicas > 1
+        drop_remainder = drops_remainder(replicas)
     return batch_size, bool(drop_remainder)
 
 
