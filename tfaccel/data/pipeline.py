@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Callable, Optional, Sequence, Union
 
+import numpy as np
 import tensorflow as tf
 
 from tfaccel.data import augment as augment_lib
@@ -193,6 +195,151 @@ def _has_uint8(spec) -> bool:
     return any(getattr(s, "dtype", None) == tf.uint8 for s in tf.nest.flatten(spec))
 
 
+@dataclasses.dataclass(frozen=True)
+class EpochStream:
+    """Asks `optimize` for a stream of whole passes whose order depends only on (seed, pass).
+
+    Each pass p (0-based) shuffles with a seed derived from (`seed`, p) and seeds its
+    augmentations from (`seed`, p, batch index), so pass p is the same in every process that
+    builds the pipeline: a run resumed at (pass, batch) continues exactly where it stopped,
+    without replaying or skipping an example. Keras' `fit` then reads the stream with a
+    fixed `steps_per_epoch`.
+
+    Attributes:
+        first_pass: The pass the stream starts in.
+        skip_batches: Batches of `first_pass` already trained on (skipped before decoding
+            where the order allows, otherwise read and dropped without being trained on).
+        num_passes: Passes in the stream counted from pass 0 (None: endless).
+    """
+
+    first_pass: int = 0
+    skip_batches: int = 0
+    num_passes: Optional[int] = None
+
+    def __post_init__(self):
+        for name in ("first_pass", "skip_batches"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise UserInputError(f"EpochStream.{name} must be an integer >= 0, got "
+                                     f"{value!r}.")
+        if self.num_passes is not None and self.num_passes <= self.first_pass:
+            raise UserInputError(f"EpochStream.num_passes ({self.num_passes}) must be more "
+                                 f"than first_pass ({self.first_pass}).")
+
+
+def _pass_seed(seed: int, pass_index, salt: int):
+    """A per-pass int64 seed: a pure function of (seed, pass, salt), different for each."""
+    pass_index = tf.cast(pass_index, tf.int64)
+    mixed = tf.random.experimental.stateless_split(
+        tf.stack([tf.constant(seed, tf.int64), pass_index * 4 + salt]), num=1)[0]
+    # Shuffle seeds must be non-negative; keep 62 bits.
+    return tf.bitwise.bitwise_and(mixed[0] ^ mixed[1], tf.constant(2**62 - 1, tf.int64))
+
+
+def _per_op_determinism(deterministic: bool, *, parallel, stream: bool) -> Optional[bool]:
+    # Per-op determinism only means something for parallel ops (TF warns otherwise). In a
+    # stream the pipeline-wide option is True (for the stages before the resume point), so
+    # the stages after it say False explicitly when order does not matter.
+    if parallel is None:
+        return None
+    if stream:
+        return bool(deterministic)
+    return deterministic or None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """Everything `optimize` decided from its arguments, so each stage reads only this."""
+
+    batch: int
+    drop: bool
+    names: tuple
+    custom: Optional[Callable]
+    augment_on: str
+    seed: Optional[int]
+    parallel: Optional[int]
+    det: Optional[bool]
+    image_dtype: Optional[str]
+    sequential: bool
+
+
+def _decode(dataset, plan: _Plan, *, map_fn, ignore_decode_errors: bool, det=None):
+    """Stage 1: the expensive, deterministic per-example work as a parallel map."""
+    if map_fn is None:
+        return dataset
+    dataset = dataset.map(map_fn, num_parallel_calls=plan.parallel,
+                          deterministic=plan.det if det is None else det)
+    if ignore_decode_errors:
+        # Logged by tf.data (one line each): these slipped past the up-front file check.
+        dataset = dataset.ignore_errors(log_warning=True)
+        if not plan.sequential:
+            # ignore_errors is a serial stage that also blocks map+batch fusion; a
+            # prefetch behind it keeps the parallel decode busy (measured: JPEG folder
+            # 2,900 -> 4,560 img/s on 2 cores, the same as with no ignore_errors).
+            dataset = dataset.prefetch(AUTOTUNE)
+    return dataset
+
+
+def _augment_examples(dataset, plan: _Plan, seeds):
+    """Stage 4a: a callable augmentation per example, seeded by the `seeds` dataset."""
+
+    def per_example(element, rnd):
+        features, label, has_label = _split(element)
+        features = _to_float(features, plan.image_dtype)
+        seed_pair = tf.stack([rnd, tf.constant(0, tf.int64)])
+        features, label = plan.custom(features, label, seed_pair)
+        return _join(features, label, has_label)
+
+    return tf.data.Dataset.zip((dataset, seeds)).map(
+        per_example, num_parallel_calls=plan.parallel, deterministic=plan.det)
+
+
+def _batch(dataset, plan: _Plan):
+    """Stage 5: batch (drop_remainder under a strategy: equal shapes on every replica)."""
+    if _has_unknown_dims(dataset.element_spec):
+        # Variable-length features (e.g. TFRecord `kind: var`) batch as RaggedTensors.
+        return dataset.ragged_batch(plan.batch, drop_remainder=plan.drop)
+    return dataset.batch(plan.batch, drop_remainder=plan.drop,
+                         num_parallel_calls=plan.parallel, deterministic=plan.det)
+
+
+def _finish_batches(dataset, plan: _Plan, seeds):
+    """Stage 4b: named (vectorised) or per-batch augmentations, then the cast to float."""
+    if plan.names or (plan.custom is not None and plan.augment_on == "batch"):
+
+        def per_batch(element, rnd):
+            features, label, has_label = _split(element)
+            seed_pair = tf.stack([rnd, tf.constant(1, tf.int64)])
+            if plan.names:
+                # Geometric augmentations run on the uint8 batch, before the cast to float.
+                features = _map_images(features, lambda x: augment_lib.apply_to_batch(
+                    x, plan.names, seed_pair,
+                    dtype=tf.as_dtype(plan.image_dtype) if plan.image_dtype else x.dtype))
+                features = _to_float(features, plan.image_dtype)
+            else:
+                features = _to_float(features, plan.image_dtype)
+                features, label = plan.custom(features, label, seed_pair)
+            return _join(features, label, has_label)
+
+        return tf.data.Dataset.zip((dataset, seeds)).map(
+            per_batch, num_parallel_calls=plan.parallel, deterministic=plan.det)
+    if plan.image_dtype and plan.custom is None and _has_uint8(dataset.element_spec):
+
+        def cast_only(*element):
+            features, label, has_label = _split(element if len(element) > 1 else element[0])
+            return _join(_to_float(features, plan.image_dtype), label, has_label)
+
+        return dataset.map(cast_only, num_parallel_calls=plan.parallel, deterministic=plan.det)
+    return dataset
+
+
+def _tail(dataset, plan: _Plan, *, example_seeds, batch_seeds):
+    """Stages 4-5: augment (per example or per batch) and batch, in that order."""
+    if plan.custom is not None and plan.augment_on == "example":
+        dataset = _augment_examples(dataset, plan, example_seeds)
+    return _finish_batches(_batch(dataset, plan), plan, batch_seeds)
+
+
 def optimize(dataset: tf.data.Dataset, *, batch_size: int,
              map_fn: Optional[Callable] = None,
              cache=None,
@@ -210,7 +357,8 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
              input_context: Optional[tf.distribute.InputContext] = None,
              source_shuffle: int = 0,
              ignore_decode_errors: bool = False,
-             sequential: bool = False) -> tf.data.Dataset:
+             sequential: bool = False,
+             stream: Optional[EpochStream] = None) -> tf.data.Dataset:
     """Applies the standard tail to a dataset of examples and returns batches for `fit`.
 
     The order is fixed because each step only stays correct and fast in this place:
@@ -229,8 +377,15 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
     5. ``batch`` (drop_remainder under a strategy, so every replica gets the same shape).
     6. ``prefetch(AUTOTUNE)`` last, so the next batch is prepared while the model trains.
 
+    With `stream` (an `EpochStream`) the result is instead a stream of whole passes in
+    which pass p's shuffle and augmentation seeds are pure functions of (`seed`, p), and
+    every stage up to the last shuffle keeps a fixed order, so that a pass can be rebuilt
+    in another process and resumed at any batch (see `EpochStream`).
+
     Args:
-        dataset: A dataset of examples: ``(features, label)`` pairs or features alone.
+        dataset: A dataset of examples: ``(features, label)`` pairs or features alone. With
+            `stream` it must yield the same order on every iteration (no reshuffling of
+            its own).
         batch_size: The GLOBAL batch size (all replicas together).
         map_fn: Per-example decode/resize function, run as a parallel map before the cache.
         cache: None, ``"memory"``, or a file path (or directory) for an on-disk cache.
@@ -255,6 +410,8 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
             are cheap references (paths, indices): a global shuffle for a few bytes each.
         ignore_decode_errors: Skip examples whose `map_fn` fails (used by the image folder
             source after its up-front file check, as a last safety net).
+        sequential: Build the truly sequential pipeline (the benchmarks' baseline).
+        stream: An `EpochStream`: build a resumable stream of passes (see above).
 
     Returns:
         A `tf.data.Dataset` of batches.
@@ -268,6 +425,15 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
         raise UserInputError(f"augment_on must be 'batch' or 'example', got {augment_on!r}.")
     if not isinstance(shuffle_buffer, int) or shuffle_buffer < 0:
         raise UserInputError(f"shuffle_buffer must be an integer >= 0, got {shuffle_buffer!r}.")
+    if stream is not None and not isinstance(stream, EpochStream):
+        raise UserInputError(f"stream must be a tfaccel.data.EpochStream, got {stream!r}.")
+    if stream is not None and source_shuffle and cache:
+        # A cache inside a pass would be rebuilt every pass; the source's own reference
+        # shuffle is the one that cannot sit before a cache.
+        raise UserInputError("source_shuffle and cache cannot be combined in a stream; "
+                             "shuffle after the cache with shuffle_buffer instead.")
+    if sequential and stream is not None:
+        raise UserInputError("sequential=True (the benchmark baseline) takes no stream.")
     names, custom = (), None
     if callable(augment):
         custom = augment
@@ -275,86 +441,82 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
         names = augment_lib.check_names(augment)
     options = make_options(deterministic=deterministic, private_threads=private_threads,
                            ram_budget_bytes=ram_budget_bytes, shard_policy=shard_policy)
-
     if sequential:
         num_parallel_calls = None
         options = options.merge(sequential_options())
-
-    # Per-op determinism only means something for parallel ops (TF warns otherwise).
-    det = (deterministic or None) if num_parallel_calls is not None else None
+    plan = _Plan(batch=batch, drop=drop, names=names, custom=custom, augment_on=augment_on,
+                 seed=seed, parallel=num_parallel_calls,
+                 det=_per_op_determinism(deterministic, parallel=num_parallel_calls,
+                                         stream=stream is not None),
+                 image_dtype=image_dtype, sequential=sequential)
 
     if input_context is not None and input_context.num_input_pipelines > 1:
         # Each input pipeline (worker) keeps a disjoint share, decided before any decoding.
         dataset = dataset.shard(input_context.num_input_pipelines,
                                 input_context.input_pipeline_id)
-    if source_shuffle:
-        dataset = dataset.shuffle(source_shuffle, seed=seed, reshuffle_each_iteration=True)
-    if map_fn is not None:
-        dataset = dataset.map(map_fn, num_parallel_calls=num_parallel_calls,
-                              deterministic=det)
-        if ignore_decode_errors:
-            # Logged by tf.data (one line each): these slipped past the up-front file check.
-            dataset = dataset.ignore_errors(log_warning=True)
-            if not sequential:
-                # ignore_errors is a serial stage that also blocks map+batch fusion; a
-                # prefetch behind it keeps the parallel decode busy (measured: JPEG folder
-                # 2,900 -> 4,560 img/s on 2 cores, the same as with no ignore_errors).
-                dataset = dataset.prefetch(AUTOTUNE)
-    dataset = _cache(dataset, cache)
-    if shuffle_buffer:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-
-    if custom is not None and augment_on == "example":
-        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-
-        def per_example(element, rnd):
-            features, label, has_label = _split(element)
-            features = _to_float(features, image_dtype)
-            seed_pair = tf.stack([rnd, tf.constant(0, tf.int64)])
-            features, label = custom(features, label, seed_pair)
-            return _join(features, label, has_label)
-
-        dataset = tf.data.Dataset.zip((dataset, seeds)).map(
-            per_example, num_parallel_calls=num_parallel_calls,
-            deterministic=det)
-
-    if _has_unknown_dims(dataset.element_spec):
-        # Variable-length features (e.g. TFRecord `kind: var`) batch as RaggedTensors.
-        dataset = dataset.ragged_batch(batch, drop_remainder=drop)
+    if stream is not None:
+        dataset = _stream_of_passes(dataset, plan, stream=stream, map_fn=map_fn, cache=cache,
+                                    shuffle_buffer=shuffle_buffer,
+                                    source_shuffle=source_shuffle,
+                                    ignore_decode_errors=ignore_decode_errors)
+        # Everything up to the last shuffle keeps its order (set per op above and here for
+        # stages inside a source, e.g. TFDS's decode): the resume point depends on it.
+        options.deterministic = True
     else:
-        dataset = dataset.batch(batch, drop_remainder=drop,
-                                num_parallel_calls=num_parallel_calls,
-                                deterministic=det)
-
-    if names or (custom is not None and augment_on == "batch"):
+        if source_shuffle:
+            dataset = dataset.shuffle(source_shuffle, seed=seed, reshuffle_each_iteration=True)
+        dataset = _cache(_decode(dataset, plan, map_fn=map_fn,
+                                 ignore_decode_errors=ignore_decode_errors), cache)
+        if shuffle_buffer:
+            dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
         seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-
-        def per_batch(element, rnd):
-            features, label, has_label = _split(element)
-            seed_pair = tf.stack([rnd, tf.constant(1, tf.int64)])
-            if names:
-                # Geometric augmentations run on the uint8 batch, before the cast to float.
-                features = _map_images(features, lambda x: augment_lib.apply_to_batch(
-                    x, names, seed_pair,
-                    dtype=tf.as_dtype(image_dtype) if image_dtype else x.dtype))
-                features = _to_float(features, image_dtype)
-            else:
-                features = _to_float(features, image_dtype)
-                features, label = custom(features, label, seed_pair)
-            return _join(features, label, has_label)
-
-        dataset = tf.data.Dataset.zip((dataset, seeds)).map(
-            per_batch, num_parallel_calls=num_parallel_calls,
-            deterministic=det)
-    elif image_dtype and custom is None and _has_uint8(dataset.element_spec):
-
-        def cast_only(*element):
-            features, label, has_label = _split(element if len(element) > 1 else element[0])
-            return _join(_to_float(features, image_dtype), label, has_label)
-
-        dataset = dataset.map(cast_only, num_parallel_calls=num_parallel_calls,
-                              deterministic=det)
-
+        dataset = _tail(dataset, plan, example_seeds=seeds, batch_seeds=seeds)
     if not sequential:
         dataset = dataset.prefetch(AUTOTUNE)
     return dataset.with_options(options)
+
+
+def _stream_of_passes(dataset, plan: _Plan, *, stream: EpochStream, map_fn, cache,
+                      shuffle_buffer: int, source_shuffle: int, ignore_decode_errors: bool):
+    """The resumable stream: a fixed-order base, then per pass: shuffle, skip, tail."""
+    seed = plan.seed
+    if seed is None:
+        # No seed asked for: still one fixed seed for this pipeline's passes.
+        seed = int(np.random.SeedSequence().generate_state(1)[0])
+    skip_examples = stream.skip_batches * plan.batch
+    if not source_shuffle:
+        # Decode and cache once, in a fixed order: the order every pass shuffles from.
+        dataset = _cache(_decode(dataset, plan, map_fn=map_fn,
+                                 ignore_decode_errors=ignore_decode_errors, det=True), cache)
+
+    def one_pass(pass_index):
+        skip = tf.where(tf.equal(pass_index, stream.first_pass),
+                        tf.constant(skip_examples, tf.int64), tf.constant(0, tf.int64))
+        examples = dataset
+        if source_shuffle:
+            # Shuffle cheap references, skip what was trained on, then decode the rest.
+            examples = examples.shuffle(source_shuffle, seed=_pass_seed(seed, pass_index, 0),
+                                        reshuffle_each_iteration=False).skip(skip)
+            examples = _decode(examples, plan, map_fn=map_fn,
+                               ignore_decode_errors=ignore_decode_errors)
+            if shuffle_buffer:
+                examples = examples.shuffle(shuffle_buffer,
+                                            seed=_pass_seed(seed, pass_index, 1),
+                                            reshuffle_each_iteration=False)
+        else:
+            if shuffle_buffer:
+                examples = examples.shuffle(shuffle_buffer,
+                                            seed=_pass_seed(seed, pass_index, 1),
+                                            reshuffle_each_iteration=False)
+            examples = examples.skip(skip)
+        # Augmentation seeds: (pass seed, position in the pass), the same after a resume.
+        salt = _pass_seed(seed, pass_index, 2)
+        example_seeds = tf.data.Dataset.range(skip, 2**62).map(lambda i: salt ^ i)
+        batch_seeds = tf.data.Dataset.range(skip // plan.batch, 2**62).map(
+            lambda i: salt ^ (i + 2**40))
+        return _tail(examples, plan, example_seeds=example_seeds, batch_seeds=batch_seeds)
+
+    passes = tf.data.Dataset.range(stream.first_pass,
+                                   stream.num_passes if stream.num_passes is not None
+                                   else 2**62)
+    return passes.flat_map(one_pass)
