@@ -138,7 +138,16 @@ class TrainingConfig:
     jit_compile: bool = _key(False, "Compile the train step with XLA (one device).")
     steps_per_execution: int = _key(
         1, "Train steps run per call into the compiled function.", minimum=1)
-    checkpoints: bool = _key(True, "Save a checkpoint at the end of every epoch.")
+    checkpoints: bool = _key(True, "Save a resumable checkpoint at the end of every epoch.")
+    checkpoint_every_steps: Optional[int] = _key(
+        None, "Also save a resumable checkpoint every N optimizer steps; empty for epoch ends "
+        "only.", minimum=1)
+    checkpoint_every_minutes: Optional[float] = _key(
+        None, "Also save a resumable checkpoint when this many minutes passed since the last "
+        "one; empty for never.", exclusive_minimum=0.0)
+    keep_checkpoints: int = _key(
+        3, "How many step checkpoints to keep (the newest); epoch checkpoints are all kept.",
+        minimum=1)
     early_stopping_patience: Optional[int] = _key(
         None, "Stop after this many epochs without validation improvement; empty for never.",
         minimum=1)
