@@ -1,15 +1,20 @@
-"""Keras callbacks of the runner: per-epoch metrics with throughput, a NaN guard, safe checkpoints."""
+"""Keras callbacks of the runner: per-epoch metrics, a NaN guard, resumable checkpoints."""
 
 from __future__ import annotations
 
 import math
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Optional
 
 import keras
 
+from tfaccel import checkpoints as ckpt
+from tfaccel.errors import TfaccelError
 from tfaccel.run_dir import append_jsonl
+from tfaccel.training_state import add_metric_state, write_state_files
 
 
 class NonFiniteLossGuard(keras.callbacks.Callback):
@@ -90,14 +95,178 @@ class EpochMetricsLogger(keras.callbacks.Callback):
         append_jsonl(self.path, record)
 
 
-class FiniteModelCheckpoint(keras.callbacks.ModelCheckpoint):
-    """Keras' ModelCheckpoint that never saves weights from an epoch whose loss went NaN."""
+class Preempted(TfaccelError):
+    """Training stopped on SIGTERM/SIGINT after saving a checkpoint; `--resume` continues."""
 
-    def __init__(self, filepath, *, guard: NonFiniteLossGuard, **kwargs):
-        super().__init__(filepath, **kwargs)
+    def __init__(self, message: str, *, signum: int, checkpoint: str):
+        super().__init__(message)
+        self.signum = signum
+        self.checkpoint = checkpoint
+
+
+class PreemptionSignals:
+    """Turns SIGTERM and SIGINT into a request to checkpoint at the next step boundary.
+
+    A second signal while the first is being handled falls back to Python's default
+    behaviour (SIGINT: KeyboardInterrupt), so a stuck job can still be stopped at once.
+    Installed only in the main thread (Python's rule for signal handlers).
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        self.received: Optional[int] = None
+        self._previous = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+        return False
+
+    def _handle(self, signum, frame):
+        if self.received is not None:
+            previous = self._previous.get(signum)
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            if callable(previous):
+                previous(signum, frame)
+            return
+        self.received = signum
+
+
+class ResumableEarlyStopping(keras.callbacks.EarlyStopping):
+    """Keras' EarlyStopping whose progress (patience used, best value and weights) survives
+    a resume: Keras resets it in `on_train_begin`, this puts the carried state back."""
+
+    _FIELDS = ("wait", "best", "best_epoch", "stopped_epoch")
+
+    def __init__(self, *args, carried: Optional[dict] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._carried = carried
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        if self._carried:
+            for name in self._FIELDS:
+                if name in self._carried:
+                    setattr(self, name, self._carried[name])
+            if self._carried.get("best_weights") is not None:
+                self.best_weights = self._carried["best_weights"]
+
+    def on_train_end(self, logs=None):
+        # Several fit calls (a resumed partial epoch, then the rest) share one patience.
+        self._carried = {**self.state(), "best_weights": self.best_weights}
+        super().on_train_end(logs)
+
+    def state(self) -> dict:
+        """The JSON-able part of the state (best weights travel in the checkpoint's arrays)."""
+        best = self.best
+        return {"wait": self.wait, "best_epoch": self.best_epoch,
+                "stopped_epoch": self.stopped_epoch,
+                "best": None if best is None else float(best)}
+
+
+class ResumableCheckpoints(keras.callbacks.Callback):
+    """Saves resumable checkpoints at epoch ends, every N steps or minutes, and on a signal.
+
+    A checkpoint (see `tfaccel.checkpoints`) holds the weights and optimizer state, the RNG
+    states Keras' weights file leaves out, the epoch and the step within it, the metric sums
+    of an unfinished epoch, the finished epochs' metrics and EarlyStopping's progress. The
+    input position is the step count itself: the input pipeline is a pure function of
+    (seed, pass), so the runner rebuilds it at any step. Nothing is saved once the loss went
+    NaN, so the last checkpoint is always finite.
+    """
+
+    def __init__(self, directory: Path, *, steps_per_epoch: int, epoch_checkpoints: bool,
+                 every_steps: Optional[int], every_minutes: Optional[float], keep: int,
+                 metrics_logger: "EpochMetricsLogger", guard: NonFiniteLossGuard,
+                 signals: Optional[PreemptionSignals] = None,
+                 early_stopping: Optional[ResumableEarlyStopping] = None,
+                 first_step: int = 0, restore_metrics: Optional[list] = None):
+        super().__init__()
+        self.directory = Path(directory)
+        self.steps_per_epoch = steps_per_epoch
+        self.epoch_checkpoints = epoch_checkpoints
+        self.every_steps = every_steps
+        self.every_seconds = every_minutes * 60 if every_minutes else None
+        self.keep = keep
+        self.metrics_logger = metrics_logger
         self.guard = guard
+        self.signals = signals
+        self.early_stopping = early_stopping
+        # The first fit of a resumed run starts inside an epoch: Keras numbers its batches
+        # from 0, the checkpoints count from the step the run stopped at.
+        self._offset = first_step
+        self._restore_metrics = restore_metrics
+        self._epoch = 0
+        self._last_save = time.monotonic()
+        self.saved: list = []
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._restore_metrics is not None:
+            # The interrupted epoch's sums join those of its first resumed step.
+            add_metric_state(self.model, self._restore_metrics)
+            self._restore_metrics = None
         if self.guard.failure is not None:
             return
-        super().on_epoch_end(epoch, logs)
+        step_in_epoch = self._offset + batch + 1
+        if step_in_epoch >= self.steps_per_epoch:
+            return  # the epoch-end checkpoint follows, after validation
+        global_step = self._epoch * self.steps_per_epoch + step_in_epoch
+        if self.signals is not None and self.signals.received is not None:
+            path = self._save("step", epoch=self._epoch, step_in_epoch=step_in_epoch)
+            raise Preempted(
+                f"stopped by signal {signal.Signals(self.signals.received).name} at epoch "
+                f"{self._epoch + 1}, step {step_in_epoch} of {self.steps_per_epoch}; "
+                f"checkpoint {path.name} saved.", signum=self.signals.received,
+                checkpoint=str(path))
+        due = (self.every_steps and global_step % self.every_steps == 0) or (
+            self.every_seconds and time.monotonic() - self._last_save >= self.every_seconds)
+        if due:
+            self._save("step", epoch=self._epoch, step_in_epoch=step_in_epoch)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._offset = 0
+        if self.guard.failure is not None:
+            return
+        if self.epoch_checkpoints:
+            self._save("epoch", epoch=epoch + 1, step_in_epoch=0)
+        elif self.every_steps or self.every_seconds or (
+                self.signals is not None and self.signals.received is not None):
+            self._save("step", epoch=epoch + 1, step_in_epoch=0)
+
+    def _save(self, kind: str, *, epoch: int, step_in_epoch: int) -> Path:
+        global_step = epoch * self.steps_per_epoch + step_in_epoch
+        name = ckpt.checkpoint_name(kind=kind, epoch=epoch, global_step=global_step)
+        mid_epoch = step_in_epoch > 0
+        early = self.early_stopping
+        state = {
+            "kind": kind,
+            "global_step": global_step,
+            "epoch": epoch,
+            "step_in_epoch": step_in_epoch,
+            "steps_per_epoch": self.steps_per_epoch,
+            "records": list(self.metrics_logger.records),
+            "early_stopping": early.state() if early is not None else None,
+            "saved_at": time.time(),
+        }
+        best = early.best_weights if early is not None else None
+        path = ckpt.write_checkpoint(
+            self.directory, name=name, state=state,
+            write_files=lambda folder: write_state_files(self.model, folder,
+                                                         with_metrics=mid_epoch,
+                                                         best_weights=best))
+        self._last_save = time.monotonic()
+        self.saved.append(path.name)
+        ckpt.prune_step_checkpoints(self.directory, keep=self.keep)
+        return path

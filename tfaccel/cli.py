@@ -41,6 +41,11 @@ def handle_errors(command):
             sys.exit(EXIT_USER_ERROR)
         except TfaccelError as error:
             click.echo(f"Error: {error}", err=True)
+            signum = getattr(error, "signum", None)
+            if signum is not None:
+                # Preempted: a checkpoint was saved; the shell's 128 + signal convention.
+                click.echo("Resume with: tfaccel train --resume RUN_DIR.", err=True)
+                sys.exit(128 + int(signum))
             sys.exit(EXIT_RUNTIME_FAILURE)
         except KeyboardInterrupt:
             click.echo("Interrupted; everything written so far is kept.", err=True)
@@ -65,30 +70,47 @@ def main():
     """tfaccel: fast, correct TensorFlow/Keras training from a YAML recipe.
 
     Start with `tfaccel train recipes/default.yaml`; see `tfaccel COMMAND --help`.
-    Exit codes: 0 success, 1 runtime failure, 2 a mistake in the input, 130 interrupted.
+    Exit codes: 0 success, 1 runtime failure, 2 a mistake in the input, 130 interrupted
+    (Ctrl-C), 143 preempted (SIGTERM); after 130/143 a checkpoint was saved: resume with
+    `tfaccel train --resume RUN_DIR`.
     """
 
 
 @main.command()
-@RECIPE_ARGUMENT
+@click.argument("recipe", required=False, metavar="[RECIPE]",
+                type=click.Path(dir_okay=False, path_type=str))
 @SET_OPTION
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=str), default=None,
               help="Write the run here instead of a new folder under runtime.runs_dir. "
                    "Must not exist yet or be empty.")
+@click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=str),
+              default=None, metavar="RUN_DIR",
+              help="Continue RUN_DIR in place from its newest good checkpoint (RECIPE may be "
+                   "omitted; only --set training.epochs=N may change, to extend the run).")
 @handle_errors
-def train(recipe, overrides, run_dir):
+def train(recipe, overrides, run_dir, resume_dir):
     """Train the model RECIPE describes and leave a run directory.
 
     The run directory holds the resolved recipe.yaml, metrics.jsonl, summary.json,
-    checkpoints/, tensorboard/ and the trained model.keras.
+    checkpoints/, tensorboard/ and the trained model.keras. SIGTERM or Ctrl-C saves a
+    checkpoint at the next step and exits (143 or 130); `--resume RUN_DIR` continues it.
     """
     from tfaccel.recipe import load_recipe
 
-    loaded = load_recipe(recipe, overrides)
+    if recipe is None and resume_dir is None:
+        raise click.UsageError("give a RECIPE to train, or --resume RUN_DIR to continue a run.")
+    if resume_dir is not None and run_dir is not None:
+        raise click.UsageError("--resume continues a run in its own directory; --run-dir "
+                               "cannot be combined with it.")
+    loaded = load_recipe(recipe, overrides) if recipe is not None else None
     _quiet_tensorflow()
     from tfaccel import runner
 
-    result = runner.train(loaded, run_dir=run_dir)
+    if resume_dir is not None:
+        result = runner.train(loaded, () if loaded is not None else overrides,
+                              resume=resume_dir)
+    else:
+        result = runner.train(loaded, run_dir=run_dir)
     click.echo(result.summary_text())
 
 

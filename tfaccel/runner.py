@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
-import math
+import json
 import os
 import platform
 import shutil
 import time
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
+from tfaccel import checkpoints as ckpt
 from tfaccel import run_dir as run_files
 from tfaccel._version import __version__
-from tfaccel.batching import plan_batches
-from tfaccel.errors import TrainingError, UserInputError
+from tfaccel.batching import BatchPlan, plan_batches
+from tfaccel.errors import DataError, TrainingError, UserInputError
 from tfaccel.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
+from tfaccel.resume import LOCK_FILE, RunLock, plan_resume
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,35 +37,59 @@ class RunResult:
                 parts.append(f"{key} {final[key]:.4f}")
         parts.append(f"{self.summary['examples_per_sec']:.0f} examples/s")
         parts.append(f"wall {self.summary['wall_seconds']:.1f} s")
-        return ("Done: " + ", ".join(parts) + f"\nRun directory: {self.run_dir}")
+        text = "Done: " + ", ".join(parts)
+        saved = self.summary.get("saved_model_epoch")
+        if saved is not None and saved != self.summary.get("epochs_completed"):
+            text += (f"\nmodel.keras holds the best epoch ({saved}, restored by early "
+                     "stopping), not the last one.")
+        return text + f"\nRun directory: {self.run_dir}"
 
 
-def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict],
+def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
           overrides: Sequence[str] = (), *, run_dir: Optional[str] = None,
-          callbacks: Sequence = ()) -> RunResult:
+          callbacks: Sequence = (), resume: Union[str, os.PathLike, None] = None) -> RunResult:
     """Runs a whole training job and leaves a run directory.
 
     Args:
-        recipe_or_path: A `Recipe`, a path to a YAML recipe, or a recipe mapping.
+        recipe_or_path: A `Recipe`, a path to a YAML recipe, or a recipe mapping. With
+            `resume` it may be omitted (the run's own recipe.yaml is used).
         overrides: `key.path=value` overrides applied before validation.
         run_dir: Explicit run directory (must not exist or be empty); by default a new
             folder under `runtime.runs_dir`.
         callbacks: Extra Keras callbacks, run after tfaccel's own.
+        resume: A run directory to continue in place from its newest good checkpoint.
+            Only `training.epochs` may differ from the run's recipe (to extend it).
 
     Returns:
         The `RunResult`.
 
     Raises:
-        UserInputError: The recipe, the data or the run directory is wrong.
+        UserInputError: The recipe, the data or the run directory is wrong, or the run
+            cannot be resumed (changed recipe, already finished, in use).
         TrainingError: Training failed (for example the loss became NaN).
+        Preempted: SIGTERM/SIGINT stopped training after saving a checkpoint.
     """
     started = time.perf_counter()
-    recipe = _as_recipe(recipe_or_path, overrides)
-    runtime = recipe.runtime
-    directory = run_files.create_run_dir(name=recipe.name, runs_dir=runtime.runs_dir,
-                                         run_dir=run_dir)
-    (directory / run_files.RECIPE_FILE).write_text(dump_recipe(recipe), encoding="utf-8")
+    if resume is not None:
+        if run_dir is not None:
+            raise UserInputError(f"give run_dir ({run_dir!r}) or resume ({str(resume)!r}), "
+                                 "not both: a resumed run continues in its own directory.")
+        requested = None if recipe_or_path is None else _as_recipe(recipe_or_path, overrides)
+        request = plan_resume(resume, requested=requested,
+                              overrides=overrides if requested is None else ())
+        recipe, directory = request.recipe, request.directory
+        lock = RunLock(directory).acquire()
+        if request.extended_from is not None:
+            _write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
+    else:
+        if recipe_or_path is None:
+            raise UserInputError("train needs a recipe (a path, a mapping or a Recipe).")
+        recipe = _as_recipe(recipe_or_path, overrides)
+        directory = _new_run_dir(recipe, run_dir)
+        lock = RunLock(directory).acquire()
+        _write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
 
+    runtime = recipe.runtime
     # Thread pools must be set before anything initialises TensorFlow's devices.
     from tfaccel.engine.threads import configure_threads
 
@@ -79,72 +105,188 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict],
     keras.utils.set_random_seed(recipe.seed)
     if runtime.deterministic:
         tf.config.experimental.enable_op_determinism()
-    strategy = make_strategy(runtime.strategy, devices=runtime.devices)
-    strategy_info = describe_strategy(strategy)
     previous_policy = keras.mixed_precision.global_policy().name
-    precision = set_precision(runtime.precision)
     try:
-        return _train_with(recipe, directory=directory, strategy=strategy,
-                           strategy_info=strategy_info, precision=precision, threads=threads,
-                           started=started, extra_callbacks=list(callbacks))
+        strategy = make_strategy(runtime.strategy, devices=runtime.devices)
+        context = _RunContext(recipe=recipe, directory=directory, strategy=strategy,
+                              strategy_info=describe_strategy(strategy),
+                              precision=set_precision(runtime.precision), threads=threads,
+                              started=started, extra_callbacks=list(callbacks),
+                              resuming=resume is not None)
+        return _train_with(context)
     except UserInputError:
         # A mistake found before training (missing data, a bad batch plan): do not leave a
         # run directory that holds nothing but the recipe.
-        if [p.name for p in directory.iterdir()] == [run_files.RECIPE_FILE]:
+        if resume is None and _holds_only_the_recipe(directory):
+            lock.release()
             shutil.rmtree(directory)
         raise
     finally:
+        lock.release()
         # The policy is process-global; leave it as we found it for library users.
         keras.mixed_precision.set_global_policy(previous_policy)
 
 
-def _train_with(recipe: Recipe, *, directory: Path, strategy, strategy_info: dict,
-                precision: str, threads: dict, started: float,
-                extra_callbacks: list) -> RunResult:
-    import keras
-    import tensorflow as tf
+@dataclasses.dataclass
+class _RunContext:
+    """What every step of a run reads: decided once in `train`."""
 
-    from tfaccel import models
-    from tfaccel.callbacks import EpochMetricsLogger, FiniteModelCheckpoint, NonFiniteLossGuard
-    from tfaccel.data.config import build_datasets
-    from tfaccel.optimizers import make_optimizer
+    recipe: Recipe
+    directory: Path
+    strategy: object
+    strategy_info: dict
+    precision: str
+    threads: dict
+    started: float
+    extra_callbacks: list
+    resuming: bool
 
-    training = recipe.training
+
+@dataclasses.dataclass
+class _TrainData:
+    """The training input as a function of the resume point, and what it is made of."""
+
+    make_stream: Callable  # global_step -> dataset of batches starting at that step
+    validation: object
+    info: dict
+    steps_per_epoch: int
+    batches_per_pass: int
+    examples_per_epoch: int
+
+
+def _train_with(ctx: _RunContext) -> RunResult:
+    recipe, training = ctx.recipe, ctx.recipe.training
     plan = plan_batches(global_batch_size=training.global_batch_size,
-                        replicas=strategy.num_replicas_in_sync,
+                        replicas=ctx.strategy.num_replicas_in_sync,
                         accumulation_steps=training.accumulation_steps,
                         micro_batch_size=training.micro_batch_size)
-    print(f"tfaccel: {strategy_info['strategy']} on {strategy_info['replicas']} replica(s), "
-          f"precision {precision}, {plan.describe()}.", flush=True)
+    print(f"tfaccel: {ctx.strategy_info['strategy']} on {ctx.strategy_info['replicas']} "
+          f"replica(s), precision {ctx.precision}, {plan.describe()}.", flush=True)
+    data = _build_data(recipe, plan)
+    checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
+    trained_model, model = _build_model(ctx, plan=plan, data=data)
+    restored = {"metrics": [], "best_weights": None}
+    if checkpoint is not None:
+        from tfaccel.training_state import restore_state
 
-    train_ds, val_ds, data_info = build_datasets(
-        recipe.data, global_batch_size=plan.global_batch_size, num_replicas=plan.replicas,
-        seed=recipe.seed, deterministic=recipe.runtime.deterministic)
-
-    train_examples = data_info.get("train_examples")
-    if training.steps_per_epoch:
-        steps_per_epoch = training.steps_per_epoch
-        examples_per_epoch = steps_per_epoch * plan.global_batch_size
-    elif train_examples:
-        drop = plan.replicas > 1
-        steps_per_epoch = (train_examples // plan.global_batch_size if drop
-                           else math.ceil(train_examples / plan.global_batch_size))
-        examples_per_epoch = (steps_per_epoch * plan.global_batch_size if drop
-                              else train_examples)
-    else:
-        steps_per_epoch, examples_per_epoch = None, None
-    if steps_per_epoch == 0:
+        restored = restore_state(trained_model, checkpoint)
+        print(f"tfaccel: resuming from checkpoint {checkpoint.path.name}: epoch "
+              f"{checkpoint.epoch + 1}, step {checkpoint.step_in_epoch} of "
+              f"{data.steps_per_epoch}.", flush=True)
+    outputs = _make_callbacks(ctx, data=data, plan=plan, checkpoint=checkpoint,
+                              restored=restored)
+    fit_started = time.perf_counter()
+    try:
+        _fit(ctx, trained_model=trained_model, data=data, outputs=outputs,
+             checkpoint=checkpoint)
+    except BaseException as error:
+        _record_failure(ctx, error, outputs=outputs, plan=plan, data=data,
+                        fit_seconds=time.perf_counter() - fit_started)
+        converted = _as_training_error(error, outputs=outputs, directory=ctx.directory)
+        if converted is error:
+            raise
+        raise converted from error
+    summary = _summary(ctx, epochs=outputs.logger.records, plan=plan, data=data,
+                       fit_seconds=time.perf_counter() - fit_started,
+                       early_stopping=outputs.early_stopping)
+    guard = outputs.guard
+    if guard.failure is not None:
+        summary["status"] = "failed"
+        summary["failure"] = guard.failure
+        run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
+        failure = guard.failure
         raise TrainingError(
-            f"the training split has {train_examples} examples, fewer than one global batch "
-            f"of {plan.global_batch_size}; lower training.global_batch_size.")
+            f"the training loss became {failure['loss']} at epoch {failure['epoch']}, batch "
+            f"{failure['batch']}; training stopped there. Metrics of the finished epochs and "
+            f"their checkpoints are kept in {ctx.directory}. Lower optimizer.learning_rate, "
+            "set optimizer.clipnorm, or check the data for NaN values.")
+    model.save(ctx.directory / run_files.MODEL_FILE)
+    run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
+    return RunResult(run_dir=ctx.directory, summary=summary, epochs=outputs.logger.records)
 
-    with strategy.scope():
-        model = models.build_model(recipe.model.name, input_shape=data_info["input_shape"],
-                                   num_classes=data_info["num_classes"],
+
+def _build_data(recipe: Recipe, plan: BatchPlan) -> _TrainData:
+    """Builds the validation set and a function giving the training stream at any step."""
+    from tfaccel.data.config import build_datasets
+    from tfaccel.data.pipeline import EpochStream, batches_per_pass, drops_remainder
+
+    def build(stream):
+        return build_datasets(recipe.data, global_batch_size=plan.global_batch_size,
+                              num_replicas=plan.replicas, seed=recipe.seed,
+                              deterministic=recipe.runtime.deterministic, stream=stream)
+
+    first_stream, validation, info = build(EpochStream())
+    drop = drops_remainder(plan.replicas)
+    train_examples = info.get("train_examples")
+    if train_examples is None:
+        per_pass = _count_batches(build(None)[0])
+        print(f"tfaccel: the training source does not declare its size; one pass counted: "
+              f"{per_pass} batches (set training.steps_per_epoch to skip this count).",
+              flush=True)
+    else:
+        per_pass = batches_per_pass(train_examples, plan.global_batch_size,
+                                    drop_remainder=drop)
+    if per_pass == 0:
+        raise DataError(
+            f"the training split has {train_examples} examples, fewer than one global batch "
+            f"of {plan.global_batch_size}"
+            + (f" (with {plan.replicas} replicas the last partial batch is dropped)"
+               if drop else "") + "; lower training.global_batch_size or add data.")
+    steps = recipe.training.steps_per_epoch or per_pass
+    if recipe.training.steps_per_epoch or train_examples is None or drop:
+        examples = steps * plan.global_batch_size
+    else:
+        examples = train_examples
+    first_built = {"stream": first_stream}
+
+    def make_stream(global_step: int):
+        # The resume point in data terms: which pass, how many of its batches are done.
+        pass_index, skip = divmod(global_step, per_pass)
+        if pass_index == 0 and skip == 0 and first_built.get("stream") is not None:
+            return first_built.pop("stream")  # built above already
+        return build(EpochStream(first_pass=pass_index, skip_batches=skip))[0]
+
+    return _TrainData(make_stream=make_stream, validation=validation, info=info,
+                      steps_per_epoch=steps, batches_per_pass=per_pass,
+                      examples_per_epoch=examples)
+
+
+def _count_batches(dataset) -> int:
+    count = 0
+    for _ in dataset:
+        count += 1
+    return count
+
+
+def _find_checkpoint(ctx: _RunContext) -> Optional[ckpt.Checkpoint]:
+    checkpoint, skipped = ckpt.latest_checkpoint(ctx.directory / run_files.CHECKPOINTS_DIR)
+    for message in skipped:
+        print(f"tfaccel: {message}.", flush=True)
+    if checkpoint is None:
+        print(f"tfaccel: {ctx.directory} has no usable checkpoint yet; the run starts over "
+              "from the beginning in the same directory.", flush=True)
+        for name in (run_files.METRICS_FILE, run_files.SUMMARY_FILE):
+            (ctx.directory / name).unlink(missing_ok=True)
+    elif skipped:
+        print(f"tfaccel: using the previous good checkpoint {checkpoint.path.name}.",
+              flush=True)
+    return checkpoint
+
+
+def _build_model(ctx: _RunContext, *, plan: BatchPlan, data: _TrainData):
+    """The Keras model (and its accumulation wrapper), compiled inside the strategy scope."""
+    from tfaccel import models
+    from tfaccel.engine.keras_compat import patch_for_multi_worker
+    from tfaccel.optimizers import make_optimizer
+
+    recipe, training = ctx.recipe, ctx.recipe.training
+    with ctx.strategy.scope():
+        model = models.build_model(recipe.model.name, input_shape=data.info["input_shape"],
+                                   num_classes=data.info["num_classes"],
                                    **recipe.model.params)
         optimizer = make_optimizer(recipe.optimizer,
-                                   total_steps=(steps_per_epoch or 1000) * training.epochs,
-                                   steps_per_epoch=steps_per_epoch or 1000)
+                                   total_steps=data.steps_per_epoch * training.epochs,
+                                   steps_per_epoch=data.steps_per_epoch)
         trained_model = model
         if plan.accumulation_steps > 1:
             from tfaccel.engine.accumulation import accumulate
@@ -155,88 +297,148 @@ def _train_with(recipe: Recipe, *, directory: Path, strategy, strategy_info: dic
                               jit_compile=training.jit_compile,
                               steps_per_execution=training.steps_per_execution)
         # A no-op except under multi-worker MultiWorkerMirroredStrategy (keras#20585).
-        from tfaccel.engine.keras_compat import patch_for_multi_worker
-
         patch_for_multi_worker(trained_model)
+    return trained_model, model
 
+
+@dataclasses.dataclass
+class _Outputs:
+    """The callbacks that write the run's outputs, and the list passed to `fit`."""
+
+    guard: object
+    logger: object
+    checkpoints: object
+    early_stopping: object
+    signals: object
+    all: list
+
+
+def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
+                    checkpoint: Optional[ckpt.Checkpoint], restored: dict) -> _Outputs:
+    import keras
+
+    from tfaccel.callbacks import (EpochMetricsLogger, NonFiniteLossGuard, PreemptionSignals,
+                                   ResumableCheckpoints, ResumableEarlyStopping)
+
+    training = ctx.recipe.training
+    metrics_path = ctx.directory / run_files.METRICS_FILE
+    records = list(checkpoint.state["records"]) if checkpoint is not None else []
+    if checkpoint is not None:
+        # metrics.jsonl is rewritten to what the checkpoint knew: an epoch that ended after
+        # it (and so will be trained again) is not listed twice.
+        _write_text(metrics_path, "".join(json.dumps(r, default=float) + "\n"
+                                          for r in records))
     guard = NonFiniteLossGuard()
-    metrics_logger = EpochMetricsLogger(directory / run_files.METRICS_FILE,
-                                        examples_per_epoch=examples_per_epoch,
-                                        batch_size=plan.global_batch_size, guard=guard)
-    callbacks = [guard, metrics_logger]
-    if training.checkpoints:
-        checkpoints = directory / run_files.CHECKPOINTS_DIR
-        checkpoints.mkdir()
-        callbacks.append(FiniteModelCheckpoint(
-            str(checkpoints / "epoch-{epoch:03d}.weights.h5"), guard=guard,
-            save_weights_only=True))
-    if recipe.runtime.tensorboard:
+    logger = EpochMetricsLogger(metrics_path, examples_per_epoch=data.examples_per_epoch,
+                                batch_size=plan.global_batch_size, guard=guard)
+    logger.records.extend(records)
+    callbacks = [guard, logger]
+    early = None
+    if training.early_stopping_patience and data.validation is not None:
+        carried = None
+        if checkpoint is not None and checkpoint.state.get("early_stopping"):
+            carried = {**checkpoint.state["early_stopping"],
+                       "best_weights": restored.get("best_weights")}
+        early = ResumableEarlyStopping(monitor="val_loss",
+                                       patience=training.early_stopping_patience,
+                                       restore_best_weights=True, carried=carried)
+    signals = PreemptionSignals()
+    checkpoints = ResumableCheckpoints(
+        ctx.directory / run_files.CHECKPOINTS_DIR, steps_per_epoch=data.steps_per_epoch,
+        epoch_checkpoints=training.checkpoints, every_steps=training.checkpoint_every_steps,
+        every_minutes=training.checkpoint_every_minutes, keep=training.keep_checkpoints,
+        metrics_logger=logger, guard=guard, signals=signals, early_stopping=early,
+        first_step=checkpoint.step_in_epoch if checkpoint is not None else 0,
+        restore_metrics=restored["metrics"] if checkpoint is not None
+        and checkpoint.step_in_epoch else None)
+    if early is not None:
+        # Before the checkpoints, so an epoch-end checkpoint holds this epoch's patience.
+        callbacks.append(early)
+    callbacks.append(checkpoints)
+    if ctx.recipe.runtime.tensorboard:
         callbacks.append(keras.callbacks.TensorBoard(
-            log_dir=str(directory / run_files.TENSORBOARD_DIR), write_graph=False,
+            log_dir=str(ctx.directory / run_files.TENSORBOARD_DIR), write_graph=False,
             profile_batch=0))
-    if training.early_stopping_patience and val_ds is not None:
-        callbacks.append(keras.callbacks.EarlyStopping(
-            monitor="val_loss", patience=training.early_stopping_patience,
-            restore_best_weights=True))
+    callbacks += ctx.extra_callbacks
+    return _Outputs(guard=guard, logger=logger, checkpoints=checkpoints, early_stopping=early,
+                    signals=signals, all=callbacks)
 
-    callbacks += extra_callbacks
-    if training.steps_per_epoch:
-        # Epochs of a fixed number of steps: never let a finite pipeline run dry mid-epoch.
-        train_ds = train_ds.repeat()
 
-    def summarise(fit_seconds: float) -> dict:
-        return _summary(recipe, epochs=metrics_logger.records, plan=plan, precision=precision,
-                        strategy_info=strategy_info, threads=threads, data_info=data_info,
-                        started=started, fit_seconds=fit_seconds, tf_version=tf.__version__,
-                        keras_version=keras.__version__)
+def _fit(ctx: _RunContext, *, trained_model, data: _TrainData, outputs: _Outputs,
+         checkpoint: Optional[ckpt.Checkpoint]) -> None:
+    """Runs `fit` once, or twice when resuming inside an epoch (its rest, then the others).
 
-    fit_started = time.perf_counter()
-    try:
-        trained_model.fit(
-            train_ds, validation_data=val_ds, epochs=training.epochs,
-            steps_per_epoch=training.steps_per_epoch,
-            validation_steps=training.validation_steps, callbacks=callbacks,
-            verbose=recipe.runtime.verbose,
-            shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
-    except KeyboardInterrupt:
-        summary = summarise(time.perf_counter() - fit_started)
+    Keras' `fit` has one `steps_per_epoch` for all epochs, so the rest of an interrupted
+    epoch is its own `fit` call; the metric sums of its first part are put back by the
+    checkpoint callback, so the epoch reports the same numbers as an uninterrupted one.
+    """
+    training = ctx.recipe.training
+    steps = data.steps_per_epoch
+    epoch, step = (checkpoint.epoch, checkpoint.step_in_epoch) if checkpoint else (0, 0)
+    segments = []
+    if step:
+        segments.append((epoch, epoch + 1, steps - step, epoch * steps + step))
+        epoch += 1
+    if epoch < training.epochs:
+        segments.append((epoch, training.epochs, steps, epoch * steps))
+    with outputs.signals:
+        for first_epoch, end_epoch, steps_in_epoch, global_step in segments:
+            if outputs.guard.failure is not None or trained_model.stop_training:
+                break
+            trained_model.fit(
+                data.make_stream(global_step), validation_data=data.validation,
+                initial_epoch=first_epoch, epochs=end_epoch, steps_per_epoch=steps_in_epoch,
+                validation_steps=training.validation_steps, callbacks=outputs.all,
+                verbose=ctx.recipe.runtime.verbose,
+                shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
+
+
+def _record_failure(ctx: _RunContext, error: BaseException, *, outputs: _Outputs,
+                    plan: BatchPlan, data: _TrainData, fit_seconds: float) -> None:
+    """Writes summary.json with the status of a run that did not complete."""
+    import tensorflow as tf
+
+    from tfaccel.callbacks import Preempted
+
+    summary = _summary(ctx, epochs=outputs.logger.records, plan=plan, data=data,
+                       fit_seconds=fit_seconds, early_stopping=outputs.early_stopping)
+    if isinstance(error, Preempted):
+        summary["status"] = "preempted"
+        summary["checkpoint"] = error.checkpoint
+    elif isinstance(error, KeyboardInterrupt):
         summary["status"] = "interrupted"
-        run_files.write_json(directory / run_files.SUMMARY_FILE, summary)
-        raise
-    except tf.errors.OpError as error:
-        # A failure inside the compiled step or the input pipeline (a data worker that
-        # raised or died, an undecodable record): keep what was written, say what failed.
-        reason = describe_op_error(error)
-        summary = summarise(time.perf_counter() - fit_started)
+    elif isinstance(error, tf.errors.OpError):
         summary["status"] = "failed"
-        summary["failure"] = {"error": type(error).__name__, "message": reason}
-        run_files.write_json(directory / run_files.SUMMARY_FILE, summary)
-        raise TrainingError(
-            f"training failed after {len(metrics_logger.records)} finished epoch(s): "
-            f"{reason}\nMetrics and checkpoints of the finished epochs are kept in "
-            f"{directory}.") from error
-    fit_seconds = time.perf_counter() - fit_started
-
-    epochs = metrics_logger.records
-    summary = summarise(fit_seconds)
-    if guard.failure is not None:
+        summary["failure"] = {"error": type(error).__name__,
+                              "message": describe_op_error(error)}
+    elif isinstance(error, TrainingError):
         summary["status"] = "failed"
-        summary["failure"] = guard.failure
-        run_files.write_json(directory / run_files.SUMMARY_FILE, summary)
-        failure = guard.failure
-        raise TrainingError(
-            f"the training loss became {failure['loss']} at epoch {failure['epoch']}, batch "
-            f"{failure['batch']}; training stopped there. Metrics of the finished epochs and "
-            f"their checkpoints are kept in {directory}. Lower optimizer.learning_rate, set "
-            "optimizer.clipnorm, or check the data for NaN values.")
+        summary["failure"] = {"error": type(error).__name__, "message": str(error)}
+    else:
+        return
+    run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
 
-    model.save(directory / run_files.MODEL_FILE)
-    run_files.write_json(directory / run_files.SUMMARY_FILE, summary)
-    return RunResult(run_dir=directory, summary=summary, epochs=epochs)
+
+def _as_training_error(error: BaseException, *, outputs: _Outputs, directory: Path):
+    """A TensorFlow runtime failure as one clear TrainingError; anything else unchanged."""
+    import tensorflow as tf
+
+    if not isinstance(error, tf.errors.OpError):
+        return error
+    # A failure inside the compiled step or the input pipeline (a data worker that raised
+    # or died, an undecodable record): keep what was written, say what failed.
+    return TrainingError(
+        f"training failed after {len(outputs.logger.records)} finished epoch(s): "
+        f"{describe_op_error(error)}\nMetrics and checkpoints of the finished epochs are "
+        f"kept in {directory}.")
+
+
+_NOISE = ("Graph execution error", "Detected at node", "<stack traces unavailable>", "[[",
+          "File \"", "Traceback (most recent call last)", "Stack trace for op definition")
 
 
 def describe_op_error(error) -> str:
-    """The useful part of a TensorFlow runtime error's message, without graph noise.
+    """The TensorFlow error's own message, without stack frames and graph noise.
 
     A data worker's exception is reported with the worker's own traceback text.
     """
@@ -245,43 +447,101 @@ def describe_op_error(error) -> str:
     if marker != -1:
         text = message[marker:].split("\n\t [[", 1)[0]
         return "\n".join(line for line in text.splitlines() if line.strip())
-    noise = ("Graph execution error", "Detected at node", "<stack traces unavailable>", "[[")
-    lines = [line.strip() for line in message.splitlines()
-             if line.strip() and not line.strip().startswith(noise)]
-    return " ".join(lines[:3]) or type(error).__name__
+    # TF 2.x prefixes the message with where the failing op was defined: a block of
+    # "File ..., line N, in f" frames, each followed by its indented source line.
+    kept, in_frame = [], False
+    for raw in message.splitlines():
+        line = raw.strip()
+        if not line:
+            in_frame = False
+            continue
+        if line.startswith(_NOISE):
+            in_frame = line.startswith(("File \"", "Detected at node", "Traceback"))
+            continue
+        if in_frame and raw[:1] in (" ", "\t"):
+            continue  # the source line under a frame
+        in_frame = False
+        kept.append(line.split("\t [[", 1)[0].split(" [[", 1)[0].strip())
+    kept = [k for k in kept if k]
+    return " ".join(kept[:3]) or type(error).__name__
 
 
-def _summary(recipe: Recipe, *, epochs: list, plan, precision: str, strategy_info: dict,
-             threads: dict, data_info: dict, started: float, fit_seconds: float,
-             tf_version: str, keras_version: str) -> dict:
-    final_metrics = {k: v for k, v in (epochs[-1] if epochs else {}).items()
-                     if k not in ("epoch", "examples", "examples_per_sec", "train_seconds",
-                                  "epoch_seconds", "non_finite_loss")}
+def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: _TrainData,
+             fit_seconds: float, early_stopping=None) -> dict:
+    import keras
+    import tensorflow as tf
+
+    def metrics_of(record: dict) -> dict:
+        return {k: v for k, v in record.items()
+                if k not in ("epoch", "examples", "examples_per_sec", "train_seconds",
+                             "epoch_seconds", "non_finite_loss")}
+
+    final_metrics = metrics_of(epochs[-1]) if epochs else {}
+    saved_epoch = len(epochs) or None
+    if early_stopping is not None and early_stopping.stopped_epoch > 0 \
+            and early_stopping.best_weights is not None:
+        saved_epoch = early_stopping.best_epoch + 1  # Keras' epochs count from 0
+    saved_metrics = next((metrics_of(e) for e in epochs if e["epoch"] == saved_epoch), {})
     # The first epoch includes tracing and compilation; report steady state when there is one.
     steady = epochs[1:] if len(epochs) > 1 else epochs
     train_seconds = sum(e["train_seconds"] for e in steady)
     examples = sum(e["examples"] for e in steady)
+    recipe = ctx.recipe
     return {
         "status": "completed",
         "name": recipe.name,
         "epochs_completed": len(epochs),
         "final_metrics": final_metrics,
+        # model.keras: the last epoch's weights, or the best epoch's when early stopping
+        # restored them; both are reported, named.
+        "saved_model_epoch": saved_epoch,
+        "saved_model_metrics": saved_metrics,
         "examples_per_sec": examples / train_seconds if train_seconds else 0.0,
         "first_epoch_examples_per_sec": epochs[0]["examples_per_sec"] if epochs else 0.0,
-        "wall_seconds": time.perf_counter() - started,
+        "wall_seconds": time.perf_counter() - ctx.started,
         "fit_seconds": fit_seconds,
-        "devices": strategy_info.get("devices", []),
-        "strategy": strategy_info.get("strategy"),
-        "precision": precision,
+        "devices": ctx.strategy_info.get("devices", []),
+        "strategy": ctx.strategy_info.get("strategy"),
+        "precision": ctx.precision,
         **plan.as_dict(),  # replicas, accumulation steps, global/per-replica/micro batch
+        "steps_per_epoch": data.steps_per_epoch,
         "jit_compile": recipe.training.jit_compile,
         "steps_per_execution": recipe.training.steps_per_execution,
-        "threads": threads,
-        "dataset": {k: v for k, v in data_info.items() if k != "class_names"},
-        "class_names": list(data_info.get("class_names") or []),
-        "versions": {"tfaccel": __version__, "tensorflow": tf_version, "keras": keras_version,
-                     "python": platform.python_version()},
+        "threads": ctx.threads,
+        "dataset": {k: v for k, v in data.info.items() if k != "class_names"},
+        "class_names": list(data.info.get("class_names") or []),
+        "versions": {"tfaccel": __version__, "tensorflow": tf.__version__,
+                     "keras": keras.__version__, "python": platform.python_version()},
     }
+
+
+def _new_run_dir(recipe: Recipe, run_dir: Optional[str]) -> Path:
+    try:
+        return run_files.create_run_dir(name=recipe.name, runs_dir=recipe.runtime.runs_dir,
+                                        run_dir=run_dir)
+    except PermissionError as error:
+        raise UserInputError(
+            f"cannot create the run directory: {error.strerror} ({error.filename!r}); "
+            "choose a writable runtime.runs_dir or --run-dir.") from None
+    except OSError as error:
+        raise UserInputError(
+            f"cannot create the run directory under runtime.runs_dir "
+            f"{recipe.runtime.runs_dir!r}: {error.strerror or error}.") from None
+
+
+def _holds_only_the_recipe(directory: Path) -> bool:
+    names = {p.name for p in directory.iterdir()} - {LOCK_FILE}
+    return names <= {run_files.RECIPE_FILE}
+
+
+def _write_text(path: Path, text: str) -> None:
+    # Atomic (temporary name, fsync, rename): a reader never sees half a file.
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("w", encoding="utf-8") as stream:
+        stream.write(text)
+        stream.flush()
+        os.fsync(stream.fileno())
+    os.replace(temporary, path)
 
 
 def _as_recipe(recipe_or_path, overrides: Sequence[str]) -> Recipe:

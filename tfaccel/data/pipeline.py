@@ -227,6 +227,9 @@ class EpochStream:
                                  f"than first_pass ({self.first_pass}).")
 
 
+_STREAM_GRAPH_SEED = 20_241_122
+
+
 def _pass_seed(seed: int, pass_index, salt: int):
     """A per-pass int64 seed: a pure function of (seed, pass, salt), different for each."""
     pass_index = tf.cast(pass_index, tf.int64)
@@ -490,6 +493,11 @@ def _stream_of_passes(dataset, plan: _Plan, *, stream: EpochStream, map_fn, cach
                                  ignore_decode_errors=ignore_decode_errors, det=True), cache)
 
     def one_pass(pass_index):
+        # The shuffle seeds below are tensors (they depend on the pass). TF combines an op
+        # seed with the graph-level seed and fails on a tensor op seed when the graph seed
+        # is 0 (`tf.random.set_seed(0)`, the default recipe seed); this sets the seed of this
+        # function's own graph only (we are tracing), so the user's global seed is untouched.
+        tf.compat.v1.set_random_seed(_STREAM_GRAPH_SEED)
         skip = tf.where(tf.equal(pass_index, stream.first_pass),
                         tf.constant(skip_examples, tf.int64), tf.constant(0, tf.int64))
         examples = dataset

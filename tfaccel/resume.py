@@ -1,0 +1,140 @@
+"""Resuming a run in place: which recipe, which checkpoint, one process at a time (no TF)."""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Optional, Sequence
+
+from tfaccel import run_dir as run_files
+from tfaccel.errors import UserInputError
+from tfaccel.recipe import Recipe, load_recipe, recipe_to_dict
+
+# The one key a resume may change: more epochs extend a run. Anything else would make the
+# continued run a different experiment than the one its checkpoints belong to.
+EXTENSIBLE_KEYS = ("training.epochs",)
+LOCK_FILE = ".lock"
+
+
+class RunLock:
+    """An exclusive lock on a run directory, held while a process trains in it.
+
+    Uses `fcntl.flock`, so the lock disappears with the process however it ends (kill -9
+    included): a stale lock file never blocks a resume.
+    """
+
+    def __init__(self, directory: Path):
+        self.path = Path(directory) / LOCK_FILE
+        self._fd: Optional[int] = None
+
+    def acquire(self) -> "RunLock":
+        """Takes the lock or raises UserInputError naming the process that holds it."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise UserInputError(
+                f"run directory {str(self.path.parent)!r} is in use by another tfaccel "
+                f"process (pid {holder}); wait for it to finish or stop it first.") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Releases the lock (also released by the OS when the process exits)."""
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def _flatten(mapping: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in mapping.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict) and key != "params" and key != "features":
+            flat.update(_flatten(value, path))
+        else:
+            flat[path] = value
+    return flat
+
+
+def recipe_differences(saved: Recipe, requested: Recipe) -> list:
+    """``[(key, saved value, requested value)]`` for every key that differs."""
+    old, new = _flatten(recipe_to_dict(saved)), _flatten(recipe_to_dict(requested))
+    return [(key, old.get(key), new.get(key)) for key in sorted(set(old) | set(new))
+            if old.get(key) != new.get(key)]
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumeRequest:
+    """What `plan_resume` decided: the recipe to continue with and the run's folder."""
+
+    directory: Path
+    recipe: Recipe
+    extended_from: Optional[int]  # the saved epoch count when the resume adds epochs
+
+
+def plan_resume(directory, *, requested: Optional[Recipe] = None,
+                overrides: Sequence[str] = ()) -> ResumeRequest:
+    """Checks that a run directory can be resumed with the requested recipe.
+
+    Args:
+        directory: The run directory to continue in place.
+        requested: The recipe the user named, overrides applied (it must equal the saved
+            one but for ``training.epochs``); None continues with the saved recipe.
+        overrides: ``key=value`` overrides of the saved recipe, when `requested` is None.
+
+    Returns:
+        The `ResumeRequest`.
+
+    Raises:
+        UserInputError: Not a run directory, a changed recipe (the message lists every
+            difference), or a run that already finished all its epochs.
+    """
+    directory = Path(directory)
+    recipe_file = directory / run_files.RECIPE_FILE
+    if not directory.is_dir():
+        raise UserInputError(f"--resume {str(directory)!r}: no such run directory.")
+    if not recipe_file.is_file():
+        raise UserInputError(f"--resume {str(directory)!r} is not a tfaccel run directory "
+                             f"(it has no {run_files.RECIPE_FILE}).")
+    saved = load_recipe(recipe_file)
+    if requested is None:
+        requested = load_recipe(recipe_file, overrides)
+    changed = [d for d in recipe_differences(saved, requested) if d[0] not in EXTENSIBLE_KEYS]
+    if changed:
+        lines = "; ".join(f"{key}: {old!r} in the run, {new!r} requested"
+                          for key, old, new in changed)
+        raise UserInputError(
+            f"cannot resume {str(directory)!r} with a different recipe ({lines}). Only "
+            f"{', '.join(EXTENSIBLE_KEYS)} may change on resume (--set training.epochs=N "
+            "extends a run); start a new run for anything else.")
+    if requested.training.epochs < saved.training.epochs:
+        raise UserInputError(
+            f"cannot resume {str(directory)!r} with training.epochs={requested.training.epochs}"
+            f": the run was started for {saved.training.epochs} epochs; epochs can only grow.")
+    summary = _read_summary(directory)
+    finished = summary.get("epochs_completed")
+    if summary.get("status") == "completed" and requested.training.epochs <= saved.training.epochs:
+        raise UserInputError(
+            f"run {str(directory)!r} already finished ({finished} of "
+            f"{saved.training.epochs} epoch(s), status completed); nothing to resume. To "
+            f"train it further, ask for more epochs: --set training.epochs="
+            f"{saved.training.epochs + 1} (or more).")
+    extended = saved.training.epochs if requested.training.epochs > saved.training.epochs \
+        else None
+    return ResumeRequest(directory=directory, recipe=requested, extended_from=extended)
+
+
+def _read_summary(directory: Path) -> dict:
+    try:
+        return json.loads((directory / run_files.SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
