@@ -1,0 +1,320 @@
+"""Resume: exact mid-epoch continuation after SIGTERM or SIGKILL, checkpoints, refusals."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tfaccel import checkpoints as ckpt
+from tfaccel.cli import main
+from tfaccel.errors import TrainingError, UserInputError
+from tfaccel.resume import RunLock, plan_resume
+
+HERE = Path(__file__).parent
+REPO = HERE.parent
+# Deterministic float32 (precision auto would pick bf16 on a CPU that has it), a subset
+# small enough to run three trainings in a test, augmentation on so its seeds are tested.
+EXACT = [
+    "data.train_split=train[:768]", "data.validation_split=test[:256]",
+    "data.shuffle_buffer=768", "data.augment=[flip, crop]",
+    "training.epochs=3", "training.global_batch_size=32",
+    "runtime.precision=float32", "runtime.deterministic=true", "runtime.verbose=0",
+    "runtime.tensorboard=false",
+]
+TOLERANCE = 1e-6
+
+
+def _env():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    env.pop("TFACCEL_DEBUG", None)
+    return env
+
+
+def _drive(tmp_path, overrides, *, stop_at, recipe=REPO / "recipes" / "default.yaml"):
+    """Runs tests/resume_driver.py (uninterrupted vs SIGTERM + resume) in a fresh process."""
+    args = json.dumps({"workdir": str(tmp_path), "recipe": str(recipe),
+                       "overrides": overrides, "stop_at": stop_at})
+    done = subprocess.run([sys.executable, str(HERE / "resume_driver.py"), args],
+                          capture_output=True, text=True, timeout=600, env=_env())
+    result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and result, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(result[-1][len("RESULT "):]), done.stdout
+
+
+def _assert_same_epochs(full, resumed):
+    assert [e["epoch"] for e in full] == [e["epoch"] for e in resumed] == [1, 2, 3]
+    for a, b in zip(full, resumed):
+        for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
+            assert abs(a[key] - b[key]) <= TOLERANCE, (key, a, b)
+        assert a["examples"] == b["examples"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", [[], ["training.accumulation_steps=2",
+                                        "model.params={dropout: 0.3}"]],
+                         ids=["plain", "accumulation-dropout"])
+def test_sigterm_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_data_dir, extra):
+    overrides = [f"data.data_dir={shapes_data_dir}"] + EXACT + extra
+    # 24 steps per epoch: SIGTERM after step 30 lands in the middle of epoch 2.
+    report, output = _drive(tmp_path, overrides, stop_at=30)
+    assert report["preempted"] and report["signum"] == signal.SIGTERM
+    assert report["status_after_stop"] == "preempted"
+    assert report["checkpoint"] == "step-0000031"  # saved at the next step boundary
+    assert "resuming from checkpoint step-0000031: epoch 2, step 7 of 24" in output
+    assert report["weights_max_diff"] <= TOLERANCE
+    _assert_same_epochs(report["epochs_full"], report["epochs_resumed"])
+    # metrics.jsonl: one line per epoch, none twice, none missing.
+    assert [e["epoch"] for e in report["metrics_lines"]] == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_image_folder_sigterm_resume_equals_uninterrupted(tmp_path, shapes_data_dir):
+    from tfaccel.data import export_image_folder
+
+    export_image_folder(tmp_path / "images", split="train[:640]", data_dir=shapes_data_dir)
+    recipe = tmp_path / "folder.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": "folder", "seed": 3,
+        "data": {"source": "image_folder", "path": str(tmp_path / "images"),
+                 "image_size": [32, 32], "validation_fraction": 0.2, "cache": None,
+                 "shuffle_buffer": 512, "augment": ["flip"]},
+        "model": {"name": "small_cnn"},
+        "training": {"epochs": 3, "global_batch_size": 32},
+        "runtime": {"precision": "float32", "deterministic": True, "verbose": 0,
+                    "tensorboard": False}}))
+    report, _ = _drive(tmp_path, [], stop_at=20, recipe=recipe)
+    assert report["preempted"] and report["checkpoint"] == "step-0000021"
+    assert report["weights_max_diff"] <= TOLERANCE
+    _assert_same_epochs(report["epochs_full"], report["epochs_resumed"])
+
+
+def _cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "tfaccel.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=_env(), cwd=REPO)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_data_dir):
+    sets = []
+    for override in [f"data.data_dir={shapes_data_dir}"] + EXACT + [
+            "training.checkpoint_every_steps=4", "training.keep_checkpoints=2"]:
+        sets += ["--set", override]
+    recipe = str(REPO / "recipes" / "default.yaml")
+    full = _cli("train", recipe, "--run-dir", str(tmp_path / "full"), *sets)
+    assert full.returncode == 0, full.stderr[-2000:]
+
+    cut = tmp_path / "cut"
+    process = subprocess.Popen([sys.executable, "-m", "tfaccel.cli", "train", recipe,
+                                "--run-dir", str(cut), *sets], env=_env(), cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    # Kill as soon as the first step checkpoint of epoch 2 (steps 25-48) is complete.
+    while not (cut / "checkpoints" / "step-0000028").is_dir():
+        assert process.poll() is None and time.monotonic() < deadline, "no checkpoint"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    summary = cut / "summary.json"
+    assert not summary.exists()  # killed: nothing wrote a status
+
+    resumed = _cli("train", "--resume", str(cut))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming from checkpoint step-00000" in resumed.stdout
+    assert ": epoch 2, step " in resumed.stdout  # inside epoch 2, not at its start
+
+    import keras
+
+    a = keras.saving.load_model(tmp_path / "full" / "model.keras", compile=False)
+    b = keras.saving.load_model(cut / "model.keras", compile=False)
+    diff = max(float(np.max(np.abs(x - y))) for x, y in zip(a.get_weights(), b.get_weights()))
+    assert diff <= TOLERANCE
+    lines = [json.loads(line) for line in (cut / "metrics.jsonl").read_text().splitlines()]
+    full_lines = [json.loads(line)
+                  for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
+    _assert_same_epochs(full_lines, lines)
+    assert json.loads(summary.read_text())["status"] == "completed"
+    # keep_checkpoints=2: only the two newest step checkpoints remain, epoch ones all.
+    names = sorted(p.name for p in (cut / "checkpoints").iterdir())
+    assert [n for n in names if n.startswith("epoch-")] == ["epoch-001", "epoch-002",
+                                                             "epoch-003"]
+    assert len([n for n in names if n.startswith("step-")]) == 2
+
+    # A finished run is not resumed twice; more epochs extend it.
+    again = _cli("train", "--resume", str(cut))
+    assert again.returncode == 2 and "already finished" in again.stderr
+    assert "Traceback" not in again.stderr
+
+
+TINY = ["data.train_split=train[:256]", "data.validation_split=test[:64]",
+        "data.shuffle_buffer=256", "training.epochs=2", "training.global_batch_size=32",
+        "runtime.verbose=0", "runtime.tensorboard=false"]
+
+
+def _tiny_run(tmp_path, shapes_data_dir, name="run", extra=()):
+    from tfaccel import runner
+
+    return runner.train(str(REPO / "recipes" / "default.yaml"),
+                        [f"data.data_dir={shapes_data_dir}", *TINY, *extra],
+                        run_dir=str(tmp_path / name))
+
+
+def test_resume_extends_a_finished_run_and_refuses_other_changes(tmp_path, shapes_data_dir):
+    from tfaccel import runner
+
+    first = _tiny_run(tmp_path, shapes_data_dir)
+    directory = first.run_dir
+    with pytest.raises(UserInputError, match="already finished .2 of 2 epoch"):
+        runner.train(resume=directory)
+    with pytest.raises(UserInputError) as caught:
+        runner.train(resume=directory, overrides=["optimizer.learning_rate=0.5",
+                                                  "training.global_batch_size=64"])
+    message = str(caught.value)
+    assert "optimizer.learning_rate: 0.002 in the run, 0.5 requested" in message
+    assert "training.global_batch_size: 32 in the run, 64 requested" in message
+
+    extended = runner.train(resume=directory, overrides=["training.epochs=3"])
+    assert [e["epoch"] for e in extended.epochs] == [1, 2, 3]
+    lines = (directory / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3]
+    # The first two epochs are the original run's, untouched.
+    assert json.loads(lines[0]) == first.epochs[0]
+    assert yaml.safe_load((directory / "recipe.yaml").read_text())["training"]["epochs"] == 3
+    assert extended.summary["status"] == "completed"
+
+
+def test_cli_resume_with_a_changed_recipe_exits_2_with_the_differences(tmp_path,
+                                                                      shapes_data_dir):
+    first = _tiny_run(tmp_path, shapes_data_dir, extra=["training.epochs=1"])
+    result = CliRunner().invoke(main, ["train", "--resume", str(first.run_dir),
+                                       "--set", "seed=5"])
+    assert result.exit_code == 2, result.output
+    assert "seed: 0 in the run, 5 requested" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_truncated_checkpoint_is_skipped_for_the_previous_one(tmp_path, shapes_data_dir,
+                                                                capsys):
+    from tfaccel import runner
+
+    first = _tiny_run(tmp_path, shapes_data_dir, extra=["training.epochs=2"])
+    newest = first.run_dir / "checkpoints" / "epoch-002"
+    weights = newest / ckpt.WEIGHTS_FILE
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    capsys.readouterr()
+    resumed = runner.train(resume=first.run_dir, overrides=["training.epochs=3"])
+    out = capsys.readouterr().out
+    assert "checkpoint epoch-002 is skipped: model.weights.h5 does not match its checksum" in out
+    assert "using the previous good checkpoint epoch-001" in out
+    assert "resuming from checkpoint epoch-001: epoch 2, step 0" in out
+    assert [e["epoch"] for e in resumed.epochs] == [1, 2, 3]
+
+
+def test_a_second_process_cannot_resume_a_run_in_use(tmp_path):
+    (tmp_path / "run").mkdir()
+    lock = RunLock(tmp_path / "run").acquire()
+    try:
+        code = ("import sys; from tfaccel.resume import RunLock\n"
+                "try:\n    RunLock(sys.argv[1]).acquire()\n"
+                "except Exception as e:\n    print(e); sys.exit(3)\n")
+        other = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")],
+                               capture_output=True, text=True, timeout=60)
+        assert other.returncode == 3
+        assert f"in use by another tfaccel process (pid {os.getpid()})" in other.stdout
+    finally:
+        lock.release()
+    RunLock(tmp_path / "run").acquire().release()  # free again once released
+
+
+def test_plan_resume_refuses_what_is_not_a_run(tmp_path):
+    with pytest.raises(UserInputError, match="no such run directory"):
+        plan_resume(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserInputError, match="not a tfaccel run directory"):
+        plan_resume(tmp_path / "empty")
+
+
+def _fake_checkpoint(directory, name, step, payload=b"weights"):
+    def write(folder):
+        (folder / ckpt.WEIGHTS_FILE).write_bytes(payload)
+        (folder / ckpt.EXTRA_FILE).write_bytes(b"extra")
+
+    return ckpt.write_checkpoint(directory, name=name, write_files=write,
+                                 state={"global_step": step, "epoch": 0,
+                                        "step_in_epoch": step, "records": []})
+
+
+def test_checkpoints_are_atomic_verified_and_pruned(tmp_path):
+    directory = tmp_path / "checkpoints"
+    for step in (4, 8, 12):
+        _fake_checkpoint(directory, f"step-{step:07d}", step)
+    _fake_checkpoint(directory, "epoch-001", 10)
+    (directory / ".partial-step-0000016-123").mkdir()  # a write cut short by a kill
+    found, skipped = ckpt.latest_checkpoint(directory)
+    assert found.path.name == "step-0000012" and skipped == []
+
+    (directory / "step-0000012" / ckpt.WEIGHTS_FILE).write_bytes(b"weig")  # truncated
+    found, skipped = ckpt.latest_checkpoint(directory)
+    assert found.path.name == "epoch-001"  # step 10, the newest that verifies
+    assert skipped == ["checkpoint step-0000012 is skipped: model.weights.h5 does not "
+                       "match its checksum (cut short or corrupted)"]
+
+    removed = ckpt.prune_step_checkpoints(directory, keep=1)
+    assert removed == ["step-0000008", "step-0000004"]
+    assert sorted(p.name for p in directory.iterdir()) == ["epoch-001", "step-0000012"]
+
+
+def test_a_full_disk_during_a_checkpoint_leaves_the_last_good_one(tmp_path):
+    directory = tmp_path / "checkpoints"
+    _fake_checkpoint(directory, "step-0000004", 4)
+
+    def no_space(folder):
+        (folder / ckpt.WEIGHTS_FILE).write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(TrainingError, match="No space left on device.*intact"):
+        ckpt.write_checkpoint(directory, name="step-0000008", write_files=no_space,
+                              state={"global_step": 8, "epoch": 0, "step_in_epoch": 8})
+    assert sorted(p.name for p in directory.iterdir()) == ["step-0000004"]
+    assert ckpt.latest_checkpoint(directory)[0].path.name == "step-0000004"
+
+
+def test_a_full_disk_while_training_fails_clearly_and_keeps_the_checkpoints(
+        tmp_path, shapes_data_dir, monkeypatch):
+    import keras
+
+    from tfaccel import runner
+
+    real_save = keras.Model.save_weights
+    calls = {"n": 0}
+
+    def save_weights(self, path, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(28, "No space left on device")
+        return real_save(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(keras.Model, "save_weights", save_weights)
+    with pytest.raises(TrainingError, match="could not write checkpoint .*epoch-002.*intact"):
+        _tiny_run(tmp_path, shapes_data_dir)
+    names = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert names == ["epoch-001"]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed"
+
+
+def test_unwritable_runs_dir_is_a_user_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    result = CliRunner().invoke(main, ["train", str(REPO / "recipes" / "default.yaml"),
+                                       "--set", f"runtime.runs_dir={blocker / 'runs'}"])
+    assert result.exit_code == 2, result.output
+    assert "cannot create the run directory" in result.output
+    assert "Traceback" not in result.output
