@@ -83,7 +83,9 @@ def test_train_writes_a_complete_run_directory(tmp_path, tfds_dir):
     assert summary["wall_seconds"] > 0 and summary["examples_per_sec"] > 0
 
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
-        "epoch-001.weights.h5", "epoch-002.weights.h5", "epoch-003.weights.h5"]
+        "epoch-001", "epoch-002", "epoch-003"]
+    assert sorted(p.name for p in (run_dir / "checkpoints" / "epoch-003").iterdir()) == [
+        "extra.npz", "model.weights.h5", "state.json"]
     events = list((run_dir / "tensorboard").rglob("events.out.tfevents.*"))
     assert events, "no TensorBoard event files"
 
@@ -133,7 +135,7 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_what_was_written(tmp_path, 
     assert summary["failure"]["epoch"] == 1
     assert (run_dir / "recipe.yaml").exists()
     # The broken epoch's weights are not saved as a checkpoint.
-    assert list((run_dir / "checkpoints").iterdir()) == []
+    assert not (run_dir / "checkpoints").exists() or not any((run_dir / "checkpoints").iterdir())
 
 
 def test_cli_nan_loss_exits_1_without_traceback(tmp_path, tfds_dir):
@@ -225,18 +227,35 @@ def test_interrupt_keeps_metrics_and_marks_the_summary(tmp_path, tfds_dir):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["epochs_completed"] == 1
     assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 1
-    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["epoch-001.weights.h5"]
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["epoch-001"]
 
 
 def test_steps_per_epoch_longer_than_the_data_repeats_it(tmp_path, tfds_dir):
+    import keras
+
     from tfaccel import runner
 
+    class CountBatches(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.labels = []
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.labels.append(batch)
+
+    counter = CountBatches()
     recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
     result = runner.train(str(recipe), overrides + [
-        "data.train_split=train[:64]", "training.steps_per_epoch=5", "training.epochs=1",
+        "data.train_split=train[:64]", "training.steps_per_epoch=5", "training.epochs=2",
         "runtime.tensorboard=false", "training.checkpoints=false"],
-        run_dir=str(tmp_path / "steps"))
-    assert result.epochs[0]["examples"] == 5 * 32
+        run_dir=str(tmp_path / "steps"), callbacks=[counter])
+    # 64 examples are 2 batches of 32; 2 epochs of 5 steps ran 10 steps on the repeated
+    # data, and the optimizer really took 10 steps.
+    assert counter.labels == [0, 1, 2, 3, 4] * 2
+    model = keras.saving.load_model(result.run_dir / "model.keras")
+    assert int(model.optimizer.iterations.numpy()) == 10
+    assert result.summary["steps_per_epoch"] == 5
+    assert [e["examples"] for e in result.epochs] == [5 * 32, 5 * 32]
     assert not (result.run_dir / "tensorboard").exists()
     assert not (result.run_dir / "checkpoints").exists()
 
