@@ -288,3 +288,74 @@ def test_a_failing_data_worker_is_reported_with_its_traceback(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "failed"
     assert "cannot read example 40" in summary["failure"]["message"]
+
+
+def test_describe_op_error_shows_tensorflow_s_own_message_not_stack_frames():
+    import keras
+    import tensorflow as tf
+
+    from tfaccel.runner import describe_op_error
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    with pytest.raises(tf.errors.OpError) as caught:
+        model.fit(np.zeros((4, 3), "float32"), np.array([0, 1, 7, 1]), verbose=0)
+    assert "File " in caught.value.message  # TF prefixes the frames of the op's definition
+    text = describe_op_error(caught.value)
+    assert text.startswith("Received a label value of 7 which is outside the valid range"), text
+    assert "File " not in text and "[[" not in text and "line " not in text
+
+
+def test_fewer_examples_than_one_global_batch_is_a_user_error(tmp_path, tfds_dir, logical_cpus):
+    recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
+    args = ["train", str(recipe), "--run-dir", str(tmp_path / "small")]
+    for override in overrides + ["data.train_split=train[:16]", "runtime.strategy=mirrored",
+                                 f"runtime.devices=[{', '.join(logical_cpus)}]"]:
+        args += ["--set", override]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert ("the training split has 16 examples, fewer than one global batch of 32 (with 2 "
+            "replicas the last partial batch is dropped)") in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "small").exists()  # nothing left behind
+
+
+def test_early_stopping_reports_the_last_and_the_saved_epoch(tmp_path, tfds_dir):
+    from tfaccel import runner
+
+    recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
+    # A learning rate too small to change float32 weights: validation loss never improves
+    # after epoch 1, so patience 1 stops after epoch 2 and restores epoch 1's weights.
+    result = runner.train(str(recipe), overrides + [
+        "data.train_split=train[:128]", "optimizer.name=sgd", "optimizer.learning_rate=1e-30",
+        "training.epochs=5", "training.early_stopping_patience=1", "runtime.precision=float32"],
+        run_dir=str(tmp_path / "early"))
+    summary = result.summary
+    assert summary["epochs_completed"] == 2
+    assert summary["saved_model_epoch"] == 1
+    assert summary["final_metrics"]["val_loss"] == result.epochs[1]["val_loss"]
+    assert summary["saved_model_metrics"]["val_loss"] == result.epochs[0]["val_loss"]
+    assert "model.keras holds the best epoch (1" in result.summary_text()
+
+
+def test_unknown_size_source_counts_its_steps_for_the_schedule(tmp_path):
+    (tmp_path / "gen_source.py").write_text(
+        "import numpy as np\n"
+        "num_classes = 2\n"
+        "def source(worker, workers):\n"
+        "    for i in range(worker, 100, workers):\n"
+        "        yield np.float32([i % 2, 1 - i % 2]), np.int64(i % 2)\n")
+    recipe = tmp_path / "gen.yaml"
+    recipe.write_text(
+        "data: {source: python, path: gen_source.py:source, validation_split: null,\n"
+        "       shuffle_buffer: 0, cache: null, workers: 1, num_classes: 2}\n"
+        "model: {name: mlp, params: {normalization: none}}\n"
+        "optimizer: {name: sgd, learning_rate: 0.1, schedule: cosine, warmup_epochs: 1}\n"
+        "training: {epochs: 2, global_batch_size: 16}\n"
+        "runtime: {verbose: 0, tensorboard: false}\n")
+    from tfaccel import runner
+
+    result = runner.train(str(recipe), run_dir=str(tmp_path / "run"))
+    # 100 examples / 16 = 7 batches (the last one partial): counted, not assumed (1000).
+    assert result.summary["steps_per_epoch"] == 7
+    assert [e["examples"] for e in result.epochs] == [100, 100]

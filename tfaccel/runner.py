@@ -219,10 +219,10 @@ def _build_data(recipe: Recipe, plan: BatchPlan) -> _TrainData:
     drop = drops_remainder(plan.replicas)
     train_examples = info.get("train_examples")
     if train_examples is None:
-        per_pass = _count_batches(build(None)[0])
+        per_pass, train_examples = _count_pass(build(None)[0])
         print(f"tfaccel: the training source does not declare its size; one pass counted: "
-              f"{per_pass} batches (set training.steps_per_epoch to skip this count).",
-              flush=True)
+              f"{train_examples} examples in {per_pass} batches (set "
+              "training.steps_per_epoch to skip this count).", flush=True)
     else:
         per_pass = batches_per_pass(train_examples, plan.global_batch_size,
                                     drop_remainder=drop)
@@ -233,7 +233,7 @@ def _build_data(recipe: Recipe, plan: BatchPlan) -> _TrainData:
             + (f" (with {plan.replicas} replicas the last partial batch is dropped)"
                if drop else "") + "; lower training.global_batch_size or add data.")
     steps = recipe.training.steps_per_epoch or per_pass
-    if recipe.training.steps_per_epoch or train_examples is None or drop:
+    if recipe.training.steps_per_epoch or drop:
         examples = steps * plan.global_batch_size
     else:
         examples = train_examples
@@ -251,11 +251,15 @@ def _build_data(recipe: Recipe, plan: BatchPlan) -> _TrainData:
                       examples_per_epoch=examples)
 
 
-def _count_batches(dataset) -> int:
-    count = 0
-    for _ in dataset:
-        count += 1
-    return count
+def _count_pass(dataset) -> tuple:
+    """(batches, examples) of one pass over a dataset of batches."""
+    import tensorflow as tf
+
+    batches = examples = 0
+    for batch in dataset:
+        batches += 1
+        examples += int(tf.shape(tf.nest.flatten(batch)[0])[0])
+    return batches, examples
 
 
 def _find_checkpoint(ctx: _RunContext) -> Optional[ckpt.Checkpoint]:
