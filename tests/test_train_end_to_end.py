@@ -359,3 +359,33 @@ def test_unknown_size_source_counts_its_steps_for_the_schedule(tmp_path):
     # 100 examples / 16 = 7 batches (the last one partial): counted, not assumed (1000).
     assert result.summary["steps_per_epoch"] == 7
     assert [e["examples"] for e in result.epochs] == [100, 100]
+
+
+@pytest.mark.filterwarnings("ignore:precision 'mixed_float16' on a machine without a GPU")
+def test_mixed_float16_counts_the_steps_skipped_by_loss_scaling(tmp_path):
+    import keras
+
+    from tfaccel import runner
+
+    rng = np.random.default_rng(0)
+    # Inputs of magnitude ~3000: the first gradients, scaled by Keras' initial loss scale
+    # (2**15), overflow float16, so those steps are skipped and the scale halves.
+    x = (rng.normal(size=(256, 8)) * 3000).astype("float32")
+    y = (x[:, 0] > 0).astype("int64")
+    np.savez(tmp_path / "big.npz", x=x, y=y)
+    recipe = tmp_path / "fp16.yaml"
+    recipe.write_text(
+        "data: {source: arrays, path: big.npz, validation_split: null, cache: null}\n"
+        "model: {name: mlp, params: {normalization: none}}\n"
+        "optimizer: {name: sgd, learning_rate: 1e-6}\n"
+        "training: {epochs: 2, global_batch_size: 32}\n"
+        "runtime: {verbose: 0, tensorboard: false, precision: mixed_float16}\n")
+    class AppliedSteps(keras.callbacks.Callback):
+        def on_train_end(self, logs=None):
+            self.applied = int(self.model.optimizer.inner_optimizer.iterations.numpy())
+
+    applied = AppliedSteps()
+    result = runner.train(str(recipe), run_dir=str(tmp_path / "run"), callbacks=[applied])
+    skipped = [e["loss_scale_skipped_steps"] for e in result.epochs]
+    assert skipped[0] >= 1, skipped
+    assert applied.applied == 2 * 8 - sum(skipped)  # 8 steps per epoch, each one either way

@@ -46,26 +46,38 @@ class EpochMetricsLogger(keras.callbacks.Callback):
     """Appends one JSON object per epoch to metrics.jsonl: losses, metrics and throughput.
 
     Throughput counts training time only (epoch start to the start of validation), so a
-    large validation split does not make training look slow.
+    large validation split does not make training look slow. Under dynamic loss scaling
+    (`mixed_float16`) the steps whose gradients overflowed, and were therefore skipped, are
+    counted as `loss_scale_skipped_steps`.
     """
 
     def __init__(self, path: Path, *, examples_per_epoch: Optional[int], batch_size: int,
-                 guard: Optional[NonFiniteLossGuard] = None):
+                 guard: Optional[NonFiniteLossGuard] = None,
+                 steps_per_epoch: Optional[int] = None):
         super().__init__()
         self.path = Path(path)
-        # None when the dataset's size is unknown (a generator source): count the batches.
+        # None when the dataset's size is unknown: count the batches.
         self.examples_per_epoch = examples_per_epoch
         self.batch_size = batch_size
+        self.steps_per_epoch = steps_per_epoch
         self.guard = guard
         self.records: list[dict] = []
         self._epoch_start = 0.0
         self._train_end: Optional[float] = None
         self._batches = 0
+        self._applied_at_start: Optional[int] = None
+
+    def _applied_steps(self) -> Optional[int]:
+        # Keras' LossScaleOptimizer applies a step to its inner optimizer only when the
+        # gradients are finite: the inner optimizer's iterations count the applied steps.
+        inner = getattr(self.model.optimizer, "inner_optimizer", None)
+        return None if inner is None else int(inner.iterations.numpy())
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_start = time.perf_counter()
         self._train_end = None
         self._batches = 0
+        self._applied_at_start = self._applied_steps()
 
     def on_train_batch_end(self, batch, logs=None):
         # With steps_per_execution > 1 Keras reports the last step index of each execution.
@@ -85,10 +97,17 @@ class EpochMetricsLogger(keras.callbacks.Callback):
             except (TypeError, ValueError):
                 continue
         examples = self.examples_per_epoch or self._batches * self.batch_size
+        # A resumed epoch trains only its rest in this process: its speed counts that part.
+        whole = self.steps_per_epoch is None or self._batches >= self.steps_per_epoch
+        trained = examples if whole else self._batches * self.batch_size
         record["examples"] = examples
-        record["examples_per_sec"] = examples / max(train_seconds, 1e-9)
+        record["examples_per_sec"] = trained / max(train_seconds, 1e-9)
         record["train_seconds"] = train_seconds
         record["epoch_seconds"] = now - self._epoch_start
+        applied = self._applied_steps()
+        if applied is not None and self._applied_at_start is not None:
+            record["loss_scale_skipped_steps"] = self._batches - (applied -
+                                                                  self._applied_at_start)
         if self.guard is not None and self.guard.failure is not None:
             record["non_finite_loss"] = True
         self.records.append(record)

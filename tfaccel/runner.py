@@ -334,7 +334,8 @@ def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
                                           for r in records))
     guard = NonFiniteLossGuard()
     logger = EpochMetricsLogger(metrics_path, examples_per_epoch=data.examples_per_epoch,
-                                batch_size=plan.global_batch_size, guard=guard)
+                                batch_size=plan.global_batch_size, guard=guard,
+                                steps_per_epoch=data.steps_per_epoch)
     logger.records.extend(records)
     callbacks = [guard, logger]
     early = None
@@ -478,7 +479,8 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: _TrainDat
     def metrics_of(record: dict) -> dict:
         return {k: v for k, v in record.items()
                 if k not in ("epoch", "examples", "examples_per_sec", "train_seconds",
-                             "epoch_seconds", "non_finite_loss")}
+                             "epoch_seconds", "non_finite_loss",
+                             "loss_scale_skipped_steps")}
 
     final_metrics = metrics_of(epochs[-1]) if epochs else {}
     saved_epoch = len(epochs) or None
