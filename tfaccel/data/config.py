@@ -29,10 +29,14 @@ def _common(config, *, seed: int, deterministic: bool, sequential: bool) -> dict
     }
 
 
-def _train_tail(config, num_replicas: int) -> dict:
+def _train_tail(config, num_replicas: int, *, stream=None) -> dict:
     # drop_remainder with several replicas: each gets an equal share of every batch.
-    return {"cache": config.cache or None, "augment": list(config.augment) or None,
+    tail = {"cache": config.cache or None, "augment": list(config.augment) or None,
             "drop_remainder": num_replicas > 1}
+    if stream is not None:
+        # The runner's resumable stream of passes (pipeline.EpochStream).
+        tail["stream"] = stream
+    return tail
 
 
 def _val_tail(config) -> dict:
@@ -257,7 +261,7 @@ _BUILDERS = {"image_folder": _build_image_folder, "tfrecords": _build_tfrecords,
 
 
 def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: int,
-                   deterministic: bool, sequential: bool = False):
+                   deterministic: bool, sequential: bool = False, stream=None):
     """Builds the training and validation datasets of a recipe's data section.
 
     Args:
@@ -279,7 +283,8 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     """
     common = _common(config, seed=seed, deterministic=deterministic, sequential=sequential)
     kwargs = dict(batch=global_batch_size, common=common,
-                  train_opts=_train_tail(config, num_replicas), val_opts=_val_tail(config))
+                  train_opts=_train_tail(config, num_replicas, stream=stream),
+                  val_opts=_val_tail(config))
     if config.source in ("builtin", "tfds"):
         name = config.name or (BUILTIN_DEFAULT if config.source == "builtin" else None)
         train, val, info = _build_tfds(config, name, **kwargs)
