@@ -121,6 +121,10 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
         **parallel,
         input_context=input_context,
         shuffle_seed=seed,
+        # In a resumable stream every pass must read the files in the same order (the
+        # pass-seeded shuffle after the cache does the rest), or pass p would depend on how
+        # many passes this process read before.
+        shuffle_reshuffle_each_iteration=False if options.get("stream") else None,
         # Our tail owns caching (after decode, before shuffle) and prefetching.
         try_autocache=False,
         skip_prefetch=True,

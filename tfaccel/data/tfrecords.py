@@ -230,7 +230,11 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         options["input_context"] = ctx
     file_ds = tf.data.Dataset.from_tensor_slices(files)
     if shuffle_buffer:
-        file_ds = file_ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+        # In a resumable stream (options["stream"]) the file order is the same every pass
+        # (seeded once), so pass p does not depend on how many passes came before; the
+        # pass-seeded example shuffle after the cache reorders the examples.
+        file_ds = file_ds.shuffle(len(files), seed=seed,
+                                  reshuffle_each_iteration=options.get("stream") is None)
     deterministic = options.get("deterministic", False)
     # Parallel interleave: several files are read at once, so one slow file (or a remote
     # object store's latency) does not stall the pipeline.
