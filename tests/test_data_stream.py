@@ -76,3 +76,27 @@ def test_stream_arguments_are_checked():
     with pytest.raises(UserInputError, match="cannot be combined"):
         data.optimize(tf.data.Dataset.range(4), batch_size=2, source_shuffle=4,
                       cache="memory", stream=data.EpochStream())
+
+
+def test_tfrecord_files_in_a_stream_resume_exactly(tmp_path):
+    paths = []
+    for f in range(3):
+        path = str(tmp_path / f"part-{f}.tfrecord")
+        with tf.io.TFRecordWriter(path) as writer:
+            for i in range(f * 8, f * 8 + 8):
+                example = tf.train.Example(features=tf.train.Features(feature={
+                    "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i])),
+                    "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))}))
+                writer.write(example.SerializeToString())
+        paths.append(path)
+
+    def build(stream):
+        return data.from_tfrecords(paths, batch_size=4, features={
+            "x": {"dtype": "float32"}, "label": {"dtype": "int64"}}, label_key="label",
+            shuffle_buffer=8, seed=2, stream=stream, deterministic=True)
+
+    full = _labels(build(data.EpochStream(num_passes=3)))
+    assert sorted(sum(full[6:12], [])) == list(range(24))  # pass 1: every record once
+    assert full[0:6] != full[6:12]
+    assert _labels(build(data.EpochStream(first_pass=1, skip_batches=2, num_passes=3))) \
+        == full[8:]
