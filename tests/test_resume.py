@@ -318,3 +318,34 @@ def test_unwritable_runs_dir_is_a_user_error(tmp_path):
     assert result.exit_code == 2, result.output
     assert "cannot create the run directory" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_cli_sigterm_saves_a_checkpoint_and_exits_143(tmp_path, shapes_data_dir):
+    sets = []
+    for override in [f"data.data_dir={shapes_data_dir}", *TINY, "training.epochs=3",
+                     "training.checkpoint_every_steps=2"]:
+        sets += ["--set", override]
+    run = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "tfaccel.cli", "train",
+                                str(REPO / "recipes" / "default.yaml"), "--run-dir", str(run),
+                                *sets], env=_env(), cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (run / "checkpoints" / "step-0000002").is_dir():
+        assert process.poll() is None and time.monotonic() < deadline, "no checkpoint"
+        time.sleep(0.01)
+    sent = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err[-2000:]
+    assert time.monotonic() - sent < 60
+    assert "stopped by signal SIGTERM" in err and "Resume with: tfaccel train --resume" in err
+    assert "Traceback" not in err
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "preempted"
+    assert Path(summary["checkpoint"]).parent == run / "checkpoints"
+    resumed = _cli("train", "--resume", str(run))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [line["epoch"] for line in lines] == [1, 2, 3]
