@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from tfaccel import data
+from tfaccel.data import _workers
 
 
 class Squares:
@@ -206,21 +207,31 @@ def test_stopping_early_while_chunks_fill_the_pipe_does_not_hang():
 
 
 SCRIPT = textwrap.dedent("""
-    import os, sys, time
+    import os, signal, sys, time
     import numpy as np
+
+    # What a terminal gives its foreground job, whatever launched this test: a job started
+    # with `&` by a non-interactive shell inherits SIGINT *ignored*, and then the Ctrl-C
+    # below did nothing and the whole epoch ran to a clean end (exit 0).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
     from tfaccel import data
 
     class Slow:
         def __len__(self):
-            return 10_000
+            return 1_000_000  # far more than the test waits for: no epoch can end in time
         def __getitem__(self, i):
             time.sleep(0.01)
             return np.float32(i), np.int64(i)
 
     ds = data.from_python(Slow(), batch_size=4, workers=2, chunk_size=2)
+    n = 0
     for i, _ in enumerate(ds):
+        n += 1
         if i == 0:
             print("READY", flush=True)
+    print("EPOCH ENDED after", n, "batches", flush=True)
 """)
 
 
@@ -236,12 +247,151 @@ def test_ctrl_c_stops_the_workers(tmp_path):
         workers = sorted(_descendants(proc.pid))
         assert len(workers) >= 2
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-        proc.wait(timeout=60)
-        assert "KeyboardInterrupt" in proc.stderr.read()
+        out, err = proc.communicate(timeout=60)
+        assert "EPOCH ENDED" not in out  # a Ctrl-C is never the end of the data
+        assert "KeyboardInterrupt" in err
+        assert proc.returncode == -signal.SIGINT, (proc.returncode, err[-2000:])
         assert _wait_gone(workers) == []
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+class Stalls:
+    """Random access, 40 examples; from example 20 on a worker waits (up to a minute)."""
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        if i >= 20:
+            time.sleep(60)
+        return np.float32(i), np.int64(i)
+
+
+def _pool(source, *, workers=2, random_access=True):
+    return _workers.Pool(source=source, transform=None, random_access=random_access,
+                         workers=workers, mode="process")
+
+
+def _take_examples(epoch, count):
+    """Reads chunks from `epoch` until `count` examples arrived; returns their labels."""
+    labels = []
+    while len(labels) < count:
+        labels += next(epoch)[1].tolist()
+    return labels
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_worker_killed_mid_epoch_fails_the_epoch_naming_it(signum):
+    pool = _pool(Stalls())
+    try:
+        epoch = _workers.run_epoch(pool, random_access=True, order=np.arange(40),
+                                   chunk_size=2, deterministic=True)
+        assert _take_examples(epoch, 20) == list(range(20))  # chunks 10, 11 now stall
+        os.kill(pool.pids[1], signum)
+        with pytest.raises(_workers.WorkerError) as info:
+            next(epoch)
+        name = signal.Signals(signum).name
+        assert (f"Worker 1 (process, pid {pool.pids[1]}) was killed by {name} (exit code "
+                f"{-signum}) before it had finished its share") in str(info.value)
+    finally:
+        pool.close(timeout=0.5)
+
+
+class ExitsQuietly:
+    """Random access, 12 examples; the worker that loads example 5 exits with code 0."""
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        if i == 5:
+            os._exit(0)
+        return np.float32(i), np.int64(i)
+
+
+def exits_quietly_after_two(worker_index, num_workers):
+    """Generator source: worker 1 exits with code 0 after 2 of its examples."""
+    for k, i in enumerate(range(worker_index, 12, num_workers)):
+        if worker_index == 1 and k == 2:
+            os._exit(0)
+        yield np.float32(i), np.int64(i)
+
+
+def _run_with_hang_detector(fn):
+    outcome = {}
+
+    def target():
+        try:
+            outcome["value"] = fn()
+        except BaseException as err:  # noqa: BLE001 - handed to the test
+            outcome["error"] = err
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout=60)  # a hang detector, not a timing assertion
+    assert not thread.is_alive(), "the epoch hung"
+    return outcome
+
+
+@pytest.mark.parametrize("random_access", [True, False])
+def test_a_worker_that_exits_with_code_0_before_its_share_is_done_is_an_error(random_access):
+    # Exit code 0 is not "finished": only the worker's own end-of-share report is.
+    source = ExitsQuietly() if random_access else exits_quietly_after_two
+    pool = _pool(source, random_access=random_access)
+    try:
+        outcome = _run_with_hang_detector(lambda: [
+            y for _, y in _workers.run_epoch(
+                pool, random_access=random_access,
+                order=np.arange(12) if random_access else None, chunk_size=1,
+                deterministic=True)])
+    finally:
+        pool.close(timeout=0.5)
+    assert "value" not in outcome, f"the epoch ended short: {outcome.get('value')}"
+    assert isinstance(outcome["error"], _workers.WorkerError)
+    assert "Worker 1 (process, pid" in str(outcome["error"])
+    assert "exited (exit code 0) before it had finished its share" in str(outcome["error"])
+
+
+def test_a_pool_closed_under_the_reader_fails_the_epoch_instead_of_ending_it():
+    # What atexit does at interpreter exit: the reader must not see a clean end of data.
+    pool = _pool(Squares())
+    epoch = _workers.run_epoch(pool, random_access=True, order=np.arange(37), chunk_size=3,
+                               deterministic=True)
+    labels = next(epoch)[1].tolist()
+    pool.close()
+    with pytest.raises(_workers.WorkerError, match="closed before the epoch was complete"):
+        for chunk in epoch:
+            labels += chunk[1].tolist()
+    assert labels == [0, 1, 2]
+
+
+class SlowSquares(Squares):
+    def __getitem__(self, i):
+        time.sleep(0.002)
+        return super().__getitem__(i)
+
+
+@pytest.mark.parametrize("random_access", [True, False])
+def test_sigint_to_the_workers_mid_epoch_neither_stops_nor_shortens_it(random_access):
+    source = SlowSquares() if random_access else shard
+    pool = _pool(source, random_access=random_access)
+    try:
+        epoch = _workers.run_epoch(pool, random_access=random_access,
+                                   order=np.arange(37) if random_access else None,
+                                   chunk_size=2, deterministic=True)
+        labels = next(epoch)[-1].tolist()
+        for pid in pool.pids:
+            os.kill(pid, signal.SIGINT)  # the terminal's Ctrl-C, as the workers see it
+        for chunk in epoch:
+            labels += chunk[-1].tolist()
+    finally:
+        pool.close()
+    expected = list(range(37)) if random_access else list(range(29))
+    assert sorted(labels) == expected and len(labels) == len(expected)
+    if random_access:
+        assert labels == expected
 
 
 def test_bad_arguments():

@@ -28,8 +28,8 @@ class WorkerError(RuntimeError):
     """A worker failed; the message carries the worker's own traceback text."""
 
 
-class PoolClosed(Exception):
-    """The pool was closed under a waiting reader (interpreter exit): end the epoch quietly."""
+class PoolClosed(WorkerError):
+    """The pool was closed under a waiting reader: the epoch is incomplete."""
 
 
 def flatten(example) -> list:
@@ -85,12 +85,21 @@ def _discard(payload):
 
 def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks, results,
                  parent_pid, use_shm, shard, stop):
-    """Body of one worker: answers each task with one chunk, or an error with its traceback."""
+    """Body of one worker: answers each task with one chunk, or an error with its traceback.
+
+    A generator worker ends its share with ``("done", id, key, count)``, `count` being the
+    examples it produced in all; the parent checks it, so that only a worker that ran out of
+    examples can end an epoch. Any other ending (a signal, a crash, an exit) is an error.
+    """
     if parent_pid is not None:
         # Ctrl-C reaches the whole process group; the parent decides, workers just stop
-        # when told or when the parent is gone.
+        # when told or when the parent is gone. The parent started us with SIGINT blocked,
+        # so a Ctrl-C that arrived before this line is discarded here instead of raising
+        # KeyboardInterrupt in a half-started worker.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
     iterator = None
+    produced = 0
     try:
         if not random_access:
             # With several input pipelines, pipeline p's worker w is shard p * N + w.
@@ -114,22 +123,43 @@ def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks
                     return  # the parent is closing: drop the chunk, exit at once
                 examples.append(example if transform is None else transform(example))
             if not examples:
-                results.put(("done", worker_id, chunk_id, None))
+                results.put(("done", worker_id, chunk_id, produced))
                 if not random_access:
                     return
                 continue
+            produced += len(examples)
             results.put(("chunk", worker_id, chunk_id, _pack(_stack(examples), use_shm)))
     except BaseException:  # noqa: BLE001 - every failure must reach the caller as text
         results.put(("error", worker_id, None, traceback.format_exc()))
 
 
 _LIVE_POOLS: "weakref.WeakSet[Pool]" = weakref.WeakSet()
+# The epoch generators handed to tf.data (see `track_epoch`).
+_EPOCHS: "weakref.WeakSet" = weakref.WeakSet()
+# Set by the atexit hook: the main thread is done, so no consumer is left to be misled.
+_interpreter_exiting = False
+
+
+def track_epoch(generator):
+    """Registers the generator of one epoch that tf.data runs; returns it."""
+    _EPOCHS.add(generator)
+    return generator
 
 
 @atexit.register
-def _close_all():
+def _close_all(timeout: float = 3.0):
+    global _interpreter_exiting
+    _interpreter_exiting = True
+    # tf.data threads inside an epoch generator right now: once it ends, tf.data calls
+    # its finaliser (Python again) at once. If that call comes after the interpreter has
+    # started finalising, its thread can never take the GIL and the exit hangs in
+    # TensorFlow's iterator destructor; so wait here, GIL released, until it has run.
+    running = [weakref.ref(g) for g in list(_EPOCHS) if g.gi_running]
     for pool in list(_LIVE_POOLS):
         pool.close()
+    deadline = time.monotonic() + timeout
+    while any(r() is not None for r in running) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 class Pool:
@@ -140,6 +170,7 @@ class Pool:
                  shard=(0, 1)):
         self.mode = mode
         self.workers = workers
+        self.random_access = random_access
         self.closed = False
         if mode == "process":
             ctx = multiprocessing.get_context(start_method or _default_start_method())
@@ -170,9 +201,22 @@ class Pool:
         # needs the GIL while Python finalises TensorFlow's iterators deadlocks the exit.
         self._getters = 0
         self._getters_lock = threading.Lock()
+        # Generator workers that sent their "done": the only workers allowed to exit.
+        self.finished = set()
         _LIVE_POOLS.add(self)
-        for h in self.handles:
-            h.start()
+        if mode == "process":
+            # Children inherit the signal mask: a Ctrl-C between the fork and the worker's
+            # SIG_IGN stays pending (then discarded) instead of killing the worker. The
+            # process-wide signal still reaches this process's main thread.
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+            try:
+                for h in self.handles:
+                    h.start()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        else:
+            for h in self.handles:
+                h.start()
 
     @property
     def pids(self) -> List[int]:
@@ -195,28 +239,46 @@ class Pool:
     def _get(self):
         while True:
             if self.closed:
-                raise PoolClosed()
+                raise PoolClosed("The data worker pool was closed before the epoch was "
+                                 "complete; the epoch is not ended early.")
+            # Workers seen gone BEFORE the read: everything they sent was in the pipe by
+            # then (a process flushes its queue before it exits), so an empty read after
+            # this proves they left without finishing their share.
+            gone = [i for i, h in enumerate(self.handles)
+                    if i not in self.finished and not h.is_alive()]
             try:
                 kind, worker_id, chunk_id, payload = self.results.get(timeout=_POLL_SECONDS)
             except (queue.Empty, OSError, ValueError, EOFError):
-                if self.closed:
-                    continue  # reported at the top of the loop
-                # A worker that returned normally (exit code 0) has sent its last message
-                # (a chunk, "done" or its error) already; only a crash or a kill loses one.
-                for i, h in enumerate(self.handles):
-                    code = getattr(h, "exitcode", None)
-                    if code not in (None, 0):
-                        raise WorkerError(f"Worker {i} ({self.mode}) died without a Python "
-                                          f"error (exit code {code}), e.g. killed by the OS "
-                                          "for memory.")
-                if not any(h.is_alive() for h in self.handles):
-                    raise WorkerError(f"All {self.mode} workers exited before the epoch was "
-                                      "complete.")
+                if gone and not self.closed:
+                    raise WorkerError(self._gone_message(gone[0])) from None
                 continue
             if kind == "error":
                 raise WorkerError(f"Worker {worker_id} ({self.mode}) raised an exception; its "
                                   f"traceback:\n{payload}")
+            if kind == "done" and not self.random_access:
+                self.finished.add(worker_id)
             return kind, worker_id, chunk_id, payload
+
+    def _gone_message(self, i: int) -> str:
+        h = self.handles[i]
+        if self.mode == "thread":
+            how = "ended"
+        else:
+            code = h.exitcode
+            if code is not None and code < 0:
+                try:
+                    name = signal.Signals(-code).name
+                except ValueError:
+                    name = f"signal {-code}"
+                how = f"was killed by {name} (exit code {code})"
+            elif code == 0:
+                how = "exited (exit code 0)"
+            else:
+                how = (f"exited with code {code} without reporting a Python error (e.g. "
+                       "killed by the OS for memory)")
+        pid = f", pid {h.pid}" if self.mode == "process" else ""
+        return (f"Worker {i} ({self.mode}{pid}) {how} before it had finished its share of "
+                "the epoch; the epoch is incomplete, so it fails instead of ending early.")
 
     def close(self, timeout: float = 3.0) -> None:
         """Stops the workers and frees the shared memory of chunks nobody will read.
@@ -237,16 +299,19 @@ class Pool:
                 q.put(None)
             except (ValueError, OSError):
                 pass
+        # Only started workers can be joined (a failed start leaves the rest unstarted).
+        handles = [h for h in self.handles
+                   if (h.ident if self.mode == "thread" else h.pid) is not None]
         if self.mode == "thread":
-            for h in self.handles:
+            for h in handles:
                 h.join(timeout=timeout)
             self._wait_for_getters(timeout)
             return
         deadline = time.monotonic() + timeout
-        while any(h.is_alive() for h in self.handles) and time.monotonic() < deadline:
+        while any(h.is_alive() for h in handles) and time.monotonic() < deadline:
             self._drain(wait=0.05)
         self._drain(wait=0.0)  # whatever the exited workers flushed last
-        for h in self.handles:
+        for h in handles:
             if h.is_alive():
                 h.terminate()
                 h.join(timeout=1.0)
@@ -285,19 +350,36 @@ def _default_start_method() -> str:
     return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
+def _rows(arrays: List[np.ndarray]) -> int:
+    return len(arrays[0]) if arrays else 0
+
+
 def run_epoch(pool: Pool, **kwargs) -> Iterator[List[np.ndarray]]:
-    """Yields the chunks of one epoch from `pool` (see `_run_epoch`); ends quietly if the
-    pool is closed under it at interpreter exit (Ctrl-C), instead of printing a traceback
-    from tf.data's thread."""
+    """Yields the chunks of one epoch from `pool` (see `_run_epoch`).
+
+    The epoch ends only when every worker finished its whole share; any other ending
+    raises `WorkerError`. One exception: a pool closed by the atexit hook (the main thread
+    has ended, e.g. on Ctrl-C, so nobody reads the data any more) ends quietly, because
+    tf.data's threads can only stop without calling back into Python, which the
+    finalising interpreter no longer allows, once the generator reports its end; an error
+    makes them ask for the next element and the exit hangs.
+    """
     try:
         yield from _run_epoch(pool, **kwargs)
     except PoolClosed:
-        return
+        if not _interpreter_exiting:
+            raise
 
 
 def _run_epoch(pool: Pool, *, random_access: bool, order=None, chunk_size: int,
                deterministic: bool, prefetch: int = 2) -> Iterator[List[np.ndarray]]:
     """Yields the chunks of one epoch from `pool`, in a fixed order when `deterministic`.
+
+    The epoch ends only when every worker finished its whole share: each random-access
+    chunk came back with as many examples as it asked for, and each generator worker sent
+    its "done" with the count of examples it produced, equal to what arrived from it. Any
+    other ending (a worker killed by a signal, crashed, or exited; the pool closed under
+    the reader) raises `WorkerError`, never a silently short epoch.
 
     Each worker has at most `prefetch` chunks in flight, which bounds memory. In
     deterministic mode chunk c is done by worker c % N and chunks are yielded in order of c
@@ -330,13 +412,18 @@ def _run_epoch(pool: Pool, *, random_access: bool, order=None, chunk_size: int,
             for _ in range(prefetch):
                 dispatch(w)
         waiting, expected = {}, 0
+        answered = set()
         while in_flight:
             kind, worker_id, chunk_id, payload = pool.get()
             in_flight -= 1
             dispatch(worker_id)
-            if kind != "chunk":
-                continue
-            arrays = unpack(payload)
+            arrays = unpack(payload) if kind == "chunk" else []
+            if chunk_id in answered or _rows(arrays) != len(chunks[chunk_id]):
+                raise WorkerError(
+                    f"Worker {worker_id} answered chunk {chunk_id} of {len(chunks[chunk_id])} "
+                    f"examples with {kind} {_rows(arrays)} examples"
+                    f"{' (a second time)' if chunk_id in answered else ''}.")
+            answered.add(chunk_id)
             if not deterministic:
                 yield arrays
                 continue
@@ -344,6 +431,9 @@ def _run_epoch(pool: Pool, *, random_access: bool, order=None, chunk_size: int,
             while expected in waiting:
                 yield waiting.pop(expected)
                 expected += 1
+        if len(answered) != len(chunks):
+            raise WorkerError(f"The epoch ended with {len(chunks) - len(answered)} of "
+                              f"{len(chunks)} chunks unanswered.")
         return
 
     # Generator sources: worker w runs its own shard source(w, n); tasks are credits, and
@@ -354,17 +444,24 @@ def _run_epoch(pool: Pool, *, random_access: bool, order=None, chunk_size: int,
             pool.submit(w, (w, next(counters[w])), chunk_size)
     running = set(range(n))  # workers that have not reported the end of their stream
     finished = set()  # workers whose end marker was reached in the deterministic order
+    received = [0] * n  # examples that arrived from each worker
     waiting, turn, current = {}, [0] * n, 0
     while len(finished) < n:
         if not deterministic and not running:
             return
         kind, worker_id, chunk_id, payload = pool.get()
         if kind == "done":
+            if worker_id not in running or payload != received[worker_id]:
+                raise WorkerError(
+                    f"Worker {worker_id} reported the end of its share after {payload} "
+                    f"examples, but {received[worker_id]} arrived from it"
+                    f"{' (a second end)' if worker_id not in running else ''}.")
             running.discard(worker_id)
             waiting[chunk_id] = None
         else:
             pool.submit(worker_id, (worker_id, next(counters[worker_id])), chunk_size)
             arrays = unpack(payload)
+            received[worker_id] += _rows(arrays)
             if not deterministic:
                 yield arrays
                 continue

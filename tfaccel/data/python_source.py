@@ -181,8 +181,11 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
             # iterator (GeneratorExit), so workers never outlive their epoch.
             pool.close()
 
+    def start_epoch():
+        return _workers.track_epoch(generate())
+
     dataset = tf.data.Dataset.from_generator(
-        generate_in_process if options.get("sequential") else generate,
+        generate_in_process if options.get("sequential") else start_epoch,
         output_signature=chunk_signature)
     dataset = dataset.unbatch()
     if random_access:
