@@ -10,6 +10,7 @@ worker start-up is included):
 then the job size is varied to find the break-even size where workers start to pay off.
 
     python benchmarks/bench_data_python.py [--quick] [--workers 2] [--work-ms 1.0]
+    python benchmarks/bench_data_python.py --start-methods   # pool start-up per method
 """
 
 import argparse
@@ -94,6 +95,35 @@ def run(make):
     return wall, count, (_cpu() - cpu) / wall
 
 
+def start_methods(workers, repeats=3):
+    """Seconds from creating a pool to its first chunk, per start method (TF running).
+
+    This is what each epoch pays, since a pool lives for one epoch. Run it as a script:
+    spawn and forkserver re-import the main module in every worker.
+    """
+    from tfaccel.data import _workers
+
+    tf.reduce_sum(tf.ones([4]))  # TensorFlow's thread pools are running, as in training
+    source = HeavySource(64, 1)
+    print(f"\nPool start-up with {workers} workers, TensorFlow loaded (first pool, then "
+          f"the best of the next {repeats - 1}):\n")
+    print("| start method | first pool (s) | later pools (s) |")
+    print("| --- | ---: | ---: |")
+    for method in ("fork", "forkserver", "spawn"):
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            pool = _workers.Pool(source=source, transform=None, random_access=True,
+                                 workers=workers, mode="process", start_method=method)
+            try:
+                next(_workers.run_epoch(pool, random_access=True, order=np.arange(64),
+                                        chunk_size=8, deterministic=True))
+                times.append(time.perf_counter() - start)
+            finally:
+                pool.close()
+        print(f"| {method} | {times[0]:.3f} | {min(times[1:]):.3f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Smaller jobs, 2 repeats.")
@@ -101,7 +131,12 @@ def main():
     parser.add_argument("--work-ms", type=float, default=1.0, help="Python work per example.")
     parser.add_argument("--examples", type=int, default=4000, help="Examples in the main job.")
     parser.add_argument("--repeats", type=int, default=3, help="Alternating runs each.")
+    parser.add_argument("--start-methods", action="store_true",
+                        help="Only measure pool start-up per multiprocessing start method.")
     args = parser.parse_args()
+    if args.start_methods:
+        start_methods(args.workers)
+        return
     n = 1000 if args.quick else args.examples
     repeats = 2 if args.quick else args.repeats
     iterations = calibrate(args.work_ms)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import itertools
 import multiprocessing
 import os
@@ -98,6 +99,12 @@ def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks
         # KeyboardInterrupt in a half-started worker.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+        # A forked worker holds a copy of the parent's objects, TensorFlow's among them,
+        # whose locks may have been held by threads that do not exist here. The parent
+        # forked with the collector off; freezing keeps it from ever running their
+        # finalisers here. Only this worker's own objects are collected.
+        gc.freeze()
+        gc.enable()
     iterator = None
     produced = 0
     try:
@@ -173,7 +180,7 @@ class Pool:
         self.random_access = random_access
         self.closed = False
         if mode == "process":
-            ctx = multiprocessing.get_context(start_method or _default_start_method())
+            ctx = multiprocessing.get_context(resolve_start_method(start_method))
             # The resource tracker must exist before forking, so that segments created by a
             # worker and unlinked by the parent are tracked by one and the same tracker.
             resource_tracker.ensure_running()
@@ -209,10 +216,14 @@ class Pool:
             # SIG_IGN stays pending (then discarded) instead of killing the worker. The
             # process-wide signal still reaches this process's main thread.
             blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+            collecting = gc.isenabled()
+            gc.disable()  # no collection between a fork and the child's gc.freeze()
             try:
                 for h in self.handles:
                     h.start()
             finally:
+                if collecting:
+                    gc.enable()
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         else:
             for h in self.handles:
@@ -344,10 +355,22 @@ class Pool:
         self.close()
 
 
-def _default_start_method() -> str:
-    # fork starts a worker in milliseconds and accepts lambdas and local closures as sources;
-    # the workers run only the user's Python code (never TensorFlow), which keeps fork safe.
-    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+def resolve_start_method(start_method: Optional[str]) -> str:
+    """The multiprocessing start method to use: `start_method`, or the default.
+
+    The default is "fork" where available. Measured on 2 shared cores with TensorFlow
+    loaded (benchmarks/bench_data_python.py --start-methods): a pool of 2 workers is ready in
+    0.04-0.07 s with fork but 10-15 s with forkserver or spawn (10-18 s), because every
+    such child imports TensorFlow again (through the `tfaccel.data` package and the main
+    module), and pools live for one epoch. Fork is kept safe for a parent whose
+    TensorFlow threads run: the workers never call TensorFlow, start with the garbage
+    collector frozen (no TensorFlow finaliser runs in a child) and with SIGINT blocked.
+    "spawn"/"forkserver" remain available for sources that use libraries which are not
+    fork-safe; their source and transform must then be picklable.
+    """
+    if start_method is None:
+        return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    return start_method
 
 
 def _rows(arrays: List[np.ndarray]) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import multiprocessing
+import pickle
 from typing import Callable, Optional
 
 import numpy as np
@@ -52,6 +54,27 @@ def _as_tf_structure(example):
     return example
 
 
+def _check_start_method(start_method, source, transform) -> None:
+    """Fails early, naming the culprit, when the workers could not be started."""
+    available = multiprocessing.get_all_start_methods()
+    if start_method is not None and start_method not in available:
+        raise UserInputError(f"start_method must be one of {available} or None, got "
+                             f"{start_method!r}.")
+    method = _workers.resolve_start_method(start_method)
+    if method == "fork":
+        return
+    for name, value in (("source", source), ("transform", transform)):
+        try:
+            pickle.dumps(value)
+        except Exception as err:  # noqa: BLE001 - pickling raises many types
+            raise UserInputError(
+                f"from_python(start_method={method!r}) sends the {name} to each worker "
+                f"process by pickling it, and {name} {value!r} cannot be pickled "
+                f"({type(err).__name__}: {err}). Define it at module level (not a lambda, "
+                f"a local function or a class defined inside a function), or use "
+                f"start_method='fork'.") from None
+
+
 def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "process",
                 transform: Optional[Callable] = None,
                 output_signature=None, shuffle: bool = False, seed: Optional[int] = None,
@@ -98,7 +121,11 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
             order); otherwise chunks are used as soon as any worker finishes one.
         chunk_size: Examples a worker stacks into one hand-over.
         start_method: multiprocessing start method; None means "fork" where available
-            (fast, accepts lambdas), else "spawn" (source must then be picklable).
+            (a pool starts in milliseconds and accepts lambdas; see
+            `_workers.resolve_start_method` for why it is safe here), else "spawn".
+            With "spawn" or "forkserver" every worker imports TensorFlow again (seconds
+            per epoch), and `source` and `transform` must be picklable (defined at
+            module level); a UserInputError says so at once otherwise.
         **options: Any other keyword of `tfaccel.data.optimize` (shuffle_buffer, augment,
             cache, ...).
 
@@ -126,6 +153,8 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
     if shuffle and not random_access:
         raise UserInputError("shuffle=True needs a random-access source; for a generator "
                              "source use shuffle_buffer=... instead.")
+    if mode == "process":
+        _check_start_method(start_method, source, transform)
     if output_signature is None:
         output_signature = _signature_of(_first_example(source, transform, random_access))
     chunk_signature = tf.nest.map_structure(

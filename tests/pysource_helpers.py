@@ -1,0 +1,22 @@
+"""Module-level Python sources for the from_python tests, so that spawn/forkserver can pickle them."""
+
+import numpy as np
+
+
+class Squares:
+    """Random-access source: example i is ([i, i*i] float32, i int64)."""
+
+    def __init__(self, size=37):
+        self.size = size
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, i):
+        return np.array([i, i * i], np.float32), np.int64(i)
+
+
+def shard(worker_index, num_workers):
+    """Generator source: this worker's share of examples 0..28 as ({"v", "w"}, label)."""
+    for i in range(worker_index, 29, num_workers):
+        yield {"v": np.float32(i), "w": np.full((2,), i, np.int32)}, np.int64(i)
