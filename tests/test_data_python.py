@@ -85,19 +85,38 @@ def test_deterministic_generator_order_is_round_robin():
     assert _labels(ds) == _labels(ds)
 
 
-def test_large_chunks_travel_through_shared_memory():
-    class Big:
-        def __len__(self):
-            return 6
+class Big:
+    """Random access: example i is (a 48 KiB float32 image, i); 3 of them pass 64 KiB."""
 
-        def __getitem__(self, i):
-            return np.full((64, 64, 3), i, np.uint8), np.int64(i)
+    def __len__(self):
+        return 6
 
+    def __getitem__(self, i):
+        image = np.arange(64 * 64 * 3, dtype=np.float32).reshape(64, 64, 3) * 0.5 + i
+        return image, np.int64(i)
+
+
+def test_large_chunks_travel_through_shared_memory(monkeypatch):
+    payloads = []
+    real_unpack = _workers.unpack
+
+    def spy(payload):  # runs in this process, where tf.data calls the epoch generator
+        payloads.append(payload)
+        return real_unpack(payload)
+
+    monkeypatch.setattr(_workers, "unpack", spy)
+    expected = [Big()[i] for i in range(6)]
+    chunk_bytes = 3 * (expected[0][0].nbytes + expected[0][1].nbytes)
+    assert chunk_bytes >= _workers.SHM_MIN_BYTES  # the test's premise, checked
     ds = data.from_python(Big(), batch_size=6, workers=2, chunk_size=3, deterministic=True,
                           image_dtype=None)
-    x, y = next(iter(ds))
-    assert x.dtype == tf.uint8
-    np.testing.assert_array_equal(x.numpy()[:, 5, 7, 1], y.numpy())
+    (x, y), = list(ds)
+    assert [p[0] for p in payloads] == ["shm", "shm"]  # both chunks took that path
+    for _, name, _ in payloads:  # and the parent freed each segment after copying out
+        assert not os.path.exists(f"/dev/shm/{name.lstrip('/')}"), name
+    assert x.dtype == tf.float32 and y.dtype == tf.int64
+    np.testing.assert_array_equal(x.numpy(), np.stack([e[0] for e in expected]))
+    np.testing.assert_array_equal(y.numpy(), np.arange(6))
 
 
 class Failing:
