@@ -100,3 +100,47 @@ def test_tfrecord_files_in_a_stream_resume_exactly(tmp_path):
     assert full[0:6] != full[6:12]
     assert _labels(build(data.EpochStream(first_pass=1, skip_batches=2, num_passes=3))) \
         == full[8:]
+
+
+def _python_config(tmp_path, kind, **keys):
+    import dataclasses
+
+    from tfaccel.recipe import DataConfig
+
+    (tmp_path / "src.py").write_text(
+        "import numpy as np\n"
+        "class Items:\n"
+        "    num_classes = 40\n"
+        "    def __len__(self):\n        return 40\n"
+        "    def __getitem__(self, i):\n        return np.float32([i]), np.int64(i)\n"
+        "items = Items()\n"
+        "def gen(worker, workers):\n"
+        "    for i in range(worker, 40, workers):\n"
+        "        yield np.float32([i]), np.int64(i)\n")
+    return dataclasses.replace(DataConfig(), source="python", path=f"{tmp_path}/src.py:{kind}",
+                               validation_split=None, cache=None, workers=1, num_classes=40,
+                               **keys)
+
+
+def _build(config, stream=None):
+    from tfaccel.data.config import build_datasets
+
+    return build_datasets(config, global_batch_size=8, num_replicas=1, seed=4,
+                          deterministic=True, stream=stream)[0]
+
+
+def test_a_generator_python_source_is_shuffled_by_data_shuffle_buffer(tmp_path):
+    plain = sum(_labels(_build(_python_config(tmp_path, "gen", shuffle_buffer=0))), [])
+    mixed = sum(_labels(_build(_python_config(tmp_path, "gen", shuffle_buffer=40))), [])
+    assert plain == list(range(40))
+    assert sorted(mixed) == list(range(40)) and mixed != plain
+
+
+@pytest.mark.parametrize("kind", ["items", "gen"])
+def test_a_python_source_in_a_stream_resumes_exactly(tmp_path, kind):
+    config = _python_config(tmp_path, kind, shuffle_buffer=40)
+    full = _labels(_build(config, data.EpochStream(num_passes=3)))
+    assert full[0:5] != full[5:10]
+    resumed = _labels(_build(config, data.EpochStream(first_pass=1, skip_batches=2,
+                                                      num_passes=3)))
+    assert resumed == full[7:]

@@ -233,8 +233,12 @@ def _build_python(config, *, batch, common, train_opts, val_opts):
         train_idx, val_idx = _split_indices(len(source), config.validation_fraction,
                                             common["seed"])
         source, val_source = _Subset(source, train_idx), _Subset(source, val_idx)
+    # data.shuffle_buffer means the same for every source: a buffer of examples, shuffled
+    # per pass (from the pass's seed in a resumable stream). The source's own per-epoch
+    # permutation (`shuffle=True`) is not used here: it depends on how many epochs this
+    # process has read, so a resumed run would continue in another order.
     train = python_source.from_python(
-        source, batch_size=batch, shuffle=random_access and config.shuffle_buffer > 0,
+        source, batch_size=batch, shuffle=False, shuffle_buffer=config.shuffle_buffer,
         **kwargs, **train_opts)
     val = None
     if val_source is not None:
