@@ -63,7 +63,9 @@ def test_tfrecords_infers_classes_and_holds_out_files(tmp_path):
                         features={"image": {"dtype": "float32", "shape": [2]},
                                   "label": {"dtype": "int64"}})
     train, val, info = _build(config)
-    assert info["num_classes"] == 3  # labels 0, 2 in the training files: max + 1
+    # Labels 0, 2 in the training files and 4 in the held-out one: classes come from all
+    # splits, or label 4 would crash (CPU) or give NaN (GPU) at validation.
+    assert info["num_classes"] == 5
     assert info["train_examples"] == 8 and info["validation_examples"] == 4
     assert info["input_shape"] == (2,)
     assert _count(val) == 4
@@ -106,3 +108,38 @@ def test_builtin_default(tmp_path):
     assert info["train_examples"] == 12_000 and info["validation_examples"] == 2_000
     x, y = next(iter(train))
     assert x.shape == (128, 32, 32, 3) and x.dtype == tf.float32
+
+
+def test_arrays_count_classes_over_every_split(tmp_path):
+    path = tmp_path / "d.npz"
+    y = np.zeros(20, np.int64)
+    y[7] = 6  # a label that only the held-out split may hold
+    np.savez(path, x=np.zeros((20, 2), np.float32), y=y)
+    config = DataConfig(source="arrays", path=str(path), validation_fraction=0.5, cache=None)
+    assert _build(config)[2]["num_classes"] == 7
+
+
+@pytest.mark.parametrize("labels, message", [
+    ([0, 1, 3], "label 3 .*data.num_classes is 3"),
+    ([0, -1, 1], "label -1"),
+])
+def test_labels_outside_num_classes_are_a_data_error(tmp_path, labels, message):
+    path = tmp_path / "d.npz"
+    np.savez(path, x=np.zeros((3, 2), np.float32), y=np.array(labels))
+    config = DataConfig(source="arrays", path=str(path), cache=None, num_classes=3)
+    with pytest.raises(DataError, match=message):
+        _build(config)
+
+
+def test_tfrecord_labels_outside_num_classes_are_a_data_error(tmp_path):
+    with tf.io.TFRecordWriter(str(tmp_path / "p.tfrecord")) as w:
+        for label in (0, 1, 5):
+            w.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0])),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+            })).SerializeToString())
+    config = DataConfig(source="tfrecords", path=str(tmp_path / "*.tfrecord"), num_classes=2,
+                        image_key="x", features={"x": {"dtype": "float32"},
+                                                 "label": {"dtype": "int64"}})
+    with pytest.raises(DataError, match="label 5 .*data.num_classes is 2"):
+        _build(config)

@@ -122,9 +122,11 @@ def _build_tfrecords(config, *, batch, common, train_opts, val_opts):
     if val_files:
         val = tfrecords.from_tfrecords(val_files, batch_size=batch, shuffle_buffer=0,
                                        **kwargs, **val_opts)
-    num_classes = getattr(config, "num_classes", None)
-    if num_classes is None:
-        num_classes = _count_classes(files, config)
+    # Every split's labels, not the training files' alone: a class seen only in validation
+    # would otherwise crash (CPU) or give NaN (GPU) there.
+    low, high = _tfrecord_label_range(files + val_files, config)
+    num_classes = classes_for_labels(low, high, num_classes=config.num_classes,
+                                     where=repr(config.path))
     return train, val, {
         "num_classes": num_classes,
         "class_names": None,
@@ -133,18 +135,38 @@ def _build_tfrecords(config, *, batch, common, train_opts, val_opts):
     }
 
 
-def _count_classes(files, config) -> int:
-    """One pass over the label feature only: max label + 1."""
+def _tfrecord_label_range(files, config):
+    """One pass over the label feature only: (smallest, largest) label."""
     spec = {config.label_key: tfrecords.parse_feature_spec(config.features)[0][config.label_key]}
     records = tf.data.TFRecordDataset(files, compression_type=config.compression or "",
                                       num_parallel_reads=tf.data.AUTOTUNE)
     labels = records.batch(1024).map(lambda r: tf.io.parse_example(r, spec)[config.label_key])
-    top = -1
+    low, high = None, None
     for batch in labels.as_numpy_iterator():
-        top = max(top, int(np.max(batch)) if batch.size else -1)
-    if top < 0:
+        if batch.size:
+            low = int(np.min(batch)) if low is None else min(low, int(np.min(batch)))
+            high = int(np.max(batch)) if high is None else max(high, int(np.max(batch)))
+    if high is None:
         raise DataError(f"No labels found in {config.path!r}; set data.num_classes.")
-    return top + 1
+    return low, high
+
+
+def classes_for_labels(low: int, high: int, *, num_classes, where: str) -> int:
+    """THE label rule: labels are 0..num_classes-1 (inferred as largest + 1 if not given).
+
+    Raises:
+        DataError: A label is negative or not below the given `data.num_classes`.
+    """
+    if low < 0:
+        raise DataError(f"{where} holds label {low}; labels must be integers from 0 to "
+                        "data.num_classes - 1.")
+    if num_classes is None:
+        return high + 1
+    if high >= num_classes:
+        raise DataError(f"{where} holds label {high} but data.num_classes is {num_classes}; "
+                        f"labels must be below it (set data.num_classes: {high + 1} or more, "
+                        "or fix the labels).")
+    return num_classes
 
 
 def _split_indices(n, fraction, seed):
@@ -162,6 +184,9 @@ def _build_arrays(config, *, batch, common, train_opts, val_opts):
             raise DataError(f"Arrays file {path!r} must hold arrays named 'x' and 'y'; it has "
                             f"{sorted(npz.files)}.")
         x, y = npz["x"], npz["y"]
+    num_classes = classes_for_labels(int(np.min(y)), int(np.max(y)),
+                                     num_classes=config.num_classes, where=repr(path)) \
+        if len(y) else config.num_classes
     val = None
     if config.validation_fraction:
         train_idx, val_idx = _split_indices(len(x), config.validation_fraction, common["seed"])
@@ -171,7 +196,6 @@ def _build_arrays(config, *, batch, common, train_opts, val_opts):
     train = arrays.from_arrays(x, y, batch_size=batch,
                                shuffle_buffer=min(config.shuffle_buffer, len(x)), **common,
                                **train_opts)
-    num_classes = getattr(config, "num_classes", None) or int(np.max(y)) + 1
     return train, val, {
         "num_classes": num_classes,
         "class_names": None,
