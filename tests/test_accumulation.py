@@ -335,3 +335,41 @@ def test_embedding_gradients_accumulate_densely():
         trained.fit(x, y, batch_size=32, epochs=2, shuffle=False, verbose=0)
         results[name] = [w.numpy() for w in model.weights]
     assert _max_diff(results["plain_dense"], results["ours"]) <= FLOAT32_ATOL
+
+
+def _padded_sequences(n=32, length=6, vocab=12, classes=3):
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(1, vocab, size=(n, length))
+    # Very unequal lengths, so each micro-batch's share of valid tokens differs from its
+    # share of examples: the first half are mostly padding, the second half full.
+    lengths = np.where(np.arange(n) < n // 2, 1, length)
+    tokens[np.arange(length)[None, :] >= lengths[:, None]] = 0  # 0 = padding
+    labels = rng.integers(0, classes, size=(n, length))
+    return tokens, labels
+
+
+def _token_model(vocab=12, classes=3):
+    keras.utils.set_random_seed(2)
+    return keras.Sequential([
+        keras.Input((6,), dtype="int32"),
+        keras.layers.Embedding(vocab, 8, mask_zero=True),
+        keras.layers.Dense(classes),
+    ])
+
+
+@pytest.mark.parametrize("steps", [2, 4])
+def test_masked_per_token_loss_accumulates_exactly(steps):
+    # Keras divides a masked loss by the number of VALID entries: a mean of per-micro-batch
+    # means weighted by example share is a different objective (7.9e-4 apart after 2 epochs).
+    x, y = _padded_sequences()
+    results = []
+    for accumulation in (None, steps):
+        model = _token_model()
+        trained = accumulate(model, accumulation) if accumulation else model
+        trained.compile(optimizer=keras.optimizers.SGD(0.5), loss=_sparse_ce())
+        history = trained.fit(x, y, batch_size=32, epochs=3, shuffle=False, verbose=0)
+        results.append((model.get_weights(), history.history["loss"]))
+    (plain_w, plain_loss), (acc_w, acc_loss) = results
+    for a, b in zip(plain_w, acc_w):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    np.testing.assert_allclose(plain_loss, acc_loss, rtol=1e-6)

@@ -55,6 +55,10 @@ class AccumulatingModel(keras.Model):
         Keras' default, with or without sample weights) plus regularisation losses.
         Losses with another reduction ("sum", ...) raise UserInputError when the step
         is first traced, rather than train on a silently different objective.
+      * Masked outputs (`Embedding(mask_zero=True)`, per-token losses): Keras divides the
+        loss by the number of valid mask entries, so micro-batch j is weighted by its
+        share of the batch's valid entries instead; exact like a plain fit. A model with
+        several outputs of which one is masked raises UserInputError.
       * BatchNorm (and any layer with state updated in training) sees each micro-batch
         separately: batch statistics are per micro-batch and moving averages are updated
         `steps` times per optimizer step.
@@ -135,17 +139,17 @@ class AccumulatingModel(keras.Model):
         # Which variables get no gradient is a property of the graph, fixed when the body
         # is traced; such variables get None (as in Keras' own step), not a zero update.
         has_gradient = []
+        masked = []
 
-        def body(i, total_loss, accumulators):
+        def body(i, total_loss, valid, entries, accumulators):
             (x_i, y_i, sw_i), size = take(i)
             with tf.GradientTape() as tape:
                 y_pred = self(x_i, training=True) if self._call_has_training_arg else self(x_i)
                 loss = self._compute_loss(
                     x=x_i, y=y_i, y_pred=y_pred, sample_weight=sw_i, training=True
                 )
-                # Share of the batch's examples, not 1/steps: exact with a short
-                # micro-batch and never a mean of unequal means.
-                loss = loss * tf.cast(size, loss.dtype) / tf.cast(batch, loss.dtype)
+                share, valid_i, entries = _micro_batch_share(y_pred, size, batch, masked)
+                loss = loss * tf.cast(share, loss.dtype)
                 scaled = self.optimizer.scale_loss(loss)
             gradients = tape.gradient(scaled, variables)
             if not has_gradient:
@@ -155,17 +159,26 @@ class AccumulatingModel(keras.Model):
                 acc if g is None else acc + tf.cast(tf.convert_to_tensor(g), acc.dtype)
                 for acc, g in zip(accumulators, gradients)
             ]
-            return i + 1, total_loss + tf.cast(loss, tf.float32), accumulators
+            return (i + 1, total_loss + tf.cast(loss, tf.float32), valid + valid_i, entries,
+                    accumulators)
 
         zeros = [tf.zeros(v.shape, dtype=v.dtype) for v in variables]
-        _, total_loss, summed = tf.while_loop(
+        _, total_loss, valid, entries, summed = tf.while_loop(
             lambda i, *_: i < micro_batches,
             body,
-            (tf.constant(0), tf.constant(0.0, tf.float32), zeros),
+            (tf.constant(0), tf.constant(0.0, tf.float32), tf.constant(0.0, tf.float32),
+             tf.constant(1.0, tf.float32), zeros),
             # The loop runs a fixed, small number of times; keep one micro-batch of
             # activations alive at a time rather than pipelining iterations.
             parallel_iterations=1,
         )
+        if masked and masked[0]:
+            # Keras divides a masked loss by the batch's count of VALID entries (plus its
+            # epsilon), known only now: finish each micro-batch's weight (see
+            # `_micro_batch_share`) with the whole batch's count.
+            factor = entries / (valid + keras.config.epsilon())
+            total_loss = total_loss * factor
+            summed = [g * tf.cast(factor, g.dtype) for g in summed]
         self._loss_tracker.update_state(
             _unscale_for_distribution(total_loss),
             sample_weight=batch,
@@ -218,6 +231,42 @@ class AccumulatingModel(keras.Model):
                     f"({', '.join(_MEAN_REDUCTIONS)}); loss {loss.name!r} has "
                     f"reduction={reduction!r}"
                 )
+
+
+def _micro_batch_share(y_pred, size, batch, masked):
+    """The weight of one micro-batch's loss in the whole batch's loss.
+
+    Unmasked, a mean-reduced loss divides by the number of examples, so micro-batch j
+    weighs n_j / N: exact with a short micro-batch, never a mean of unequal means. Masked
+    (e.g. `Embedding(mask_zero=True)`, per-token losses), Keras' `apply_mask` makes the
+    loss sum(loss * weight over valid entries) / (valid + epsilon), so micro-batch j must
+    weigh (valid_j + epsilon) / (valid + epsilon). The batch's valid count is known only
+    after the loop, so here j weighs (valid_j + epsilon) / entries (entries: the batch's
+    mask size, so the weight stays <= n_j / N and scaled float16 gradients cannot grow),
+    and the loop's result is multiplied by entries / (valid + epsilon). `masked` records,
+    at trace time, which case this is.
+
+    Returns:
+        ``(weight, valid entries of this micro-batch, mask entries of the whole batch)``.
+    """
+    masks = [getattr(t, "_keras_mask", None) for t in keras.tree.flatten(y_pred)]
+    present = [m for m in masks if m is not None]
+    if not masked:
+        masked.append(bool(present))
+    if not present:
+        share = tf.cast(size, tf.float32) / tf.cast(batch, tf.float32)
+        return share, tf.constant(0.0), tf.constant(1.0)
+    if len(masks) > 1:
+        raise UserInputError(
+            "accumulation is exact for a masked loss on a model with ONE output; this model "
+            f"has {len(masks)} outputs and at least one carries a Keras mask "
+            "(e.g. from Embedding(mask_zero=True)). Accumulate without masks, or train "
+            "without accumulation.")
+    mask = tf.cast(present[0], tf.float32)
+    valid = tf.reduce_sum(mask)
+    entries = tf.cast(tf.size(mask), tf.float32) * tf.cast(batch, tf.float32) / tf.cast(
+        size, tf.float32)
+    return (valid + keras.config.epsilon()) / entries, valid, entries
 
 
 def _first_tensor(structure):
