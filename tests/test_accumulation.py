@@ -373,3 +373,54 @@ def test_masked_per_token_loss_accumulates_exactly(steps):
     for a, b in zip(plain_w, acc_w):
         np.testing.assert_allclose(a, b, atol=1e-6)
     np.testing.assert_allclose(plain_loss, acc_loss, rtol=1e-6)
+
+
+class _BatchSizeProbe(keras.layers.Layer):
+    """Records the largest batch it was called on (to see micro-batching happen)."""
+
+    def build(self, input_shape):
+        self.largest = self.add_weight(shape=(), initializer="zeros", trainable=False,
+                                       dtype="int32", name="largest")
+
+    def call(self, x):
+        self.largest.assign(tf.maximum(self.largest, tf.shape(x)[0]))
+        return x
+
+
+def _probed_mlp():
+    keras.utils.set_random_seed(1)
+    inputs = keras.Input((8,))
+    hidden = keras.layers.Dense(16, activation="relu")(_BatchSizeProbe()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(3)(hidden))
+
+
+def test_evaluate_and_predict_run_in_micro_batches_with_the_same_results():
+    x, y = _data(n=100)  # 100 = 3 batches of 32 + a partial batch of 4
+    model = _probed_mlp()
+    model.compile(optimizer="sgd", loss=_sparse_ce(), metrics=["accuracy"])
+    plain_eval = model.evaluate(x, y, batch_size=32, verbose=0, return_dict=True)
+    plain_pred = model.predict(x, batch_size=32, verbose=0)
+    probe = model.layers[1]
+    assert int(probe.largest.numpy()) == 32
+    probe.largest.assign(0)
+    wrapper = accumulate(model, 4)
+    wrapper.compile(optimizer="sgd", loss=_sparse_ce(), metrics=["accuracy"])
+    evaluated = wrapper.evaluate(x, y, batch_size=32, verbose=0, return_dict=True)
+    predicted = wrapper.predict(x, batch_size=32, verbose=0)
+    assert int(probe.largest.numpy()) == 8  # micro-batches of 32 / 4, never the batch
+    assert evaluated["loss"] == pytest.approx(plain_eval["loss"], rel=1e-6)
+    assert evaluated["accuracy"] == pytest.approx(plain_eval["accuracy"], rel=1e-6)
+    np.testing.assert_allclose(predicted, plain_pred, atol=1e-6)
+    assert predicted.shape == (100, 3)
+
+
+def test_masked_evaluate_in_micro_batches_equals_plain():
+    x, y = _padded_sequences()
+    model = _token_model()
+    model.compile(optimizer="sgd", loss=_sparse_ce(), metrics=["accuracy"])
+    plain = model.evaluate(x, y, batch_size=32, verbose=0, return_dict=True)
+    wrapper = accumulate(model, 4)
+    wrapper.compile(optimizer="sgd", loss=_sparse_ce(), metrics=["accuracy"])
+    micro = wrapper.evaluate(x, y, batch_size=32, verbose=0, return_dict=True)
+    assert micro["loss"] == pytest.approx(plain["loss"], rel=1e-6)
+    assert micro["accuracy"] == pytest.approx(plain["accuracy"], rel=1e-6)

@@ -190,6 +190,67 @@ class AccumulatingModel(keras.Model):
         )
         return self.get_metrics_result()
 
+    def _eval_micro_batches(self):
+        # XLA needs static micro-batch shapes, which a partial validation batch does not
+        # divide into: under jit_compile, evaluation and prediction use whole batches.
+        return self.steps > 1 and not self.jit_compile
+
+    def test_step(self, data):
+        """Evaluates one batch in micro-batches (as training holds them in memory).
+
+        The loss is weighted per micro-batch exactly as in `train_step` and the metrics
+        are updated per micro-batch, so the results equal a whole-batch evaluation.
+        """
+        if not self._eval_micro_batches():
+            return super().test_step(data)
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        batch = tf.shape(_first_tensor(x))[0]
+        micro_batches, take = self._dynamic_slicer(batch, (x, y, sample_weight))
+        masked = []
+
+        def body(i, total_loss, valid, entries):
+            (x_i, y_i, sw_i), size = take(i)
+            y_pred = self(x_i, training=False) if self._call_has_training_arg else self(x_i)
+            loss = self._compute_loss(x=x_i, y=y_i, y_pred=y_pred, sample_weight=sw_i,
+                                      training=False)
+            share, valid_i, entries = _micro_batch_share(y_pred, size, batch, masked)
+            self.compute_metrics(x_i, y_i, y_pred, sample_weight=sw_i)
+            loss = tf.cast(loss, tf.float32) * share
+            return i + 1, total_loss + loss, valid + valid_i, entries
+
+        _, total_loss, valid, entries = tf.while_loop(
+            lambda i, *_: i < micro_batches, body,
+            (tf.constant(0), tf.constant(0.0), tf.constant(0.0), tf.constant(1.0)),
+            parallel_iterations=1)
+        if masked and masked[0]:
+            total_loss = total_loss * entries / (valid + keras.config.epsilon())
+        self._loss_tracker.update_state(_unscale_for_distribution(total_loss),
+                                        sample_weight=batch)
+        return self.get_metrics_result()
+
+    def predict_step(self, data):
+        """Predicts one batch in micro-batches and returns the concatenated outputs."""
+        if not self._eval_micro_batches():
+            return super().predict_step(data)
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
+        batch = tf.shape(_first_tensor(x))[0]
+        micro_batches, take = self._dynamic_slicer(batch, (x, None, None))
+        # Only dtypes and nesting are needed: one TensorArray per output, concatenated after.
+        spec = self.compute_output_spec(_slice_structure(x, 0, 1))
+        outputs = keras.tree.map_structure(
+            lambda s: tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False),
+            spec)
+
+        def body(i, arrays):
+            (x_i, _, _), _ = take(i)
+            y_pred = self(x_i, training=False) if self._call_has_training_arg else self(x_i)
+            arrays = keras.tree.map_structure(lambda a, t: a.write(i, t), arrays, y_pred)
+            return i + 1, arrays
+
+        _, outputs = tf.while_loop(lambda i, *_: i < micro_batches, body,
+                                   (tf.constant(0), outputs), parallel_iterations=1)
+        return keras.tree.map_structure(lambda a: a.concat(), outputs)
+
     def _dynamic_slicer(self, batch, data):
         """Micro-batches of sizes differing by at most one; any batch size works."""
         micro_batches = tf.minimum(tf.constant(self.steps), batch)
