@@ -143,3 +143,17 @@ def test_every_key_is_described_and_documented_in_the_readme():
     for key, _default, help_text in rows:
         assert help_text, key
         assert f"`{key}`" in readme, f"README does not document {key}"
+
+
+def test_readme_keys_table_is_exactly_the_generated_one():
+    # Names alone would let a changed default or meaning go stale in the README.
+    from click.testing import CliRunner
+
+    from tfaccel.cli import main
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("\n", readme.index("<!-- keys:start")) + 1
+    table = readme[start:readme.index("<!-- keys:end -->")]
+    generated = CliRunner().invoke(main, ["keys", "--markdown"]).output
+    assert table == generated
+    assert "| `training.keep_checkpoints` | `3` | How many step checkpoints to keep" in table
