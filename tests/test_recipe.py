@@ -124,10 +124,14 @@ def test_missing_file_and_malformed_yaml(tmp_path):
 
 
 def test_unknown_model_and_model_param_are_rejected():
-    assert "model.name 'small_cn' is not a registered model (did you mean 'small_cnn'?)" in \
-        error_of({"model": {"name": "small_cn"}})
-    assert "unknown key 'model.params.dropuot'" in error_of(
-        {"model": {"name": "small_cnn", "params": {"dropuot": 0.1}}})
+    # The same check (and message) as models.build_model's, at validation time.
+    assert "model (name 'small_cn', params): Unknown model name 'small_cn'. Did you mean " \
+        "'small_cnn'?" in error_of({"model": {"name": "small_cn"}})
+    assert "Unknown parameter 'dropuot' for model 'small_cnn'. Did you mean 'dropout'?" in \
+        error_of({"model": {"name": "small_cnn", "params": {"dropuot": 0.1}}})
+    # Values too, which validation did not check before.
+    assert "model 'small_cnn' parameter 'dropout' must be a number in [0, 1), got 1.5" in \
+        error_of({"model": {"name": "small_cnn", "params": {"dropout": 1.5}}})
 
 
 def test_resolved_recipe_round_trips_through_yaml(tmp_path):
@@ -157,3 +161,39 @@ def test_readme_keys_table_is_exactly_the_generated_one():
     generated = CliRunner().invoke(main, ["keys", "--markdown"]).output
     assert table == generated
     assert "| `training.keep_checkpoints` | `3` | How many step checkpoints to keep" in table
+
+
+def test_json_schema_accepts_every_shipped_recipe_and_rejects_mistakes():
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from tfaccel.cli import main
+
+    result = CliRunner().invoke(main, ["keys", "--json-schema"])
+    assert result.exit_code == 0
+    schema = json.loads(result.output)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    recipes = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
+    assert len(recipes) >= 6
+    for path in recipes:
+        errors = list(validator.iter_errors(yaml.safe_load(path.read_text())))
+        assert not errors, (path.name, [e.message for e in errors])
+
+    def messages(recipe):
+        return [e.message for e in validator.iter_errors(recipe)]
+
+    assert any("'epochz' was unexpected" in m
+               for m in messages({"training": {"epochz": 3}}))
+    assert any("'three' is not valid under any of the given schemas" in m
+               or "'three' is not of type 'integer'" in m
+               for m in messages({"training": {"epochs": "three"}}))
+    assert any("0 is less than the minimum of 1" in m
+               for m in messages({"training": {"epochs": 0}}))
+    assert any("'sgdd' is not one of" in m for m in messages({"optimizer": {"name": "sgdd"}}))
+    assert messages({"model": {"name": "small_cnn", "params": {"dropout": 0.1}},
+                     "training": {"checkpoint_every_steps": None}}) == []
+    # The schema's defaults are the recipe's defaults.
+    assert schema["properties"]["training"]["properties"]["keep_checkpoints"]["default"] == 3

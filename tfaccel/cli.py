@@ -191,11 +191,21 @@ def export_images(out_dir, dataset, split, limit, data_dir, image_format):
 
 @main.command()
 @click.option("--markdown", is_flag=True, help="Print a Markdown table (as in the README).")
+@click.option("--json-schema", "json_schema", is_flag=True,
+              help="Print the recipe's JSON Schema, for editors that complete and check "
+                   "recipes as they are typed (the YAML language server).")
 @handle_errors
-def keys(markdown):
+def keys(markdown, json_schema):
     """List every recipe key with its default and meaning."""
     from tfaccel.recipe import describe_keys
 
+    if json_schema:
+        import json
+
+        from tfaccel.recipe_schema import json_schema as schema
+
+        click.echo(json.dumps(schema(), indent=2))
+        return
     if markdown:
         click.echo("| key | default | meaning |\n|---|---|---|")
     for key, default, help_text in describe_keys():

@@ -345,6 +345,29 @@ def build_model(name, *, input_shape, num_classes, **params):
       UserInputError: unknown model or parameter (with a did-you-mean), a parameter value of
         the wrong type or range, or a bad input shape or class count.
     """
+    merged = check_params(name, params)
+    # The MLP flattens whatever it gets; every other model needs images.
+    shape = _check_shape(input_shape, num_classes, images=name != "mlp")
+    return _spec(name).build(input_shape=shape, num_classes=num_classes, **merged)
+
+
+def check_params(name, params):
+    """THE check of a model name and its parameters, without TensorFlow.
+
+    Used by `build_model` and by recipe validation (`tfaccel validate`), so both say the
+    same thing about the same mistake.
+
+    Args:
+      name: a registered model name.
+      params: a mapping of parameter name -> value (unspecified ones take defaults).
+
+    Returns:
+      A dict of every parameter with its checked value (lists as tuples).
+
+    Raises:
+      UserInputError: unknown model or parameter (with a did-you-mean), or a value of the
+        wrong type or range (naming the parameter and the value received).
+    """
     spec = _spec(name)
     unknown = sorted(set(params) - set(spec.defaults))
     if unknown:
@@ -354,10 +377,5 @@ def build_model(name, *, input_shape, num_classes, **params):
             f"{_did_you_mean(key, spec.defaults)} "
             f"Known parameters: {', '.join(sorted(spec.defaults)) or '(none)'}."
         )
-    # The MLP flattens whatever it gets; every other model needs images.
-    shape = _check_shape(input_shape, num_classes, images=name != "mlp")
-    merged = {
-        key: _check_param(name, key, params.get(key, default), default)
-        for key, default in spec.defaults.items()
-    }
-    return spec.build(input_shape=shape, num_classes=num_classes, **merged)
+    return {key: _check_param(name, key, params.get(key, default), default)
+            for key, default in spec.defaults.items()}

@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional
 
 import yaml
 
-from tfaccel.errors import RecipeError, closest_match
+from tfaccel.errors import RecipeError, UserInputError, closest_match
 
 SOURCES = ("builtin", "tfds", "image_folder", "tfrecords", "arrays", "python")
 AUGMENTATIONS = ("flip", "flip_vertical", "crop", "brightness", "contrast", "rotate90")
@@ -473,20 +473,14 @@ def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
 
 
 def _check_model_params(model: ModelConfig, *, source: str) -> None:
-    # The registry is TensorFlow-free at import, so this check keeps `validate` fast.
+    # The registry is TensorFlow-free at import, so `validate` stays fast; the check is the
+    # one `build_model` runs, so both give the same message for the same mistake.
     from tfaccel import models
 
-    names = list(models.model_names())
-    if model.name not in names:
-        raise RecipeError(f"{source}: model.name {model.name!r} is not a registered model"
-                          f"{_did_you_mean(model.name, names)}; choose from "
-                          f"{', '.join(names)}.")
-    known = models.model_params(model.name)
-    for key in model.params:
-        if key not in known:
-            raise RecipeError(f"{source}: unknown key 'model.params.{key}' for model "
-                              f"{model.name!r}{_did_you_mean(str(key), list(known))}; its "
-                              f"parameters are {', '.join(known) or 'none'}.")
+    try:
+        models.check_params(model.name, model.params)
+    except UserInputError as error:
+        raise RecipeError(f"{source}: model (name {model.name!r}, params): {error}") from None
 
 
 def _resolve_paths(recipe: Recipe, base_dir: Path) -> Recipe:
