@@ -144,3 +144,37 @@ def test_a_python_source_in_a_stream_resumes_exactly(tmp_path, kind):
     resumed = _labels(_build(config, data.EpochStream(first_pass=1, skip_batches=2,
                                                       num_passes=3)))
     assert resumed == full[7:]
+
+
+def _image_folder(tmp_path, n=24):
+    for i in range(n):
+        folder = tmp_path / "images" / ("a" if i % 2 else "b")
+        folder.mkdir(parents=True, exist_ok=True)
+        image = np.full((4, 4, 3), i, np.uint8)
+        (folder / f"{i:03d}.png").write_bytes(tf.io.encode_png(image).numpy())
+    return tmp_path / "images"
+
+
+@pytest.mark.parametrize("cache", [None, "memory"])
+def test_an_image_folder_takes_data_shuffle_buffer_as_given(tmp_path, cache):
+    import dataclasses
+
+    from tfaccel.recipe import DataConfig
+
+    folder = _image_folder(tmp_path)
+
+    def first_pass(buffer):
+        config = dataclasses.replace(DataConfig(), source="image_folder", path=str(folder),
+                                     image_size=[4, 4], cache=cache, shuffle_buffer=buffer,
+                                     validation_split=None)
+        batches = _build(config, data.EpochStream(num_passes=1))
+        # Pixel values hold the file number.
+        return [int(v) for x, _ in batches for v in x.numpy()[:, 0, 0, 0]]
+
+    files = sorted(range(24), key=lambda i: ("b" if i % 2 == 0 else "a", i))
+    assert sorted(first_pass(0)) == list(range(24))
+    assert first_pass(0) == sorted(files, key=lambda i: (i % 2 == 0, i))  # folder order
+    # A buffer of 1 is no shuffle at all (it was taken as "on": a full shuffle).
+    assert first_pass(1) == first_pass(0)
+    shuffled = first_pass(24)
+    assert sorted(shuffled) == list(range(24)) and shuffled != first_pass(0)

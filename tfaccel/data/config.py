@@ -85,7 +85,7 @@ def _build_image_folder(config, *, batch, common, train_opts, val_opts):
     train = image_folder.from_image_folder(
         config.path, batch_size=batch, validation_fraction=fraction,
         subset="training" if fraction else None,
-        shuffle_buffer=None if config.shuffle_buffer else 0, **kwargs, **train_opts)
+        shuffle_buffer=config.shuffle_buffer, **kwargs, **train_opts)
     val = None
     if fraction:
         val = image_folder.from_image_folder(

@@ -214,9 +214,9 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
         subset: None (all images), ``"training"`` or ``"validation"``.
         seed: Seeds the train/validation split (None: 0, so both calls agree), shuffling and
             augmentation (None: different every run).
-        shuffle_buffer: None shuffles all file paths each epoch before decoding (cheap), or,
-            with `cache`, decoded images after the cache with a buffer of up to 10,000;
-            0 turns shuffling off; an int sets the post-cache buffer.
+        shuffle_buffer: Shuffle buffer in examples, 0 for no shuffling: over file paths
+            before decoding (cheap) without `cache`, over decoded images after the cache
+            with it. None: every image without a cache, up to 10,000 with one.
         cache: None, ``"memory"`` or a file path; see `tfaccel.data.optimize`.
         verify: Check every file's header and ending before training (reads ~2 KiB each).
         **options: Any other keyword of `tfaccel.data.optimize`.
@@ -245,14 +245,15 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
 
     dataset = tf.data.Dataset.from_tensor_slices(
         (tf.constant(paths), tf.constant(labels, tf.int32)))
-    source_shuffle = 0
     if shuffle_buffer is None:
-        if cache:
-            shuffle_buffer = min(len(paths), 10_000)
-        else:
-            # Shuffling the paths is global and costs a few bytes per image; shuffling decoded
-            # images would need a large buffer of pixels for the same effect.
-            source_shuffle, shuffle_buffer = len(paths), 0
+        # Default: every image (a few bytes of path each without a cache; after a cache,
+        # up to 10,000 decoded images).
+        shuffle_buffer = min(len(paths), 10_000) if cache else len(paths)
+    source_shuffle = 0
+    if not cache:
+        # Without a cache the buffer holds paths, not pixels: shuffling N paths before
+        # decoding is the same N-example buffer for a few bytes per image.
+        source_shuffle, shuffle_buffer = shuffle_buffer, 0
     # Paths are in memory (no reader dataset for FILE sharding to find), so a multi-worker
     # strategy shards by element; distribute_datasets_from_function (input_context) shards the
     # path list before decoding, which is cheaper.
