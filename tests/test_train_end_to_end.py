@@ -389,3 +389,13 @@ def test_mixed_float16_counts_the_steps_skipped_by_loss_scaling(tmp_path):
     skipped = [e["loss_scale_skipped_steps"] for e in result.epochs]
     assert skipped[0] >= 1, skipped
     assert applied.applied == 2 * 8 - sum(skipped)  # 8 steps per epoch, each one either way
+
+
+def test_multi_worker_runs_keep_a_fixed_input_order():
+    # DATA sharding keeps every k-th element on each worker: with a non-deterministic order
+    # two workers could train on the same example and skip another.
+    from tfaccel.runner import input_order_is_fixed
+
+    assert input_order_is_fixed(deterministic=False, strategy="multi_worker")
+    assert not input_order_is_fixed(deterministic=False, strategy="mirrored")
+    assert input_order_is_fixed(deterministic=True, strategy="default")

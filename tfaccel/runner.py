@@ -162,7 +162,8 @@ def _train_with(ctx: _RunContext) -> RunResult:
                         micro_batch_size=training.micro_batch_size)
     print(f"tfaccel: {ctx.strategy_info['strategy']} on {ctx.strategy_info['replicas']} "
           f"replica(s), precision {ctx.precision}, {plan.describe()}.", flush=True)
-    data = _build_data(recipe, plan)
+    data = _build_data(recipe, plan, deterministic=input_order_is_fixed(
+        deterministic=recipe.runtime.deterministic, strategy=ctx.strategy_info["strategy"]))
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
     trained_model, model = _build_model(ctx, plan=plan, data=data)
     restored = {"metrics": [], "best_weights": None}
@@ -205,7 +206,18 @@ def _train_with(ctx: _RunContext) -> RunResult:
     return RunResult(run_dir=ctx.directory, summary=summary, epochs=outputs.logger.records)
 
 
-def _build_data(recipe: Recipe, plan: BatchPlan) -> _TrainData:
+def input_order_is_fixed(*, deterministic: bool, strategy: str) -> bool:
+    """Whether the input pipeline must keep a fixed element order.
+
+    Always under MultiWorkerMirroredStrategy: sources without files (arrays, image-folder
+    paths, Python sources) are split among workers by element (tf.data's DATA sharding),
+    where each worker keeps every k-th element of the same pipeline; TensorFlow documents
+    this as unsafe with a non-deterministic order (workers could overlap or miss examples).
+    """
+    return deterministic or strategy == "multi_worker"
+
+
+def _build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool) -> _TrainData:
     """Builds the validation set and a function giving the training stream at any step."""
     from tfaccel.data.config import build_datasets
     from tfaccel.data.pipeline import EpochStream, batches_per_pass, drops_remainder
@@ -213,7 +225,7 @@ def _build_data(recipe: Recipe, plan: BatchPlan) -> _TrainData:
     def build(stream):
         return build_datasets(recipe.data, global_batch_size=plan.global_batch_size,
                               num_replicas=plan.replicas, seed=recipe.seed,
-                              deterministic=recipe.runtime.deterministic, stream=stream)
+                              deterministic=deterministic, stream=stream)
 
     first_stream, validation, info = build(EpochStream())
     drop = drops_remainder(plan.replicas)
