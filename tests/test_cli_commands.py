@@ -1,5 +1,8 @@
 """CLI commands that touch TensorFlow: devices, bench, export-images."""
 
+import json
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -25,6 +28,26 @@ def test_export_images_then_validate_and_train_an_image_folder_recipe(tmp_path,
     again = CliRunner().invoke(main, ["export-images", str(out), "--limit", "4",
                                       "--data-dir", shapes_data_dir])
     assert again.exit_code == 2 and "is not empty" in again.output
+
+    # The shipped image-folder recipe, pointed at the exported folder: validate, then train.
+    recipe = str(Path(__file__).resolve().parents[1] / "recipes" / "image_folder.yaml")
+    sets = ["--set", f"data.path={out}", "--set", "training.epochs=1",
+            "--set", "training.global_batch_size=8", "--set", "runtime.verbose=0",
+            "--set", f"runtime.runs_dir={tmp_path / 'runs'}"]
+    validated = CliRunner().invoke(main, ["validate", recipe, *sets])
+    assert validated.exit_code == 0, validated.output
+    assert "OK (image_folder data, model small_cnn, 1 epoch(s), global batch 8)" in \
+        validated.output
+    trained = CliRunner().invoke(main, ["train", recipe, *sets,
+                                        "--run-dir", str(tmp_path / "run")])
+    assert trained.exit_code == 0, trained.output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    # validation_fraction 0.2 of 40 images: 32 trained on, 8 held out.
+    assert summary["dataset"]["train_examples"] == 32
+    assert summary["dataset"]["validation_examples"] == 8
+    assert summary["class_names"] == ["circle", "cross", "square", "triangle"]
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["examples"] == 32
 
 
 def test_bench_prints_both_contenders_and_the_ratio(tmp_path, shapes_data_dir):

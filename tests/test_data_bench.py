@@ -20,7 +20,8 @@ def test_sequential_build_yields_the_same_batches():
     opts = slow_ds.options()
     assert opts.experimental_optimization.map_parallelization is False
     assert opts.experimental_optimization.inject_prefetch is False
-    for (a, b), (c, d) in zip(fast, slow):
+    assert len(fast) == len(slow) > 0
+    for (a, b), (c, d) in zip(fast, slow, strict=True):
         np.testing.assert_array_equal(a.numpy(), c.numpy())
         np.testing.assert_array_equal(b.numpy(), d.numpy())
 
