@@ -26,7 +26,19 @@ def test_cpu_bf16_flags(tmp_path):
     assert precision.cpu_has_bf16(str(tmp_path / "missing")) is False
 
 
-def test_auto_on_cpu_follows_bf16_flags(monkeypatch):
+@pytest.fixture
+def cpu_only_host(monkeypatch):
+    """Makes any host (a GPU one too) look like a machine without GPUs or TPUs."""
+    monkeypatch.setattr(precision, "_cpu_only", lambda: True)
+    import tensorflow as tf
+
+    real = tf.config.list_physical_devices
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: [] if kind in ("GPU", "TPU") else real(kind))
+
+
+def test_auto_on_cpu_follows_bf16_flags(monkeypatch, cpu_only_host):
+    # Both branches, whatever this machine's CPU has (AMX/avx512_bf16 or not).
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
     assert precision.resolve_precision("auto") == "mixed_bfloat16"
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
@@ -46,7 +58,12 @@ def test_auto_on_gpus_follows_compute_capability(monkeypatch):
     assert precision.resolve_precision("auto") == "float32"
 
 
-def test_explicit_policies_resolve_to_themselves():
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_an_explicit_policy_wins_over_what_auto_would_pick(monkeypatch, cpu_only_host,
+                                                           has_bf16):
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: has_bf16)
+    auto = precision.resolve_precision("auto")
+    assert auto == ("mixed_bfloat16" if has_bf16 else "float32")
     for name in ("float32", "mixed_float16", "mixed_bfloat16"):
         assert precision.resolve_precision(name) == name
 
@@ -70,7 +87,16 @@ def test_set_precision_sets_global_policy():
     assert layer.compute_dtype == "bfloat16" and layer.variable_dtype == "float32"
 
 
-def test_mixed_float16_on_cpu_warns():
+def test_mixed_float16_on_cpu_warns(cpu_only_host):
     with pytest.warns(RuntimeWarning, match="45441"):
         assert precision.set_precision("mixed_float16") == "mixed_float16"
     assert keras.mixed_precision.global_policy().name == "mixed_float16"
+
+
+def test_mixed_float16_with_a_gpu_does_not_warn(monkeypatch):
+    import warnings
+
+    monkeypatch.setattr(precision, "_cpu_only", lambda: False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        assert precision.set_precision("mixed_float16") == "mixed_float16"

@@ -28,13 +28,20 @@ def test_devices_rejected_for_auto_and_wrong_count():
 
 def test_auto_without_cluster_or_gpus_is_default(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
+    gpus = tf.config.list_physical_devices("GPU")
     strategy = make_strategy("auto")
+    if len(gpus) > 1:  # a host with several GPUs: auto must pick MirroredStrategy there
+        assert describe_strategy(strategy)["strategy"] == "mirrored"
+        assert describe_strategy(strategy)["replicas"] == len(gpus)
+        # ...and the default strategy only when the GPUs are not seen:
+        monkeypatch.setattr(tf.config, "list_physical_devices",
+                            lambda kind=None: [] if kind == "GPU" else gpus)
+        strategy = make_strategy("auto")
     assert strategy is tf.distribute.get_strategy()
-    assert describe_strategy(strategy) == {
-        "strategy": "default",
-        "replicas": 1,
-        "devices": ["/device:CPU:0"],
-    }
+    described = describe_strategy(strategy)
+    assert described["strategy"] == "default" and described["replicas"] == 1
+    # Keras' own placement: GPU:0 where there is one, the CPU otherwise.
+    assert described["devices"] == ["/device:GPU:0" if gpus else "/device:CPU:0"]
 
 
 def test_mirrored_on_logical_cpus_reduces_through_one_device(logical_cpus):
@@ -53,8 +60,10 @@ def test_mirrored_on_logical_cpus_reduces_through_one_device(logical_cpus):
     assert float(total) == 2.0
 
 
-def test_mirrored_default_devices_are_all_logical_cpus(logical_cpus):
-    assert describe_strategy(make_strategy("mirrored"))["replicas"] == len(logical_cpus)
+def test_mirrored_default_devices_are_all_gpus_else_all_logical_cpus(logical_cpus):
+    gpus = tf.config.list_logical_devices("GPU")
+    assert describe_strategy(make_strategy("mirrored"))["replicas"] == (
+        len(gpus) or len(logical_cpus))
 
 
 def test_one_device_on_chosen_device(logical_cpus):
