@@ -10,7 +10,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from tfaccel.data import pipeline
+from tfaccel.data import images, pipeline
 from tfaccel.errors import DataError, UserInputError
 
 logger = logging.getLogger(__name__)
@@ -175,12 +175,11 @@ def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool
     def decode(path, label):
         data = tf.io.read_file(path)
         image = decode_image(data, channels)
-        image = tf.image.resize(image, [height, width])
         if keep_uint8:
-            # Back to uint8 (rounded) so the cache and shuffle buffer hold 1 byte per value,
-            # not 4. Bilinear resizing only averages pixels, so values stay in [0, 255].
-            image = tf.cast(image + 0.5, tf.uint8)
-        return image, label
+            # Back to uint8 so the cache and shuffle buffer hold 1 byte per value, not 4,
+            # rounded like every other source (data.images).
+            return images.resize_to_uint8(image, (height, width)), label
+        return tf.image.resize(image, [height, width]), label
 
     return decode
 

@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from tfaccel.data import pipeline
+from tfaccel.data import images, pipeline
 from tfaccel.errors import DataError
 
 
@@ -151,8 +151,7 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
 
         def resize(features, label=None):
             image = features if label is not None else features["image"]
-            image = tf.cast(tf.clip_by_value(tf.round(tf.image.resize(image, size)), 0, 255),
-                            tf.uint8)
+            image = images.resize_to_uint8(image, size)
             if label is not None:
                 return image, label
             return {**features, "image": image}

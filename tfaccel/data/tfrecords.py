@@ -10,7 +10,7 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from tfaccel.data import image_folder, pipeline
+from tfaccel.data import image_folder, images, pipeline
 from tfaccel.errors import DataError, UserInputError
 
 _COMPRESSIONS = (None, "", "GZIP", "ZLIB")
@@ -252,8 +252,7 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         for key in image_keys:
             image = image_folder.decode_image(example[key], channels)
             if decode_size is not None:
-                image = tf.cast(tf.clip_by_value(tf.round(
-                    tf.image.resize(image, decode_size)), 0.0, 255.0), tf.uint8)
+                image = images.resize_to_uint8(image, decode_size)
             example[key] = image
         if label_key is None:
             return example if len(example) > 1 else next(iter(example.values()))
