@@ -178,3 +178,25 @@ def test_an_image_folder_takes_data_shuffle_buffer_as_given(tmp_path, cache):
     assert first_pass(1) == first_pass(0)
     shuffled = first_pass(24)
     assert sorted(shuffled) == list(range(24)) and shuffled != first_pass(0)
+
+
+def test_an_image_folder_with_a_validation_split_is_listed_once(tmp_path, monkeypatch):
+    import dataclasses
+
+    from tfaccel.data import image_folder
+    from tfaccel.recipe import DataConfig
+
+    folder = _image_folder(tmp_path)
+    calls = []
+    real = image_folder.list_image_folder
+    monkeypatch.setattr(image_folder, "list_image_folder",
+                        lambda *a, **k: calls.append(a) or real(*a, **k))
+    config = dataclasses.replace(DataConfig(), source="image_folder", path=str(folder),
+                                 image_size=[4, 4], validation_fraction=0.25,
+                                 validation_split=None)
+    from tfaccel.data.config import build_datasets
+
+    _, _, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,
+                                deterministic=True)
+    assert len(calls) == 1  # was 2: every header read twice
+    assert info["train_examples"] == 18 and info["validation_examples"] == 6

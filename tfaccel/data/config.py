@@ -80,7 +80,10 @@ def _build_tfds(config, name, *, batch, common, train_opts, val_opts):
 
 
 def _build_image_folder(config, *, batch, common, train_opts, val_opts):
-    kwargs = dict(image_size=config.image_size, channels=config.channels, **common)
+    # Listed (and every file's header checked) once, for both subsets.
+    listing = image_folder.list_image_folder(config.path)
+    kwargs = dict(image_size=config.image_size, channels=config.channels, listing=listing,
+                  **common)
     fraction = config.validation_fraction
     train = image_folder.from_image_folder(
         config.path, batch_size=batch, validation_fraction=fraction,
@@ -105,7 +108,7 @@ def _build_tfrecords(config, *, batch, common, train_opts, val_opts):
     kwargs = dict(features=config.features, label_key=config.label_key, input_key=input_key,
                   compression=config.compression, image_size=config.image_size,
                   channels=config.channels, **common)
-    files = tfrecords._glob(config.path)
+    files = tfrecords.list_record_files(config.path)
     val_files = []
     if config.validation_fraction:
         # Held out by whole files, so no record is ever read by both.
@@ -247,7 +250,7 @@ class _Subset:
 
 def _build_python(config, *, batch, common, train_opts, val_opts):
     source = load_python_source(config.path)
-    random_access = python_source._is_random_access(source)
+    random_access = python_source.is_random_access(source)
     kwargs = dict(workers=config.workers, mode=config.worker_mode, **common)
     val_source = None
     if config.validation_fraction:

@@ -188,7 +188,7 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
                       channels: int = 3, validation_fraction: float = 0.0,
                       subset: Optional[str] = None, seed: Optional[int] = None,
                       shuffle_buffer: Optional[int] = None, cache=None, verify: bool = True,
-                      **options) -> tf.data.Dataset:
+                      listing: Optional[tuple] = None, **options) -> tf.data.Dataset:
     """Builds batches from ``path/<class name>/<image>`` files.
 
     Example::
@@ -218,6 +218,8 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
             with it. None: every image without a cache, up to 10,000 with one.
         cache: None, ``"memory"`` or a file path; see `tfaccel.data.optimize`.
         verify: Check every file's header and ending before training (reads ~2 KiB each).
+        listing: The result of `list_image_folder(path)`, to list a folder once for both
+            subsets (None lists it here).
         **options: Any other keyword of `tfaccel.data.optimize`.
 
     Returns:
@@ -235,7 +237,7 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
     except (TypeError, ValueError):
         raise UserInputError(
             f"image_size must be (height, width), got {image_size!r}.") from None
-    paths, labels, class_names, skipped = list_image_folder(path, verify=verify)
+    paths, labels, class_names, skipped = listing or list_image_folder(path, verify=verify)
     if skipped:
         logger.warning("Skipped %d file(s) in %s that are not readable JPEG/PNG/GIF/BMP "
                        "images, e.g. %s", len(skipped), path, skipped[:_SHOW_PATHS])

@@ -15,7 +15,8 @@ from tfaccel.data._workers import WorkerError  # noqa: F401  (re-exported)
 from tfaccel.errors import UserInputError
 
 
-def _is_random_access(source) -> bool:
+def is_random_access(source) -> bool:
+    """Whether `source` is random-access (``__len__`` and ``__getitem__``), not a generator."""
     return hasattr(source, "__len__") and hasattr(source, "__getitem__")
 
 
@@ -144,7 +145,7 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
         raise UserInputError(f"workers must be a positive integer, got {workers!r}.")
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise UserInputError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
-    random_access = _is_random_access(source)
+    random_access = is_random_access(source)
     if not random_access and not callable(source):
         raise UserInputError(
             f"source must have __len__ and __getitem__, or be a callable "

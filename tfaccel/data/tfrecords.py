@@ -147,7 +147,7 @@ def check_record_file(path: str, compression: Optional[str] = None) -> int:
                     f"({compression or 'uncompressed'}, {size} bytes). Re-write or remove it.")
 
 
-def _glob(pattern) -> list:
+def list_record_files(pattern) -> list:
     patterns = [pattern] if isinstance(pattern, (str, os.PathLike)) else list(pattern)
     files = []
     for p in patterns:
@@ -216,7 +216,7 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
     if image_keys and image_size is None:
         raise UserInputError(f"features {list(image_keys)} have decode: image, so image_size "
                              "(height, width) is needed to batch them.")
-    files = _glob(pattern)
+    files = list_record_files(pattern)
     num_examples = sum(check_record_file(f, compression) for f in files) if verify else None
 
     ctx = input_context
