@@ -424,3 +424,44 @@ def test_masked_evaluate_in_micro_batches_equals_plain():
     micro = wrapper.evaluate(x, y, batch_size=32, verbose=0, return_dict=True)
     assert micro["loss"] == pytest.approx(plain["loss"], rel=1e-6)
     assert micro["accuracy"] == pytest.approx(plain["accuracy"], rel=1e-6)
+
+
+def test_masked_loss_with_ragged_lengths_and_zero_sample_weights_is_exact():
+    # Lengths 0..6 (rows of padding only; the first micro-batch holds no valid token) and
+    # sample weights with zeros: Keras divides by the count of valid mask entries, which
+    # sample weights do not change, so weighting by valid-entry share stays exact.
+    rng = np.random.default_rng(7)
+    n, length = 32, 6
+    tokens = rng.integers(1, 12, size=(n, length))
+    lengths = rng.integers(0, length + 1, size=n)
+    lengths[:8] = 0
+    tokens[np.arange(length)[None, :] >= lengths[:, None]] = 0
+    labels = rng.integers(0, 3, size=(n, length))
+    # Per-token weights (Keras broadcasts a (n,) weight against a (n, length) mask badly).
+    weights = rng.uniform(0.0, 2.0, size=(n, length)).astype("float32")
+    weights[rng.permutation(n)[:10]] = 0.0
+    weights[:, 2] = 0.0
+    results = []
+    for accumulation in (None, 4):
+        model = _token_model()
+        trained = accumulate(model, accumulation) if accumulation else model
+        trained.compile(optimizer=keras.optimizers.SGD(0.5), loss=_sparse_ce())
+        history = trained.fit(tokens, labels, sample_weight=weights, batch_size=32, epochs=3,
+                              shuffle=False, verbose=0)
+        results.append((model.get_weights(), history.history["loss"]))
+    (plain_w, plain_loss), (acc_w, acc_loss) = results
+    for a, b in zip(plain_w, acc_w):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    np.testing.assert_allclose(plain_loss, acc_loss, rtol=1e-6)
+
+
+def test_zero_sample_weights_are_exact_unmasked():
+    # Keras' sum_over_batch_size divides by the number of examples, not the sum of the
+    # weights: a micro-batch whose weights are all zero still counts in the denominator.
+    weights = np.random.default_rng(5).uniform(0.0, 3.0, size=96).astype("float32")
+    weights[:8] = 0.0  # the first micro-batch of the first batch weighs nothing
+    weights[40:44] = 0.0
+    plain, plain_history = _fit(optimizer="sgd", sample_weight=weights)
+    ours, history = _fit(optimizer="sgd", steps=4, sample_weight=weights)
+    assert _max_diff(plain, ours) <= 1e-6
+    np.testing.assert_allclose(history["loss"], plain_history["loss"], rtol=1e-6)

@@ -52,13 +52,21 @@ class AccumulatingModel(keras.Model):
         than `steps` (a short last batch) uses one example per micro-batch.
       * Micro-batch j's loss is weighted by n_j / N, so the summed gradient equals the
         gradient of the full-batch loss for mean-reduced losses ("sum_over_batch_size",
-        Keras' default, with or without sample weights) plus regularisation losses.
+        Keras' default, with or without sample weights, zero weights included: Keras
+        divides by the number of examples, not by the sum of the weights) plus
+        regularisation losses.
         Losses with another reduction ("sum", ...) raise UserInputError when the step
         is first traced, rather than train on a silently different objective.
       * Masked outputs (`Embedding(mask_zero=True)`, per-token losses): Keras divides the
         loss by the number of valid mask entries, so micro-batch j is weighted by its
-        share of the batch's valid entries instead; exact like a plain fit. A model with
-        several outputs of which one is masked raises UserInputError.
+        share of the batch's valid entries instead (Keras 3.15 divides by that count,
+        whatever the sample weights; 0 when nothing is valid); exact like a plain fit,
+        with per-token sample weights too. A model with several outputs of which one is
+        masked raises UserInputError.
+      * `evaluate` and `predict` also run in `steps` micro-batches per batch (the memory
+        limit that called for accumulation applies there too), with the same loss,
+        metrics and predictions as whole batches; under `jit_compile=True` they use
+        whole batches (XLA needs static shapes that a partial batch does not divide into).
       * BatchNorm (and any layer with state updated in training) sees each micro-batch
         separately: batch statistics are per micro-batch and moving averages are updated
         `steps` times per optimizer step.
@@ -173,10 +181,9 @@ class AccumulatingModel(keras.Model):
             parallel_iterations=1,
         )
         if masked and masked[0]:
-            # Keras divides a masked loss by the batch's count of VALID entries (plus its
-            # epsilon), known only now: finish each micro-batch's weight (see
-            # `_micro_batch_share`) with the whole batch's count.
-            factor = entries / (valid + keras.config.epsilon())
+            # Keras divides a masked loss by the batch's count of VALID entries, known only
+            # now: finish each micro-batch's weight (see `_micro_batch_share`) with it.
+            factor = tf.math.divide_no_nan(entries, valid)
             total_loss = total_loss * factor
             summed = [g * tf.cast(factor, g.dtype) for g in summed]
         self._loss_tracker.update_state(
@@ -223,7 +230,7 @@ class AccumulatingModel(keras.Model):
             (tf.constant(0), tf.constant(0.0), tf.constant(0.0), tf.constant(1.0)),
             parallel_iterations=1)
         if masked and masked[0]:
-            total_loss = total_loss * entries / (valid + keras.config.epsilon())
+            total_loss = total_loss * tf.math.divide_no_nan(entries, valid)
         self._loss_tracker.update_state(_unscale_for_distribution(total_loss),
                                         sample_weight=batch)
         return self.get_metrics_result()
@@ -299,13 +306,14 @@ def _micro_batch_share(y_pred, size, batch, masked):
 
     Unmasked, a mean-reduced loss divides by the number of examples, so micro-batch j
     weighs n_j / N: exact with a short micro-batch, never a mean of unequal means. Masked
-    (e.g. `Embedding(mask_zero=True)`, per-token losses), Keras' `apply_mask` makes the
-    loss sum(loss * weight over valid entries) / (valid + epsilon), so micro-batch j must
-    weigh (valid_j + epsilon) / (valid + epsilon). The batch's valid count is known only
-    after the loop, so here j weighs (valid_j + epsilon) / entries (entries: the batch's
-    mask size, so the weight stays <= n_j / N and scaled float16 gradients cannot grow),
-    and the loop's result is multiplied by entries / (valid + epsilon). `masked` records,
-    at trace time, which case this is.
+    (e.g. `Embedding(mask_zero=True)`, per-token losses), Keras 3.15's `apply_mask` gives
+    valid entries the weight total / valid (`divide_no_nan`: 0 when none is valid), so
+    the loss is sum(loss * sample_weight over valid entries) / valid: the count of valid
+    mask entries, whatever the sample weights. Micro-batch j must therefore weigh
+    valid_j / valid. The batch's valid count is known only after the loop, so here j
+    weighs valid_j / entries (entries: the batch's mask size, so the weight stays
+    <= n_j / N and scaled float16 gradients cannot grow), and the loop's result is
+    multiplied by entries / valid. `masked` records, at trace time, which case this is.
 
     Returns:
         ``(weight, valid entries of this micro-batch, mask entries of the whole batch)``.
@@ -327,7 +335,7 @@ def _micro_batch_share(y_pred, size, batch, masked):
     valid = tf.reduce_sum(mask)
     entries = tf.cast(tf.size(mask), tf.float32) * tf.cast(batch, tf.float32) / tf.cast(
         size, tf.float32)
-    return (valid + keras.config.epsilon()) / entries, valid, entries
+    return valid / entries, valid, entries
 
 
 def _first_tensor(structure):
