@@ -465,3 +465,23 @@ def test_zero_sample_weights_are_exact_unmasked():
     ours, history = _fit(optimizer="sgd", steps=4, sample_weight=weights)
     assert _max_diff(plain, ours) <= 1e-6
     np.testing.assert_allclose(history["loss"], plain_history["loss"], rtol=1e-6)
+
+
+def test_micro_batched_evaluate_and_predict_under_mirrored_equal_plain(logical_cpus):
+    # 2 replicas: each replica splits its own half-batch; the loss is scaled per replica
+    # by Keras and unscaled for the report, as in Keras' own test step.
+    x, y = _data(n=100)
+    model = _mlp()
+    model.compile(optimizer="sgd", loss=_sparse_ce(), metrics=["accuracy"])
+    plain_eval = model.evaluate(x, y, batch_size=32, verbose=0, return_dict=True)
+    plain_pred = model.predict(x, batch_size=32, verbose=0)
+    with make_strategy("mirrored", devices=logical_cpus).scope():
+        inner = _mlp()
+        inner.set_weights(model.get_weights())
+        wrapper = accumulate(inner, 4)
+        wrapper.compile(optimizer="sgd", loss=_sparse_ce(), metrics=["accuracy"])
+    evaluated = wrapper.evaluate(x, y, batch_size=32, verbose=0, return_dict=True)
+    predicted = wrapper.predict(x, batch_size=32, verbose=0)
+    assert evaluated["loss"] == pytest.approx(plain_eval["loss"], rel=1e-6)
+    assert evaluated["accuracy"] == pytest.approx(plain_eval["accuracy"], rel=1e-6)
+    np.testing.assert_allclose(predicted, plain_pred, atol=1e-6)
