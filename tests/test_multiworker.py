@@ -13,7 +13,8 @@ import pytest
 
 from tfaccel.engine.accumulation import accumulate
 
-pytestmark = [pytest.mark.multiworker, pytest.mark.slow]
+# Only the two-worker test is slow (it spawns processes); the unit tests of the patch below
+# run in `-m "not slow"` so that the patch stays tested there.
 
 TIMEOUT_SECONDS = 300
 
@@ -74,6 +75,8 @@ def _free_ports(count):
     return ports
 
 
+@pytest.mark.multiworker
+@pytest.mark.slow
 def test_two_workers_fit_with_accumulation_matches_plain_fit(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
@@ -117,3 +120,40 @@ def test_patch_is_a_no_op_without_a_multi_worker_cluster():
     before = model.train_step
     assert patch_for_multi_worker(model) is model
     assert model.train_step == before and "train_step" not in vars(model)
+
+
+def test_patched_build_and_steps_take_per_replica_values_on_two_replicas(monkeypatch,
+                                                                          logical_cpus):
+    # The patch's logic, fast: a MirroredStrategy on 2 logical CPUs declared multi-worker.
+    # Workaround 1: the symbolic build must receive the FIRST local replica's batch (plain
+    # tensors), never the PerReplica value Keras would reduce across workers.
+    # Workaround 2: train/test step logs come out shaped [1].
+    import tensorflow as tf
+
+    from tfaccel.engine import keras_compat
+
+    monkeypatch.setattr(keras_compat, "_is_multi_worker", lambda strategy: True)
+    strategy = tf.distribute.MirroredStrategy(
+        logical_cpus, cross_device_ops=tf.distribute.ReductionToOneDevice())
+    with strategy.scope():
+        model = build()
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss=LOSS())
+    received = []
+    monkeypatch.setattr(model, "_maybe_symbolic_build",
+                        lambda iterator=None, data_batch=None: received.append(data_batch))
+    keras_compat.patch_for_multi_worker(model)
+    x, y = data()
+    dataset = strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensor_slices((x[:8], y[:8])).batch(8))
+    batch = next(iter(dataset))
+    assert isinstance(batch[0], tf.distribute.DistributedValues)
+    model._maybe_symbolic_build(iterator=[(0, 1, iter([batch]))])
+    (built_on,) = received
+    first = strategy.experimental_local_results(batch[0])[0]
+    assert not isinstance(built_on[0], tf.distribute.DistributedValues)
+    np.testing.assert_array_equal(built_on[0].numpy(), first.numpy())
+    assert built_on[0].shape[0] == 4  # one replica's half of the batch of 8
+    logs = model.test_step((x[:8], y[:8]))
+    assert logs["loss"].shape == [1]
+    logs = model.train_step((x[:8], y[:8]))
+    assert logs["loss"].shape == [1]

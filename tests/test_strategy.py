@@ -106,3 +106,37 @@ def test_configure_threads_after_initialisation_warns_and_reports():
 def test_configure_threads_rejects_bad_values(bad):
     with pytest.raises(UserInputError, match="intra_op"):
         configure_threads(intra_op=bad)
+
+
+def test_auto_picks_mirrored_when_several_gpus_are_seen_on_any_host(monkeypatch):
+    # The several-GPU branch, exercised on a CPU host too: the device probe is faked and
+    # the strategy constructor recorded (no GPU is needed to check the choice).
+    from tfaccel.engine import strategy as strategy_module
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    real = tf.config.list_physical_devices
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: ["gpu0", "gpu1"] if kind == "GPU" else real(kind))
+    built = []
+    monkeypatch.setattr(strategy_module, "_mirrored", lambda devices: built.append(devices) or "M")
+    assert make_strategy("auto") == "M"
+    assert built == [None]  # all GPUs, chosen by _mirrored
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: ["gpu0"] if kind == "GPU" else real(kind))
+    assert make_strategy("auto") is tf.distribute.get_strategy()  # one GPU: default
+
+
+def test_mirrored_on_gpu_devices_leaves_the_cross_device_op_to_tensorflow(monkeypatch):
+    from tfaccel.engine import strategy as strategy_module
+
+    seen = {}
+
+    def fake_mirrored(devices, cross_device_ops):
+        seen.update(devices=devices, cross_device_ops=cross_device_ops)
+        return "M"
+
+    monkeypatch.setattr(tf.distribute, "MirroredStrategy", fake_mirrored)
+    assert strategy_module._mirrored(["/gpu:0", "/gpu:1"]) == "M"
+    assert seen == {"devices": ["/gpu:0", "/gpu:1"], "cross_device_ops": None}  # NCCL where present
+    strategy_module._mirrored(["/cpu:0", "/cpu:1"])
+    assert isinstance(seen["cross_device_ops"], tf.distribute.ReductionToOneDevice)
