@@ -11,7 +11,8 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import arrays, image_folder, python_source, tfds_source, tfrecords
+from tfaccel.data import (arrays, image_folder, python_source, splits, tfds_source,
+                          tfrecords)
 from tfaccel.errors import DataError
 
 BUILTIN_DEFAULT = "tfaccel_shapes"
@@ -48,17 +49,22 @@ def _val_tail(config) -> dict:
     return {"cache": cache, "augment": None, "drop_remainder": False}
 
 
-def _tfds_splits(config) -> Tuple[str, Optional[str]]:
+def _tfds_splits(config, name) -> Tuple[str, Optional[str]]:
     if config.validation_fraction:
-        # Hold out the tail of the training split with TFDS's own slicing syntax.
-        keep = int(round(100 * (1 - config.validation_fraction)))
+        # TFDS reads record files in order and slices by example index, so the held-out
+        # part is the split's tail, of exactly held_out_count examples (the one rule's
+        # count; whole-percent slicing rounded it).
         base = config.train_split
-        return f"{base}[:{keep}%]", f"{base}[{keep}%:]"
+        builder = tfds_source.load_builder(name, data_dir=config.data_dir,
+                                           download=config.download)
+        n = builder.info.splits[base].num_examples
+        keep = n - splits.held_out_count(n, config.validation_fraction)
+        return f"{base}[:{keep}]", f"{base}[{keep}:]"
     return config.train_split, (config.validation_split or None)
 
 
 def _build_tfds(config, name, *, batch, common, train_opts, val_opts):
-    train_split, val_split = _tfds_splits(config)
+    train_split, val_split = _tfds_splits(config, name)
     kwargs = dict(data_dir=config.data_dir, download=config.download,
                   image_size=config.image_size, keys=(config.image_key, config.label_key),
                   **common)
@@ -111,14 +117,11 @@ def _build_tfrecords(config, *, batch, common, train_opts, val_opts):
     files = tfrecords.list_record_files(config.path)
     val_files = []
     if config.validation_fraction:
-        # Held out by whole files, so no record is ever read by both.
-        n_val = int(round(config.validation_fraction * len(files)))
-        if len(files) < 2 or n_val < 1:
-            raise DataError(
-                f"data.validation_fraction={config.validation_fraction} needs at least 2 "
-                f"TFRecord files to hold some out by file; {config.path!r} matches "
-                f"{len(files)}.")
-        files, val_files = files[:-n_val], files[-n_val:]
+        # Held out by whole files (the one seeded rule over files), so no record is ever
+        # read by both.
+        train_idx, val_idx = splits.split_indices(len(files), config.validation_fraction,
+                                                  common["seed"], what="TFRecord files")
+        files, val_files = [files[i] for i in train_idx], [files[i] for i in val_idx]
     train = tfrecords.from_tfrecords(files, batch_size=batch,
                                      shuffle_buffer=config.shuffle_buffer, **kwargs, **train_opts)
     val = None
@@ -172,12 +175,6 @@ def classes_for_labels(low: int, high: int, *, num_classes, where: str) -> int:
     return num_classes
 
 
-def _split_indices(n, fraction, seed):
-    order = np.random.default_rng(seed).permutation(n)
-    n_val = int(round(fraction * n))
-    return np.sort(order[:n - n_val]), np.sort(order[n - n_val:])
-
-
 def _build_arrays(config, *, batch, common, train_opts, val_opts):
     path = config.path
     if not os.path.exists(path):
@@ -192,7 +189,8 @@ def _build_arrays(config, *, batch, common, train_opts, val_opts):
         if len(y) else config.num_classes
     val = None
     if config.validation_fraction:
-        train_idx, val_idx = _split_indices(len(x), config.validation_fraction, common["seed"])
+        train_idx, val_idx = splits.split_indices(len(x), config.validation_fraction,
+                                                  common["seed"])
         x, y, vx, vy = x[train_idx], y[train_idx], x[val_idx], y[val_idx]
         val = arrays.from_arrays(vx, vy, batch_size=batch, shuffle_buffer=0, **common,
                                  **val_opts)
@@ -257,7 +255,7 @@ def _build_python(config, *, batch, common, train_opts, val_opts):
         if not random_access:
             raise DataError("data.validation_fraction needs a random-access python source "
                             "(__len__/__getitem__); a generator source cannot be split.")
-        train_idx, val_idx = _split_indices(len(source), config.validation_fraction,
+        train_idx, val_idx = splits.split_indices(len(source), config.validation_fraction,
                                             common["seed"])
         source, val_source = _Subset(source, train_idx), _Subset(source, val_idx)
     # data.shuffle_buffer means the same for every source: a buffer of examples, shuffled

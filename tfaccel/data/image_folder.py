@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from tfaccel.data import images, pipeline
+from tfaccel.data import images, pipeline, splits
 from tfaccel.errors import DataError, UserInputError
 
 logger = logging.getLogger(__name__)
@@ -117,16 +116,10 @@ def _split(paths, labels, *, validation_fraction: float, subset: Optional[str], 
         raise UserInputError(f"subset={subset!r} needs validation_fraction > 0.")
     if subset is None:
         return paths, labels
-    # A seeded shuffle of the sorted list, so the two calls (training and validation) with
+    # The one seeded rule (data.splits), so the two calls (training and validation) with
     # the same seed get complementary, disjoint subsets.
-    order = list(range(len(paths)))
-    random.Random(seed).shuffle(order)
-    n_val = int(round(validation_fraction * len(order)))
-    chosen = order[len(order) - n_val:] if subset == "validation" else order[:len(order) - n_val]
-    chosen.sort()
-    if not chosen:
-        raise DataError(f"subset={subset!r} of {len(paths)} images with validation_fraction="
-                        f"{validation_fraction} is empty.")
+    train, val = splits.split_indices(len(paths), validation_fraction, seed, what="images")
+    chosen = val if subset == "validation" else train
     return [paths[i] for i in chosen], [labels[i] for i in chosen]
 
 
