@@ -100,3 +100,16 @@ def test_mixed_float16_with_a_gpu_does_not_warn(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         assert precision.set_precision("mixed_float16") == "mixed_float16"
+
+
+def test_auto_on_tpu_and_on_gpus_of_unknown_capability(monkeypatch):
+    import tensorflow as tf
+
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: ["tpu0"] if kind == "TPU" else [])
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
+    assert precision.resolve_precision("auto") == "mixed_bfloat16"
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: ["gpu0"] if kind == "GPU" else [])
+    monkeypatch.setattr(precision, "_compute_capability", lambda gpu: None)
+    assert precision.resolve_precision("auto") == "float32"  # unknown: no float16 gamble
