@@ -485,3 +485,21 @@ def test_micro_batched_evaluate_and_predict_under_mirrored_equal_plain(logical_c
     assert evaluated["loss"] == pytest.approx(plain_eval["loss"], rel=1e-6)
     assert evaluated["accuracy"] == pytest.approx(plain_eval["accuracy"], rel=1e-6)
     np.testing.assert_allclose(predicted, plain_pred, atol=1e-6)
+
+
+def test_masked_loss_under_mirrored_equals_a_plain_mirrored_fit(logical_cpus):
+    # Keras divides each replica's masked loss by that replica's valid count (then by the
+    # number of replicas); accumulation per replica must reproduce exactly that.
+    x, y = _padded_sequences()
+    results = []
+    for accumulation in (None, 2):
+        with make_strategy("mirrored", devices=logical_cpus).scope():
+            model = _token_model()
+            trained = accumulate(model, accumulation) if accumulation else model
+            trained.compile(optimizer=keras.optimizers.SGD(0.5), loss=_sparse_ce())
+        history = trained.fit(x, y, batch_size=32, epochs=2, shuffle=False, verbose=0)
+        results.append((model.get_weights(), history.history["loss"]))
+    (plain_w, plain_loss), (acc_w, acc_loss) = results
+    for a, b in zip(plain_w, acc_w):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    np.testing.assert_allclose(plain_loss, acc_loss, rtol=1e-6)
