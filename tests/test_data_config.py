@@ -29,7 +29,8 @@ def test_arrays_with_validation_fraction(tmp_path):
                         cache=None)
     train, val, info = _build(config)
     assert info == {"num_classes": 5, "class_names": None, "train_examples": 15,
-                    "validation_examples": 5, "input_shape": (3,)}
+                    "validation_examples": 5, "input_shape": (3,), "steps_per_epoch": 4,
+                    "train_examples_per_pass": 15}
     assert _count(train) == 15 and _count(val) == 5
 
 
@@ -143,3 +144,29 @@ def test_tfrecord_labels_outside_num_classes_are_a_data_error(tmp_path):
                                                  "label": {"dtype": "int64"}})
     with pytest.raises(DataError, match="label 5 .*data.num_classes is 2"):
         _build(config)
+
+
+@pytest.mark.parametrize("replicas,steps,examples", [(1, 3, 10), (2, 2, 8)])
+def test_steps_per_epoch_follow_the_one_drop_rule(tmp_path, replicas, steps, examples):
+    # 10 examples, global batch 4: one device keeps the partial batch (3 steps, all 10
+    # trained on); two replicas drop it (2 steps, 8 examples), as the dataset itself does.
+    path = tmp_path / "d.npz"
+    np.savez(path, x=np.zeros((10, 2), np.float32), y=np.arange(10) % 2)
+    config = DataConfig(source="arrays", path=str(path), cache=None)
+    train, _, info = _build(config, num_replicas=replicas)
+    assert info["steps_per_epoch"] == steps
+    assert info["train_examples_per_pass"] == examples
+    assert sum(1 for _ in train) == steps and _count(train) == examples
+
+
+def test_steps_per_epoch_unknown_for_a_generator_source(tmp_path):
+    module = tmp_path / "gen_src.py"
+    module.write_text("import numpy as np\n"
+                      "num_classes = 2\n"
+                      "def items(worker_index, num_workers):\n"
+                      "    for i in range(worker_index, 6, num_workers):\n"
+                      "        yield np.float32(i), np.int64(i % 2)\n")
+    config = DataConfig(source="python", path=f"{module}:items", cache=None,
+                        workers=1, worker_mode="thread", num_classes=2)
+    _, _, info = _build(config)
+    assert info["steps_per_epoch"] is None and info["train_examples_per_pass"] is None

@@ -11,8 +11,8 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import (arrays, image_folder, python_source, splits, tfds_source,
-                          tfrecords)
+from tfaccel.data import (arrays, image_folder, pipeline, python_source, splits,
+                          tfds_source, tfrecords)
 from tfaccel.errors import DataError
 
 BUILTIN_DEFAULT = "tfaccel_shapes"
@@ -31,9 +31,9 @@ def _common(config, *, seed: int, deterministic: bool, sequential: bool) -> dict
 
 
 def _train_tail(config, num_replicas: int, *, stream=None) -> dict:
-    # drop_remainder with several replicas: each gets an equal share of every batch.
+    # The one drop rule (pipeline.drops_remainder): the same one steps_per_epoch counts with.
     tail = {"cache": config.cache or None, "augment": list(config.augment) or None,
-            "drop_remainder": num_replicas > 1}
+            "drop_remainder": pipeline.drops_remainder(num_replicas)}
     if stream is not None:
         # The runner's resumable stream of passes (pipeline.EpochStream).
         tail["stream"] = stream
@@ -305,7 +305,10 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
 
     Returns:
         ``(train_ds, val_ds_or_None, info)`` where info holds ``num_classes``,
-        ``input_shape``, ``class_names``, ``train_examples`` and ``validation_examples``.
+        ``input_shape``, ``class_names``, ``train_examples``, ``validation_examples``,
+        ``steps_per_epoch`` (training batches per pass, by `pipeline.drops_remainder`) and
+        ``train_examples_per_pass`` (the examples those batches hold); the last two are None
+        when the source does not declare its size.
 
     Raises:
         DataError: Missing or unusable data (see each source).
@@ -328,4 +331,13 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         info["input_shape"] = {k: tuple(v.shape[1:]) for k, v in features_spec.items()}
     else:
         info["input_shape"] = tuple(features_spec.shape[1:])
+    # Training batches (optimizer steps) per pass and the examples they hold, by the same drop
+    # rule as the batch stage; None when the source does not declare its size.
+    known = info.get("train_examples")
+    drop = pipeline.drops_remainder(num_replicas)
+    steps = None if known is None else pipeline.batches_per_pass(
+        known, global_batch_size, drop_remainder=drop)
+    info["steps_per_epoch"] = steps
+    info["train_examples_per_pass"] = (None if known is None
+                                       else steps * global_batch_size if drop else known)
     return train, val, info
