@@ -227,17 +227,32 @@ def test_resnet_small_ignores_a_colour_cast_by_default(policy):
     np.testing.assert_allclose(np.asarray(model(images)), np.asarray(model(cast)), atol=1e-5)
 
 
+def test_resnet_small_batchnorm_forgets_its_start_within_a_short_run(policy):
+    policy("float32")
+    model = models.build_model("resnet_small", input_shape=(16, 16, 3), num_classes=3,
+                               width=4, stages=2, blocks_per_stage=1)
+    norms = [layer for layer in model.layers
+             if layer.__class__.__name__ == "BatchNormalization"]
+    assert len(norms) == 6  # stem, 2 per block, 1 projection shortcut
+    # Validation reads the moving statistics: with Keras' 0.99 they were still 37% their
+    # initial values after 100 steps and validation sat at chance while training learned.
+    assert {layer.momentum for layer in norms} == {0.9}
+    # Every gamma starts at one (a zero-initialised last gamma per block learnt 2x slower).
+    assert all(np.all(np.asarray(layer.gamma) == 1.0) for layer in norms)
+
+
 @pytest.mark.slow
 def test_resnet_small_learns_the_builtin_dataset(tmp_path, shapes_data_dir):
     # It sat at chance (train and validation accuracy 0.24-0.26 after these 2 epochs) with
-    # 1/255 scaling alone; measured with per-image standardisation: 0.49 validation accuracy.
+    # 1/255 scaling alone; per-image standardisation alone: 0.49 (moving statistics at
+    # momentum 0.99, zero-initialised gammas); with all three fixed: 0.94-0.96.
     from pathlib import Path
 
     from tfaccel.runner import train
 
     result = train(str(Path(__file__).resolve().parents[1] / "recipes" / "default.yaml"), [
         f"data.data_dir={shapes_data_dir}", "model.name=resnet_small", "training.epochs=2",
-        "data.train_split=train[:4000]", "data.validation_split=test[:1000]",
-        "optimizer.learning_rate=5e-3", "runtime.verbose=0", "runtime.tensorboard=false",
+        "data.train_split=train[:3000]", "data.validation_split=test[:1000]",
+        "runtime.verbose=0", "runtime.tensorboard=false",
         "training.checkpoints=false"], run_dir=str(tmp_path / "run"))
-    assert result.epochs[-1]["val_accuracy"] >= 0.38, result.epochs
+    assert result.epochs[-1]["val_accuracy"] >= 0.80, result.epochs

@@ -14,6 +14,11 @@ from tfaccel.errors import UserInputError, closest_match
 
 # keras.applications refuse inputs smaller than this (imagenet_utils.obtain_input_shape).
 _APPLICATION_MIN_SIZE = 32
+# BatchNorm moving-average momentum of our own builders (Keras' default is 0.99). Validation
+# uses the moving statistics; after the ~100 steps of a short run, 0.99 leaves them 37% at
+# their initial values and resnet_small's validation accuracy at 0.27 while its batch-stat
+# accuracy was 0.52 (and 0.85 vs 0.99 once it learned). 0.9 forgets the start in ~40 steps.
+_BN_MOMENTUM = 0.9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +47,7 @@ def _conv_bn_relu(keras, x, *, filters, batch_norm, strides=1):
     x = keras.layers.Conv2D(filters, 3, strides=strides, padding="same",
                             use_bias=not batch_norm)(x)
     if batch_norm:
-        x = keras.layers.BatchNormalization()(x)
+        x = keras.layers.BatchNormalization(momentum=_BN_MOMENTUM)(x)
     return keras.layers.ReLU()(x)
 
 
@@ -105,12 +110,13 @@ def _residual_block(keras, x, *, filters, strides):
     shortcut = x
     y = _conv_bn_relu(keras, x, filters=filters, batch_norm=True, strides=strides)
     y = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False)(y)
-    # Zero-initialised last BN gamma: each block starts as identity, which makes deeper
-    # stacks train as easily as shallow ones (Goyal et al., 2017).
-    y = keras.layers.BatchNormalization(gamma_initializer="zeros")(y)
+    # Gamma starts at one, not zero ("each block starts as identity", Goyal et al. 2017):
+    # that trick is for deep stacks; on this 6-block net it slowed learning to 0.41-0.48
+    # validation accuracy where ones reached 0.94-0.96 (3,000 images, 2 epochs, seeds 0-1).
+    y = keras.layers.BatchNormalization(momentum=_BN_MOMENTUM)(y)
     if strides != 1 or shortcut.shape[-1] != filters:
         shortcut = keras.layers.Conv2D(filters, 1, strides=strides, use_bias=False)(shortcut)
-        shortcut = keras.layers.BatchNormalization()(shortcut)
+        shortcut = keras.layers.BatchNormalization(momentum=_BN_MOMENTUM)(shortcut)
     return keras.layers.ReLU()(keras.layers.Add()([y, shortcut]))
 
 
