@@ -106,3 +106,49 @@ def test_python_sources_split_by_input_pipeline():
                                   input_context=ctx, shuffle=source is not shards, seed=1)
             seen.append(set(np.concatenate([b.numpy() for _, b in ds]).tolist()))
         assert seen[0].isdisjoint(seen[1]) and seen[0] | seen[1] == set(range(total))
+
+
+def _two_pipelines():
+    # Two workers, one replica each: the contexts distribute_datasets_from_function gives.
+    return [tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=i,
+                                       num_replicas_in_sync=2) for i in range(2)]
+
+
+def _assert_each_example_once(shares, expected):
+    seen = [v for share in shares for v in share]
+    assert sorted(seen) == sorted(expected)  # every example once: no overlap, none missed
+    assert all(len(share) == len(expected) // 2 for share in shares)
+
+
+@pytest.mark.parametrize("seed", [None, 5])
+def test_arrays_two_input_pipelines_shuffled_nondeterministic(seed):
+    # Shuffling on and a non-deterministic order (the default), no seed shared between the
+    # two "workers": the shard must still be decided before any shuffle.
+    x = np.arange(40, dtype=np.float32)
+    shares = []
+    for ctx in _two_pipelines():
+        ds = data.from_arrays(x, np.zeros(40, np.int64), batch_size=4, input_context=ctx,
+                              shuffle_buffer=40, seed=seed, deterministic=False,
+                              augment=None)
+        shares.append([int(v) for b, _ in ds for v in b.numpy()])
+    _assert_each_example_once(shares, range(40))
+
+
+@pytest.mark.parametrize("seed", [None, 5])
+def test_image_folder_two_input_pipelines_shuffled_nondeterministic(tmp_path, seed):
+    ids = []
+    for c in range(2):
+        (tmp_path / f"c{c}").mkdir()
+        for i in range(6):
+            ident = 10 * (6 * c + i) + 5  # one distinct value per image (kept: no resize)
+            ids.append(ident)
+            img = np.full((4, 4, 3), ident, np.uint8)
+            (tmp_path / f"c{c}" / f"{i}.png").write_bytes(tf.io.encode_png(img).numpy())
+    shares = []
+    for ctx in _two_pipelines():
+        ds = data.from_image_folder(tmp_path, batch_size=2, image_size=(4, 4),
+                                    input_context=ctx, shuffle_buffer=12, seed=seed,
+                                    deterministic=False)
+        # A float cast of the uint8 pixels: the values as written (no scaling).
+        shares.append([int(img[0, 0, 0]) for b, _ in ds for img in b.numpy()])
+    _assert_each_example_once(shares, ids)
