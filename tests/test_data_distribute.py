@@ -152,3 +152,35 @@ def test_image_folder_two_input_pipelines_shuffled_nondeterministic(tmp_path, se
         # A float cast of the uint8 pixels: the values as written (no scaling).
         shares.append([int(img[0, 0, 0]) for b, _ in ds for img in b.numpy()])
     _assert_each_example_once(shares, ids)
+
+
+@pytest.mark.parametrize("build", ["arrays", "image_folder"])
+def test_data_sharded_sources_keep_a_fixed_order_under_multi_worker(tmp_path, monkeypatch,
+                                                                     build):
+    # Under a multi-worker strategy, experimental_distribute_dataset shards these sources by
+    # DATA (every k-th element of the same pipeline on each worker): unsafe unless the order
+    # is fixed, so the builder fixes it even when the caller asked for speed.
+    from tfaccel.data import sharding
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "0.png").write_bytes(
+        tf.io.encode_png(np.zeros((4, 4, 3), np.uint8)).numpy())
+
+    def make():
+        if build == "arrays":
+            return data.from_arrays(np.zeros((4, 2), np.float32), np.zeros(4, np.int64),
+                                    batch_size=2, deterministic=False)
+        return data.from_image_folder(tmp_path, batch_size=1, image_size=(4, 4),
+                                      deterministic=False)
+
+    assert make().options().deterministic is False  # one worker: the caller's choice
+    monkeypatch.setattr(sharding, "multi_worker_in_scope", lambda: True)
+    assert make().options().deterministic is True
+
+
+def test_multi_worker_in_scope_is_false_for_mirrored(strategy):
+    from tfaccel.data import sharding
+
+    assert sharding.multi_worker_in_scope() is False
+    with strategy.scope():
+        assert sharding.multi_worker_in_scope() is False

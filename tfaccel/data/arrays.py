@@ -7,7 +7,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import pipeline
+from tfaccel.data import pipeline, sharding
 from tfaccel.errors import DataError
 
 
@@ -55,5 +55,6 @@ def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = N
         shuffle_buffer = n
     # In-memory data has no files to split: a multi-worker strategy must shard by element.
     options.setdefault("shard_policy", "data")
+    sharding.fix_order_for_data_sharding(options)  # DATA sharding needs a fixed order
     return pipeline.optimize(dataset, batch_size=batch_size, shuffle_buffer=shuffle_buffer,
                              **options)

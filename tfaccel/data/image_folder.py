@@ -9,7 +9,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from tfaccel.data import images, pipeline, splits
+from tfaccel.data import images, pipeline, sharding, splits
 from tfaccel.errors import DataError, UserInputError
 
 logger = logging.getLogger(__name__)
@@ -252,6 +252,7 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
     # strategy shards by element; distribute_datasets_from_function (input_context) shards the
     # path list before decoding, which is cheaper.
     options.setdefault("shard_policy", "data")
+    sharding.fix_order_for_data_sharding(options)  # DATA sharding needs a fixed order
     dataset = pipeline.optimize(
         # Without a cache the uint8 round trip only adds work (a cast back to float per
         # batch): measured 2-4% of a JPEG pipeline's throughput on 2 cores.
