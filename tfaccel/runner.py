@@ -8,6 +8,7 @@ import os
 import platform
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
 
@@ -398,7 +399,12 @@ def _fit(ctx: _RunContext, *, trained_model, data: _TrainData, outputs: _Outputs
         epoch += 1
     if epoch < training.epochs:
         segments.append((epoch, training.epochs, steps, epoch * steps))
-    with outputs.signals:
+    with outputs.signals, warnings.catch_warnings():
+        # Keras warns "Your input ran out of data; interrupting training" whenever an
+        # evaluation of unknown length (an image folder's, whose decode stage may skip a
+        # bad file) reaches its end. Training reads an endless stream here, so the
+        # warning can only ever be about that normal end of validation.
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
         for first_epoch, end_epoch, steps_in_epoch, global_step in segments:
             if outputs.guard.failure is not None or trained_model.stop_training:
                 break
