@@ -170,3 +170,24 @@ def test_steps_per_epoch_unknown_for_a_generator_source(tmp_path):
                         workers=1, worker_mode="thread", num_classes=2)
     _, _, info = _build(config)
     assert info["steps_per_epoch"] is None and info["train_examples_per_pass"] is None
+
+
+@pytest.mark.parametrize("bad", [3, -1])
+def test_python_source_label_outside_num_classes_stops_the_pipeline(tmp_path, bad):
+    # Labels of a python source are only seen while streaming: the check is in the pipeline
+    # (a label of 3 with 3 classes would otherwise crash on CPU or give NaN on GPU).
+    (tmp_path / "badlabels.py").write_text(
+        "import numpy as np\n"
+        "class Source:\n"
+        "    num_classes = 3\n"
+        "    def __len__(self): return 8\n"
+        f"    def __getitem__(self, i): return np.float32(i), ({bad} if i == 6 else i % 3)\n"
+        "SOURCE = Source()\n")
+    config = DataConfig(source="python", path=f"{tmp_path / 'badlabels.py'}:SOURCE",
+                        validation_fraction=0.25, workers=1, worker_mode="thread",
+                        cache=None)
+    train, val, _ = _build(config)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="data.num_classes"):
+        for ds in (train, val):
+            for _ in ds:
+                pass

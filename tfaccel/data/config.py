@@ -277,12 +277,39 @@ def _build_python(config, *, batch, common, train_opts, val_opts):
     if num_classes is None:
         raise DataError(f"Cannot tell the number of classes of python source {config.path!r}: "
                         "set data.num_classes, or give the source a num_classes attribute.")
+    # A python source's labels are seen only while streaming: checked there, every split.
+    where = f"python source {config.path!r}"
+    train = _check_labels_in_pipeline(train, int(num_classes), where=f"{where} (training)")
+    if val is not None:
+        val = _check_labels_in_pipeline(val, int(num_classes), where=f"{where} (validation)")
     return train, val, {
         "num_classes": int(num_classes),
         "class_names": list(class_names) if class_names else None,
         "train_examples": len(source) if random_access else None,
         "validation_examples": None if val_source is None else len(val_source),
     }
+
+
+def _check_labels_in_pipeline(dataset, num_classes: int, *, where: str):
+    """Stops the pipeline with a message naming the label when one is outside 0..n-1."""
+    spec = dataset.element_spec
+    if not (isinstance(spec, tuple) and len(spec) >= 2 and isinstance(spec[1], tf.TensorSpec)
+            and spec[1].dtype.is_integer):
+        return dataset  # no integer label tensor to check (dict or float targets)
+
+    def check(*element):
+        labels = element[1]
+        bad = "{} holds a label outside 0..{} (data.num_classes is {}): labels must be " \
+              "integers from 0 to data.num_classes - 1.".format(where, num_classes - 1,
+                                                                 num_classes)
+        with tf.control_dependencies([
+                tf.debugging.assert_non_negative(labels, message=bad),
+                tf.debugging.assert_less(labels, tf.cast(num_classes, labels.dtype),
+                                         message=bad)]):
+            labels = tf.identity(labels)
+        return (element[0], labels) + tuple(element[2:])
+
+    return dataset.map(check)
 
 
 _BUILDERS = {"image_folder": _build_image_folder, "tfrecords": _build_tfrecords,
