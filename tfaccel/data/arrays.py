@@ -32,8 +32,9 @@ def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = N
         x: An array, or a dict of arrays with the same first dimension.
         y: Labels with the same first dimension, or None for features only.
         batch_size: The GLOBAL batch size.
-        shuffle_buffer: None (default) shuffles all examples each epoch, like
-            ``model.fit(x, y)`` does; 0 keeps the order; an int sets the buffer.
+        shuffle_buffer: Shuffle buffer in examples, 0 for no shuffling (as
+            ``data.shuffle_buffer``). None (default): every example, a full shuffle each
+            epoch as ``model.fit(x, y)`` does.
         **options: Any keyword of `tfaccel.data.optimize` (augment, seed, deterministic,
             cache, private_threads, ...).
 

@@ -96,7 +96,8 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
         keys: ``(input_key, label_key)`` feature names to yield instead of the supervised
             keys (for datasets without them, or to pick another input).
         image_size: Resize an image input to ``(height, width)`` (None: keep).
-        shuffle_buffer: Example shuffle buffer (0: off); file order is shuffled when > 0.
+        shuffle_buffer: Shuffle buffer in examples, 0 for no shuffling (as
+            ``data.shuffle_buffer``); the file order is shuffled too when > 0.
         seed: Seed for file order, shuffling and augmentation.
         input_context: From ``distribute_datasets_from_function``: TFDS shards by file.
         **options: Any other keyword of `tfaccel.data.optimize`.

@@ -187,7 +187,8 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         compression: None, ``"GZIP"`` or ``"ZLIB"``.
         image_size: ``(height, width)`` that ``decode: image`` features are resized to.
         channels: Channels of decoded images.
-        shuffle_buffer: Example shuffle buffer (0: off); file order is shuffled too when > 0.
+        shuffle_buffer: Shuffle buffer in examples, 0 for no shuffling (as
+            ``data.shuffle_buffer``); the file order is shuffled too when > 0.
         seed: Seed for shuffling and augmentation.
         cycle_length: Files read at once by the parallel interleave (None: min(files, 16)).
         verify: Walk every file's record framing before training (see `check_record_file`).
