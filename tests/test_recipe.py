@@ -56,8 +56,12 @@ def test_unknown_section_is_rejected_with_suggestion():
     ({"data": {"source": "image_folder", "image_size": [32, 32]}},
      "data.path is required when data.source is 'image_folder'"),
     ({"data": {"source": "tfds"}}, "data.name (a TFDS dataset name) is required"),
+    # The batch plan's own message (tfaccel.batching is the one place it is checked).
     ({"training": {"global_batch_size": 100, "accumulation_steps": 3}},
-     "training.global_batch_size (100) must be divisible by training.accumulation_steps (3)"),
+     "the per-replica batch 100 (global batch 100 / 1 replicas) is not divisible by "
+     "accumulation_steps 3"),
+    ({"training": {"global_batch_size": 100, "micro_batch_size": 30}},
+     "micro_batch_size 30 does not divide the per-replica batch 100"),
     ({"training": {"accumulation_steps": 2, "micro_batch_size": 16}}, "not both"),
 ])
 def test_bad_values_name_the_key_and_the_value(raw, expected):

@@ -455,20 +455,16 @@ def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
     if data.source == "image_folder" and data.image_size is None:
         raise RecipeError(f"{source}: data.image_size ([height, width]) is required when "
                           "data.source is 'image_folder'.")
-    if training.accumulation_steps is not None and training.micro_batch_size is not None:
-        raise RecipeError(f"{source}: set training.accumulation_steps "
-                          f"({training.accumulation_steps}) or training.micro_batch_size "
-                          f"({training.micro_batch_size}), not both.")
-    if training.accumulation_steps is not None:
-        if training.global_batch_size % training.accumulation_steps:
-            raise RecipeError(
-                f"{source}: training.global_batch_size ({training.global_batch_size}) must be "
-                f"divisible by training.accumulation_steps ({training.accumulation_steps}).")
-    if training.micro_batch_size is not None:
-        if training.global_batch_size % training.micro_batch_size:
-            raise RecipeError(
-                f"{source}: training.global_batch_size ({training.global_batch_size}) must be "
-                f"divisible by training.micro_batch_size ({training.micro_batch_size}).")
+    # The batch plan's one check (tfaccel.batching), run here for one replica: what the
+    # recipe alone decides; the replica count is checked again when it is known.
+    from tfaccel.batching import plan_batches
+
+    try:
+        plan_batches(global_batch_size=training.global_batch_size, replicas=1,
+                     accumulation_steps=training.accumulation_steps,
+                     micro_batch_size=training.micro_batch_size)
+    except UserInputError as error:
+        raise RecipeError(f"{source}: training: {error}") from None
     _check_model_params(recipe.model, source=source)
 
 
