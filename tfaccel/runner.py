@@ -221,7 +221,7 @@ def input_order_is_fixed(*, deterministic: bool, strategy: str) -> bool:
 def _build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool) -> _TrainData:
     """Builds the validation set and a function giving the training stream at any step."""
     from tfaccel.data.config import build_datasets
-    from tfaccel.data.pipeline import EpochStream, batches_per_pass, drops_remainder
+    from tfaccel.data.pipeline import EpochStream, drops_remainder
 
     def build(stream):
         return build_datasets(recipe.data, global_batch_size=plan.global_batch_size,
@@ -230,15 +230,17 @@ def _build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool) -> _Tra
 
     first_stream, validation, info = build(EpochStream())
     drop = drops_remainder(plan.replicas)
+    # The data layer's own count (the one drop rule), or one counted pass when the source
+    # cannot tell its size.
+    per_pass, per_pass_examples = info.get("steps_per_epoch"), info.get(
+        "train_examples_per_pass")
     train_examples = info.get("train_examples")
-    if train_examples is None:
-        per_pass, train_examples = _count_pass(build(None)[0])
+    if per_pass is None:
+        per_pass, per_pass_examples = _count_pass(build(None)[0])
+        train_examples = per_pass_examples
         print(f"tfaccel: the training source does not declare its size; one pass counted: "
-              f"{train_examples} examples in {per_pass} batches (set "
+              f"{per_pass_examples} examples in {per_pass} batches (set "
               "training.steps_per_epoch to skip this count).", flush=True)
-    else:
-        per_pass = batches_per_pass(train_examples, plan.global_batch_size,
-                                    drop_remainder=drop)
     if per_pass == 0:
         raise DataError(
             f"the training split has {train_examples} examples, fewer than one global batch "
@@ -246,10 +248,8 @@ def _build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool) -> _Tra
             + (f" (with {plan.replicas} replicas the last partial batch is dropped)"
                if drop else "") + "; lower training.global_batch_size or add data.")
     steps = recipe.training.steps_per_epoch or per_pass
-    if recipe.training.steps_per_epoch or drop:
-        examples = steps * plan.global_batch_size
-    else:
-        examples = train_examples
+    examples = steps * plan.global_batch_size if recipe.training.steps_per_epoch \
+        else per_pass_examples
     first_built = {"stream": first_stream}
 
     def make_stream(global_step: int):
