@@ -95,6 +95,7 @@ def test_cli_help_and_validate_do_not_import_tensorflow(tmp_path):
         "assert r.invoke(main, ['--help']).exit_code == 0\n"
         f"assert r.invoke(main, ['validate', {str(recipe)!r}]).exit_code == 0\n"
         "assert r.invoke(main, ['keys']).exit_code == 0\n"
+        "assert r.invoke(main, ['keys', '--json-schema']).output.startswith('{')\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('tensorflow', 'keras', 'tensorflow_datasets'))\n"
         "print(loaded)\n"

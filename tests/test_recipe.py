@@ -201,3 +201,28 @@ def test_json_schema_accepts_every_shipped_recipe_and_rejects_mistakes():
                      "training": {"checkpoint_every_steps": None}}) == []
     # The schema's defaults are the recipe's defaults.
     assert schema["properties"]["training"]["properties"]["keep_checkpoints"]["default"] == 3
+
+
+def test_json_schema_agrees_with_validation_on_empty_sections():
+    # `training:` with nothing under it is a valid recipe (every default); an editor using
+    # the schema must not flag it.
+    import jsonschema
+
+    from tfaccel.recipe_schema import json_schema
+
+    raw = yaml.safe_load("training:\nruntime:\n")
+    assert recipe_from_dict(raw) == Recipe()
+    assert [e.message for e in jsonschema.Draft202012Validator(json_schema()).iter_errors(raw)] \
+        == []
+
+
+def test_recipe_and_build_model_give_the_same_model_parameter_message():
+    # One check (models.check_params): validation adds only the file and section in front.
+    from tfaccel import models
+    from tfaccel.errors import UserInputError
+
+    for params in ({"dropuot": 0.1}, {"dropout": 1.5}, {"filters": "wide"}):
+        with pytest.raises(UserInputError) as direct:
+            models.build_model("small_cnn", input_shape=(8, 8, 3), num_classes=3, **params)
+        message = error_of({"model": {"name": "small_cnn", "params": params}})
+        assert message == f"r.yaml: model (name 'small_cnn', params): {direct.value}"

@@ -70,6 +70,8 @@ def _section(cls) -> dict:
         hint = hints[field.name]
         if dataclasses.is_dataclass(hint):
             schema = _section(hint)
+            # `training:` with nothing under it reads as null: every default, as in tfaccel.
+            schema["type"] = ["object", "null"]
         else:
             schema = _bounds(field.metadata, _type_schema(hint))
             default = field.default
