@@ -8,7 +8,8 @@ DEFAULT_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "default.yaml
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.heavy),
+                                  pytest.param(2, marks=pytest.mark.heavy)])
 def test_default_recipe_reaches_90_percent_for_every_seed(seed, tmp_path, shapes_data_dir):
     from tfaccel import runner
 

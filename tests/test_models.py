@@ -242,6 +242,7 @@ def test_resnet_small_batchnorm_forgets_its_start_within_a_short_run(policy):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_resnet_small_learns_the_builtin_dataset(tmp_path, shapes_data_dir):
     # It sat at chance (train and validation accuracy 0.24-0.26 after these 2 epochs) with
     # 1/255 scaling alone; per-image standardisation alone: 0.49 (moving statistics at

@@ -107,6 +107,7 @@ def test_prepare_again_reuses_the_prepared_data(prepared):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_default_small_cnn_learns_it_to_90_percent(prepared):
     """A real learning problem: chance is 25% (balanced classes), a small CNN gets >= 90%."""
     import keras

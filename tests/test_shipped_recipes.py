@@ -38,6 +38,7 @@ def test_python_source_recipe_source_yields_labelled_examples():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_mirrored_accumulate_recipe_learns_in_a_shortened_run(tmp_path, shapes_data_dir):
     # Shortened: one device (strategy auto), 3,072 images, global batch 128 (= 4 micro-batches
     # of 32), 2 epochs = 48 optimizer steps under the recipe's SGD 0.1 + warm-up + cosine.
