@@ -357,22 +357,29 @@ def _token_model(vocab=12, classes=3):
     ])
 
 
-@pytest.mark.parametrize("steps", [2, 4])
-def test_masked_per_token_loss_accumulates_exactly(steps):
-    # Keras divides a masked loss by the number of VALID entries: a mean of per-micro-batch
-    # means weighted by example share is a different objective (7.9e-4 apart after 2 epochs).
-    x, y = _padded_sequences()
+def _assert_token_fits_match(x, y, steps, *, epochs=3, strategy=None, sample_weight=None):
+    """Trains the masked token model plainly and with accumulation; weights and losses agree."""
     results = []
     for accumulation in (None, steps):
-        model = _token_model()
-        trained = accumulate(model, accumulation) if accumulation else model
-        trained.compile(optimizer=keras.optimizers.SGD(0.5), loss=_sparse_ce())
-        history = trained.fit(x, y, batch_size=32, epochs=3, shuffle=False, verbose=0)
+        with (strategy or tf.distribute.get_strategy()).scope():
+            model = _token_model()
+            trained = accumulate(model, accumulation) if accumulation else model
+            trained.compile(optimizer=keras.optimizers.SGD(0.5), loss=_sparse_ce())
+        history = trained.fit(x, y, sample_weight=sample_weight, batch_size=32,
+                              epochs=epochs, shuffle=False, verbose=0)
         results.append((model.get_weights(), history.history["loss"]))
     (plain_w, plain_loss), (acc_w, acc_loss) = results
     for a, b in zip(plain_w, acc_w):
         np.testing.assert_allclose(a, b, atol=1e-6)
     np.testing.assert_allclose(plain_loss, acc_loss, rtol=1e-6)
+
+
+@pytest.mark.parametrize("steps", [2, 4])
+def test_masked_per_token_loss_accumulates_exactly(steps):
+    # Keras divides a masked loss by the number of VALID entries: a mean of per-micro-batch
+    # means weighted by example share is a different objective (7.9e-4 apart after 2 epochs).
+    x, y = _padded_sequences()
+    _assert_token_fits_match(x, y, steps)
 
 
 class _BatchSizeProbe(keras.layers.Layer):
@@ -441,18 +448,7 @@ def test_masked_loss_with_ragged_lengths_and_zero_sample_weights_is_exact():
     weights = rng.uniform(0.0, 2.0, size=(n, length)).astype("float32")
     weights[rng.permutation(n)[:10]] = 0.0
     weights[:, 2] = 0.0
-    results = []
-    for accumulation in (None, 4):
-        model = _token_model()
-        trained = accumulate(model, accumulation) if accumulation else model
-        trained.compile(optimizer=keras.optimizers.SGD(0.5), loss=_sparse_ce())
-        history = trained.fit(tokens, labels, sample_weight=weights, batch_size=32, epochs=3,
-                              shuffle=False, verbose=0)
-        results.append((model.get_weights(), history.history["loss"]))
-    (plain_w, plain_loss), (acc_w, acc_loss) = results
-    for a, b in zip(plain_w, acc_w):
-        np.testing.assert_allclose(a, b, atol=1e-6)
-    np.testing.assert_allclose(plain_loss, acc_loss, rtol=1e-6)
+    _assert_token_fits_match(tokens, labels, 4, sample_weight=weights)
 
 
 def test_zero_sample_weights_are_exact_unmasked():
@@ -491,15 +487,5 @@ def test_masked_loss_under_mirrored_equals_a_plain_mirrored_fit(logical_cpus):
     # Keras divides each replica's masked loss by that replica's valid count (then by the
     # number of replicas); accumulation per replica must reproduce exactly that.
     x, y = _padded_sequences()
-    results = []
-    for accumulation in (None, 2):
-        with make_strategy("mirrored", devices=logical_cpus).scope():
-            model = _token_model()
-            trained = accumulate(model, accumulation) if accumulation else model
-            trained.compile(optimizer=keras.optimizers.SGD(0.5), loss=_sparse_ce())
-        history = trained.fit(x, y, batch_size=32, epochs=2, shuffle=False, verbose=0)
-        results.append((model.get_weights(), history.history["loss"]))
-    (plain_w, plain_loss), (acc_w, acc_loss) = results
-    for a, b in zip(plain_w, acc_w):
-        np.testing.assert_allclose(a, b, atol=1e-6)
-    np.testing.assert_allclose(plain_loss, acc_loss, rtol=1e-6)
+    _assert_token_fits_match(x, y, 2, epochs=2,
+                             strategy=make_strategy("mirrored", devices=logical_cpus))
