@@ -56,12 +56,19 @@ def create_run_dir(*, name: str, runs_dir: str, run_dir: Optional[str] = None) -
     raise UserInputError(f"could not create a new run directory under {str(parent)!r}.")
 
 
-def write_json(path: Path, payload: Any) -> None:
-    """Writes JSON atomically (temporary file, then rename) so a reader never sees half."""
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n",
-                         encoding="utf-8")
+def write_text(path: Path, text: str) -> None:
+    """Writes a file atomically (temporary name, fsync, rename): a reader never sees half."""
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("w", encoding="utf-8") as stream:
+        stream.write(text)
+        stream.flush()
+        os.fsync(stream.fileno())
     os.replace(temporary, path)
+
+
+def write_json(path: Path, payload: Any) -> None:
+    """Writes JSON atomically (see `write_text`)."""
+    write_text(path, json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def append_jsonl(path: Path, record: dict) -> None:

@@ -81,14 +81,14 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         recipe, directory = request.recipe, request.directory
         lock = RunLock(directory).acquire()
         if request.extended_from is not None:
-            _write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
+            run_files.write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
     else:
         if recipe_or_path is None:
             raise UserInputError("train needs a recipe (a path, a mapping or a Recipe).")
         recipe = _as_recipe(recipe_or_path, overrides)
         directory = _new_run_dir(recipe, run_dir)
         lock = RunLock(directory).acquire()
-        _write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
+        run_files.write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
 
     runtime = recipe.runtime
     # Thread pools must be set before anything initialises TensorFlow's devices.
@@ -343,7 +343,7 @@ def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
     if checkpoint is not None:
         # metrics.jsonl is rewritten to what the checkpoint knew: an epoch that ended after
         # it (and so will be trained again) is not listed twice.
-        _write_text(metrics_path, "".join(json.dumps(r, default=float) + "\n"
+        run_files.write_text(metrics_path, "".join(json.dumps(r, default=float) + "\n"
                                           for r in records))
     guard = NonFiniteLossGuard()
     logger = EpochMetricsLogger(metrics_path, examples_per_epoch=data.examples_per_epoch,
@@ -556,16 +556,6 @@ def _new_run_dir(recipe: Recipe, run_dir: Optional[str]) -> Path:
 def _holds_only_the_recipe(directory: Path) -> bool:
     names = {p.name for p in directory.iterdir()} - {LOCK_FILE}
     return names <= {run_files.RECIPE_FILE}
-
-
-def _write_text(path: Path, text: str) -> None:
-    # Atomic (temporary name, fsync, rename): a reader never sees half a file.
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("w", encoding="utf-8") as stream:
-        stream.write(text)
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(temporary, path)
 
 
 def _as_recipe(recipe_or_path, overrides: Sequence[str]) -> Recipe:
