@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -11,8 +12,8 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import (arrays, image_folder, pipeline, python_source, splits,
-                          tfds_source, tfrecords)
+from tfaccel.data import (arrays, cache_files, image_folder, pipeline, python_source,
+                          splits, tfds_source, tfrecords)
 from tfaccel.errors import DataError
 
 BUILTIN_DEFAULT = "tfaccel_shapes"
@@ -30,9 +31,17 @@ def _common(config, *, seed: int, deterministic: bool, sequential: bool) -> dict
     }
 
 
+def _cache_prefixes(config) -> Tuple[Optional[str], Optional[str]]:
+    """The training and validation caches: "memory", None, or each split's own file prefix."""
+    if not cache_files.is_file_cache(config.cache):
+        return (config.cache or None,) * 2
+    prefix = cache_files.cache_prefix(config.cache)
+    return prefix, f"{prefix}_validation"  # its own cache files, never the training ones
+
+
 def _train_tail(config, num_replicas: int, *, stream=None) -> dict:
     # The one drop rule (pipeline.drops_remainder): the same one steps_per_epoch counts with.
-    tail = {"cache": config.cache or None, "augment": list(config.augment) or None,
+    tail = {"cache": _cache_prefixes(config)[0], "augment": list(config.augment) or None,
             "drop_remainder": pipeline.drops_remainder(num_replicas)}
     if stream is not None:
         # The runner's resumable stream of passes (pipeline.EpochStream).
@@ -43,10 +52,7 @@ def _train_tail(config, num_replicas: int, *, stream=None) -> dict:
 def _val_tail(config) -> dict:
     # Validation: same decoding and cache, never shuffled or augmented, and the last partial
     # batch kept (Keras evaluates uneven batches fine, even under a strategy).
-    cache = config.cache or None
-    if cache and cache != "memory":
-        cache = f"{cache}_validation"  # its own cache file, never the training one
-    return {"cache": cache, "augment": None, "drop_remainder": False}
+    return {"cache": _cache_prefixes(config)[1], "augment": None, "drop_remainder": False}
 
 
 def _tfds_splits(config, name) -> Tuple[str, Optional[str]]:
@@ -367,4 +373,51 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     info["steps_per_epoch"] = steps
     info["train_examples_per_pass"] = (None if known is None
                                        else steps * global_batch_size if drop else known)
+    if cache_files.is_file_cache(config.cache):
+        # Before anything reads the datasets: a stale or half-written cache is rebuilt.
+        _prepare_file_caches(config, seed=seed, train=train, has_validation=val is not None)
     return train, val, info
+
+
+# Keys that act after the cache (or not on the examples at all): changing them keeps it valid.
+_AFTER_THE_CACHE = frozenset({"cache", "shuffle_buffer", "augment", "num_parallel_calls",
+                              "workers", "worker_mode", "private_threads", "ram_budget_mb",
+                              "download", "num_classes"})
+
+
+def _prepare_file_caches(config, *, seed: int, train, has_validation: bool) -> None:
+    """Fingerprints each split's file cache with what its examples depend on."""
+    common = {f"data.{k}": v for k, v in dataclasses.asdict(config).items()
+              if k not in _AFTER_THE_CACHE}
+    if config.validation_fraction:
+        common["seed"] = seed  # the seeded held-out split decides which examples are cached
+    common["source files"] = _source_files_digest(config, train)
+    train_prefix, val_prefix = _cache_prefixes(config)
+    cache_files.prepare_file_cache(train_prefix, fingerprint={**common, "split": "training"})
+    if has_validation:
+        cache_files.prepare_file_cache(val_prefix, fingerprint={**common, "split": "validation"})
+
+
+def _source_files_digest(config, train) -> str:
+    """Names, sizes and modification times of the files the examples are read from."""
+    if config.source in ("builtin", "tfds"):
+        info = train.info
+        directory = str(getattr(info, "data_dir", "") or "")
+        files = [os.path.join(directory, n) for n in sorted(os.listdir(directory))] \
+            if directory and os.path.isdir(directory) else []
+        return f"{info.full_name}: {cache_files.files_digest(files)}"
+    if config.source == "image_folder":
+        files = [os.path.join(root, name)
+                 for root, _, names in os.walk(config.path, followlinks=True)
+                 for name in names]
+        return cache_files.files_digest(files)
+    if config.source == "tfrecords":
+        return cache_files.files_digest(tfrecords.list_record_files(config.path))
+    if config.source == "arrays":
+        return cache_files.files_digest([config.path])
+    spec = config.path or ""
+    module = spec.rsplit(":", 1)[0]
+    if module.endswith(".py") or os.sep in module:
+        return cache_files.files_digest([module if module.endswith(".py") else module + ".py"])
+    found = importlib.util.find_spec(module)
+    return cache_files.files_digest([found.origin] if found and found.origin else [])

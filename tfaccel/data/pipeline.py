@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfaccel.data import augment as augment_lib
+from tfaccel.data import cache_files
 from tfaccel.errors import UserInputError
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -142,13 +143,9 @@ def _cache(dataset: tf.data.Dataset, cache) -> tf.data.Dataset:
         return dataset
     if cache in ("memory", True):
         return dataset.cache()
-    path = os.fspath(cache)
-    if os.path.isdir(path) or path.endswith(os.sep):
-        # tf.data takes a file *prefix*; a directory alone would write files next to it.
-        os.makedirs(path, exist_ok=True)
-        path = os.path.join(path, "tfdata_cache")
-    else:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    # tf.data takes a file *prefix*; a directory alone would write files next to it.
+    path = cache_files.cache_prefix(cache)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     return dataset.cache(path)
 
 
