@@ -103,6 +103,10 @@ def train(recipe, overrides, run_dir, resume_dir):
         raise click.UsageError("--resume continues a run in its own directory; --run-dir "
                                "cannot be combined with it.")
     loaded = load_recipe(recipe, overrides) if recipe is not None else None
+    if loaded is not None:
+        from tfaccel.input_paths import check_input_paths
+
+        check_input_paths(loaded, source=recipe)  # before TensorFlow: a missing path is quick
     _quiet_tensorflow()
     from tfaccel import runner
 
@@ -120,10 +124,12 @@ def train(recipe, overrides, run_dir, resume_dir):
 @click.option("--show", is_flag=True, help="Print the resolved recipe (every key) as YAML.")
 @handle_errors
 def validate(recipe, overrides, show):
-    """Check RECIPE without TensorFlow: keys, types, ranges, paths resolved."""
+    """Check RECIPE without TensorFlow: keys, types, ranges, and that input paths exist."""
+    from tfaccel.input_paths import check_input_paths
     from tfaccel.recipe import dump_recipe, load_recipe
 
     loaded = load_recipe(recipe, overrides)
+    check_input_paths(loaded, source=recipe)
     if show:
         click.echo(dump_recipe(loaded), nl=False)
     else:

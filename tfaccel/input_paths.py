@@ -1,0 +1,69 @@
+"""TensorFlow-free check that a recipe's input paths exist, naming the key and the path."""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+
+from tfaccel.errors import RecipeError
+
+
+def check_input_paths(recipe, *, source: str = "recipe") -> None:
+    """Checks that the data a recipe reads is there, before any TensorFlow is imported.
+
+    The image folder is a folder, the TFRecord pattern matches at least one file, the arrays
+    file exists, the python source's file (or module) can be found, and data.data_dir (when
+    given) is a folder. Remote paths (``gs://...``) are left to TensorFlow.
+
+    Args:
+        recipe: A validated `Recipe` (paths already resolved against the recipe's folder).
+        source: The recipe's name for messages (its file path).
+
+    Raises:
+        RecipeError: A path is missing; the message names the key and the path.
+    """
+    data = recipe.data
+    path = data.path
+    if data.data_dir and not _remote(data.data_dir) and not os.path.isdir(data.data_dir):
+        raise RecipeError(f"{source}: data.data_dir {data.data_dir!r} is not a folder.")
+    if not path or _remote(path):
+        return
+    if data.source == "image_folder":
+        if not os.path.exists(path):
+            raise RecipeError(f"{source}: data.path: the image folder {path!r} does not exist.")
+        if not os.path.isdir(path):
+            raise RecipeError(f"{source}: data.path: the image folder {path!r} is not a folder.")
+    elif data.source == "tfrecords":
+        if not glob.glob(path):
+            raise RecipeError(f"{source}: data.path: the TFRecord pattern {path!r} matches no "
+                              "file.")
+    elif data.source == "arrays":
+        if not os.path.isfile(path):
+            raise RecipeError(f"{source}: data.path: the arrays file {path!r} does not exist.")
+    elif data.source == "python":
+        _check_python_source(path, source=source)
+
+
+def _check_python_source(spec: str, *, source: str) -> None:
+    if ":" not in spec:
+        raise RecipeError(f"{source}: data.path for source python must be 'module:attribute' "
+                          f"or 'file.py:attribute', got {spec!r}.")
+    module = spec.rsplit(":", 1)[0]
+    if module.endswith(".py") or os.sep in module:
+        file = module if module.endswith(".py") else module + ".py"
+        if not os.path.isfile(file):
+            raise RecipeError(f"{source}: data.path: the python source file {file!r} does "
+                              "not exist.")
+        return
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise RecipeError(f"{source}: data.path: the python module {module!r} cannot be found "
+                          "(is it on PYTHONPATH, or did you mean a 'file.py:attribute' path?).")
+
+
+def _remote(path: str) -> bool:
+    return "://" in path
