@@ -72,6 +72,34 @@ def test_tfrecords_infers_classes_and_holds_out_files(tmp_path):
     assert _count(val) == 4
 
 
+def test_tfrecord_verification_is_a_recipe_key(tmp_path):
+    with tf.io.TFRecordWriter(str(tmp_path / "a.tfrecord")) as w:
+        for i in range(6):
+            w.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i])),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 2])),
+            })).SerializeToString())
+    features = {"x": {"dtype": "float32", "shape": [1]}, "label": {"dtype": "int64"}}
+    config = DataConfig(source="tfrecords", path=str(tmp_path / "*.tfrecord"),
+                        image_key="x", features=features, validation_split=None)
+    assert config.verify_records is True
+    _, _, info = _build(config)
+    assert info["train_examples"] == 6  # counted by the verification pass
+    _, _, unverified = _build(dataclasses.replace(config, verify_records=False))
+    assert unverified["train_examples"] is None  # not read up front: the runner counts
+    # Unverified with num_classes given: nothing read up front, labels checked as they
+    # stream (a label >= num_classes stops the pipeline with a message naming it).
+    train, _, known = _build(dataclasses.replace(config, verify_records=False, num_classes=1))
+    assert known["num_classes"] == 1
+    with pytest.raises(tf.errors.InvalidArgumentError, match="label outside 0..0"):
+        _count(train)
+    # A truncated file is named before training only when verified.
+    data = (tmp_path / "a.tfrecord").read_bytes()
+    (tmp_path / "a.tfrecord").write_bytes(data[:-7])
+    with pytest.raises(DataError, match="a.tfrecord"):
+        _build(config)
+
+
 def test_python_source_from_a_file(tmp_path):
     (tmp_path / "mysource.py").write_text(
         "import numpy as np\n"

@@ -111,3 +111,42 @@ def test_builtin_shapes_and_export_round_trip(tmp_path):
     assert all(o.tobytes() in got for o in originals)
     with pytest.raises(Exception, match="not empty"):
         export_image_folder(tmp_path / "folder", split="test", limit=1, data_dir=data_dir)
+
+
+@pytest.mark.parametrize("name, shape", [("mnist", (28, 28, 1)), ("cifar10", (32, 32, 3))])
+def test_from_tfds_under_tfds_mock_data(name, shape):
+    # TFDS's own way to unit-test a pipeline without downloading: nothing is prepared,
+    # the builder generates examples.
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
+
+    from tfaccel.data import from_tfds
+
+    with tfds.testing.mock_data(num_examples=20):
+        ds = from_tfds(name, split="train", batch_size=8, shuffle_buffer=20, seed=0,
+                       cache="memory", augment=["flip"])
+        batches = list(ds)
+        assert ds.num_examples == 20
+        # cifar10 reads its class names from the downloaded files: "0".."9" unprepared.
+        assert ds.class_names == [str(i) for i in range(10)]
+        resized = from_tfds(name, split="test[:50%]", batch_size=5, image_size=(16, 16))
+        assert [tuple(x.shape) for x, _ in resized] == [(5, 16, 16, shape[2])] * 4
+    assert [int(y.shape[0]) for _, y in batches] == [8, 8, 4]
+    assert tuple(batches[0][0].shape[1:]) == shape and batches[0][0].dtype == tf.float32
+    assert all(0 <= int(v) < 10 for _, y in batches for v in y)
+
+
+def test_a_recipe_builds_tfds_data_under_mock_data():
+    import tensorflow_datasets as tfds
+
+    from tfaccel.data.config import build_datasets
+    from tfaccel.recipe import DataConfig
+
+    with tfds.testing.mock_data(num_examples=12):
+        train, val, info = build_datasets(DataConfig(source="tfds", name="mnist"),
+                                          global_batch_size=4, num_replicas=1, seed=0,
+                                          deterministic=True)
+        assert sum(int(y.shape[0]) for _, y in train) == 12
+        assert sum(int(y.shape[0]) for _, y in val) == 12
+    assert info["num_classes"] == 10 and info["train_examples"] == 12
+    assert info["input_shape"] == (28, 28, 1) and info["steps_per_epoch"] == 3

@@ -68,6 +68,10 @@ class DataConfig:
     label_key: str = _key("label", "Feature holding the label (tfds, tfrecords).")
     compression: Optional[Literal["GZIP", "ZLIB"]] = _key(
         None, "TFRecord compression: GZIP, ZLIB or empty.")
+    verify_records: bool = _key(
+        True, "Read every TFRecord file once before training, so a truncated file is named "
+        "up front; false skips that pass (and, with data.num_classes set, the label pass: "
+        "labels are then checked as they stream).")
     cache: Optional[str] = _key(
         "memory", "Cache decoded examples: memory, a file path prefix, or empty for no cache.")
     shuffle_buffer: int = _key(10000, "Shuffle buffer in examples; 0 turns shuffling off.",

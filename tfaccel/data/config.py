@@ -119,7 +119,7 @@ def _build_tfrecords(config, *, batch, common, train_opts, val_opts):
     input_key = config.image_key if config.image_key in spec else None
     kwargs = dict(features=config.features, label_key=config.label_key, input_key=input_key,
                   compression=config.compression, image_size=config.image_size,
-                  channels=config.channels, **common)
+                  channels=config.channels, verify=config.verify_records, **common)
     files = tfrecords.list_record_files(config.path)
     val_files = []
     if config.validation_fraction:
@@ -134,16 +134,26 @@ def _build_tfrecords(config, *, batch, common, train_opts, val_opts):
     if val_files:
         val = tfrecords.from_tfrecords(val_files, batch_size=batch, shuffle_buffer=0,
                                        **kwargs, **val_opts)
-    # Every split's labels, not the training files' alone: a class seen only in validation
-    # would otherwise crash (CPU) or give NaN (GPU) there.
-    low, high = _tfrecord_label_range(files + val_files, config)
-    num_classes = classes_for_labels(low, high, num_classes=config.num_classes,
-                                     where=repr(config.path))
+    counts = (train.num_examples, None if val is None else val.num_examples)
+    if config.verify_records or config.num_classes is None:
+        # Every split's labels, not the training files' alone: a class seen only in
+        # validation would otherwise crash (CPU) or give NaN (GPU) there.
+        low, high = _tfrecord_label_range(files + val_files, config)
+        num_classes = classes_for_labels(low, high, num_classes=config.num_classes,
+                                         where=repr(config.path))
+    else:
+        # Nothing read up front (verify_records: false with num_classes given): the labels
+        # are checked as they stream, like a python source's.
+        num_classes = config.num_classes
+        where = f"TFRecord files {config.path!r}"
+        train = _check_labels_in_pipeline(train, num_classes, where=f"{where} (training)")
+        if val is not None:
+            val = _check_labels_in_pipeline(val, num_classes, where=f"{where} (validation)")
     return train, val, {
         "num_classes": num_classes,
         "class_names": None,
-        "train_examples": train.num_examples,
-        "validation_examples": None if val is None else val.num_examples,
+        "train_examples": counts[0],
+        "validation_examples": counts[1],
     }
 
 
