@@ -44,6 +44,7 @@ def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = N
     Raises:
         DataError: The arrays are empty or their lengths differ.
     """
+    pipeline.check_builder_options(options, builder=from_arrays)
     n = _length(x, "x")
     if y is not None and _length(y, "y") != n:
         raise DataError(f"x has {n} examples but y has {_length(y, 'y')}.")

@@ -48,12 +48,15 @@ def _looks_complete(path: str) -> bool:
     return False
 
 
-def list_image_folder(path: str, *, verify: bool = True):
+def list_image_folder(path: str, *, verify: bool = True,
+                      class_names: Optional[Sequence[str]] = None, follow_links: bool = True):
     """Lists the images of a class-per-sub-folder tree, skipping what cannot be an image.
 
     Args:
         path: The root folder; each sub-folder (sorted by name) is one class.
         verify: Check each file's magic bytes and ending (see `_looks_complete`).
+        class_names: Only these sub-folders, labelled in this order (as Keras' loader).
+        follow_links: Descend into symbolic links to folders below each class folder.
 
     Returns:
         ``(paths, labels, class_names, skipped)``: sorted image paths, their integer labels,
@@ -68,8 +71,18 @@ def list_image_folder(path: str, *, verify: bool = True):
         raise DataError(f"Image folder path {path!r} does not exist.")
     if not os.path.isdir(path):
         raise DataError(f"Image folder path {path!r} is not a folder.")
-    class_names = sorted(d for d in os.listdir(path)
-                         if not d.startswith(".") and os.path.isdir(os.path.join(path, d)))
+    found = sorted(d for d in os.listdir(path)
+                   if not d.startswith(".") and os.path.isdir(os.path.join(path, d)))
+    if class_names is not None:
+        class_names = list(class_names)
+        missing = [c for c in class_names if c not in found]
+        if missing or len(set(class_names)) != len(class_names):
+            raise UserInputError(
+                f"class_names must name distinct sub-folders of {path!r}; got {class_names!r}"
+                + (f", and {missing} are not among its sub-folders {found}" if missing else "")
+                + ".")
+    else:
+        class_names = found
     if not class_names:
         raise DataError(
             f"Image folder {path!r} has no class sub-folders: put each class's images in "
@@ -78,7 +91,7 @@ def list_image_folder(path: str, *, verify: bool = True):
     labels: List[int] = []
     skipped: List[str] = []
     for label, name in enumerate(class_names):
-        for root, dirs, files in os.walk(os.path.join(path, name), followlinks=True):
+        for root, dirs, files in os.walk(os.path.join(path, name), followlinks=follow_links):
             dirs.sort()
             for file in sorted(files):
                 full = os.path.join(root, file)
@@ -111,7 +124,7 @@ def _split(paths, labels, *, validation_fraction: float, subset: Optional[str], 
             f"validation_fraction must be in [0, 1), got {validation_fraction!r}.")
     if subset not in (None, "training", "validation"):
         raise UserInputError(
-            f"subset must be None, 'training' or 'validation', got {subset!r}.")
+            f"subset must be None, 'training', 'validation' or 'both', got {subset!r}.")
     if subset is not None and validation_fraction == 0.0:
         raise UserInputError(f"subset={subset!r} needs validation_fraction > 0.")
     if subset is None:
@@ -158,30 +171,85 @@ def decode_image(data, channels: int):
     return out
 
 
-def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool = True):
-    """Returns ``fn(path, label) -> (image [H, W, channels], label)``.
+def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool = True,
+                 interpolation: str = "bilinear", crop_to_aspect_ratio: bool = False):
+    """Returns ``fn(path, label) -> (image [H, W, channels], label)`` (or ``fn(path)``).
 
     With `keep_uint8` the image is uint8 (for a cache); otherwise float32 in [0, 255].
     """
-    height, width = image_size
+    resize_options = dict(interpolation=interpolation,
+                          crop_to_aspect_ratio=crop_to_aspect_ratio)
 
-    def decode(path, label):
+    def decode(path, label=None):
         data = tf.io.read_file(path)
         image = decode_image(data, channels)
         if keep_uint8:
             # Back to uint8 so the cache and shuffle buffer hold 1 byte per value, not 4,
             # rounded like every other source (data.images).
-            return images.resize_to_uint8(image, (height, width)), label
-        return tf.image.resize(image, [height, width]), label
+            image = images.resize_to_uint8(image, image_size, **resize_options)
+        else:
+            image = images.resize(image, image_size, **resize_options)
+        return image if label is None else (image, label)
 
     return decode
+
+
+LABEL_MODES = ("int", "categorical", "binary", None)
+_COLOR_MODES = {"grayscale": 1, "rgb": 3, "rgba": 4}
+
+
+def _labels_as(labels: List[int], *, label_mode: Optional[str], num_classes: int):
+    """Labels in Keras' encodings: int32, one-hot float32, float32 [1] for two classes."""
+    if label_mode == "int":
+        return tf.constant(labels, tf.int32)
+    if label_mode == "categorical":
+        return tf.one_hot(tf.constant(labels, tf.int32), num_classes, dtype=tf.float32)
+    return tf.reshape(tf.constant(labels, tf.float32), [-1, 1])  # binary
+
+
+def _keras_arguments(*, label_mode, labels, color_mode, channels, validation_split,
+                     validation_fraction, shuffle, shuffle_buffer, interpolation):
+    """Checks Keras-style arguments and maps them onto this builder's own."""
+    if labels not in ("inferred", None):
+        raise UserInputError(f"labels must be 'inferred' or None (labels come from the "
+                             f"sub-folders), got {labels!r}.")
+    if labels is None:
+        label_mode = None
+    if label_mode not in LABEL_MODES:
+        raise UserInputError(f"label_mode must be one of {LABEL_MODES}, got {label_mode!r}.")
+    if color_mode is not None:
+        if color_mode not in _COLOR_MODES:
+            raise UserInputError(f"color_mode must be one of {sorted(_COLOR_MODES)}, got "
+                                 f"{color_mode!r}.")
+        channels = _COLOR_MODES[color_mode]
+    if validation_split is not None:
+        if validation_fraction and validation_fraction != validation_split:
+            raise UserInputError(
+                f"validation_split ({validation_split!r}) is Keras' name for "
+                f"validation_fraction ({validation_fraction!r}); give one of them.")
+        validation_fraction = validation_split
+    if shuffle is not None:
+        if shuffle is False:
+            shuffle_buffer = 0
+        elif shuffle is not True:
+            raise UserInputError(f"shuffle must be True or False, got {shuffle!r}.")
+    if interpolation not in images.INTERPOLATIONS:
+        raise UserInputError(f"interpolation must be one of {images.INTERPOLATIONS}, got "
+                             f"{interpolation!r}.")
+    return label_mode, channels, validation_fraction, shuffle_buffer
 
 
 def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
                       channels: int = 3, validation_fraction: float = 0.0,
                       subset: Optional[str] = None, seed: Optional[int] = None,
                       shuffle_buffer: Optional[int] = None, cache=None, verify: bool = True,
-                      listing: Optional[tuple] = None, **options) -> tf.data.Dataset:
+                      listing: Optional[tuple] = None, label_mode: Optional[str] = "int",
+                      class_names: Optional[Sequence[str]] = None,
+                      interpolation: str = "bilinear", crop_to_aspect_ratio: bool = False,
+                      follow_links: bool = True, labels: Optional[str] = "inferred",
+                      color_mode: Optional[str] = None,
+                      validation_split: Optional[float] = None,
+                      shuffle: Optional[bool] = None, **options):
     """Builds batches from ``path/<class name>/<image>`` files.
 
     Example::
@@ -196,6 +264,14 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
 
     Files that are not images, and images that are corrupt or cut short, are skipped and
     counted in ONE warning (count and first paths) before training starts.
+
+    A drop-in for `keras.utils.image_dataset_from_directory`: `label_mode`, `class_names`,
+    `color_mode`, `interpolation`, `crop_to_aspect_ratio`, `follow_links`, `labels`
+    ("inferred"/None), `validation_split`, `subset="both"` and `shuffle` mean what they mean
+    there, and the result has the same `element_spec`, class names and labels. Differences:
+    the held-out split is tfaccel's one seeded rule (`tfaccel.data.splits`), so the two
+    subsets hold the same counts as Keras' but not the same files; a validation subset is not
+    shuffled; `follow_links` defaults to True.
 
     Args:
         path: Root folder; each sub-folder is a class, classes are sorted by name.
@@ -213,16 +289,34 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
         verify: Check every file's header and ending before training (reads ~2 KiB each).
         listing: The result of `list_image_folder(path)`, to list a folder once for both
             subsets (None lists it here).
+        label_mode: "int" (int32 [B]), "categorical" (one-hot float32 [B, classes]),
+            "binary" (float32 [B, 1], two classes only) or None (images alone).
+        class_names: Use only these sub-folders, labelled in this order.
+        interpolation: Resize method: bilinear, nearest, bicubic, area, lanczos3, lanczos5,
+            gaussian or mitchellcubic.
+        crop_to_aspect_ratio: Take the largest centred crop of the target aspect ratio
+            before resizing, instead of distorting the image.
+        follow_links: Descend into symbolic links to folders.
+        labels: "inferred" (from the sub-folders) or None (same as label_mode=None).
+        color_mode: Keras' name for `channels`: "grayscale", "rgb" or "rgba".
+        validation_split: Keras' name for `validation_fraction`.
+        shuffle: Keras' switch: False is `shuffle_buffer=0`; True keeps `shuffle_buffer`.
         **options: Any other keyword of `tfaccel.data.optimize`.
 
     Returns:
-        A `tf.data.Dataset` of ``(images float32 [B, H, W, C] in [0, 255], labels int32)``
-        with attributes ``class_names``, ``file_paths`` and ``skipped_files``.
+        A `tf.data.Dataset` of ``(images float32 [B, H, W, C] in [0, 255], labels)`` with
+        attributes ``class_names``, ``file_paths`` and ``skipped_files``; with
+        ``subset="both"`` a ``(training, validation)`` pair of them.
 
     Raises:
         DataError: Missing path, not a folder, no class sub-folders, no usable image.
         UserInputError: A bad argument value.
     """
+    pipeline.check_builder_options(options, builder=from_image_folder)
+    label_mode, channels, validation_fraction, shuffle_buffer = _keras_arguments(
+        label_mode=label_mode, labels=labels, color_mode=color_mode, channels=channels,
+        validation_split=validation_split, validation_fraction=validation_fraction,
+        shuffle=shuffle, shuffle_buffer=shuffle_buffer, interpolation=interpolation)
     if channels not in (1, 3, 4):
         raise UserInputError(f"channels must be 1, 3 or 4, got {channels!r}.")
     try:
@@ -230,19 +324,48 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
     except (TypeError, ValueError):
         raise UserInputError(
             f"image_size must be (height, width), got {image_size!r}.") from None
-    paths, labels, class_names, skipped = listing or list_image_folder(path, verify=verify)
+    listing = listing or list_image_folder(path, verify=verify, class_names=class_names,
+                                           follow_links=follow_links)
+    if subset == "both":
+        if not validation_fraction:
+            raise UserInputError("subset='both' needs validation_split (validation_fraction) "
+                                 "> 0.")
+        # Keras' pair, from one listing (the folder is read and checked once).
+        both = dict(batch_size=batch_size, image_size=image_size, channels=channels,
+                    validation_fraction=validation_fraction, seed=seed, cache=cache,
+                    listing=listing, label_mode=label_mode, interpolation=interpolation,
+                    crop_to_aspect_ratio=crop_to_aspect_ratio, **options)
+        validation_cache = f"{cache}_validation" if cache and cache != "memory" else cache
+        return (from_image_folder(path, subset="training", shuffle_buffer=shuffle_buffer,
+                                  **both),
+                from_image_folder(path, subset="validation", shuffle_buffer=0,
+                                  **{**both, "cache": validation_cache}))
+    paths, labels, class_names, skipped = listing
+    if label_mode == "binary" and len(class_names) != 2:
+        raise UserInputError(f"label_mode='binary' needs exactly 2 classes; {path!r} has "
+                             f"{len(class_names)}: {class_names}.")
     if skipped:
         logger.warning("Skipped %d file(s) in %s that are not readable JPEG/PNG/GIF/BMP "
                        "images, e.g. %s", len(skipped), path, skipped[:_SHOW_PATHS])
     paths, labels = _split(paths, labels, validation_fraction=validation_fraction,
                            subset=subset, seed=0 if seed is None else seed)
 
-    dataset = tf.data.Dataset.from_tensor_slices(
-        (tf.constant(paths), tf.constant(labels, tf.int32)))
+    elements = tf.constant(paths)
+    if label_mode is not None:
+        elements = (elements, _labels_as(labels, label_mode=label_mode,
+                                         num_classes=len(class_names)))
+    dataset = tf.data.Dataset.from_tensor_slices(elements)
     if shuffle_buffer is None:
         # Default: every image (a few bytes of path each without a cache; after a cache,
         # up to 10,000 decoded images).
         shuffle_buffer = min(len(paths), 10_000) if cache else len(paths)
+    if shuffle_buffer == 0:
+        # Unshuffled, examples come in the order of `file_paths` (as Keras' loader with
+        # shuffle=False), so predictions can be matched to their files.
+        options.setdefault("deterministic", True)
+    if interpolation == "nearest":
+        # Keras' loader keeps the decoder's uint8 for nearest-neighbour resizing.
+        options.setdefault("image_dtype", None)
     source_shuffle = 0
     if not cache:
         # Without a cache the buffer holds paths, not pixels: shuffling N paths before
@@ -258,11 +381,13 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
         # batch): measured 2-4% of a JPEG pipeline's throughput on 2 cores.
         dataset, batch_size=batch_size,
         map_fn=make_decoder(image_size=(height, width), channels=channels,
-                            keep_uint8=bool(cache) or shuffle_buffer > 0),
+                            keep_uint8=bool(cache) or shuffle_buffer > 0,
+                            interpolation=interpolation,
+                            crop_to_aspect_ratio=crop_to_aspect_ratio),
         cache=cache, shuffle_buffer=shuffle_buffer, source_shuffle=source_shuffle, seed=seed,
         ignore_decode_errors=True,
         **options)
-    dataset.class_names = class_names
+    dataset.class_names = class_names if label_mode is not None else None  # as Keras
     dataset.file_paths = paths
     dataset.skipped_files = skipped
     return dataset

@@ -16,6 +16,31 @@ def to_uint8(image: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.uint8)
 
 
-def resize_to_uint8(image: tf.Tensor, size: Sequence[int]) -> tf.Tensor:
-    """Bilinear resize to `size` ([height, width]) and `to_uint8`: what caches hold."""
-    return to_uint8(tf.image.resize(image, [int(v) for v in size]))
+INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "area", "lanczos3", "lanczos5",
+                  "gaussian", "mitchellcubic")
+
+
+def resize(image: tf.Tensor, size: Sequence[int], *, interpolation: str = "bilinear",
+           crop_to_aspect_ratio: bool = False) -> tf.Tensor:
+    """Resizes to `size` ([height, width]) as Keras' image loaders do (float pixels).
+
+    With `crop_to_aspect_ratio` the largest centred crop of the target aspect ratio is taken
+    first (Keras' `smart_resize` arithmetic), so the image is not distorted.
+    """
+    height, width = (int(v) for v in size)
+    if crop_to_aspect_ratio:
+        shape = tf.shape(image)
+        h, w = shape[0], shape[1]
+        crop_h = tf.minimum(h, tf.cast(tf.cast(w * height, tf.float32) / width, tf.int32))
+        crop_w = tf.minimum(w, tf.cast(tf.cast(h * width, tf.float32) / height, tf.int32))
+        top = tf.cast(tf.cast(h - crop_h, tf.float32) / 2, tf.int32)
+        left = tf.cast(tf.cast(w - crop_w, tf.float32) / 2, tf.int32)
+        image = image[top:top + crop_h, left:left + crop_w]
+    return tf.image.resize(image, [height, width], method=interpolation)
+
+
+def resize_to_uint8(image: tf.Tensor, size: Sequence[int], **resize_options) -> tf.Tensor:
+    """`resize` (bilinear by default) and `to_uint8`: what caches hold."""
+    resized = resize(image, size, **resize_options)
+    # Nearest-neighbour resizing keeps uint8 pixels as they are.
+    return resized if resized.dtype == tf.uint8 else to_uint8(resized)

@@ -340,6 +340,31 @@ def _tail(dataset, plan: _Plan, *, example_seeds, batch_seeds):
     return _finish_batches(_batch(dataset, plan), plan, batch_seeds)
 
 
+def check_builder_options(options: dict, *, builder: Callable) -> None:
+    """Refuses a keyword that neither `builder` nor `optimize` takes, naming both.
+
+    Without it, an argument a builder does not know reaches `optimize` and fails there
+    ("optimize() got an unexpected keyword argument"), naming the wrong function.
+
+    Raises:
+        UserInputError: An unknown keyword, with the closest known one.
+    """
+    import inspect
+
+    from tfaccel.errors import closest_match
+
+    known = set(inspect.signature(optimize).parameters) - {"dataset"}
+    own = set(inspect.signature(builder).parameters) - {"options"}
+    for name in options:
+        if name not in known:
+            close = closest_match(name, sorted(known | own))
+            hint = f" (did you mean {close!r}?)" if close else ""
+            raise UserInputError(
+                f"{builder.__name__}() got an unknown argument {name!r}{hint}: it takes its "
+                "own arguments (see its docstring) and those of tfaccel.data.optimize: "
+                f"{', '.join(sorted(known))}.")
+
+
 def optimize(dataset: tf.data.Dataset, *, batch_size: int,
              map_fn: Optional[Callable] = None,
              cache=None,

@@ -139,6 +139,7 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
     Raises:
         UserInputError: A bad argument, or an empty source.
     """
+    pipeline.check_builder_options(options, builder=from_python)
     if mode not in ("process", "thread"):
         raise UserInputError(f"mode must be 'process' or 'thread', got {mode!r}.")
     if not isinstance(workers, int) or workers < 1:

@@ -122,6 +122,7 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
     Raises:
         DataError: Unknown dataset or split, or a dataset that is not prepared.
     """
+    pipeline.check_builder_options(options, builder=from_tfds)
     builder = load_builder(name, data_dir=data_dir, download=download)
     _check_split(builder, split)
     deterministic = options.get("deterministic", False)

@@ -203,6 +203,7 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         DataError: A glob matches nothing, or a file is truncated (named).
         UserInputError: A bad feature spec, label key or compression.
     """
+    pipeline.check_builder_options(options, builder=from_tfrecords)
     if compression not in _COMPRESSIONS:
         raise UserInputError(f"compression must be None, 'GZIP' or 'ZLIB', got "
                              f"{compression!r}.")

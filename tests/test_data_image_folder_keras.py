@@ -1,0 +1,121 @@
+"""from_image_folder as a drop-in for keras.utils.image_dataset_from_directory, side by side."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+import keras
+from tfaccel.data import from_image_folder, from_arrays, from_tfrecords
+from tfaccel.errors import UserInputError
+
+CLASSES = ("cat", "dog", "bird")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pets")
+    rng = np.random.default_rng(0)
+    for c in CLASSES:
+        (root / c).mkdir()
+        for i in range(4 + CLASSES.index(c)):  # 4, 5, 6 images: unequal classes
+            pixels = rng.integers(0, 255, (20 + 3 * i, 30, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / c / f"{i}.png")
+    return str(root)
+
+
+def _labels_by_path(ds):
+    labels = np.concatenate([y.numpy() for _, y in ds])
+    return dict(zip(ds.file_paths, labels.tolist()))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {},
+    {"label_mode": "categorical"},
+    {"label_mode": "binary", "class_names": ["dog", "cat"]},
+    {"class_names": ["dog", "bird", "cat"], "interpolation": "nearest",
+     "crop_to_aspect_ratio": True},
+    {"color_mode": "grayscale", "label_mode": "categorical"},
+])
+def test_same_spec_class_names_and_labels_as_keras(folder, kwargs):
+    common = dict(image_size=(8, 8), batch_size=4, shuffle=False, **kwargs)
+    theirs = keras.utils.image_dataset_from_directory(folder, verbose=False, **common)
+    ours = from_image_folder(folder, **common)
+    assert ours.element_spec == theirs.element_spec
+    assert ours.class_names == theirs.class_names
+    assert ours.file_paths == theirs.file_paths
+    ours_labels, theirs_labels = _labels_by_path(ours), _labels_by_path(theirs)
+    assert ours_labels == theirs_labels
+
+
+def test_label_mode_none_yields_images_only_like_keras(folder):
+    theirs = keras.utils.image_dataset_from_directory(folder, label_mode=None, verbose=False,
+                                                      image_size=(8, 8), shuffle=False)
+    ours = from_image_folder(folder, label_mode=None, image_size=(8, 8), batch_size=32,
+                             shuffle=False)
+    assert ours.element_spec == theirs.element_spec and ours.class_names is None
+    assert sum(int(x.shape[0]) for x in ours) == 15
+
+
+def test_pixels_match_keras_within_rounding(folder):
+    # Same decode and resize; tfaccel rounds to uint8 only when it caches or shuffles.
+    # Unshuffled, examples come in file_paths order (parallel decode, fixed order), so a
+    # prediction can be matched to its file as with Keras.
+    for kwargs in ({}, {"crop_to_aspect_ratio": True, "interpolation": "bicubic"}):
+        theirs = keras.utils.image_dataset_from_directory(
+            folder, image_size=(8, 8), shuffle=False, verbose=False, **kwargs)
+        ours = from_image_folder(folder, image_size=(8, 8), batch_size=32, shuffle=False,
+                                 **kwargs)
+        a = np.concatenate([x.numpy() for x, _ in ours])
+        b = np.concatenate([x.numpy() for x, _ in theirs])
+        np.testing.assert_allclose(a, b, atol=1e-3)
+
+
+def test_subset_both_and_validation_split_alias(folder):
+    train, val = from_image_folder(folder, image_size=(8, 8), batch_size=4,
+                                   validation_split=0.2, subset="both", seed=3)
+    k_train, k_val = keras.utils.image_dataset_from_directory(
+        folder, image_size=(8, 8), batch_size=4, validation_split=0.2, subset="both",
+        seed=3, verbose=False)
+    assert (len(train.file_paths), len(val.file_paths)) == (len(k_train.file_paths),
+                                                             len(k_val.file_paths)) == (12, 3)
+    assert not set(train.file_paths) & set(val.file_paths)
+    assert train.class_names == val.class_names == k_train.class_names
+    assert sum(int(y.shape[0]) for _, y in val) == 3
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"label_mode": "binary"}, "exactly 2 classes"),
+    ({"label_mode": "sparse"}, "label_mode must be one of"),
+    ({"class_names": ["cat", "cow"]}, "'cow'"),
+    ({"interpolation": "cubic"}, "interpolation must be one of"),
+    ({"color_mode": "cmyk"}, "color_mode must be one of"),
+    ({"subset": "both"}, "subset='both' needs validation_split"),
+    ({"labels": [0, 1]}, "labels must be 'inferred' or None"),
+])
+def test_bad_keras_arguments_are_named(folder, kwargs, message):
+    with pytest.raises(UserInputError, match=message):
+        from_image_folder(folder, image_size=(8, 8), batch_size=4, **kwargs)
+
+
+def test_an_argument_no_builder_knows_names_the_builder_and_the_argument(folder, tmp_path):
+    with pytest.raises(UserInputError, match=r"from_image_folder\(\) got an unknown argument "
+                                             r"'labelmode' \(did you mean 'label_mode'\?\)"):
+        from_image_folder(folder, image_size=(8, 8), batch_size=4, labelmode="int")
+    with pytest.raises(UserInputError, match=r"from_arrays\(\) got an unknown argument "
+                                             r"'label_mode'"):
+        from_arrays(np.zeros((4, 2)), np.zeros(4), batch_size=2, label_mode="int")
+    with pytest.raises(UserInputError, match=r"from_tfrecords\(\) got an unknown argument "
+                                             r"'shuffle_buffr' \(did you mean "
+                                             r"'shuffle_buffer'\?\)"):
+        from_tfrecords(str(tmp_path / "*.rec"), features={}, batch_size=2, shuffle_buffr=3)
+
+
+def test_class_names_choose_and_order_the_classes(folder):
+    ds = from_image_folder(folder, image_size=(8, 8), batch_size=32, shuffle=False,
+                           class_names=["dog", "cat"])
+    labels = _labels_by_path(ds)
+    assert len(labels) == 9  # bird left out
+    assert {v for p, v in labels.items() if "/dog/" in p} == {0}
+    assert {v for p, v in labels.items() if "/cat/" in p} == {1}
+    assert tf.reduce_max(next(iter(ds))[1]).numpy() == 1
