@@ -68,6 +68,10 @@ class DataConfig:
     label_key: str = _key("label", "Feature holding the label (tfds, tfrecords).")
     compression: Optional[Literal["GZIP", "ZLIB"]] = _key(
         None, "TFRecord compression: GZIP, ZLIB or empty.")
+    jpeg_dct_scaling: bool = _key(
+        True, "image_folder: decode a JPEG at 1/2, 1/4 or 1/8 scale when image_size is at "
+        "most that fraction of it (much less decoding; slightly smoother pixels); false "
+        "decodes every JPEG in full.")
     verify_records: bool = _key(
         True, "Read every TFRecord file once before training, so a truncated file is named "
         "up front; false skips that pass (and, with data.num_classes set, the label pass: "

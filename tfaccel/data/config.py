@@ -95,7 +95,7 @@ def _build_image_folder(config, *, batch, common, train_opts, val_opts):
     # Listed (and every file's header checked) once, for both subsets.
     listing = image_folder.list_image_folder(config.path)
     kwargs = dict(image_size=config.image_size, channels=config.channels, listing=listing,
-                  **common)
+                  jpeg_dct_scaling=config.jpeg_dct_scaling, **common)
     fraction = config.validation_fraction
     train = image_folder.from_image_folder(
         config.path, batch_size=batch, validation_fraction=fraction,
