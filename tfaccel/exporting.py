@@ -445,6 +445,13 @@ def float_operations(path: Path) -> list:
 
 
 def _convert_onnx(model, artifact: Path, *, quantize: str, calibration) -> dict:
+    import numpy as np
+
+    if not model._called:
+        # Keras' ONNX exporter refuses a model that was loaded but never called
+        # (keras/src/export/onnx.py); one call on zeros builds nothing new.
+        shape = [1 if d is None else d for d in model.inputs[0].shape]
+        model(np.zeros(shape, "float32"), training=False)
     with warnings.catch_warnings():
         # Keras' bundled tf2onnx patch probes NumPy for the removed `np.object`.
         warnings.filterwarnings("ignore", message=".*np.object", category=FutureWarning)
