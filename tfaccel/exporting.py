@@ -635,12 +635,13 @@ def format_report(report: dict) -> str:
     rows = [
         ("", title, "float32", "ratio"),
         ("size", size(report["size_bytes"]), size(report["float_size_bytes"]),
-         f"{report['size_ratio']:.2f}x smaller"),
+         f"{report['size_ratio']:.2f}x smaller" if report["size_ratio"] >= 1
+         else f"{1 / report['size_ratio']:.2f}x larger"),
         ("val accuracy", f"{report['accuracy']:.4f}", f"{report['float_accuracy']:.4f}",
          f"{100 * report['accuracy_delta']:+.2f} points"),
         ("top-1 agreement", f"{report['top1_agreement']:.4f}", "", ""),
         ("latency (1 example)", f"{report['latency_ms']:.3f} ms",
-         f"{report['float_latency_ms']:.3f} ms", f"{report['latency_speedup']:.2f}x faster"),
+         f"{report['float_latency_ms']:.3f} ms", f"speed-up {report['latency_speedup']:.2f}x"),
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
