@@ -144,10 +144,11 @@ def test_litert_int8_is_full_integer_and_checked_against_the_float_export(tiny, 
                                                  / report["size_bytes"])
 
 
-@pytest.mark.parametrize("mode", ["dynamic", "float16"])
-def test_litert_dynamic_and_float16(tiny, tmp_path, mode):
-    pytest.importorskip("ai_edge_litert")
-    report = tfaccel.export(tiny["run_dir"], format="litert", quantize=mode,
+@pytest.mark.parametrize("fmt,mode", [("litert", "dynamic"), ("litert", "float16"),
+                                      ("onnx", "dynamic")])
+def test_dynamic_and_float16(tiny, tmp_path, fmt, mode):
+    pytest.importorskip("ai_edge_litert" if fmt == "litert" else "onnxruntime")
+    report = tfaccel.export(tiny["run_dir"], format=fmt, quantize=mode,
                             out=tmp_path / mode, **FAST)
     assert report["quantize"] == mode
     assert report["top1_agreement"] >= 0.95
