@@ -351,3 +351,19 @@ def test_a_bad_format_is_reported_before_tensorflow_loads(tmp_path):
                             timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_missing_run_dir_and_a_recipe_without_validation_data_exit_2(tiny, tmp_path):
+    result = _cli(tmp_path / "nowhere", "--format", "keras")
+    assert result.exit_code == 2 and "does not exist" in result.output
+    from tfaccel.recipe import dump_recipe, load_recipe
+
+    run_dir = tmp_path / "no-validation"
+    run_dir.mkdir()
+    recipe = load_recipe(tiny["run_dir"] / "recipe.yaml",
+                         overrides=["data.validation_fraction=0.0"])
+    (run_dir / "recipe.yaml").write_text(dump_recipe(recipe))
+    tiny["model"].save(run_dir / "model.keras")
+    result = _cli(run_dir, "--format", "keras", "--out", tmp_path / "out")
+    assert result.exit_code == 2 and "has no validation data" in result.output
+    assert not (tmp_path / "out").exists()
