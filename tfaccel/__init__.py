@@ -12,6 +12,7 @@ _LAZY_ATTRIBUTES = {
     "make_strategy": "tfaccel.engine.strategy",
     "set_precision": "tfaccel.engine.precision",
     "train": "tfaccel.runner",
+    "export": "tfaccel.exporting",
 }
 _LAZY_MODULES = ("data", "engine", "models", "recipe", "runner")
 

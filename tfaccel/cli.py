@@ -167,6 +167,44 @@ def bench(recipe, overrides, batches, repeats, no_epochs):
     click.echo(format_table(result))
 
 
+@main.command("export")
+@click.argument("run_dir", type=click.Path(path_type=str), metavar="RUN_DIR")
+@click.option("--format", "export_format", required=True, metavar="FORMAT",
+              help="saved_model, litert, onnx or keras.")
+@click.option("--quantize", default="none", show_default=True, metavar="MODE",
+              help="none, dynamic, float16 or int8 (int8: full-integer, calibrated on a few "
+                   "hundred training examples; with keras/saved_model, Keras' "
+                   "model.quantize('int8')).")
+@click.option("--out", default=None, type=click.Path(path_type=str),
+              help="Folder to create for the export and its export.json (must not exist); "
+                   "default RUN_DIR/exports/FORMAT-MODE.")
+@click.option("--calibration-examples", type=click.IntRange(min=1), default=300,
+              show_default=True, help="Training examples int8 calibration reads.")
+@click.option("--latency-runs", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Alternating single-example timing runs of the export and the float "
+                   "model; the best of each is kept.")
+@handle_errors
+def export(run_dir, export_format, quantize, out, calibration_examples, latency_runs):
+    """Export RUN_DIR's model.keras and check the export against the float model.
+
+    The export is loaded back with its own runtime (LiteRT, ONNX Runtime, TensorFlow,
+    Keras) and run on the run's validation split next to the float model exported in the
+    same format; sizes, accuracies, top-1 agreement and single-example CPU latencies are
+    printed and written to OUT/export.json. LiteRT and ONNX need `pip install
+    'tfaccel[export]'`.
+    """
+    from tfaccel.exporting import check_arguments
+
+    # A wrong format or mode is reported before TensorFlow loads.
+    check_arguments(format=export_format, quantize=quantize)
+    _quiet_tensorflow()
+    from tfaccel.exporting import export as run_export, format_report
+
+    report = run_export(run_dir, format=export_format, quantize=quantize, out=out,
+                        calibration_examples=calibration_examples, latency_runs=latency_runs)
+    click.echo(format_report(report))
+
+
 @main.command("export-images")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=str))
 @click.option("--dataset", default="tfaccel_shapes", show_default=True,

@@ -1,0 +1,132 @@
+"""Exports a finished run in every quantized format and prints size, accuracy and latency.
+
+Each row is one `tfaccel.export` call: the export and the float model exported in the same
+format, both loaded back with their own runtime, run on the run's validation split, and
+timed side by side on single examples (alternating, best of --runs). Usage::
+
+    tfaccel train recipes/default.yaml --run-dir runs/default
+    python benchmarks/bench_export.py runs/default
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+CASES = (("litert", "int8"), ("litert", "dynamic"), ("litert", "float16"),
+         ("onnx", "int8"), ("onnx", "dynamic"), ("keras", "int8"))
+
+
+def _litert_weight_bytes(path: str) -> int:
+    """Bytes of constant buffers (weights, biases) in a .tflite, the rest being overhead."""
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    model = flatbuffer_utils.read_model(path)
+    return sum(len(b.data) for b in model.buffers if b.data is not None)
+
+
+def _cpu_flags() -> str:
+    """The CPU's model name and the SIMD features int8 and bf16 kernels use, if listed."""
+    try:
+        text = open("/proc/cpuinfo", encoding="utf-8").read()
+    except OSError:
+        return "unknown CPU"
+    name = next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                 if line.startswith("model name")), "unknown CPU")
+    flags = set(next((line.split(":", 1)[1].split() for line in text.splitlines()
+                      if line.startswith("flags")), []))
+    wanted = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8")
+    return name + ": " + ", ".join(f"{f} {'yes' if f in flags else 'no'}" for f in wanted)
+
+
+def _kernel_table(float_path: str, int8_path: str, *, runs: int, calls: int) -> list:
+    """Single-example latency of both .tflite files with XNNPACK and with LiteRT's builtin
+    kernels (no delegate), the four contenders alternated, best of `runs`."""
+    import time
+
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    contenders = {}
+    for label, path in (("float32", float_path), ("int8", int8_path)):
+        for kernels, resolver in (("XNNPACK", OpResolverType.AUTO),
+                                  ("builtin", OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)):
+            interpreter = Interpreter(model_path=path, num_threads=1,
+                                      experimental_op_resolver_type=resolver)
+            interpreter.allocate_tensors()
+            contenders[(label, kernels)] = interpreter
+    example = None
+    best = {key: float("inf") for key in contenders}
+    for _ in range(runs):
+        for key, interpreter in contenders.items():
+            source = interpreter.get_input_details()[0]
+            if example is None:
+                example = np.random.default_rng(0).uniform(
+                    0, 255, source["shape"]).astype("float32")
+            started = time.perf_counter()
+            for _ in range(calls):
+                interpreter.set_tensor(source["index"], example)
+                interpreter.invoke()
+            best[key] = min(best[key], (time.perf_counter() - started) / calls * 1e3)
+    return [(kernels, f"{best[('float32', kernels)]:.3f}", f"{best[('int8', kernels)]:.3f}",
+             f"{best[('float32', kernels)] / best[('int8', kernels)]:.2f}x")
+            for kernels in ("XNNPACK", "builtin")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir")
+    parser.add_argument("--runs", type=int, default=7, help="alternating latency runs")
+    parser.add_argument("--calls", type=int, default=100, help="calls per latency run")
+    parser.add_argument("--cases", default=",".join(f"{f}:{q}" for f, q in CASES),
+                        help="comma-separated format:quantize pairs")
+    args = parser.parse_args()
+
+    import tfaccel
+
+    rows, kernels = [], None
+    with tempfile.TemporaryDirectory() as scratch:
+        for case in args.cases.split(","):
+            fmt, mode = case.split(":")
+            report = tfaccel.export(args.run_dir, format=fmt, quantize=mode,
+                                    out=os.path.join(scratch, f"{fmt}-{mode}"),
+                                    latency_runs=args.runs, latency_calls=args.calls)
+            weights = ""
+            if fmt == "litert":
+                weights = f"{_litert_weight_bytes(report['path']) / 1024:.1f}"
+            rows.append((f"{fmt} {mode}", f"{report['size_bytes'] / 1024:.1f}",
+                         f"{report['float_size_bytes'] / 1024:.1f}",
+                         f"{report['size_ratio']:.2f}x", weights,
+                         f"{report['accuracy']:.4f}", f"{report['float_accuracy']:.4f}",
+                         f"{100 * report['accuracy_delta']:+.2f}",
+                         f"{report['top1_agreement']:.4f}",
+                         f"{report['latency_ms']:.3f}", f"{report['float_latency_ms']:.3f}",
+                         f"{report['latency_speedup']:.2f}x"))
+            if (fmt, mode) == ("litert", "int8"):
+                floats = tfaccel.export(args.run_dir, format="litert",
+                                        out=os.path.join(scratch, "litert-none"),
+                                        latency_runs=1, latency_calls=1)
+                kernels = _kernel_table(floats["path"], report["path"], runs=args.runs,
+                                        calls=args.calls)
+    header = ("export", "KiB", "float KiB", "smaller", "weights KiB", "val acc",
+              "float acc", "delta pts", "top-1 agree", "ms/example", "float ms",
+              "speed-up")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    print(f"\n{report['validation_examples']} validation examples; latency: one example, "
+          f"best of {args.runs} alternating runs of {args.calls} calls, CPU "
+          "(LiteRT and ONNX Runtime on one thread).")
+    if kernels:
+        print(f"\nLiteRT kernels, one example, one thread ({_cpu_flags()}):\n")
+        print("| kernels | float32 ms | int8 ms | int8 speed-up |\n|---|---|---|---|")
+        for row in kernels:
+            print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,369 @@
+"""`tfaccel export`: each format on a tiny trained run, the accuracy check, and each error."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import tfaccel
+from tfaccel.cli import main
+from tfaccel.errors import UserInputError
+
+N_EXAMPLES, FRACTION, SEED, CLASSES = 240, 0.25, 0, 4
+FAST = dict(latency_runs=1, latency_calls=2, calibration_examples=32)
+
+
+def _images(n, seed):
+    """Learnable 8x8 RGB images: the class is which quadrant is bright (raw 0-255 pixels)."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, CLASSES, n)
+    x = rng.uniform(0, 60, (n, 8, 8, 3)).astype("float32")
+    for i, label in enumerate(y):
+        row, col = divmod(int(label), 2)
+        x[i, row * 4:row * 4 + 4, col * 4:col * 4 + 4, :] += 150
+    return x, y.astype("int64")
+
+
+def _write_run(directory, model, npz):
+    """A run directory as `tfaccel train` leaves it: recipe.yaml and model.keras."""
+    from tfaccel.recipe import dump_recipe, recipe_from_dict
+
+    recipe = recipe_from_dict({
+        "name": "tiny-export", "seed": SEED,
+        "data": {"source": "arrays", "path": str(npz), "validation_fraction": FRACTION,
+                 "shuffle_buffer": 256, "augment": ["flip"]},
+        "model": {"name": "small_cnn", "params": {"filters": [4, 8], "dense_units": 8}},
+        "training": {"global_batch_size": 32}})
+    directory.mkdir(parents=True)
+    (directory / "recipe.yaml").write_text(dump_recipe(recipe))
+    if model is not None:
+        model.save(directory / "model.keras")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """One trained tiny run shared by the module: (run_dir, x, y, validation indices)."""
+    import keras
+
+    from tfaccel import models
+    from tfaccel.data import splits
+
+    root = tmp_path_factory.mktemp("export")
+    x, y = _images(N_EXAMPLES, SEED)
+    npz = root / "tiny.npz"
+    np.savez(npz, x=x, y=y)
+    train_idx, val_idx = splits.split_indices(N_EXAMPLES, FRACTION, SEED)
+    keras.utils.set_random_seed(SEED)
+    model = models.build_model("small_cnn", input_shape=(8, 8, 3), num_classes=CLASSES,
+                               filters=(4, 8), dense_units=8)
+    model.compile(keras.optimizers.Adam(1e-2), "sparse_categorical_crossentropy")
+    model.fit(x[train_idx], y[train_idx], epochs=15, batch_size=32, verbose=0)
+    run_dir = _write_run(root / "run", model, npz)
+    return {"run_dir": run_dir, "x": x, "y": y, "val_idx": val_idx, "npz": npz,
+            "root": root, "model": model}
+
+
+def _keras_accuracy(tiny):
+    model = tiny["model"]
+    val = tiny["val_idx"]
+    predicted = np.argmax(model.predict(tiny["x"][val], verbose=0), axis=-1)
+    return float(np.mean(predicted == tiny["y"][val])), predicted
+
+
+def _read_report(out):
+    return json.loads((out / "export.json").read_text())
+
+
+REQUIRED = {"format", "quantize", "size_bytes", "float_size_bytes", "accuracy",
+            "float_accuracy", "top1_agreement", "latency_ms", "float_latency_ms"}
+
+
+# --------------------------------------------------------------------------- formats
+
+
+@pytest.mark.parametrize("fmt,artifact", [("litert", "model.tflite"), ("onnx", "model.onnx"),
+                                          ("saved_model", "saved_model"),
+                                          ("keras", "model.keras")])
+def test_float_export_of_each_format_matches_the_keras_model(tiny, tmp_path, fmt, artifact):
+    if fmt == "onnx":
+        pytest.importorskip("onnxruntime")
+        pytest.importorskip("tf2onnx")
+    if fmt == "litert":
+        pytest.importorskip("ai_edge_litert")
+    out = tmp_path / f"{fmt}-none"
+    report = tfaccel.export(tiny["run_dir"], format=fmt, out=out, **FAST)
+    expected, _ = _keras_accuracy(tiny)
+    assert (out / artifact).exists()
+    assert _read_report(out) == report
+    assert REQUIRED <= set(report)
+    assert report["format"] == fmt and report["quantize"] == "none"
+    # The run's validation split, read through its recipe: 25% of 240 examples.
+    assert report["validation_examples"] == len(tiny["val_idx"]) == 60
+    # Loaded back with its own runtime, the float export predicts what Keras predicts.
+    assert report["accuracy"] == pytest.approx(expected, abs=1e-9)
+    assert expected > 0.8  # the tiny model learned: the check compares something real
+    assert report["top1_agreement"] == 1.0
+    assert report["size_bytes"] == report["float_size_bytes"] > 0
+    assert report["latency_ms"] > 0
+
+
+def test_litert_int8_is_full_integer_and_checked_against_the_float_export(tiny, tmp_path):
+    pytest.importorskip("ai_edge_litert")
+    from tfaccel.exporting import load_litert_interpreter
+
+    out = tmp_path / "int8"
+    report = tfaccel.export(tiny["run_dir"], format="litert", quantize="int8", out=out, **FAST)
+    assert report["calibration_examples"] == 32
+    # Only the per-image standardisation's NEG (3 values per image) stays float; every
+    # layer with weights is int8.
+    assert [op.split(" ")[0] for op in report["float_ops"]] == ["NEG"]
+    assert "per_image_standardization" in report["float_ops"][0]
+    assert report["integer_only"] is False
+    interpreter = load_litert_interpreter(out / "model.tflite")
+    weights = [t for t in interpreter.get_tensor_details() if "conv2d" in t["name"]
+               and len(t["shape"]) == 4 and t["shape"][0] in (4, 8)]
+    assert weights and all(t["dtype"] == np.int8 for t in weights)
+    # The reported numbers are what the interpreter gives on the validation split.
+    val = tiny["val_idx"]
+    source = interpreter.get_input_details()[0]
+    interpreter.resize_tensor_input(source["index"], [len(val), 8, 8, 3])
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(source["index"], tiny["x"][val])
+    interpreter.invoke()
+    predicted = np.argmax(interpreter.get_tensor(
+        interpreter.get_output_details()[0]["index"]), axis=-1)
+    expected_float, float_predicted = _keras_accuracy(tiny)
+    assert report["accuracy"] == pytest.approx(np.mean(predicted == tiny["y"][val]))
+    assert report["float_accuracy"] == pytest.approx(expected_float)
+    assert report["top1_agreement"] == pytest.approx(np.mean(predicted == float_predicted))
+    # (A model this small is mostly file overhead; sizes are compared in benchmarks/.)
+    assert report["size_ratio"] == pytest.approx(report["float_size_bytes"]
+                                                 / report["size_bytes"])
+
+
+@pytest.mark.parametrize("fmt,mode", [("litert", "dynamic"), ("litert", "float16"),
+                                      ("onnx", "dynamic")])
+def test_dynamic_and_float16(tiny, tmp_path, fmt, mode):
+    pytest.importorskip("ai_edge_litert" if fmt == "litert" else "onnxruntime")
+    report = tfaccel.export(tiny["run_dir"], format=fmt, quantize=mode,
+                            out=tmp_path / mode, **FAST)
+    assert report["quantize"] == mode
+    assert report["top1_agreement"] >= 0.95
+    assert abs(report["accuracy"] - report["float_accuracy"]) <= 0.05
+
+
+def test_onnx_int8_is_calibrated_and_checked(tiny, tmp_path):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("tf2onnx")
+    import onnx
+
+    out = tmp_path / "onnx-int8"
+    report = tfaccel.export(tiny["run_dir"], format="onnx", quantize="int8", out=out, **FAST)
+    graph = onnx.load(str(out / "model.onnx")).graph
+    assert any(node.op_type == "QuantizeLinear" for node in graph.node)
+    assert report["calibration_examples"] == 32
+    assert report["top1_agreement"] >= 0.9
+    assert not (out / "float-model.onnx").exists()
+
+
+def test_keras_int8_quantizes_the_dense_layers_in_framework(tiny, tmp_path):
+    import keras
+
+    out = tmp_path / "keras-int8"
+    result = CliRunner().invoke(main, ["export", str(tiny["run_dir"]), "--format", "keras",
+                                       "--quantize", "int8", "--out", str(out),
+                                       "--latency-runs", "1"])
+    assert result.exit_code == 0, result.output
+    assert "keras int8" in result.output and "export.json" in result.output
+    report = _read_report(out)
+    assert report["quantized_layers"] == ["dense", "predictions"]
+    loaded = keras.saving.load_model(out / "model.keras", compile=False)
+    assert loaded.get_layer("dense").quantization_mode == "int8"
+    assert report["top1_agreement"] >= 0.9
+
+
+def test_saved_model_int8_exports_the_keras_quantized_model(tiny, tmp_path):
+    report = tfaccel.export(tiny["run_dir"], format="saved_model", quantize="int8",
+                            out=tmp_path / "sm-int8", **FAST)
+    assert report["quantized_layers"] == ["dense", "predictions"]
+    assert report["top1_agreement"] >= 0.9
+
+
+def test_int8_calibration_reads_training_data_without_augmentation(tiny, monkeypatch):
+    from tfaccel import exporting
+    from tfaccel.recipe import load_recipe
+
+    recipe = load_recipe(tiny["run_dir"] / "recipe.yaml")
+    assert list(recipe.data.augment) == ["flip"]
+    seen = {}
+    from tfaccel.data import config as data_config
+
+    real = data_config.build_datasets
+
+    def spy(config, **kwargs):
+        seen["augment"], seen["cache"] = list(config.augment), config.cache
+        return real(config, **kwargs)
+
+    monkeypatch.setattr(data_config, "build_datasets", spy)
+    examples = exporting._calibration_arrays(recipe, count=50)
+    assert seen == {"augment": [], "cache": ""}
+    assert examples.shape == (50, 8, 8, 3)
+    # Training examples, never validation ones.
+    train_rows = {x.tobytes() for x in tiny["x"][np.setdiff1d(np.arange(N_EXAMPLES),
+                                                              tiny["val_idx"])]}
+    assert all(e.tobytes() in train_rows for e in examples)
+
+
+def test_mixed_precision_model_is_exported_in_float32(tiny, tmp_path):
+    import keras
+
+    from tfaccel import models
+    from tfaccel.exporting import load_float32_model
+
+    previous = keras.mixed_precision.global_policy().name
+    try:
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        model = models.build_model("small_cnn", input_shape=(8, 8, 3), num_classes=CLASSES,
+                                   filters=(4, 8), dense_units=8)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    model.save(tmp_path / "mixed.keras")
+    loaded = load_float32_model(tmp_path / "mixed.keras")
+    assert {layer.dtype_policy.name for layer in loaded.layers} == {"float32"}
+    for a, b in zip(loaded.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_public_name_is_the_function_even_after_importing_the_module():
+    import tfaccel.exporting
+
+    assert tfaccel.export is tfaccel.exporting.export
+    assert callable(tfaccel.export)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _cli(*args):
+    return CliRunner().invoke(main, ["export", *map(str, args)])
+
+
+def test_run_without_model_keras_exits_2_and_writes_nothing(tiny, tmp_path):
+    run_dir = _write_run(tmp_path / "interrupted", None, tiny["npz"])
+    out = tmp_path / "out"
+    result = _cli(run_dir, "--format", "litert", "--out", out)
+    assert result.exit_code == 2
+    assert "has no model.keras" in result.output and "--resume" in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_unknown_format_and_unsupported_mode_exit_2(tiny, tmp_path):
+    result = _cli(tiny["run_dir"], "--format", "tflite")
+    assert result.exit_code == 2
+    assert "unknown export format 'tflite'" in result.output
+    result = _cli(tiny["run_dir"], "--format", "keras", "--quantize", "float16")
+    assert result.exit_code == 2
+    assert "--format keras does not support --quantize float16" in result.output
+    result = _cli(tiny["run_dir"], "--format", "litert", "--quantize", "int4")
+    assert result.exit_code == 2 and "unknown quantize mode 'int4'" in result.output
+
+
+def test_a_layer_the_converter_cannot_quantize_exits_2_and_leaves_nothing(tiny, tmp_path):
+    pytest.importorskip("ai_edge_litert")
+    import keras
+
+    # LiteRT has no int8 CONV_3D: the converter leaves it float32 without an error.
+    inputs = keras.Input((8, 8, 3))
+    h = keras.layers.Reshape((8, 8, 3, 1))(inputs)
+    h = keras.layers.Conv3D(2, 3, padding="same", activation="relu")(h)
+    h = keras.layers.GlobalAveragePooling3D()(h)
+    model = keras.Model(inputs, keras.layers.Dense(CLASSES, activation="softmax")(h))
+    run_dir = _write_run(tmp_path / "conv3d", model, tiny["npz"])
+    parent = tmp_path / "exports"
+    out = parent / "int8"
+    result = _cli(run_dir, "--format", "litert", "--quantize", "int8", "--out", out,
+                  "--calibration-examples", "8", "--latency-runs", "1")
+    assert result.exit_code == 2, result.output
+    assert "cannot quantize these layers" in result.output and "CONV_3D" in result.output
+    assert "conv3d" in result.output
+    assert not out.exists()
+    assert os.listdir(parent) == []  # no half-written staging folder either
+
+
+def test_existing_out_is_never_overwritten(tiny, tmp_path):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    result = _cli(tiny["run_dir"], "--format", "keras", "--out", out)
+    assert result.exit_code == 2 and "already exists" in result.output
+    assert os.listdir(out) == ["keep.txt"]
+
+
+def test_out_under_a_file_exits_2(tiny, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = _cli(tiny["run_dir"], "--format", "keras", "--out", blocker / "sub")
+    assert result.exit_code == 2 and "cannot create --out" in result.output
+
+
+def test_missing_optional_package_names_the_extra(monkeypatch):
+    import importlib.util
+
+    from tfaccel import exporting
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    with pytest.raises(UserInputError, match=r"onnxruntime.*pip install 'tfaccel\[export\]'"):
+        exporting.check_dependencies("onnx")
+    exporting.check_dependencies("keras")  # needs nothing optional
+
+
+def test_keras_int8_without_a_quantizable_layer_is_a_user_error():
+    import keras
+
+    from tfaccel.exporting import keras_int8
+
+    inputs = keras.Input((8, 8, 3))
+    outputs = keras.layers.Softmax()(keras.layers.GlobalAveragePooling2D()(
+        keras.layers.Conv2D(4, 3)(inputs)))
+    with pytest.raises(UserInputError, match="no layer of this model can be quantized"):
+        keras_int8(keras.Model(inputs, outputs))
+
+
+def test_a_bad_format_is_reported_before_tensorflow_loads(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from tfaccel.cli import main\n"
+        f"r = CliRunner().invoke(main, ['export', {str(tmp_path)!r}, '--format', 'pb'])\n"
+        "assert r.exit_code == 2, r.output\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_missing_run_dir_and_a_recipe_without_validation_data_exit_2(tiny, tmp_path):
+    result = _cli(tmp_path / "nowhere", "--format", "keras")
+    assert result.exit_code == 2 and "does not exist" in result.output
+    from tfaccel.recipe import dump_recipe, load_recipe
+
+    run_dir = tmp_path / "no-validation"
+    run_dir.mkdir()
+    recipe = load_recipe(tiny["run_dir"] / "recipe.yaml",
+                         overrides=["data.validation_fraction=0.0"])
+    (run_dir / "recipe.yaml").write_text(dump_recipe(recipe))
+    tiny["model"].save(run_dir / "model.keras")
+    result = _cli(run_dir, "--format", "keras", "--out", tmp_path / "out")
+    assert result.exit_code == 2 and "has no validation data" in result.output
+    assert not (tmp_path / "out").exists()

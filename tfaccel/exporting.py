@@ -1,0 +1,656 @@
+"""`export(run_dir, format=..., quantize=...)`: a run's model as a deployable file, checked.
+
+The module is not named `export`: importing `tfaccel.export` would replace the public
+function `tfaccel.export` with the module of the same name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+from tfaccel import run_dir as run_files
+from tfaccel.errors import UserInputError, closest_match
+
+FORMATS = ("saved_model", "litert", "onnx", "keras")
+QUANTIZE_MODES = ("none", "dynamic", "float16", "int8")
+# What each format's own tooling can do (no hand-written quantizers):
+#   litert: TensorFlow's LiteRT converter (dynamic range, float16, full-integer int8).
+#   onnx: ONNX Runtime's quantizer (dynamic, static int8 calibrated on training data).
+#   keras / saved_model: Keras' in-framework `model.quantize("int8")`.
+SUPPORTED = {
+    "litert": ("none", "dynamic", "float16", "int8"),
+    "onnx": ("none", "dynamic", "int8"),
+    "keras": ("none", "int8"),
+    "saved_model": ("none", "int8"),
+}
+ARTIFACT_NAMES = {"litert": "model.tflite", "onnx": "model.onnx", "keras": "model.keras",
+                  "saved_model": "saved_model"}
+# The optional packages each format needs at export and check time (extra `tfaccel[export]`).
+_NEEDS = {"litert": ("ai_edge_litert",), "onnx": ("tf2onnx", "onnx", "onnxruntime")}
+_DISTRIBUTIONS = {"ai_edge_litert": "ai-edge-litert", "tf2onnx": "tf2onnx", "onnx": "onnx",
+                  "onnxruntime": "onnxruntime"}
+REPORT_FILE = "export.json"
+EXPORTS_DIR = "exports"
+# Full-integer LiteRT ops that may stay float: the input QUANTIZE and the output DEQUANTIZE.
+_BOUNDARY_OPS = ("QUANTIZE", "DEQUANTIZE")
+# LiteRT ops that hold a layer's weights: one left in float32 means the layer is not int8.
+_WEIGHTED_OPS = frozenset({
+    "CONV_2D", "CONV_3D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_3D_TRANSPOSE",
+    "FULLY_CONNECTED", "BATCH_MATMUL", "EMBEDDING_LOOKUP", "LSTM", "SVDF",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM",
+    "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN"})
+
+
+def check_arguments(*, format: str, quantize: str) -> None:
+    """Checks a format and quantization mode (no TensorFlow needed).
+
+    Raises:
+        UserInputError: An unknown format or mode, or a pair the format's tooling lacks.
+    """
+    if format not in FORMATS:
+        hint = closest_match(format, FORMATS)
+        raise UserInputError(f"unknown export format {format!r}; choose one of "
+                             f"{', '.join(FORMATS)}" + (f" (did you mean {hint!r}?)" if hint
+                                                        else "") + ".")
+    if quantize not in QUANTIZE_MODES:
+        raise UserInputError(f"unknown quantize mode {quantize!r}; choose one of "
+                             f"{', '.join(QUANTIZE_MODES)}.")
+    if quantize not in SUPPORTED[format]:
+        raise UserInputError(
+            f"--format {format} does not support --quantize {quantize}; it supports "
+            f"{', '.join(SUPPORTED[format])}. For {quantize}, use --format litert.")
+
+
+def check_dependencies(format: str) -> None:
+    """Raises a one-line UserInputError naming the extra when a needed package is missing."""
+    missing = [name for name in _NEEDS.get(format, ())
+               if importlib.util.find_spec(name) is None]
+    if missing:
+        names = ", ".join(_DISTRIBUTIONS[m] for m in missing)
+        raise UserInputError(f"--format {format} needs {names}, which is not installed; "
+                             "install the export extra: pip install 'tfaccel[export]'.")
+
+
+def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "none",
+           out: Union[str, os.PathLike, None] = None, calibration_examples: int = 300,
+           validation_examples: Optional[int] = None, latency_runs: int = 5,
+           latency_calls: int = 50) -> dict:
+    """Exports a run's model.keras, loads the export back with its own runtime and checks it.
+
+    The exported model (and, for a quantized export, the float model exported in the same
+    format) is run on the run's validation split, and the folder gets ``export.json`` with
+    sizes, accuracies, top-1 agreement and single-example CPU latencies of both.
+
+    Args:
+        run_dir: A finished run directory (holds recipe.yaml and model.keras).
+        format: ``saved_model``, ``litert``, ``onnx`` or ``keras``.
+        quantize: ``none``, ``dynamic``, ``float16`` or ``int8`` (see `SUPPORTED`).
+            ``int8`` is calibrated on training examples read through the run's recipe
+            without augmentation (LiteRT and ONNX), or is Keras' ``model.quantize("int8")``
+            (keras, saved_model).
+        out: The folder to create for the export and its export.json; by default
+            ``RUN_DIR/exports/<format>-<quantize>``. It must not exist yet.
+        calibration_examples: Training examples the int8 calibration reads.
+        validation_examples: Check on at most this many validation examples (None: all).
+        latency_runs: Alternating timing runs of each model; the best of each is kept.
+        latency_calls: Single-example calls timed per run.
+
+    Returns:
+        The report written to ``export.json`` (``out`` and ``path`` give the locations).
+
+    Raises:
+        UserInputError: A bad argument, a run directory without model.keras or recipe.yaml,
+            a missing optional package, an existing or unwritable `out`, or a layer the
+            converter cannot quantize. Nothing is left at `out` on any error.
+    """
+    check_arguments(format=format, quantize=quantize)
+    for name, value, low in (("calibration_examples", calibration_examples, 1),
+                             ("latency_runs", latency_runs, 1),
+                             ("latency_calls", latency_calls, 1)):
+        if not isinstance(value, int) or value < low:
+            raise UserInputError(f"{name} must be a positive integer, got {value!r}.")
+    if validation_examples is not None and (not isinstance(validation_examples, int)
+                                            or validation_examples < 1):
+        raise UserInputError(f"validation_examples must be a positive integer or None, got "
+                             f"{validation_examples!r}.")
+    directory = _check_run_dir(run_dir)
+    check_dependencies(format)
+    target = Path(out) if out is not None else directory / EXPORTS_DIR / f"{format}-{quantize}"
+    staging = _staging_dir(target)
+    try:
+        report = _export_into(staging, directory=directory, format=format, quantize=quantize,
+                              calibration_examples=calibration_examples,
+                              validation_examples=validation_examples,
+                              latency_runs=latency_runs, latency_calls=latency_calls)
+        report["out"] = str(target)
+        report["path"] = str(target / ARTIFACT_NAMES[format])
+        run_files.write_json(staging / REPORT_FILE, report)
+        try:
+            os.rename(staging, target)  # the whole folder appears at once, or not at all
+        except OSError as error:
+            raise UserInputError(f"cannot create --out {str(target)!r}: "
+                                 f"{error.strerror or error}.") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return report
+
+
+def _check_run_dir(run_dir) -> Path:
+    directory = Path(run_dir)
+    if not directory.is_dir():
+        raise UserInputError(f"run directory {str(directory)!r} does not exist or is not a "
+                             "folder.")
+    if not (directory / run_files.MODEL_FILE).is_file():
+        raise UserInputError(
+            f"run directory {str(directory)!r} has no {run_files.MODEL_FILE}: the run did not "
+            "finish (interrupted, preempted or failed). Finish it first with "
+            f"`tfaccel train --resume {directory}`, then export.")
+    if not (directory / run_files.RECIPE_FILE).is_file():
+        raise UserInputError(f"run directory {str(directory)!r} has no "
+                             f"{run_files.RECIPE_FILE}; export reads the validation split and "
+                             "the calibration data through the run's own recipe.")
+    return directory
+
+
+def _staging_dir(target: Path) -> Path:
+    """A new hidden folder beside `target`, renamed to it once everything is written."""
+    if target.exists():
+        raise UserInputError(f"--out {str(target)!r} already exists; tfaccel never overwrites "
+                             "an export. Choose a new --out or remove that one.")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    except OSError as error:
+        raise UserInputError(f"cannot create --out {str(target)!r}: "
+                             f"{error.strerror or error} ({error.filename or target.parent!r})"
+                             ".") from None
+
+
+# --------------------------------------------------------------------------- the export
+
+
+def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
+                 calibration_examples: int, validation_examples: Optional[int],
+                 latency_runs: int, latency_calls: int) -> dict:
+    import keras
+    import numpy as np
+
+    from tfaccel.recipe import load_recipe
+
+    recipe = load_recipe(directory / run_files.RECIPE_FILE)
+    model = load_float32_model(directory / run_files.MODEL_FILE)
+    x_val, y_val = _validation_arrays(recipe, limit=validation_examples)
+    calibration = None
+    if quantize == "int8" and format in ("litert", "onnx"):
+        calibration = _calibration_arrays(recipe, count=calibration_examples)
+    artifact = staging / ARTIFACT_NAMES[format]
+    details = _convert(model, artifact, format=format, quantize=quantize,
+                       calibration=calibration)
+    with tempfile.TemporaryDirectory(prefix=".float-", dir=staging.parent) as scratch:
+        contenders = {"export": load_runtime(artifact, format=format)}
+        float_artifact = artifact
+        if quantize != "none":
+            float_artifact = Path(scratch) / ARTIFACT_NAMES[format]
+            _convert(model, float_artifact, format=format, quantize="none", calibration=None)
+            contenders["float"] = load_runtime(float_artifact, format=format)
+        predictions = {name: _predict(runtime, x_val) for name, runtime in contenders.items()}
+        latencies = _latencies(contenders, x_val[:1], runs=latency_runs, calls=latency_calls)
+        sizes = {"export": _size_on_disk(artifact), "float": _size_on_disk(float_artifact)}
+    labels = _as_class_indices(y_val)
+    top1 = {name: np.argmax(p, axis=-1) for name, p in predictions.items()}
+    float_name = "float" if "float" in contenders else "export"
+    accuracy = float(np.mean(top1["export"] == labels))
+    float_accuracy = float(np.mean(top1[float_name] == labels))
+    report = {
+        "format": format,
+        "quantize": quantize,
+        "size_bytes": sizes["export"],
+        "float_size_bytes": sizes["float"],
+        "size_ratio": sizes["float"] / sizes["export"],
+        "accuracy": accuracy,
+        "float_accuracy": float_accuracy,
+        "accuracy_delta": accuracy - float_accuracy,
+        "top1_agreement": float(np.mean(top1["export"] == top1[float_name])),
+        "max_abs_prob_diff": float(np.max(np.abs(predictions["export"]
+                                                 - predictions[float_name]))),
+        "latency_ms": latencies["export"],
+        "float_latency_ms": latencies[float_name],
+        "latency_speedup": latencies[float_name] / latencies["export"],
+        "validation_examples": int(len(labels)),
+        "calibration_examples": None if calibration is None else int(len(calibration)),
+        "latency": {"batch": 1, "runs": latency_runs, "calls_per_run": latency_calls,
+                    "statistic": "best run's mean per call, float and export alternated",
+                    "threads": _RUNTIME_THREADS.get(format, "tensorflow default")},
+        "runtime": _runtime_name(format),
+        "run_dir": str(directory),
+        "versions": {"keras": keras.__version__, **_package_versions(format)},
+        **details,
+    }
+    return report
+
+
+def load_float32_model(path: Path):
+    """Loads model.keras for inference, in float32 even if it was trained in mixed precision.
+
+    A mixed_bfloat16/float16 model computes in half precision, which LiteRT's and ONNX's
+    CPU kernels do not run (or run slowly); its variables are float32 already, so the same
+    architecture under a float32 policy with the same weights is the model to deploy.
+    """
+    import keras
+
+    with warnings.catch_warnings():
+        # A training run's file also holds the optimizer, which inference never needs.
+        warnings.filterwarnings("ignore", message=".*Skipping variable loading for optimizer")
+        model = keras.saving.load_model(path, compile=False)
+    if len(model.inputs) != 1 or len(model.outputs) != 1:
+        raise UserInputError(f"{path} has {len(model.inputs)} input(s) and "
+                             f"{len(model.outputs)} output(s); export supports models with one "
+                             "input and one class-probability output.")
+    if all(layer.dtype_policy.name == "float32" for layer in model.layers):
+        return model
+
+    def as_float32(layer):
+        config = layer.get_config()
+        config["dtype"] = "float32"
+        return layer.__class__.from_config(config)
+
+    clone = keras.models.clone_model(model, clone_function=as_float32)
+    clone.set_weights(model.get_weights())
+    return clone
+
+
+# --------------------------------------------------------------------------- data
+
+
+def _data_config(recipe):
+    # No augmentation (the model is checked and calibrated on what it will see), and no
+    # cache: a file cache would be written by this read-only step.
+    return dataclasses.replace(recipe.data, augment=[], cache="")
+
+
+def _build(recipe):
+    from tfaccel.data.config import build_datasets
+
+    return build_datasets(_data_config(recipe), global_batch_size=min(
+        recipe.training.global_batch_size, 256), num_replicas=1, seed=recipe.seed,
+        deterministic=True)
+
+
+def _validation_arrays(recipe, *, limit: Optional[int]):
+    from tfaccel.errors import DataError
+
+    _, validation, _ = _build(recipe)
+    if validation is None:
+        raise DataError("the run's recipe has no validation data (data.validation_split or "
+                        "data.validation_fraction); export checks every model on it.")
+    features, labels = _take_examples(validation, limit)
+    if not len(labels):
+        raise DataError("the run's validation split is empty; export checks every model on "
+                        "it.")
+    return features, labels
+
+
+def _calibration_arrays(recipe, *, count: int):
+    # The training split as the recipe reads it (its own seeded shuffle, so a class-ordered
+    # source still gives every class), minus augmentation.
+    train, _, _ = _build(recipe)
+    features, _ = _take_examples(train, count)
+    return features
+
+
+def _take_examples(dataset, limit: Optional[int]):
+    import numpy as np
+    import tensorflow as tf
+
+    element = dataset.element_spec
+    if not isinstance(element, tuple) or isinstance(element[0], dict):
+        raise UserInputError("export supports datasets of (features, label) with one "
+                             f"feature tensor; this one yields {element}.")
+    dataset = dataset.map(lambda *e: (e[0], e[1])).unbatch()
+    if limit is not None:
+        dataset = dataset.take(limit)
+    features, labels = [], []
+    for batch in dataset.batch(256).prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
+        features.append(batch[0])
+        labels.append(batch[1])
+    if not features:
+        return np.zeros((0,), "float32"), np.zeros((0,), "int64")
+    return (np.concatenate(features).astype("float32"), np.concatenate(labels))
+
+
+def _as_class_indices(labels):
+    import numpy as np
+
+    labels = np.asarray(labels)
+    return np.argmax(labels, axis=-1) if labels.ndim > 1 else labels.astype("int64")
+
+
+# --------------------------------------------------------------------------- converters
+
+
+def _convert(model, artifact: Path, *, format: str, quantize: str, calibration) -> dict:
+    """Writes `artifact`; returns details of the quantization for the report."""
+    if format == "litert":
+        return _convert_litert(model, artifact, quantize=quantize, calibration=calibration)
+    if format == "onnx":
+        return _convert_onnx(model, artifact, quantize=quantize, calibration=calibration)
+    details = {}
+    if quantize == "int8":
+        model, details = keras_int8(model)
+    if format == "keras":
+        model.save(artifact)
+    else:
+        model.export(str(artifact), format="tf_saved_model", verbose=False)
+    return details
+
+
+def keras_int8(model):
+    """A copy of `model` quantized in-framework by Keras (``model.quantize("int8")``).
+
+    Keras 3.15 quantizes Dense, EinsumDense and Embedding layers (int8 weights, activations
+    quantized per call); other layers stay float.
+
+    Raises:
+        UserInputError: No layer of the model is one Keras can quantize.
+    """
+    import keras
+
+    copy = keras.models.clone_model(model)
+    copy.set_weights(model.get_weights())
+    with warnings.catch_warnings():
+        # One warning per layer without int8 support; the report lists what was quantized.
+        warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
+        copy.quantize("int8")
+    quantized = [layer.name for layer in copy._flatten_layers()
+                 if getattr(layer, "quantization_mode", None) == "int8"]
+    if not quantized:
+        kinds = sorted({type(layer).__name__ for layer in model.layers})
+        raise UserInputError(
+            "--quantize int8 with Keras: no layer of this model can be quantized (Keras "
+            f"quantizes Dense, EinsumDense and Embedding layers; this model has "
+            f"{', '.join(kinds)}). Use --format litert --quantize int8.")
+    return copy, {"quantized_layers": quantized}
+
+
+def _convert_litert(model, artifact: Path, *, quantize: str, calibration) -> dict:
+    import tensorflow as tf
+
+    options = {}
+    if quantize != "none":
+        options["optimizations"] = [tf.lite.Optimize.DEFAULT]
+    if quantize == "float16":
+        options["target_spec"] = {"supported_types": [tf.float16]}
+    if quantize == "int8":
+        def representative_dataset():
+            for example in calibration:
+                yield [example[None]]
+
+        options["representative_dataset"] = representative_dataset
+        # Integer kernels only; float input and output keep the model's interface.
+        options["target_spec"] = {"supported_ops": [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]}
+    try:
+        model.export(str(artifact), format="litert", verbose=False, **options)
+    except Exception as error:  # the converter's own message names the op it rejects
+        if quantize == "none":
+            raise
+        raise UserInputError(f"the LiteRT converter cannot apply --quantize {quantize} to "
+                             f"this model: {_first_lines(error)}") from None
+    if quantize != "int8":
+        return {}
+    float_ops = float_operations(artifact)
+    # The converter leaves an op without an int8 kernel in float (between DEQUANTIZE and
+    # QUANTIZE) without an error, even with TFLITE_BUILTINS_INT8 only. A small float island
+    # without weights is how LiteRT runs such ops (the default model's per-image
+    # standardisation has one NEG on 3 values per image): reported. A layer with weights
+    # left in float32 is not an int8 model: refused.
+    weighted = [(op, tensor) for op, tensor in float_ops if op in _WEIGHTED_OPS]
+    if weighted:
+        shown = "; ".join(f"{op} ({tensor})" for op, tensor in weighted[:5])
+        raise UserInputError(
+            "--quantize int8: the LiteRT converter cannot quantize these layers, which would "
+            f"stay float32: {shown}. Replace those layers, or use --quantize dynamic or "
+            "float16.")
+    return {"integer_only": not float_ops,
+            "float_ops": [f"{op} ({tensor})" for op, tensor in float_ops]}
+
+
+def float_operations(path: Path) -> list:
+    """(op name, output tensor name) of every op of a .tflite that computes in float.
+
+    The model's input QUANTIZE and output DEQUANTIZE are allowed.
+    """
+    interpreter = load_litert_interpreter(path)
+    tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
+    found = []
+    # `_get_ops_details` is the interpreter's op listing (used by LiteRT's own analyzer
+    # tools); the public API lists tensors only.
+    for op in interpreter._get_ops_details():
+        if op["op_name"] in _BOUNDARY_OPS:
+            continue
+        for index in op["outputs"]:
+            tensor = tensors.get(index)
+            if tensor is not None and str(tensor["dtype"].__name__).startswith("float"):
+                found.append((op["op_name"], tensor["name"]))
+                break
+    return found
+
+
+def _convert_onnx(model, artifact: Path, *, quantize: str, calibration) -> dict:
+    import numpy as np
+
+    if not model._called:
+        # Keras' ONNX exporter refuses a model that was loaded but never called
+        # (keras/src/export/onnx.py); one call on zeros builds nothing new.
+        shape = [1 if d is None else d for d in model.inputs[0].shape]
+        model(np.zeros(shape, "float32"), training=False)
+    with warnings.catch_warnings():
+        # Keras' bundled tf2onnx patch probes NumPy for the removed `np.object`.
+        warnings.filterwarnings("ignore", message=".*np.object", category=FutureWarning)
+        if quantize == "none":
+            model.export(str(artifact), format="onnx", verbose=False)
+            return {}
+        float_path = artifact.with_name("float-" + artifact.name)
+        model.export(str(float_path), format="onnx", verbose=False)
+    from onnxruntime import quantization as ortq
+
+    try:
+        if quantize == "dynamic":
+            ortq.quantize_dynamic(str(float_path), str(artifact),
+                                  weight_type=ortq.QuantType.QInt8)
+        else:
+            ortq.quantize_static(
+                str(float_path), str(artifact),
+                _OnnxCalibration(_onnx_input_name(float_path), calibration),
+                quant_format=ortq.QuantFormat.QDQ, activation_type=ortq.QuantType.QInt8,
+                weight_type=ortq.QuantType.QInt8, per_channel=True)
+    except Exception as error:
+        raise UserInputError(f"ONNX Runtime cannot apply --quantize {quantize} to this model: "
+                             f"{_first_lines(error)}") from None
+    finally:
+        float_path.unlink(missing_ok=True)
+    return {}
+
+
+def _onnx_input_name(path: Path) -> str:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]
+                                ).get_inputs()[0].name
+
+
+class _OnnxCalibration:
+    """ONNX Runtime's CalibrationDataReader protocol over the calibration examples."""
+
+    def __init__(self, input_name: str, examples):
+        self._items = iter([{input_name: example[None]} for example in examples])
+
+    def get_next(self):
+        return next(self._items, None)
+
+    def rewind(self):  # not needed for one pass; part of the reader protocol
+        pass
+
+
+def _first_lines(error: BaseException, limit: int = 3) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return " ".join(lines[:limit]) or type(error).__name__
+
+
+# --------------------------------------------------------------------------- runtimes
+
+_RUNTIME_THREADS = {"litert": 1, "onnx": 1}
+
+
+@dataclasses.dataclass
+class Runtime:
+    """An export loaded back with its own runtime: a function of one batch of features."""
+
+    predict: Callable  # float32 features [n, ...] -> class probabilities [n, classes]
+
+
+def load_litert_interpreter(path: Path, *, num_threads: int = 1):
+    """The LiteRT interpreter of the ai-edge-litert package (tf.lite's is deprecated)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    return Interpreter(model_path=str(path), num_threads=num_threads)
+
+
+def load_runtime(path: Path, *, format: str) -> Runtime:
+    """Loads an export with its own runtime (LiteRT, ONNX Runtime, TensorFlow, Keras)."""
+    if format == "litert":
+        return _litert_runtime(path)
+    if format == "onnx":
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = _RUNTIME_THREADS["onnx"]
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        name = session.get_inputs()[0].name
+        return Runtime(lambda x: session.run(None, {name: x})[0])
+    import tensorflow as tf
+
+    if format == "saved_model":
+        loaded = tf.saved_model.load(str(path))
+        serve = loaded.signatures["serving_default"]
+        key = next(iter(serve.structured_input_signature[1]))
+        return Runtime(lambda x: next(iter(serve(**{key: tf.constant(x)}).values())).numpy())
+    import keras
+
+    model = keras.saving.load_model(path, compile=False)
+    # Compiled like a served model; eager Python overhead would swamp a small model.
+    call = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
+    return Runtime(lambda x: call(tf.constant(x)).numpy())
+
+
+def _litert_runtime(path: Path) -> Runtime:
+    import numpy as np
+
+    interpreter = load_litert_interpreter(path, num_threads=_RUNTIME_THREADS["litert"])
+    source = interpreter.get_input_details()[0]
+    target = interpreter.get_output_details()[0]
+    state = {"batch": None}
+
+    def predict(x):
+        if state["batch"] != len(x):
+            interpreter.resize_tensor_input(source["index"], [len(x), *source["shape"][1:]])
+            interpreter.allocate_tensors()
+            state["batch"] = len(x)
+        value = x
+        scale, zero_point = source["quantization"]
+        if np.issubdtype(source["dtype"], np.integer) and scale:
+            value = np.round(x / scale + zero_point)
+        interpreter.set_tensor(source["index"], value.astype(source["dtype"]))
+        interpreter.invoke()
+        output = interpreter.get_tensor(target["index"])
+        scale, zero_point = target["quantization"]
+        if np.issubdtype(target["dtype"], np.integer) and scale:
+            output = (output.astype("float32") - zero_point) * scale
+        return output
+
+    return Runtime(predict)
+
+
+def _predict(runtime: Runtime, features, batch: int = 64):
+    import numpy as np
+
+    return np.concatenate([np.asarray(runtime.predict(features[i:i + batch]), "float32")
+                           for i in range(0, len(features), batch)])
+
+
+def _latencies(contenders: dict, example, *, runs: int, calls: int) -> dict:
+    """Best mean single-example latency (ms) of each contender, alternating them per run."""
+    for runtime in contenders.values():
+        for _ in range(3):  # warm up: allocation, tracing, first-call caches
+            runtime.predict(example)
+    best = {name: float("inf") for name in contenders}
+    for _ in range(runs):
+        for name, runtime in contenders.items():
+            started = time.perf_counter()
+            for _ in range(calls):
+                runtime.predict(example)
+            best[name] = min(best[name], (time.perf_counter() - started) / calls * 1e3)
+    return best
+
+
+def _size_on_disk(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size
+
+
+def _runtime_name(format: str) -> str:
+    return {"litert": "ai_edge_litert.interpreter.Interpreter",
+            "onnx": "onnxruntime.InferenceSession (CPUExecutionProvider)",
+            "saved_model": "tf.saved_model.load", "keras": "keras.saving.load_model"}[format]
+
+
+def _package_versions(format: str) -> dict:
+    names = {"litert": ("tensorflow", "ai-edge-litert"),
+             "onnx": ("tensorflow", "tf2onnx", "onnx", "onnxruntime")}.get(format,
+                                                                            ("tensorflow",))
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def format_report(report: dict) -> str:
+    """A short table of an export.json report: the export against the float model."""
+    def size(n):
+        return f"{n / 1024:.1f} KiB" if n < 2**20 else f"{n / 2**20:.2f} MiB"
+
+    title = f"{report['format']} {report['quantize']}"
+    rows = [
+        ("", title, "float32", "ratio"),
+        ("size", size(report["size_bytes"]), size(report["float_size_bytes"]),
+         f"{report['size_ratio']:.2f}x smaller" if report["size_ratio"] >= 1
+         else f"{1 / report['size_ratio']:.2f}x larger"),
+        ("val accuracy", f"{report['accuracy']:.4f}", f"{report['float_accuracy']:.4f}",
+         f"{100 * report['accuracy_delta']:+.2f} points"),
+        ("top-1 agreement", f"{report['top1_agreement']:.4f}", "", ""),
+        ("latency (1 example)", f"{report['latency_ms']:.3f} ms",
+         f"{report['float_latency_ms']:.3f} ms", f"speed-up {report['latency_speedup']:.2f}x"),
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+             for row in rows]
+    lines.append(f"{report['validation_examples']} validation examples; latency: best of "
+                 f"{report['latency']['runs']} alternating runs on CPU.")
+    if report.get("float_ops"):
+        lines.append(f"Note: {len(report['float_ops'])} operation(s) without weights stay "
+                     f"float32 (no int8 kernel in the converter): "
+                     f"{', '.join(report['float_ops'][:3])}.")
+    lines.append(f"Wrote {report['path']} and {Path(report['out']) / REPORT_FILE}.")
+    return "\n".join(lines)
