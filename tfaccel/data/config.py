@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from tfaccel.data import (arrays, image_folder, pipeline, python_source, splits,
                           tfds_source, tfrecords)
+from tfaccel.data.service import ServiceTarget
 from tfaccel.errors import DataError
 
 BUILTIN_DEFAULT = "tfaccel_shapes"
@@ -37,6 +38,11 @@ def _train_tail(config, num_replicas: int, *, stream=None) -> dict:
     if stream is not None:
         # The runner's resumable stream of passes (pipeline.EpochStream).
         tail["stream"] = stream
+    target = ServiceTarget.from_config(getattr(config, "service", None))
+    if target is not None:
+        # Training input only: validation is read once per epoch, without augmentation,
+        # and stays in this process.
+        tail["service"] = target
     return tail
 
 
