@@ -238,3 +238,19 @@ def test_cli_worker_refuses_a_bad_dispatcher_address():
     result = CliRunner().invoke(main, ["data-service", "worker", "--dispatcher", "nohost"])
     assert result.exit_code == 2
     assert "'nohost' is not HOST:PORT" in result.output
+
+
+def test_cli_dispatcher_on_a_taken_port_fails_with_exit_1():
+    import socket
+
+    from click.testing import CliRunner
+
+    from tfaccel.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(main, ["data-service", "dispatcher", "--port", str(port)])
+    assert result.exit_code == 1
+    assert f"dispatcher could not start on port {port}" in result.output

@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from tfaccel.errors import UserInputError
+from tfaccel.errors import TfaccelError, UserInputError
 from tfaccel.recipe import PROCESSING_MODES, parse_dispatcher_address
 
 _service = tf.data.experimental.service
@@ -103,7 +103,7 @@ def start_dispatcher(*, port: int = 0, work_dir: Optional[str] = None):
     """
     config = _service.DispatcherConfig(port=int(port), work_dir=work_dir,
                                        fault_tolerant_mode=bool(work_dir))
-    server = _service.DispatchServer(config)
+    server = _start(_service.DispatchServer, config, what="dispatcher", port=port)
     return server, server.target
 
 
@@ -122,9 +122,17 @@ def start_worker(dispatcher: str, *, port: int = 0, host: str = "localhost"):
     address = parse_dispatcher_address(dispatcher).split("://", 1)[1]
     config = _service.WorkerConfig(dispatcher_address=address, port=int(port),
                                    worker_address=f"{host}:%port%")
-    server = _service.WorkerServer(config)
+    server = _start(_service.WorkerServer, config, what="worker", port=port)
     # The port is known only once the server runs (port 0); TF keeps it here.
     return server, f"{host}:{server._address.rsplit(':', 1)[1]}"
+
+
+def _start(server_class, config, *, what: str, port: int):
+    try:
+        return server_class(config)
+    except RuntimeError as error:  # gRPC's "Could not start gRPC server", nothing more
+        raise TfaccelError(f"the tf.data service {what} could not start on port {port}: "
+                           f"{error} (is the port already in use?).") from None
 
 
 def serve_until_stopped(server, *, on_stop: Optional[Callable[[int], None]] = None) -> int:
