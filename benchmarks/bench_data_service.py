@@ -135,7 +135,15 @@ def main():
     finally:
         for process in processes:
             process.terminate()
-            process.wait(timeout=30)
+        for process in processes:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()  # never leave a worker behind
+                process.wait()
+            tail = process.stdout.read().strip()
+            if "stopped" not in tail:
+                print(f"  worker {process.pid} (exit {process.returncode}): {tail}")
         for server in servers:
             server._stop()
 

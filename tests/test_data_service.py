@@ -31,7 +31,7 @@ def service():
         server._stop()
 
 
-def _pipeline(address, mode, *, stream=None, batch_size=4):
+def _pipeline(address, mode, *, stream=None, batch_size=4, seed=1):
     from tfaccel.data import pipeline
     from tfaccel.data.service import ServiceTarget
 
@@ -39,7 +39,7 @@ def _pipeline(address, mode, *, stream=None, batch_size=4):
 
     x = np.arange(NUM_EXAMPLES, dtype=np.int64)
     return pipeline.optimize(tf.data.Dataset.from_tensor_slices((x, x)), batch_size=batch_size,
-                             shuffle_buffer=NUM_EXAMPLES, seed=1, cache="memory",
+                             shuffle_buffer=NUM_EXAMPLES, seed=seed, cache="memory",
                              stream=stream, service=ServiceTarget(address, processing_mode=mode))
 
 
@@ -71,7 +71,7 @@ def test_distributed_epoch_stream_hands_each_pass_to_one_worker(service):
 
 
 def test_parallel_epochs_every_worker_makes_the_whole_epoch(service):
-    counts, _ = _read(_pipeline(service, "parallel_epochs"))
+    counts, _ = _read(_pipeline(service, "parallel_epochs", seed=None))
     assert sorted(counts) == list(range(NUM_EXAMPLES))
     assert set(counts.values()) == {2}  # 2 workers, each the whole epoch
 
@@ -150,7 +150,19 @@ def test_what_the_service_cannot_run_is_refused_before_training(raw, words):
 
 
 def test_library_target_checks_its_arguments():
+    import tensorflow as tf
+
+    from tfaccel.data import optimize
     from tfaccel.data.service import ServiceTarget
+
+    dataset = tf.data.Dataset.range(8)
+    with pytest.raises(UserInputError, match="service must be a tfaccel.data.ServiceTarget"):
+        optimize(dataset, batch_size=2, service="localhost:5050")
+    with pytest.raises(UserInputError, match="would make every service worker produce the same"):
+        optimize(dataset, batch_size=2, shuffle_buffer=8, seed=3,
+                 service=ServiceTarget("h:1", processing_mode="parallel_epochs"))
+    with pytest.raises(UserInputError, match="takes no service"):
+        optimize(dataset, batch_size=2, sequential=True, service=ServiceTarget("h:1"))
 
     with pytest.raises(UserInputError, match="processing_mode must be one of"):
         ServiceTarget("h:1", processing_mode="dynamic")
@@ -254,3 +266,20 @@ def test_cli_dispatcher_on_a_taken_port_fails_with_exit_1():
         result = CliRunner().invoke(main, ["data-service", "dispatcher", "--port", str(port)])
     assert result.exit_code == 1
     assert f"dispatcher could not start on port {port}" in result.output
+
+
+def test_tfaccel_bench_measures_a_service_recipe_in_process_and_says_so(tmp_path):
+    # No server runs here: the service must be left out (the sequential baseline cannot run
+    # on it), and the table must say so rather than time something else silently.
+    from tfaccel import bench
+    from tfaccel.recipe import DataConfig, ServiceConfig
+
+    path = tmp_path / "d.npz"
+    np.savez(path, x=np.zeros((20, 4, 4, 3), np.uint8), y=np.arange(20) % 4)
+    config = DataConfig(source="arrays", path=str(path),
+                        service=ServiceConfig(dispatcher="localhost:1"))
+    result = bench.bench_data_config(config, global_batch_size=4, num_batches=2, repeats=1,
+                                     epochs=False)
+    assert result["parallel"]["batches"] == 2
+    assert result["service_left_out"] == "localhost:1"
+    assert "tf.data service (localhost:1) was left out" in bench.format_table(result)

@@ -446,8 +446,9 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
                              "shuffle after the cache with shuffle_buffer instead.")
     if sequential and stream is not None:
         raise UserInputError("sequential=True (the benchmark baseline) takes no stream.")
-    if sequential and service is not None:
-        raise UserInputError("sequential=True (the benchmark baseline) takes no service.")
+    if service is not None:
+        _check_service(service, sequential=sequential, stream=stream, seed=seed,
+                       shuffle_buffer=shuffle_buffer, augment=augment)
     names, custom = (), None
     if callable(augment):
         custom = augment
@@ -497,6 +498,24 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
     if not sequential:
         dataset = dataset.prefetch(AUTOTUNE)
     return dataset.with_options(options)
+
+
+def _check_service(service, *, sequential: bool, stream, seed, shuffle_buffer, augment):
+    from tfaccel.data.service import ServiceTarget
+
+    if not isinstance(service, ServiceTarget):
+        raise UserInputError(f"service must be a tfaccel.data.ServiceTarget, got {service!r}.")
+    if sequential:
+        raise UserInputError("sequential=True (the benchmark baseline) takes no service.")
+    if (service.processing_mode == "parallel_epochs" and stream is None and seed is not None
+            and (shuffle_buffer or augment)):
+        # Every worker runs the same graph: with one fixed seed they all make the same
+        # batches, and the reader gets each of them once per worker.
+        raise UserInputError(
+            f"processing_mode 'parallel_epochs' with seed={seed!r} would make every service "
+            "worker produce the same shuffled/augmented batches; pass seed=None (each "
+            "worker draws its own), use a stream (EpochStream: salted per worker), or use "
+            "'distributed_epoch'.")
 
 
 def _stream_of_passes(dataset, plan: _Plan, *, stream: EpochStream, map_fn, cache,

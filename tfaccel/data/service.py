@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
+import sys
 import threading
 from typing import Callable, Optional
 
@@ -135,11 +137,14 @@ def _start(server_class, config, *, what: str, port: int):
                            f"{error} (is the port already in use?).") from None
 
 
-def serve_until_stopped(server, *, on_stop: Optional[Callable[[int], None]] = None) -> int:
+def serve_until_stopped(server, *, grace_seconds: float = 10.0) -> int:
     """Blocks until SIGINT or SIGTERM, then stops `server`; returns the signal number.
 
     `server.join()` waits inside TensorFlow where Python never sees a signal, so this waits
-    on an event that the signal handlers set instead.
+    on an event that the signal handlers set instead. Stopping waits for requests in flight;
+    if that takes longer than `grace_seconds` (seen once, with a trainer still reading),
+    the process exits at once rather than hang: its jobs are lost either way, and the
+    dispatcher hands their work to the remaining workers.
     """
     stop = threading.Event()
     received = {}
@@ -156,7 +161,13 @@ def serve_until_stopped(server, *, on_stop: Optional[Callable[[int], None]] = No
         for signum, old in previous.items():
             signal.signal(signum, old)
     # `_stop` is the servers' own shutdown (their destructor calls it too).
-    server._stop()
-    if on_stop is not None:
-        on_stop(received["signum"])
+    stopper = threading.Thread(target=server._stop, daemon=True)
+    stopper.start()
+    stopper.join(grace_seconds)
+    if stopper.is_alive():
+        print(f"tfaccel: the server did not stop within {grace_seconds:g} s (requests in "
+              "flight); exiting anyway.", flush=True)
+        sys.stderr.flush()
+        # Not sys.exit: the server's destructor would wait on the same shutdown again.
+        os._exit(0)
     return received["signum"]
