@@ -88,7 +88,8 @@ def test_parallel_epochs_stream_workers_make_different_passes(service):
     assert len(set(batches)) == len(batches), "two workers made the same batches"
 
 
-def test_a_short_recipe_trains_through_the_service(service, tmp_path, shapes_data_dir):
+def test_a_short_recipe_trains_through_the_service_and_resumes(service, tmp_path,
+                                                               shapes_data_dir, capsys):
     from tfaccel import runner
 
     result = runner.train(str(DEFAULT_RECIPE), [
@@ -107,6 +108,14 @@ def test_a_short_recipe_trains_through_the_service(service, tmp_path, shapes_dat
     assert summary["status"] == "completed"
     assert np.isfinite(summary["final_metrics"]["loss"])
     assert "grpc://" in (run / "recipe.yaml").read_text()
+
+    # Resume (here: extending the finished run) works through the service, and says that
+    # the data position is approximate there.
+    capsys.readouterr()
+    extended = runner.train(resume=run, overrides=["training.epochs=2"])
+    assert [e["epoch"] for e in extended.epochs] == [1, 2]
+    assert extended.summary["status"] == "completed"
+    assert "the data position only approximately" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("address, expected", [
