@@ -118,6 +118,30 @@ def test_a_short_recipe_trains_through_the_service_and_resumes(service, tmp_path
     assert "the data position only approximately" in capsys.readouterr().out
 
 
+def test_a_named_job_is_joined_so_a_resumed_stream_gets_its_own_name(service):
+    # TensorFlow's behaviour: a second pipeline under an existing job name joins the old job
+    # and reads ITS elements (here range(100) continues instead of range(50) starting).
+    import tensorflow as tf
+
+    from tfaccel.data.config import _train_tail
+    from tfaccel.data.pipeline import EpochStream
+    from tfaccel.recipe import DataConfig, ServiceConfig
+
+    def named(n):
+        return tf.data.Dataset.range(1000, 1000 + n).apply(
+            tf.data.experimental.service.distribute("distributed_epoch", service,
+                                                    job_name="shared"))
+
+    first = iter(named(100))
+    assert int(next(first)) == 1000
+    assert int(next(iter(named(50)))) > 1000  # not a new start: the old job's elements
+    del first
+    config = DataConfig(service=ServiceConfig(dispatcher=service, job_name="j"))
+    assert _train_tail(config, 1, stream=EpochStream())["service"].job_name == "j"
+    resumed = _train_tail(config, 1, stream=EpochStream(first_pass=2, skip_batches=5))
+    assert resumed["service"].job_name == "j-resume-pass2-batch5"
+
+
 @pytest.mark.parametrize("address, expected", [
     ("localhost:5050", "grpc://localhost:5050"),
     ("grpc://10.0.0.5:5050", "grpc://10.0.0.5:5050"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -42,6 +43,13 @@ def _train_tail(config, num_replicas: int, *, stream=None) -> dict:
     if target is not None:
         # Training input only: validation is read once per epoch, without augmentation,
         # and stays in this process.
+        if target.job_name and stream is not None and (stream.first_pass
+                                                       or stream.skip_batches):
+            # A named job is joined, not rebuilt: the dispatcher may still hold the
+            # interrupted run's job, and rejoining it would ignore the resume point.
+            target = dataclasses.replace(target, job_name=(
+                f"{target.job_name}-resume-pass{stream.first_pass}-batch"
+                f"{stream.skip_batches}"))
         tail["service"] = target
     return tail
 
