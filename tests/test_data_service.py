@@ -108,6 +108,8 @@ def test_a_short_recipe_trains_through_the_service_and_resumes(service, tmp_path
     assert summary["status"] == "completed"
     assert np.isfinite(summary["final_metrics"]["loss"])
     assert "grpc://" in (run / "recipe.yaml").read_text()
+    assert summary["dataset"]["data_service"] == {
+        "dispatcher": service, "processing_mode": "distributed_epoch", "job_name": None}
 
     # Resume (here: extending the finished run) works through the service, and says that
     # the data position is approximate there.

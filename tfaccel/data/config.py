@@ -349,7 +349,8 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         ``input_shape``, ``class_names``, ``train_examples``, ``validation_examples``,
         ``steps_per_epoch`` (training batches per pass, by `pipeline.drops_remainder`) and
         ``train_examples_per_pass`` (the examples those batches hold); the last two are None
-        when the source does not declare its size.
+        when the source does not declare its size; and ``data_service`` (the tf.data
+        service the training input is sent to, as a dict, or None).
 
     Raises:
         DataError: Missing or unusable data (see each source).
@@ -378,6 +379,11 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     drop = pipeline.drops_remainder(num_replicas)
     steps = None if known is None else pipeline.batches_per_pass(
         known, global_batch_size, drop_remainder=drop)
+    target = ServiceTarget.from_config(getattr(config, "service", None))
+    # Where the training input was made (summary.json's dataset section shows it).
+    info["data_service"] = None if target is None else {
+        "dispatcher": target.dispatcher, "processing_mode": target.processing_mode,
+        "job_name": target.job_name}
     info["steps_per_epoch"] = steps
     info["train_examples_per_pass"] = (None if known is None
                                        else steps * global_batch_size if drop else known)
