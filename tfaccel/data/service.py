@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, Optional
+from typing import Optional
 
 import tensorflow as tf
 
