@@ -318,3 +318,30 @@ def test_tfaccel_bench_measures_a_service_recipe_in_process_and_says_so(tmp_path
     assert result["parallel"]["batches"] == 2
     assert result["service_left_out"] == "localhost:1"
     assert "tf.data service (localhost:1) was left out" in bench.format_table(result)
+
+
+@pytest.mark.slow
+def test_a_server_whose_shutdown_hangs_still_exits_0_after_the_grace_period():
+    # Seen once in the benchmark: a worker's shutdown waited on requests in flight for ever.
+    code = ("import threading, time\n"
+            "from tfaccel.data.service import serve_until_stopped\n"
+            "class Stuck:\n"
+            "    def _stop(self):\n"
+            "        threading.Event().wait()\n"
+            "print('serving', flush=True)\n"
+            "serve_until_stopped(Stuck(), grace_seconds=1)\n"
+            "print('not reached')\n")
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                               text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    try:
+        _wait_for_line(process, r"serving")
+        import time
+
+        time.sleep(1)  # the handlers are installed right after the line
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+        assert "did not stop within 1 s" in process.stdout.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
