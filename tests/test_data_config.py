@@ -30,7 +30,7 @@ def test_arrays_with_validation_fraction(tmp_path):
     train, val, info = _build(config)
     assert info == {"num_classes": 5, "class_names": None, "train_examples": 15,
                     "validation_examples": 5, "input_shape": (3,), "steps_per_epoch": 4,
-                    "train_examples_per_pass": 15}
+                    "train_examples_per_pass": 15, "data_service": None}
     assert _count(train) == 15 and _count(val) == 5
 
 

@@ -260,6 +260,71 @@ def keys(markdown, json_schema):
             click.echo(f"{key:34} {default or '-':24} {help_text}")
 
 
+@main.group("data-service")
+def data_service():
+    """Run a tf.data service: a dispatcher and workers that preprocess for trainers.
+
+    Start one dispatcher, then workers on any machines, then train with
+    `--set data.service.dispatcher=HOST:PORT`. Each command serves until Ctrl-C or
+    SIGTERM and then exits with code 0.
+    """
+
+
+def _serve(server, what: str) -> None:
+    from tfaccel.data.service import serve_until_stopped
+
+    signum = serve_until_stopped(server)
+    import signal
+
+    click.echo(f"tfaccel: {what} stopped ({signal.Signals(signum).name}).")
+
+
+@data_service.command("dispatcher")
+@click.option("--port", type=click.IntRange(0, 65535), default=5050, show_default=True,
+              help="Port to listen on (0 picks a free one; the address is printed).")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Folder where the dispatcher journals its state, so a restarted "
+                   "dispatcher recovers its jobs (TensorFlow's fault-tolerant mode).")
+@handle_errors
+def data_service_dispatcher(port, work_dir):
+    """Start a tf.data service dispatcher and serve until Ctrl-C / SIGTERM (exit 0)."""
+    _quiet_tensorflow()
+    from tfaccel.data.service import start_dispatcher
+
+    server, address = start_dispatcher(port=port, work_dir=work_dir)
+    click.echo(f"tfaccel: dispatcher listening on {address}; start workers with "
+               f"`tfaccel data-service worker --dispatcher HOST:{address.rsplit(':', 1)[1]}`.")
+    sys.stdout.flush()
+    _serve(server, "dispatcher")
+
+
+@data_service.command("worker")
+@click.option("--dispatcher", required=True, metavar="HOST:PORT",
+              help="The dispatcher's address, HOST:PORT or grpc://HOST:PORT.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Port to listen on (0 picks a free one).")
+@click.option("--host", default="localhost", show_default=True,
+              help="The name or address under which trainers reach this worker; give the "
+                   "machine's name when trainers run elsewhere.")
+@handle_errors
+def data_service_worker(dispatcher, port, host):
+    """Start a tf.data service worker and serve until Ctrl-C / SIGTERM (exit 0)."""
+    from tfaccel.recipe import parse_dispatcher_address
+
+    try:
+        parse_dispatcher_address(dispatcher)
+    except UserInputError as error:
+        raise UserInputError(f"--dispatcher: {error}") from None
+    _quiet_tensorflow()
+    from tfaccel.data.service import start_worker
+
+    server, address = start_worker(dispatcher, port=port, host=host)
+    click.echo(f"tfaccel: worker {address} listening on port {address.rsplit(':', 1)[1]}, "
+               f"serving dispatcher {parse_dispatcher_address(dispatcher)}.")
+    sys.stdout.flush()
+    _serve(server, "worker")
+
+
 @main.command()
 @handle_errors
 def models():

@@ -37,6 +37,26 @@ def _key(default: Any = dataclasses.MISSING, help: str = "", *, minimum=None, ma
     return field(default=default, metadata=metadata)
 
 
+PROCESSING_MODES = ("distributed_epoch", "parallel_epochs")
+SERVICE_ISSUE = "tensorflow/tensorflow#50252"
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Sends the training input pipeline to a tf.data service (distributed preprocessing)."""
+
+    dispatcher: Optional[str] = _key(
+        None, "tf.data service dispatcher, grpc://HOST:PORT or HOST:PORT (see `tfaccel "
+        "data-service`); empty: the input pipeline runs in this process.")
+    processing_mode: Literal["distributed_epoch", "parallel_epochs"] = _key(
+        "distributed_epoch", "distributed_epoch: each pass of the data goes to one worker, "
+        "every example once; parallel_epochs: every worker makes whole passes of its own "
+        "(in its own random order).")
+    job_name: Optional[str] = _key(
+        None, "Share one service job among trainers that give the same name; empty: a job "
+        "of this trainer's own.")
+
+
 @dataclass(frozen=True)
 class DataConfig:
     """Where examples come from and how the tf.data pipeline treats them."""
@@ -96,6 +116,8 @@ class DataConfig:
     num_classes: Optional[int] = _key(
         None, "Number of classes for tfrecords, arrays or python sources; empty to infer it "
         "(from class names, or one pass over the labels).", minimum=1)
+    service: ServiceConfig = _key(default_factory=ServiceConfig,
+                                  help="tf.data service section.")
 
 
 @dataclass(frozen=True)
@@ -321,18 +343,18 @@ def dump_recipe(recipe: Recipe) -> str:
 
 def describe_keys() -> list[tuple[str, str, str]]:
     """Every recipe key as (dotted path, default as YAML, help), in declaration order."""
+    return _describe_section(Recipe, "")
+
+
+def _describe_section(cls, prefix: str) -> list[tuple[str, str, str]]:
     rows = []
-    for section in dataclasses.fields(Recipe):
-        hints = typing.get_type_hints(Recipe)
-        cls = hints[section.name]
-        if dataclasses.is_dataclass(cls):
-            for f in dataclasses.fields(cls):
-                default = _default_of(f)
-                rows.append((f"{section.name}.{f.name}", _yaml_scalar(default),
-                             f.metadata.get("help", "")))
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key_path = _join(prefix, f.name)
+        if dataclasses.is_dataclass(hints[f.name]):
+            rows.extend(_describe_section(hints[f.name], key_path))
         else:
-            rows.append((section.name, _yaml_scalar(_default_of(section)),
-                         section.metadata.get("help", "")))
+            rows.append((key_path, _yaml_scalar(_default_of(f)), f.metadata.get("help", "")))
     return rows
 
 
@@ -474,6 +496,76 @@ def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
     except UserInputError as error:
         raise RecipeError(f"{source}: training: {error}") from None
     _check_model_params(recipe.model, source=source)
+    _check_service(recipe, source=source)
+
+
+def parse_dispatcher_address(address: str) -> str:
+    """A dispatcher address as TensorFlow takes it: ``grpc://HOST:PORT``.
+
+    Args:
+        address: ``grpc://HOST:PORT`` or ``HOST:PORT`` (HOST a name, an IPv4 address or a
+            bracketed IPv6 address).
+
+    Returns:
+        The address with the ``grpc://`` protocol.
+
+    Raises:
+        UserInputError: The address has another protocol, no host, or no valid port.
+    """
+    text = str(address).strip()
+    rest = text
+    if "://" in text:
+        protocol, rest = text.split("://", 1)
+        if protocol != "grpc":
+            raise UserInputError(f"the dispatcher address {address!r} uses the protocol "
+                                 f"{protocol!r}; the tf.data service speaks grpc only: give "
+                                 "grpc://HOST:PORT or HOST:PORT.")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or "/" in rest or " " in rest:
+        raise UserInputError(f"the dispatcher address {address!r} is not HOST:PORT (e.g. "
+                             "grpc://10.0.0.5:5050 or localhost:5050).")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise UserInputError(f"the dispatcher address {address!r} has no valid port "
+                             f"({port!r}); a port is a number from 1 to 65535.")
+    return f"grpc://{host}:{int(port)}"
+
+
+def _check_service(recipe: Recipe, *, source: str) -> None:
+    # What the tf.data service cannot run, said before any server is contacted.
+    service, data = recipe.data.service, recipe.data
+    if not service.dispatcher:
+        if service.job_name:
+            raise RecipeError(f"{source}: data.service.job_name ({service.job_name!r}) needs "
+                              "data.service.dispatcher (the service's address).")
+        return
+    try:
+        parse_dispatcher_address(service.dispatcher)
+    except UserInputError as error:
+        raise RecipeError(f"{source}: data.service.dispatcher: {error}") from None
+    if data.source == "python":
+        raise RecipeError(
+            f"{source}: data.source 'python' cannot run in a tf.data service "
+            f"(data.service.dispatcher is {service.dispatcher!r}): its elements come from "
+            "Python code in this process (from_generator / py_function), which TensorFlow "
+            f"cannot serialise to the service's workers ({SERVICE_ISSUE}). Write the data "
+            "to TFRecords (or an image folder) first, or leave data.service.dispatcher empty.")
+    if data.cache and data.cache != "memory":
+        raise RecipeError(
+            f"{source}: data.cache {data.cache!r} (a file) cannot be used with a tf.data "
+            "service: each service worker would write the same cache file. Use memory (each "
+            "worker keeps its own) or leave data.cache empty.")
+    if recipe.runtime.deterministic:
+        raise RecipeError(
+            f"{source}: runtime.deterministic cannot hold with a tf.data service "
+            f"(data.service.dispatcher is {service.dispatcher!r}): batches arrive in the "
+            "order the service's workers finish them. Set runtime.deterministic: false, or "
+            "leave data.service.dispatcher empty.")
+    if recipe.runtime.strategy == "multi_worker":
+        raise RecipeError(
+            f"{source}: data.service with runtime.strategy multi_worker is not supported "
+            "yet (how the service splits the data among several trainers is not tested); "
+            "use one trainer with one_device or mirrored, or leave "
+            "data.service.dispatcher empty.")
 
 
 def _check_model_params(model: ModelConfig, *, source: str) -> None:

@@ -163,6 +163,7 @@ def _train_with(ctx: _RunContext) -> RunResult:
                         micro_batch_size=training.micro_batch_size)
     print(f"tfaccel: {ctx.strategy_info['strategy']} on {ctx.strategy_info['replicas']} "
           f"replica(s), precision {ctx.precision}, {plan.describe()}.", flush=True)
+    _check_data_service(recipe, strategy=ctx.strategy_info["strategy"])
     data = _build_data(recipe, plan, deterministic=input_order_is_fixed(
         deterministic=recipe.runtime.deterministic, strategy=ctx.strategy_info["strategy"]))
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
@@ -175,6 +176,11 @@ def _train_with(ctx: _RunContext) -> RunResult:
         print(f"tfaccel: resuming from checkpoint {checkpoint.path.name}: epoch "
               f"{checkpoint.epoch + 1}, step {checkpoint.step_in_epoch} of "
               f"{data.steps_per_epoch}.", flush=True)
+        if recipe.data.service.dispatcher:
+            print("tfaccel: the input comes from a tf.data service, which hands out batches "
+                  "in the order its workers finish them: weights, optimizer and step count "
+                  "resume exactly, the data position only approximately (see the README, "
+                  "tf.data service).", flush=True)
     outputs = _make_callbacks(ctx, data=data, plan=plan, checkpoint=checkpoint,
                               restored=restored)
     fit_started = time.perf_counter()
@@ -205,6 +211,16 @@ def _train_with(ctx: _RunContext) -> RunResult:
     model.save(ctx.directory / run_files.MODEL_FILE)
     run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
     return RunResult(run_dir=ctx.directory, summary=summary, epochs=outputs.logger.records)
+
+
+def _check_data_service(recipe: Recipe, *, strategy: str) -> None:
+    # Recipe validation refuses `strategy: multi_worker` itself; `auto` only resolves to it
+    # here (TF_CONFIG), so the same refusal is repeated once the strategy is known.
+    if recipe.data.service.dispatcher and strategy == "multi_worker":
+        raise UserInputError(
+            "data.service with a multi_worker strategy (runtime.strategy "
+            f"{recipe.runtime.strategy!r} resolved to multi_worker from TF_CONFIG) is not "
+            "supported yet; use one trainer, or leave data.service.dispatcher empty.")
 
 
 def input_order_is_fixed(*, deterministic: bool, strategy: str) -> bool:

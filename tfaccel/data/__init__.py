@@ -7,11 +7,12 @@ from tfaccel.data.image_folder import from_image_folder
 from tfaccel.data.pipeline import (AUTOTUNE, EpochStream, make_options, optimize,
                                    sequential_options)
 from tfaccel.data.python_source import WorkerError, from_python
+from tfaccel.data.service import ServiceTarget
 from tfaccel.data.tfds_source import from_tfds
 from tfaccel.data.tfrecords import from_tfrecords, parse_feature_spec
 
 __all__ = [
     "AUGMENTATIONS", "AUTOTUNE", "EpochStream", "WorkerError", "export_image_folder", "from_arrays", "from_image_folder",
     "from_python", "from_tfds", "from_tfrecords", "make_options", "optimize",
-    "parse_feature_spec", "sequential_options",
+    "parse_feature_spec", "sequential_options", "ServiceTarget",
 ]

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from tfaccel.data import (arrays, cache_files, image_folder, pipeline, python_source,
                           splits, tfds_source, tfrecords)
+from tfaccel.data.service import ServiceTarget
 from tfaccel.errors import DataError
 
 BUILTIN_DEFAULT = "tfaccel_shapes"
@@ -46,6 +47,18 @@ def _train_tail(config, num_replicas: int, *, stream=None) -> dict:
     if stream is not None:
         # The runner's resumable stream of passes (pipeline.EpochStream).
         tail["stream"] = stream
+    target = ServiceTarget.from_config(getattr(config, "service", None))
+    if target is not None:
+        # Training input only: validation is read once per epoch, without augmentation,
+        # and stays in this process.
+        if target.job_name and stream is not None and (stream.first_pass
+                                                       or stream.skip_batches):
+            # A named job is joined, not rebuilt: the dispatcher may still hold the
+            # interrupted run's job, and rejoining it would ignore the resume point.
+            target = dataclasses.replace(target, job_name=(
+                f"{target.job_name}-resume-pass{stream.first_pass}-batch"
+                f"{stream.skip_batches}"))
+        tail["service"] = target
     return tail
 
 
@@ -351,7 +364,8 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         ``input_shape``, ``class_names``, ``train_examples``, ``validation_examples``,
         ``steps_per_epoch`` (training batches per pass, by `pipeline.drops_remainder`) and
         ``train_examples_per_pass`` (the examples those batches hold); the last two are None
-        when the source does not declare its size.
+        when the source does not declare its size; and ``data_service`` (the tf.data
+        service the training input is sent to, as a dict, or None).
 
     Raises:
         DataError: Missing or unusable data (see each source).
@@ -380,6 +394,11 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     drop = pipeline.drops_remainder(num_replicas)
     steps = None if known is None else pipeline.batches_per_pass(
         known, global_batch_size, drop_remainder=drop)
+    target = ServiceTarget.from_config(getattr(config, "service", None))
+    # Where the training input was made (summary.json's dataset section shows it).
+    info["data_service"] = None if target is None else {
+        "dispatcher": target.dispatcher, "processing_mode": target.processing_mode,
+        "job_name": target.job_name}
     info["steps_per_epoch"] = steps
     info["train_examples_per_pass"] = (None if known is None
                                        else steps * global_batch_size if drop else known)

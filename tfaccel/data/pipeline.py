@@ -231,7 +231,7 @@ def _pass_seed(seed: int, pass_index, salt: int):
     """A per-pass int64 seed: a pure function of (seed, pass, salt), different for each."""
     pass_index = tf.cast(pass_index, tf.int64)
     mixed = tf.random.experimental.stateless_split(
-        tf.stack([tf.constant(seed, tf.int64), pass_index * 4 + salt]), num=1)[0]
+        tf.stack([tf.cast(seed, tf.int64), pass_index * 4 + salt]), num=1)[0]
     # Shuffle seeds must be non-negative; keep 62 bits.
     return tf.bitwise.bitwise_and(mixed[0] ^ mixed[1], tf.constant(2**62 - 1, tf.int64))
 
@@ -383,7 +383,8 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
              source_shuffle: int = 0,
              ignore_decode_errors: bool = False,
              sequential: bool = False,
-             stream: Optional[EpochStream] = None) -> tf.data.Dataset:
+             stream: Optional[EpochStream] = None,
+             service=None) -> tf.data.Dataset:
     """Applies the standard tail to a dataset of examples and returns batches for `fit`.
 
     The order is fixed because each step only stays correct and fast in this place:
@@ -401,6 +402,10 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
        for a given `seed`, yet different in each epoch.
     5. ``batch`` (drop_remainder under a strategy, so every replica gets the same shape).
     6. ``prefetch(AUTOTUNE)`` last, so the next batch is prepared while the model trains.
+
+    With `service` (a `tfaccel.data.service.ServiceTarget`) stages 1-5 run on the tf.data
+    service's workers (the expensive decode and augmentation, and the batching, so whole
+    batches travel) and only the prefetch runs here.
 
     With `stream` (an `EpochStream`) the result is instead a stream of whole passes in
     which pass p's shuffle and augmentation seeds are pure functions of (`seed`, p), and
@@ -437,6 +442,10 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
             source after its up-front file check, as a last safety net).
         sequential: Build the truly sequential pipeline (the benchmarks' baseline).
         stream: An `EpochStream`: build a resumable stream of passes (see above).
+        service: A `tfaccel.data.service.ServiceTarget`: run stages 1-5 on a tf.data
+            service (see above). In ``parallel_epochs`` mode a stream's seeds are salted
+            per worker, so workers make different passes instead of the same batches; the
+            order in which batches arrive is never fixed.
 
     Returns:
         A `tf.data.Dataset` of batches.
@@ -459,6 +468,9 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
                              "shuffle after the cache with shuffle_buffer instead.")
     if sequential and stream is not None:
         raise UserInputError("sequential=True (the benchmark baseline) takes no stream.")
+    if service is not None:
+        _check_service(service, sequential=sequential, stream=stream, seed=seed,
+                       shuffle_buffer=shuffle_buffer, augment=augment)
     names, custom = (), None
     if callable(augment):
         custom = augment
@@ -483,7 +495,9 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
         dataset = _stream_of_passes(dataset, plan, stream=stream, map_fn=map_fn, cache=cache,
                                     shuffle_buffer=shuffle_buffer,
                                     source_shuffle=source_shuffle,
-                                    ignore_decode_errors=ignore_decode_errors)
+                                    ignore_decode_errors=ignore_decode_errors,
+                                    salt_per_worker=service is not None
+                                    and service.salts_per_worker)
         # Everything up to the last shuffle keeps its order (set per op above and here for
         # stages inside a source, e.g. TFDS's decode): the resume point depends on it.
         options.deterministic = True
@@ -496,19 +510,46 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
             dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
         seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
         dataset = _tail(dataset, plan, example_seeds=seeds, batch_seeds=seeds)
+    if service is not None:
+        from tfaccel.data import service as service_lib
+
+        # The options travel with the graph, so the workers run with them; the batches
+        # then arrive here in the order the workers finish them.
+        dataset = service_lib.distribute(dataset.with_options(options), service)
+        options = tf.data.Options()
     if not sequential:
         dataset = dataset.prefetch(AUTOTUNE)
     return dataset.with_options(options)
 
 
+def _check_service(service, *, sequential: bool, stream, seed, shuffle_buffer, augment):
+    from tfaccel.data.service import ServiceTarget
+
+    if not isinstance(service, ServiceTarget):
+        raise UserInputError(f"service must be a tfaccel.data.ServiceTarget, got {service!r}.")
+    if sequential:
+        raise UserInputError("sequential=True (the benchmark baseline) takes no service.")
+    if (service.processing_mode == "parallel_epochs" and stream is None and seed is not None
+            and (shuffle_buffer or augment)):
+        # Every worker runs the same graph: with one fixed seed they all make the same
+        # batches, and the reader gets each of them once per worker.
+        raise UserInputError(
+            f"processing_mode 'parallel_epochs' with seed={seed!r} would make every service "
+            "worker produce the same shuffled/augmented batches; pass seed=None (each "
+            "worker draws its own), use a stream (EpochStream: salted per worker), or use "
+            "'distributed_epoch'.")
+
+
 def _stream_of_passes(dataset, plan: _Plan, *, stream: EpochStream, map_fn, cache,
-                      shuffle_buffer: int, source_shuffle: int, ignore_decode_errors: bool):
+                      shuffle_buffer: int, source_shuffle: int, ignore_decode_errors: bool,
+                      salt_per_worker: bool = False):
     """The resumable stream: a fixed-order base, then per pass: shuffle, skip, tail."""
     seed = plan.seed
     if seed is None:
         # No seed asked for: still one fixed seed for this pipeline's passes.
         seed = int(np.random.SeedSequence().generate_state(1)[0])
     skip_examples = stream.skip_batches * plan.batch
+    base_seed = seed
     if not source_shuffle:
         # Decode and cache once, in a fixed order: the order every pass shuffles from.
         dataset = _cache(_decode(dataset, plan, map_fn=map_fn,
@@ -520,6 +561,15 @@ def _stream_of_passes(dataset, plan: _Plan, *, stream: EpochStream, map_fn, cach
         # is 0 (`tf.random.set_seed(0)`, the default recipe seed); this sets the seed of this
         # function's own graph only (we are tracing), so the user's global seed is untouched.
         tf.compat.v1.set_random_seed(_STREAM_GRAPH_SEED)
+        seed = base_seed
+        if salt_per_worker:
+            # tf.data service, parallel_epochs: every worker runs this graph; a salt drawn
+            # there, when the pass starts, gives each worker passes of its own instead of
+            # the same batches (such passes are not reproducible).
+            from tfaccel.data import service as service_lib
+
+            seed = tf.bitwise.bitwise_xor(tf.constant(base_seed, tf.int64),
+                                          service_lib.worker_salt())
         skip = tf.where(tf.equal(pass_index, stream.first_pass),
                         tf.constant(skip_examples, tf.int64), tf.constant(0, tf.int64))
         examples = dataset
