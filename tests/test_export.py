@@ -336,21 +336,11 @@ def test_keras_int8_without_a_quantizable_layer_is_a_user_error():
 
 
 def test_a_bad_format_is_reported_before_tensorflow_loads(tmp_path):
-    import subprocess
-    import sys
+    from tf_free import heavy_modules_after
 
-    code = (
-        "import sys\n"
-        "from click.testing import CliRunner\n"
-        "from tfaccel.cli import main\n"
-        f"r = CliRunner().invoke(main, ['export', {str(tmp_path)!r}, '--format', 'pb'])\n"
-        "assert r.exit_code == 2, r.output\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip() == "[]"
+    body = (f"r = CliRunner().invoke(main, ['export', {str(tmp_path)!r}, '--format', 'pb'])\n"
+            "assert r.exit_code == 2, r.output\n")
+    assert heavy_modules_after(body) == []
 
 
 def test_missing_run_dir_and_a_recipe_without_validation_data_exit_2(tiny, tmp_path):
