@@ -1,0 +1,166 @@
+"""`tfaccel launch` with 2 local CPU workers: same result as one process, one run directory,
+every example once, a dying worker stops the job, preemption and resume.
+
+Each test starts real TensorFlow processes (tens of seconds on 2 cores): all are marked
+`slow` and `multiworker` and run under a timeout (tests/launch_helpers.py).
+"""
+
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from launch_helpers import (DEFAULT_RECIPE, TIMEOUT_SECONDS, child_env, children, kill_tree,
+                            read_json, run_tfaccel)
+
+pytestmark = [pytest.mark.slow, pytest.mark.multiworker]
+
+
+def _short_default(data_dir, runs_dir, *extra):
+    """The default recipe shortened to a few float32 deterministic steps, no validation."""
+    overrides = [f"data.data_dir={data_dir}", f"runtime.runs_dir={runs_dir}",
+                 "runtime.precision=float32", "runtime.deterministic=true",
+                 "runtime.verbose=2", "runtime.tensorboard=false",
+                 "data.validation_split=null", "data.shuffle_buffer=512",
+                 "training.global_batch_size=32", *extra]
+    return [a for o in overrides for a in ("--set", o)]
+
+
+def _weights(run_dir):
+    import keras
+
+    model = keras.saving.load_model(run_dir / "model.keras")
+    return [w.numpy() for w in model.weights]
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_two_workers_end_with_the_weights_of_one_process(tmp_path, shapes_data_dir,
+                                                         accumulation):
+    # Global batch 32: 2 workers x 1 replica x (micro-batch 16, or 2 micro-batches of 8)
+    # against one process taking whole batches of 32 (or 4 micro-batches of 8).
+    import tfaccel
+
+    runs = tmp_path / "runs"
+    overrides = _short_default(shapes_data_dir, runs, "training.epochs=2",
+                               "training.steps_per_epoch=3",
+                               f"training.accumulation_steps={accumulation}")
+    code, output = run_tfaccel(["launch", "--workers", "2", "--", "train", DEFAULT_RECIPE,
+                                *overrides], tmp_path=tmp_path)
+    assert code == 0, output[-4000:]
+    (launched,) = list(runs.iterdir())  # exactly one run directory, the chief's
+    summary = read_json(launched / "summary.json")
+    assert summary["status"] == "completed"
+    assert summary["strategy"] == "multi_worker"
+    assert summary["replicas"] == 2 and summary["workers"] == 2
+    assert sorted(p.name for p in launched.iterdir()) == [
+        ".lock", "checkpoints", "metrics.jsonl", "model.keras", "recipe.yaml", "summary.json"]
+    assert len((launched / "metrics.jsonl").read_text().splitlines()) == 2
+    # The other worker's scratch folder is gone.
+    assert [p.name for p in (tmp_path / "tmpdir").iterdir()
+            if p.name.startswith("tfaccel-")] == []
+    assert "[w0]" in output and "[w1]" in output
+
+    single_overrides = [o for o in overrides[1::2]] + ["runtime.strategy=one_device"]
+    single = tfaccel.train(str(DEFAULT_RECIPE), single_overrides,
+                           run_dir=str(tmp_path / "single"))
+    assert single.summary["replicas"] == 1
+    for got, expected in zip(_weights(launched), _weights(tmp_path / "single")):
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+    launched_losses = [r["loss"] for r in map(eval_json, (launched / "metrics.jsonl")
+                                              .read_text().splitlines())]
+    np.testing.assert_allclose(launched_losses, [r["loss"] for r in single.epochs],
+                               rtol=1e-5)
+
+
+def eval_json(line):
+    import json
+
+    return json.loads(line)
+
+
+COUNT_WORKER = '''
+import json, sys
+import numpy as np
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()  # joins the cluster first
+from tfaccel.data.config import build_datasets
+from tfaccel.data.pipeline import EpochStream
+from tfaccel.recipe import recipe_from_dict
+
+out, configs = sys.argv[1], json.loads(sys.argv[2])
+seen = {}
+for name, data in configs.items():
+    config = recipe_from_dict({"data": data}).data
+    with strategy.scope():  # as the runner builds it
+        train, _, info = build_datasets(config, global_batch_size=8, num_replicas=2,
+                                        seed=0, deterministic=True, stream=EpochStream())
+    iterator = iter(strategy.experimental_distribute_dataset(train))
+    ids = []
+    for _ in range(info["steps_per_epoch"]):  # one epoch, as fit runs it
+        x, _ = next(iterator)
+        for local in strategy.experimental_local_results(x):
+            ids += np.asarray(local).reshape(-1).astype(int).tolist()
+    seen[name] = {"ids": ids, "steps": info["steps_per_epoch"],
+                  "policy": tf.data.experimental.AutoShardPolicy(
+                      train.options().experimental_distribute.auto_shard_policy).name}
+import os
+index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+json.dump(seen, open(f"{out}.{index}", "w"))
+'''
+
+
+def _write_records(folder, ids, *, files):
+    import tensorflow as tf
+
+    paths = []
+    for f, chunk in enumerate(np.array_split(np.asarray(ids), files)):
+        path = folder / f"ids-{f}.tfrecord"
+        with tf.io.TFRecordWriter(str(path)) as writer:
+            for i in chunk:
+                example = tf.train.Example(features=tf.train.Features(feature={
+                    "id": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(i)])),
+                    "label": tf.train.Feature(int64_list=tf.train.Int64List(
+                        value=[int(i) % 4]))}))
+                writer.write(example.SerializeToString())
+        paths.append(path)
+    return paths
+
+
+def test_every_example_is_seen_exactly_once_per_epoch_across_workers(tmp_path):
+    # 96 examples, global batch 8 on 2 workers: 12 steps, 4 examples per worker per step.
+    # In-memory arrays are split by element (DATA); 4 equal TFRecord files by FILE (2 each);
+    # a single TFRecord file (like the built-in dataset's) falls back to DATA.
+    import json
+
+    from launch_helpers import run_script_on_workers
+
+    ids = np.arange(96)
+    np.savez(tmp_path / "ids.npz", x=ids.astype("float32").reshape(-1, 1), y=ids % 4)
+    (tmp_path / "four").mkdir()
+    (tmp_path / "one").mkdir()
+    _write_records(tmp_path / "four", ids, files=4)
+    _write_records(tmp_path / "one", ids, files=1)
+    common = {"validation_split": None, "cache": "memory", "shuffle_buffer": 96,
+              "num_classes": 4}
+    records = {"source": "tfrecords", "features": {"id": {"dtype": "int64", "shape": [1]},
+                                                   "label": {"dtype": "int64"}},
+               "image_key": "id", "label_key": "label", **common}
+    configs = {"arrays": {"source": "arrays", "path": str(tmp_path / "ids.npz"), **common},
+               "four_files": {**records, "path": str(tmp_path / "four" / "*.tfrecord")},
+               "one_file": {**records, "path": str(tmp_path / "one" / "*.tfrecord")}}
+    script = tmp_path / "count_worker.py"
+    script.write_text(COUNT_WORKER)
+    code, output = run_script_on_workers(script, [tmp_path / "seen", json.dumps(configs)],
+                                         workers=2, tmp_path=tmp_path)
+    assert code == 0, output[-4000:]
+    seen = [json.loads((tmp_path / f"seen.{i}").read_text()) for i in range(2)]
+    expected_policy = {"arrays": "DATA", "four_files": "AUTO", "one_file": "DATA"}
+    for name in configs:
+        first, second = seen[0][name]["ids"], seen[1][name]["ids"]
+        assert seen[0][name]["steps"] == 12
+        assert len(first) == len(second) == 48, name  # an equal share each
+        assert sorted(first + second) == ids.tolist(), name  # each example exactly once
+        assert seen[0][name]["policy"] == expected_policy[name], name
