@@ -164,3 +164,72 @@ def test_every_example_is_seen_exactly_once_per_epoch_across_workers(tmp_path):
         assert len(first) == len(second) == 48, name  # an equal share each
         assert sorted(first + second) == ids.tolist(), name  # each example exactly once
         assert seen[0][name]["policy"] == expected_policy[name], name
+
+
+def _start_launch(tmp_path, overrides):
+    from launch_helpers import DEFAULT_RECIPE as recipe
+
+    command = [sys.executable, "-m", "tfaccel.cli", "launch", "--workers", "2", "--",
+               "train", str(recipe), *overrides]
+    return subprocess.Popen(command, env=child_env(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+                            start_new_session=True)
+
+
+def _worker_pid(launcher_pid, index):
+    import json
+
+    for pid in children(launcher_pid):
+        environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        config = next(e for e in environ if e.startswith(b"TF_CONFIG="))
+        if json.loads(config[len(b"TF_CONFIG="):])["task"]["index"] == index:
+            return pid
+    raise AssertionError(f"no worker {index} under the launcher {launcher_pid}")
+
+
+def _read_until(process, marker, lines):
+    """Reads the launch's output until a line holds `marker` (the test's timeout applies)."""
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    for line in process.stdout:
+        lines.append(line)
+        if marker in line:
+            return
+        if time.monotonic() > deadline:
+            break
+    raise AssertionError(f"{marker!r} never came:\n{''.join(lines)[-4000:]}")
+
+
+def _finish(process, lines):
+    try:
+        rest, _ = process.communicate(timeout=TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        kill_tree(process.pid)
+        raise AssertionError(f"the launch hung:\n{''.join(lines)[-4000:]}")
+    lines.append(rest)
+    return "".join(lines)
+
+
+def test_a_worker_killed_with_sigkill_stops_the_job_with_a_clear_error(tmp_path,
+                                                                        shapes_data_dir):
+    runs = tmp_path / "runs"
+    process = _start_launch(tmp_path, _short_default(
+        shapes_data_dir, runs, "training.epochs=100", "training.steps_per_epoch=5"))
+    lines = []
+    try:
+        _read_until(process, "Epoch 2/100", lines)
+        import os
+
+        os.kill(_worker_pid(process.pid, 1), signal.SIGKILL)
+        output = _finish(process, lines)
+    finally:
+        if process.poll() is None:
+            kill_tree(process.pid)
+    assert process.returncode == 137, output[-4000:]  # 128 + SIGKILL, the first failure
+    assert "w1 exited with signal SIGKILL" in output
+    assert "failed: w1 exited first with signal SIGKILL" in output
+    # The chief learnt it from TensorFlow's coordination service, which names the task.
+    assert "[w0] Error: training failed after 1 finished epoch(s)" in output
+    assert "/job:worker/replica:0/task:1" in output
+    (run,) = list(runs.iterdir())
+    assert read_json(run / "summary.json")["status"] == "failed"
+    assert (run / "checkpoints" / "epoch-001").is_dir()
