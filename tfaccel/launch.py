@@ -249,9 +249,9 @@ class WorkerGroup:
 
     A worker that fails makes the launch fail with its exit code: the others get
     `grace_seconds` to end on their own (TensorFlow's coordination service tells them that
-    a peer is gone), then they are killed, so nothing hangs. SIGTERM or SIGINT sent to the
-    launcher is passed on to every worker (each saves a checkpoint at the same step and
-    exits 143 or 130); a second one kills them.
+    a peer is gone), then they are killed, so nothing hangs. SIGTERM or SIGINT (Ctrl-C) sent
+    to the launcher reaches every worker as SIGTERM (they save a checkpoint at the same
+    step and exit 143); a second one kills them.
     """
 
     def __init__(self, commands: Sequence[Sequence[str]], envs: Sequence[dict], *,
@@ -297,9 +297,12 @@ class WorkerGroup:
     def _forward(self, signum, frame):
         self._signals_received += 1
         if self._signals_received == 1:
-            self.say(f"{signal.Signals(signum).name} received: passed on to every worker "
-                     "(they save a checkpoint and stop); send it again to kill them.")
-            self._send(signum)
+            self.say(f"{signal.Signals(signum).name} received: SIGTERM sent to every worker "
+                     "(they save a checkpoint at the same step and stop); send it again to "
+                     "kill them.")
+            # SIGTERM for Ctrl-C too: only SIGTERM is agreed on among the workers (TF's
+            # PreemptionCheckpointHandler), a SIGINT would stop each at its own step.
+            self._send(signal.SIGTERM)
         else:
             self._send(signal.SIGKILL)
 
@@ -329,6 +332,8 @@ class WorkerGroup:
                     if code not in (None, 0):
                         first_failure = (label, code)
                         failed_at = time.monotonic()
+                        if self._stopped_on_request(code):
+                            continue  # the others are saving at the same step too
                         if any(c is None for c in codes):
                             self.say(f"{label} exited with {describe_exit(code)}; the "
                                      "others stop too (killed if still running after "
@@ -350,8 +355,17 @@ class WorkerGroup:
         if first_failure is None:
             return 0
         label, code = first_failure
-        self.say(f"failed: {label} exited first with {describe_exit(code)}.")
+        if self._stopped_on_request(code):
+            self.say(f"stopped on request ({describe_exit(code)}); every worker saved a "
+                     "checkpoint at the same step.")
+        else:
+            self.say(f"failed: {label} exited first with {describe_exit(code)}.")
         return shell_code(code)
+
+    def _stopped_on_request(self, code: int) -> bool:
+        # 143/130: a worker that saved a checkpoint after the signal the launcher passed on.
+        return bool(self._signals_received) and code in (128 + signal.SIGTERM,
+                                                         128 + signal.SIGINT)
 
 
 def run_local(train: TrainArgs, *, workers: int, out: IO[str] = sys.stdout,
@@ -371,7 +385,11 @@ def run_local(train: TrainArgs, *, workers: int, out: IO[str] = sys.stdout,
                         grace_seconds=grace_seconds)
     where = f"run directory {train.run_dir}" if train.run_dir else "the run directory"
     group.say(f"{workers} worker(s) on {', '.join(hosts)}; worker 0 (chief) writes {where}.")
-    return group.run()
+    code = group.run()
+    if code in (128 + signal.SIGTERM, 128 + signal.SIGINT) and train.run_dir:
+        group.say(f"resume with: tfaccel launch --workers {workers} -- train --resume "
+                  f"{train.run_dir}")
+    return code
 
 
 def run_node(train: TrainArgs, *, hosts: Sequence[str], index: int,
