@@ -233,3 +233,51 @@ def test_a_worker_killed_with_sigkill_stops_the_job_with_a_clear_error(tmp_path,
     (run,) = list(runs.iterdir())
     assert read_json(run / "summary.json")["status"] == "failed"
     assert (run / "checkpoints" / "epoch-001").is_dir()
+
+
+def test_sigterm_saves_on_every_worker_at_one_step_and_a_launched_resume_is_exact(
+        tmp_path, shapes_data_dir):
+    # SIGTERM to the launcher in epoch 2 of 3: all workers agree on one step (TensorFlow's
+    # PreemptionCheckpointHandler), the chief writes the checkpoint, exit 143; then
+    # `launch -- train --resume` finishes the run, and it ends with the weights and
+    # per-epoch losses of one uninterrupted process.
+    import tfaccel
+
+    runs = tmp_path / "runs"
+    overrides = _short_default(shapes_data_dir, runs, "training.epochs=3",
+                               "training.steps_per_epoch=6")
+    process = _start_launch(tmp_path, overrides)
+    lines = []
+    try:
+        _read_until(process, "Epoch 2/3", lines)
+        process.send_signal(signal.SIGTERM)
+        output = _finish(process, lines)
+    finally:
+        if process.poll() is None:
+            kill_tree(process.pid)
+    assert process.returncode == 143, output[-4000:]
+    (run,) = list(runs.iterdir())
+    summary = read_json(run / "summary.json")
+    assert summary["status"] == "preempted", output[-4000:]
+    stopped = [line for line in output.splitlines() if "Error: stopped by SIGTERM" in line]
+    assert len(stopped) == 2, output[-4000:]  # both workers, the same step named
+    assert stopped[0].split("] ", 1)[1] == stopped[1].split("] ", 1)[1]
+    assert f"resume with: tfaccel launch --workers 2 -- train --resume {run}" in output
+    assert summary["checkpoint"].startswith(str(run / "checkpoints"))
+    assert [p.name for p in (tmp_path / "tmpdir").iterdir()
+            if p.name.startswith("tfaccel-worker")] == []
+
+    code, resumed = run_tfaccel(["launch", "--workers", "2", "--", "train", "--resume", run],
+                                tmp_path=tmp_path)
+    assert code == 0, resumed[-4000:]
+    assert "resuming from checkpoint" in resumed
+    assert read_json(run / "summary.json")["status"] == "completed"
+    records = [eval_json(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2, 3]
+
+    single = tfaccel.train(str(DEFAULT_RECIPE), overrides[1::2] +
+                           ["runtime.strategy=one_device"], run_dir=str(tmp_path / "single"))
+    for got, expected in zip(_weights(run), _weights(tmp_path / "single")):
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+    np.testing.assert_allclose([r["loss"] for r in records],
+                               [r["loss"] for r in single.epochs], rtol=1e-5)

@@ -211,7 +211,8 @@ def _train_with(ctx: _RunContext) -> RunResult:
     if checkpoint is not None:
         from tfaccel.training_state import restore_state
 
-        restored = restore_state(trained_model, checkpoint)
+        with ctx.strategy.scope():  # optimizer variables are created here when missing
+            restored = restore_state(trained_model, checkpoint)
         print(f"tfaccel: resuming from checkpoint {checkpoint.path.name}: epoch "
               f"{checkpoint.epoch + 1}, step {checkpoint.step_in_epoch} of "
               f"{data.steps_per_epoch}.", flush=True)
