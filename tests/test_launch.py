@@ -162,3 +162,22 @@ def test_a_worker_killed_by_a_signal_is_named_and_gives_128_plus_the_signal():
                          "import time; time.sleep(600)"], grace=0.5)
     assert group.run() == 137
     assert "w0 exited with signal SIGKILL" in out.getvalue()
+
+
+def test_a_local_launch_prepares_the_builtin_dataset_once_before_the_workers(tmp_path,
+                                                                             monkeypatch):
+    # Otherwise every worker would generate it into the same TFDS folder at the same time.
+    import subprocess
+
+    from tfaccel.recipe import load_recipe
+
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda args, **kw: calls.append(args) or
+                        subprocess.CompletedProcess(args, 0))
+    data = load_recipe(DEFAULT_RECIPE, [f"data.data_dir={tmp_path}"]).data
+    launch._prepare_builtin_once(data)
+    assert len(calls) == 1 and calls[0][-1] == str(tmp_path)
+    (tmp_path / "tfaccel_shapes" / "1.0.0").mkdir(parents=True)
+    (tmp_path / "tfaccel_shapes" / "1.0.0" / "dataset_info.json").write_text("{}")
+    launch._prepare_builtin_once(data)
+    assert len(calls) == 1  # prepared: nothing to do

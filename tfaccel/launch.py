@@ -204,9 +204,37 @@ def prepare_train_args(args: Sequence[str], *, choose_run_dir: bool) -> TrainArg
     recipe = load_recipe(params["recipe"], params["overrides"])  # a mistake shows here once
     if params["run_dir"] is not None or not choose_run_dir:
         return TrainArgs(args=args, run_dir=params["run_dir"], resume=False)
+    _prepare_builtin_once(recipe.data)
     directory = create_run_dir(name=recipe.name, runs_dir=recipe.runtime.runs_dir)
     return TrainArgs(args=args + ["--run-dir", str(directory)], run_dir=str(directory),
                      resume=False)
+
+
+def _prepare_builtin_once(data) -> None:
+    """Prepares the built-in dataset before the workers start, when it is not prepared.
+
+    Otherwise every local worker would generate it into the same TFDS folder at once. Runs
+    in a child process, so the launcher itself never holds TensorFlow in memory.
+    """
+    if data.source != "builtin" or data.name not in (None, "tfaccel_shapes"):
+        return
+    root = data.data_dir or os.environ.get("TFDS_DATA_DIR") or os.path.expanduser(
+        "~/tensorflow_datasets")
+    if any(os.path.isfile(os.path.join(root, "tfaccel_shapes", version, "dataset_info.json"))
+           for version in (os.listdir(os.path.join(root, "tfaccel_shapes"))
+                           if os.path.isdir(os.path.join(root, "tfaccel_shapes")) else ())):
+        return
+    code = ("from tfaccel import datasets; import sys; "
+            "datasets.prepare(data_dir=sys.argv[1] if len(sys.argv) > 1 else None)")
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    result = subprocess.run([sys.executable, "-c", code, *([data.data_dir] if data.data_dir
+                                                           else [])], env=env)
+    if result.returncode != 0:
+        from tfaccel.errors import TrainingError
+
+        raise TrainingError(f"preparing the built-in dataset in {root} failed (exit code "
+                            f"{result.returncode}); see the messages above.")
 
 
 def worker_command(train_args: Sequence[str]) -> List[str]:
