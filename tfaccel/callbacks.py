@@ -188,6 +188,7 @@ class CoordinatedPreemption:
         self._folder: Optional[str] = None
         self._save = None
         self._saved: Optional[Path] = None
+        self._previous = None
 
     def __enter__(self):
         import tempfile
@@ -201,6 +202,7 @@ class CoordinatedPreemption:
                                              max_to_keep=1)
         config = tf.distribute.experimental.TerminationConfig(
             save_fn=self._save_now, exit_fn=self._exit, grace_period=0)
+        self._previous = signal.getsignal(signal.SIGTERM)
         # Installs its SIGTERM handler (main thread) and starts the thread watching peers.
         self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
             self.strategy.cluster_resolver, manager, termination_config=config)
@@ -210,7 +212,8 @@ class CoordinatedPreemption:
         import shutil
 
         self._handler = None
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._previous or signal.SIG_DFL)
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
         return False
