@@ -181,3 +181,30 @@ def test_a_local_launch_prepares_the_builtin_dataset_once_before_the_workers(tmp
     (tmp_path / "tfaccel_shapes" / "1.0.0" / "dataset_info.json").write_text("{}")
     launch._prepare_builtin_once(data)
     assert len(calls) == 1  # prepared: nothing to do
+
+
+def test_time_based_checkpoints_are_refused_on_several_workers(monkeypatch, tmp_path):
+    # Each worker's clock would choose another step; saving is collective. Refused before
+    # anything starts (no TensorFlow cluster, no directory).
+    import tfaccel
+
+    monkeypatch.setenv("TF_CONFIG", launch.tf_config(["127.0.0.1:1", "127.0.0.1:2"], 1))
+    with pytest.raises(UserInputError, match=r"training.checkpoint_every_minutes \(5.0\) "
+                                             r"cannot be used by a multi-worker run \(2 "):
+        tfaccel.train(str(DEFAULT_RECIPE), [f"runtime.runs_dir={tmp_path}",
+                                            "training.checkpoint_every_minutes=5"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_file_sources_shard_by_file_only_when_every_worker_gets_one(monkeypatch):
+    from tfaccel.data import sharding
+
+    monkeypatch.setattr(sharding, "workers_in_scope", lambda: 4)
+    monkeypatch.setattr(sharding, "multi_worker_in_scope", lambda: True)
+    assert sharding.choose_file_policy({}, num_files=8) == {"shard_policy": "auto"}
+    assert sharding.choose_file_policy({}, num_files=3) == {"shard_policy": "data",
+                                                            "deterministic": True}
+    assert sharding.choose_file_policy({"shard_policy": "off"}, num_files=1) == {
+        "shard_policy": "off"}  # the caller's choice is kept
+    monkeypatch.setattr(sharding, "workers_in_scope", lambda: 1)
+    assert sharding.choose_file_policy({}, num_files=1) == {"shard_policy": "auto"}

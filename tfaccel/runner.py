@@ -90,7 +90,7 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         request = plan_resume(resume, requested=requested,
                               overrides=overrides if requested is None else ())
         recipe, directory = request.recipe, request.directory
-        role = worker_role(recipe.runtime.strategy)
+        role = _checked_role(recipe)
         shown = directory
         if role.chief:
             lock = RunLock(directory).acquire()
@@ -102,7 +102,7 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         if recipe_or_path is None:
             raise UserInputError("train needs a recipe (a path, a mapping or a Recipe).")
         recipe = _as_recipe(recipe_or_path, overrides)
-        role = worker_role(recipe.runtime.strategy)
+        role = _checked_role(recipe)
         if role.chief:
             directory = shown = _new_run_dir(recipe, run_dir)
             lock = RunLock(directory).acquire()
@@ -189,12 +189,6 @@ class _TrainData:
 
 def _train_with(ctx: _RunContext) -> RunResult:
     recipe, training = ctx.recipe, ctx.recipe.training
-    if ctx.role.multi_worker and training.checkpoint_every_minutes:
-        raise UserInputError(
-            f"training.checkpoint_every_minutes ({training.checkpoint_every_minutes}) cannot "
-            f"be used by a multi-worker run ({ctx.role.count} workers): each worker's clock "
-            "would pick another step, and all of them must save together. Use "
-            "training.checkpoint_every_steps.")
     plan = plan_batches(global_batch_size=training.global_batch_size,
                         replicas=ctx.strategy.num_replicas_in_sync,
                         accumulation_steps=training.accumulation_steps,
@@ -592,6 +586,18 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: _TrainDat
         "versions": {"tfaccel": __version__, "tensorflow": tf.__version__,
                      "keras": keras.__version__, "python": platform.python_version()},
     }
+
+
+def _checked_role(recipe: Recipe) -> WorkerRole:
+    """This process's role in the job, and what a multi-worker run cannot do (TF-free)."""
+    role = worker_role(recipe.runtime.strategy)
+    minutes = recipe.training.checkpoint_every_minutes
+    if role.multi_worker and minutes:
+        raise UserInputError(
+            f"training.checkpoint_every_minutes ({minutes}) cannot be used by a multi-worker "
+            f"run ({role.count} workers): each worker's clock would pick another step, and "
+            "all of them must save together. Use training.checkpoint_every_steps.")
+    return role
 
 
 def _scratch_dir(role: WorkerRole) -> Path:
