@@ -36,20 +36,46 @@ def _weights(run_dir):
     return [w.numpy() for w in model.weights]
 
 
-@pytest.mark.parametrize("accumulation", [1, 2])
+def _launch_as_cluster(train_args, *, tmp_path):
+    """Both nodes of `launch --hosts ... --index I` on this machine; (codes, outputs)."""
+    from tfaccel.launch import free_ports
+
+    hosts = ",".join(f"127.0.0.1:{port}" for port in free_ports(2))
+    processes = [subprocess.Popen(
+        [sys.executable, "-m", "tfaccel.cli", "launch", "--hosts", hosts, "--index",
+         str(index), "--", *map(str, train_args)], env=child_env(tmp_path),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+        start_new_session=True) for index in range(2)]
+    try:
+        outputs = [p.communicate(timeout=TIMEOUT_SECONDS)[0] for p in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                kill_tree(process.pid)
+    return [p.returncode for p in processes], "".join(outputs)
+
+
+@pytest.mark.parametrize("accumulation, form", [(1, "hosts"), (2, "workers")])
 def test_two_workers_end_with_the_weights_of_one_process(tmp_path, shapes_data_dir,
-                                                         accumulation):
+                                                         accumulation, form):
     # Global batch 32: 2 workers x 1 replica x (micro-batch 16, or 2 micro-batches of 8)
-    # against one process taking whole batches of 32 (or 4 micro-batches of 8).
+    # against one process taking whole batches of 32 (or 4 micro-batches of 8). Once
+    # through the cluster form (`--hosts --index` on each "machine", the chief naming its
+    # run directory) and once through a local `--workers 2` launch.
     import tfaccel
 
     runs = tmp_path / "runs"
     overrides = _short_default(shapes_data_dir, runs, "training.epochs=2",
                                "training.steps_per_epoch=3",
                                f"training.accumulation_steps={accumulation}")
-    code, output = run_tfaccel(["launch", "--workers", "2", "--", "train", DEFAULT_RECIPE,
-                                *overrides], tmp_path=tmp_path)
-    assert code == 0, output[-4000:]
+    if form == "hosts":
+        codes, output = _launch_as_cluster(["train", DEFAULT_RECIPE, *overrides],
+                                           tmp_path=tmp_path)
+        assert codes == [0, 0], output[-4000:]
+    else:
+        code, output = run_tfaccel(["launch", "--workers", "2", "--", "train",
+                                    DEFAULT_RECIPE, *overrides], tmp_path=tmp_path)
+        assert code == 0, output[-4000:]
     (launched,) = list(runs.iterdir())  # exactly one run directory, the chief's
     summary = read_json(launched / "summary.json")
     assert summary["status"] == "completed"
