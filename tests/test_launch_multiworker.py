@@ -95,13 +95,13 @@ def test_two_workers_end_with_the_weights_of_one_process(tmp_path, shapes_data_d
     assert single.summary["replicas"] == 1
     for got, expected in zip(_weights(launched), _weights(tmp_path / "single")):
         np.testing.assert_allclose(got, expected, atol=1e-5)
-    launched_losses = [r["loss"] for r in map(eval_json, (launched / "metrics.jsonl")
+    launched_losses = [r["loss"] for r in map(_json_line, (launched / "metrics.jsonl")
                                               .read_text().splitlines())]
     np.testing.assert_allclose(launched_losses, [r["loss"] for r in single.epochs],
                                rtol=1e-5)
 
 
-def eval_json(line):
+def _json_line(line):
     import json
 
     return json.loads(line)
@@ -298,7 +298,7 @@ def test_sigterm_saves_on_every_worker_at_one_step_and_a_launched_resume_is_exac
     assert code == 0, resumed[-4000:]
     assert "resuming from checkpoint" in resumed
     assert read_json(run / "summary.json")["status"] == "completed"
-    records = [eval_json(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    records = [_json_line(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2, 3]
 
     single = tfaccel.train(str(DEFAULT_RECIPE), overrides[1::2] +
