@@ -159,8 +159,12 @@ def _write_records(folder, ids, *, files):
 
 def test_every_example_is_seen_exactly_once_per_epoch_across_workers(tmp_path):
     # 96 examples, global batch 8 on 2 workers: 12 steps, 4 examples per worker per step.
-    # In-memory arrays are split by element (DATA); 4 equal TFRecord files by FILE (2 each);
-    # a single TFRecord file (like the built-in dataset's) falls back to DATA.
+    # In-memory arrays are split by element (DATA); 4 TFRecord files ask for AUTO (FILE);
+    # a single TFRecord file (like the built-in dataset's) must ask for DATA, or TF fails.
+    # Seen with the runner's resumable stream: under AUTO each worker still receives
+    # examples of all 4 files, because TF's rewrite finds no reader it can split inside
+    # the stream's per-pass flat_map and shards by element instead; correct (counted here),
+    # but every worker reads every file.
     import json
 
     from launch_helpers import run_script_on_workers
