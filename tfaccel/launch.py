@@ -260,7 +260,7 @@ def shell_code(code: int) -> int:
 class _Prefixer(threading.Thread):
     """Copies one worker's output to `out`, each line prefixed with the worker's index."""
 
-    def __init__(self, stream: IO[str], prefix: str, out: IO[str], lock: threading.Lock):
+    def __init__(self, stream: IO[str], prefix: str, out: IO[str], lock):
         super().__init__(daemon=True)
         self.stream, self.prefix, self.out, self.lock = stream, prefix, out, lock
 
@@ -290,7 +290,9 @@ class WorkerGroup:
         self.grace_seconds = grace_seconds
         self.processes: List[subprocess.Popen] = []
         self._threads: List[_Prefixer] = []
-        self._lock = threading.Lock()
+        # Re-entrant: the signal handler (main thread) may print while the main thread is
+        # itself printing.
+        self._lock = threading.RLock()
         self._signals_received = 0
 
     def say(self, message: str) -> None:
