@@ -149,6 +149,14 @@ class PreemptionSignals:
         self._previous = {}
         return False
 
+    def at_step(self, save, *, where: str) -> None:
+        """At a step boundary: after a signal, `save()` a checkpoint and raise `Preempted`."""
+        if self.received is not None:
+            path = save()
+            raise Preempted(f"stopped by signal {signal.Signals(self.received).name} at "
+                            f"{where}; checkpoint {path.name} saved.",
+                            signum=self.received, checkpoint=str(path))
+
     def _handle(self, signum, frame):
         if self.received is not None:
             previous = self._previous.get(signum)
@@ -158,6 +166,107 @@ class PreemptionSignals:
                 previous(signum, frame)
             return
         self.received = signum
+
+
+class CoordinatedPreemption:
+    """SIGTERM under MultiWorkerMirroredStrategy: every worker saves at the same step.
+
+    Wraps TensorFlow's `tf.distribute.experimental.PreemptionCheckpointHandler`: the worker
+    that gets SIGTERM (`tfaccel launch` passes it to all) publishes "checkpoint after step
+    N + 1" through the cluster's coordination service and waits until every worker has
+    acknowledged it; each worker then saves at that step (the chief into the run
+    directory, the others into their scratch folders) and stops with `Preempted`. The
+    checkpoint is tfaccel's own (the handler's `save_fn`); the handler's
+    `tf.train.Checkpoint` is an empty placeholder in a temporary folder. SIGINT keeps
+    Python's default (KeyboardInterrupt) here: it cannot be agreed on.
+    """
+
+    def __init__(self, strategy):
+        self.strategy = strategy
+        self.received: Optional[int] = None  # epoch-end saves are not coordinated
+        self._handler = None
+        self._folder: Optional[str] = None
+        self._save = None
+        self._saved: Optional[Path] = None
+        self._previous = None
+
+    def __enter__(self):
+        import tempfile
+
+        import tensorflow as tf
+
+        _quiet_peer_watcher()
+        _quiet_deprecation(tf.get_logger())
+        self._folder = tempfile.mkdtemp(prefix="tfaccel-preemption-")
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(), self._folder,
+                                             max_to_keep=1)
+        config = tf.distribute.experimental.TerminationConfig(
+            save_fn=self._save_now, exit_fn=self._exit, grace_period=0)
+        self._previous = signal.getsignal(signal.SIGTERM)
+        # Installs its SIGTERM handler (main thread) and starts the thread watching peers.
+        self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+            self.strategy.cluster_resolver, manager, termination_config=config)
+        return self
+
+    def __exit__(self, *exc):
+        import shutil
+
+        self._handler = None
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._previous or signal.SIG_DFL)
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+        return False
+
+    def at_step(self, save, *, where: str) -> None:
+        """Called by every worker at every step boundary, the same number of times."""
+        self._save, self._where = save, where
+        # Checks for an agreed step, saves through `save_fn` and calls `exit_fn` when this
+        # is that step (the handler's `run` would wrap the step function, which Keras'
+        # fit owns; this is its form for loops that run the step themselves).
+        self._handler.save_checkpoint_if_preempted()
+
+    def _save_now(self, *args, **kwargs):
+        self._saved = self._save()
+
+    def _exit(self):
+        raise Preempted(
+            f"stopped by SIGTERM at {self._where}, at the same step on every worker; "
+            f"checkpoint {self._saved.name} saved.", signum=int(signal.SIGTERM),
+            checkpoint=str(self._saved))
+
+
+class _DropHandlerDeprecation:
+    """A logging filter: the handler calls its own deprecated `total_run_calls` when it
+    saves, and TensorFlow then warns the user about code that is not theirs."""
+
+    def filter(self, record) -> bool:
+        return "total_run_calls" not in str(record.getMessage())
+
+
+def _quiet_deprecation(logger) -> None:
+    if not any(isinstance(f, _DropHandlerDeprecation) for f in logger.filters):
+        logger.addFilter(_DropHandlerDeprecation())
+
+
+def _quiet_peer_watcher() -> None:
+    """Keeps the handler's watcher thread from printing a traceback when a peer dies.
+
+    Its blocking read of the coordination service fails with UnavailableError when another
+    worker is gone; the main thread reports that failure itself, as one clear message.
+    """
+    previous = threading.excepthook
+    if getattr(previous, "_tfaccel_quiet", False):
+        return
+
+    def hook(args):
+        if (args.thread is not None and args.thread.name.startswith("PeerTerminationWatcher")
+                and type(args.exc_value).__module__.startswith("tensorflow")):
+            return
+        previous(args)
+
+    hook._tfaccel_quiet = True
+    threading.excepthook = hook
 
 
 class ResumableEarlyStopping(keras.callbacks.EarlyStopping):
@@ -242,13 +351,11 @@ class ResumableCheckpoints(keras.callbacks.Callback):
         if step_in_epoch >= self.steps_per_epoch:
             return  # the epoch-end checkpoint follows, after validation
         global_step = self._epoch * self.steps_per_epoch + step_in_epoch
-        if self.signals is not None and self.signals.received is not None:
-            path = self._save("step", epoch=self._epoch, step_in_epoch=step_in_epoch)
-            raise Preempted(
-                f"stopped by signal {signal.Signals(self.signals.received).name} at epoch "
-                f"{self._epoch + 1}, step {step_in_epoch} of {self.steps_per_epoch}; "
-                f"checkpoint {path.name} saved.", signum=self.signals.received,
-                checkpoint=str(path))
+        if self.signals is not None:
+            epoch = self._epoch
+            self.signals.at_step(
+                lambda: self._save("step", epoch=epoch, step_in_epoch=step_in_epoch),
+                where=f"epoch {epoch + 1}, step {step_in_epoch} of {self.steps_per_epoch}")
         due = (self.every_steps and global_step % self.every_steps == 0) or (
             self.every_seconds and time.monotonic() - self._last_save >= self.every_seconds)
         if due:

@@ -118,6 +118,58 @@ def train(recipe, overrides, run_dir, resume_dir):
     click.echo(result.summary_text())
 
 
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Start this many workers on this machine (127.0.0.1, free ports).")
+@click.option("--hosts", default=None, metavar="HOST:PORT,...",
+              help="Every worker of a cluster, in order (worker 0 is the chief); run the "
+                   "same command on each machine with its own --index.")
+@click.option("--index", type=click.IntRange(min=0), default=None,
+              help="This machine's position in --hosts.")
+@click.option("--port", type=click.IntRange(min=1, max=65535), default=None,
+              help="Under SLURM: the port each task listens on (tasks sharing a node use "
+                   "the next ones). Default 12345.")
+@click.argument("train_args", nargs=-1, type=click.UNPROCESSED, metavar="-- train ...")
+@handle_errors
+def launch(workers, hosts, index, port, train_args):
+    """Run `tfaccel train` as one job on several workers (MultiWorkerMirroredStrategy).
+
+    \b
+    This machine, 2 workers:  tfaccel launch --workers 2 -- train RECIPE [--set ...]
+    Each machine of a cluster: tfaccel launch --hosts a:2222,b:2222 --index I -- train ...
+    Under SLURM (srun, one task per worker): tfaccel launch -- train RECIPE
+    Resume:                   tfaccel launch --workers 2 -- train --resume RUN_DIR
+
+    Each worker gets its TF_CONFIG; worker 0 (the chief) alone writes the run directory.
+    Output lines are prefixed [w0], [w1], ... A worker that fails stops the others; the
+    exit code is the first failing worker's (0 when all succeed). SIGTERM is passed on to
+    every worker: they checkpoint at the same step and exit 143.
+    """
+    from tfaccel import launch as launcher
+
+    if workers is not None and (hosts is not None or index is not None):
+        raise click.UsageError("give --workers (this machine) or --hosts with --index "
+                               "(a cluster), not both.")
+    if (hosts is None) != (index is None):
+        raise click.UsageError("--hosts and --index go together (this machine's position "
+                               "in the host list).")
+    if workers is not None:
+        prepared = launcher.prepare_train_args(train_args, choose_run_dir=True)
+        sys.exit(launcher.run_local(prepared, workers=workers))
+    if hosts is not None:
+        host_list = launcher.parse_hosts(hosts)
+        launcher.tf_config(host_list, index)  # checks --index against the list first
+    elif launcher.in_slurm_job():
+        _quiet_tensorflow()
+        host_list, index = launcher.slurm_cluster(
+            port=port or launcher.DEFAULT_SLURM_PORT)
+    else:
+        raise click.UsageError("give --workers N, or --hosts and --index, or run under "
+                               "SLURM (srun) so the cluster comes from its variables.")
+    prepared = launcher.prepare_train_args(train_args, choose_run_dir=False)
+    sys.exit(launcher.run_node(prepared, hosts=host_list, index=index))
+
+
 @main.command()
 @RECIPE_ARGUMENT
 @SET_OPTION

@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import shutil
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -17,6 +18,7 @@ from tfaccel import run_dir as run_files
 from tfaccel._version import __version__
 from tfaccel.batching import BatchPlan, plan_batches
 from tfaccel.errors import DataError, TrainingError, UserInputError
+from tfaccel.launch import WorkerRole, worker_role
 from tfaccel.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
 from tfaccel.resume import LOCK_FILE, RunLock, plan_resume
 
@@ -25,9 +27,11 @@ from tfaccel.resume import LOCK_FILE, RunLock, plan_resume
 class RunResult:
     """What a finished run leaves: its directory, its summary and per-epoch metrics."""
 
-    run_dir: Path
+    run_dir: Optional[Path]
     summary: dict
     epochs: list
+    # False on the other workers of a multi-worker run: the chief wrote the run directory.
+    chief: bool = True
 
     def summary_text(self) -> str:
         """A short human summary: validation accuracy, examples/s, wall time, run directory."""
@@ -43,6 +47,9 @@ class RunResult:
         if saved is not None and saved != self.summary.get("epochs_completed"):
             text += (f"\nmodel.keras holds the best epoch ({saved}, restored by early "
                      "stopping), not the last one.")
+        if not self.chief:
+            where = f": {self.run_dir}" if self.run_dir is not None else ""
+            return text + f"\nThe chief (worker 0) wrote the run directory{where}."
         return text + f"\nRun directory: {self.run_dir}"
 
 
@@ -71,6 +78,10 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         Preempted: SIGTERM/SIGINT stopped training after saving a checkpoint.
     """
     started = time.perf_counter()
+    # In a multi-worker run only the chief writes the run directory; every other worker
+    # runs the same code (saving is a collective there) into a scratch folder removed at
+    # the end, and reads checkpoints from the run directory when resuming.
+    lock = scratch = None
     if resume is not None:
         if run_dir is not None:
             raise UserInputError(f"give run_dir ({run_dir!r}) or resume ({str(resume)!r}), "
@@ -79,15 +90,25 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         request = plan_resume(resume, requested=requested,
                               overrides=overrides if requested is None else ())
         recipe, directory = request.recipe, request.directory
-        lock = RunLock(directory).acquire()
-        if request.extended_from is not None:
-            run_files.write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
+        role = _checked_role(recipe)
+        shown = directory
+        if role.chief:
+            lock = RunLock(directory).acquire()
+            if request.extended_from is not None:
+                run_files.write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
+        else:
+            directory = scratch = _scratch_dir(role)
     else:
         if recipe_or_path is None:
             raise UserInputError("train needs a recipe (a path, a mapping or a Recipe).")
         recipe = _as_recipe(recipe_or_path, overrides)
-        directory = _new_run_dir(recipe, run_dir)
-        lock = RunLock(directory).acquire()
+        role = _checked_role(recipe)
+        if role.chief:
+            directory = shown = _new_run_dir(recipe, run_dir)
+            lock = RunLock(directory).acquire()
+        else:
+            directory = scratch = _scratch_dir(role)
+            shown = Path(run_dir) if run_dir is not None else None
         run_files.write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
 
     runtime = recipe.runtime
@@ -113,17 +134,21 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
                               strategy_info=describe_strategy(strategy),
                               precision=set_precision(runtime.precision), threads=threads,
                               started=started, extra_callbacks=list(callbacks),
-                              resuming=resume is not None)
+                              resume_from=Path(resume) if resume is not None else None,
+                              role=role, shown_dir=shown)
         return _train_with(context)
     except UserInputError:
         # A mistake found before training (missing data, a bad batch plan): do not leave a
         # run directory that holds nothing but the recipe.
-        if resume is None and _holds_only_the_recipe(directory):
+        if resume is None and lock is not None and _holds_only_the_recipe(directory):
             lock.release()
             shutil.rmtree(directory)
         raise
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
         # The policy is process-global; leave it as we found it for library users.
         keras.mixed_precision.set_global_policy(previous_policy)
 
@@ -140,7 +165,14 @@ class _RunContext:
     threads: dict
     started: float
     extra_callbacks: list
-    resuming: bool
+    resume_from: Optional[Path]  # the run directory whose checkpoint is continued
+    role: WorkerRole
+    shown_dir: Optional[Path]  # the run directory as the user knows it (the chief's)
+
+    @property
+    def resuming(self) -> bool:
+        """Whether this run continues an earlier one's checkpoint."""
+        return self.resume_from is not None
 
 
 @dataclasses.dataclass
@@ -164,15 +196,18 @@ def _train_with(ctx: _RunContext) -> RunResult:
     print(f"tfaccel: {ctx.strategy_info['strategy']} on {ctx.strategy_info['replicas']} "
           f"replica(s), precision {ctx.precision}, {plan.describe()}.", flush=True)
     _check_data_service(recipe, strategy=ctx.strategy_info["strategy"])
-    data = _build_data(recipe, plan, deterministic=input_order_is_fixed(
-        deterministic=recipe.runtime.deterministic, strategy=ctx.strategy_info["strategy"]))
+    with ctx.strategy.scope():  # the data layer shards by the strategy in scope
+        data = _build_data(recipe, plan, deterministic=input_order_is_fixed(
+            deterministic=recipe.runtime.deterministic,
+            strategy=ctx.strategy_info["strategy"]))
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
     trained_model, model = _build_model(ctx, plan=plan, data=data)
     restored = {"metrics": [], "best_weights": None}
     if checkpoint is not None:
         from tfaccel.training_state import restore_state
 
-        restored = restore_state(trained_model, checkpoint)
+        with ctx.strategy.scope():  # optimizer variables are created here when missing
+            restored = restore_state(trained_model, checkpoint)
         print(f"tfaccel: resuming from checkpoint {checkpoint.path.name}: epoch "
               f"{checkpoint.epoch + 1}, step {checkpoint.step_in_epoch} of "
               f"{data.steps_per_epoch}.", flush=True)
@@ -190,7 +225,7 @@ def _train_with(ctx: _RunContext) -> RunResult:
     except BaseException as error:
         _record_failure(ctx, error, outputs=outputs, plan=plan, data=data,
                         fit_seconds=time.perf_counter() - fit_started)
-        converted = _as_training_error(error, outputs=outputs, directory=ctx.directory)
+        converted = _as_training_error(error, outputs=outputs, directory=ctx.shown_dir)
         if converted is error:
             raise
         raise converted from error
@@ -210,7 +245,8 @@ def _train_with(ctx: _RunContext) -> RunResult:
             "set optimizer.clipnorm, or check the data for NaN values.")
     model.save(ctx.directory / run_files.MODEL_FILE)
     run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
-    return RunResult(run_dir=ctx.directory, summary=summary, epochs=outputs.logger.records)
+    return RunResult(run_dir=ctx.shown_dir, summary=summary, epochs=outputs.logger.records,
+                     chief=ctx.role.chief)
 
 
 def _check_data_service(recipe: Recipe, *, strategy: str) -> None:
@@ -292,7 +328,7 @@ def _count_pass(dataset) -> tuple:
 
 
 def _find_checkpoint(ctx: _RunContext) -> Optional[ckpt.Checkpoint]:
-    checkpoint, skipped = ckpt.latest_checkpoint(ctx.directory / run_files.CHECKPOINTS_DIR)
+    checkpoint, skipped = ckpt.latest_checkpoint(ctx.resume_from / run_files.CHECKPOINTS_DIR)
     for message in skipped:
         print(f"tfaccel: {message}.", flush=True)
     if checkpoint is None:
@@ -376,7 +412,15 @@ def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
         early = ResumableEarlyStopping(monitor="val_loss",
                                        patience=training.early_stopping_patience,
                                        restore_best_weights=True, carried=carried)
-    signals = PreemptionSignals()
+    if ctx.role.multi_worker:
+        from tfaccel.callbacks import CoordinatedPreemption
+
+        # Every worker must save at the same step (a checkpoint reads the metrics' sums
+        # across workers, a collective): TensorFlow's PreemptionCheckpointHandler agrees
+        # on that step through the cluster's coordination service.
+        signals = CoordinatedPreemption(ctx.strategy)
+    else:
+        signals = PreemptionSignals()
     checkpoints = ResumableCheckpoints(
         ctx.directory / run_files.CHECKPOINTS_DIR, steps_per_epoch=data.steps_per_epoch,
         epoch_checkpoints=training.checkpoints, every_steps=training.checkpoint_every_steps,
@@ -424,8 +468,10 @@ def _fit(ctx: _RunContext, *, trained_model, data: _TrainData, outputs: _Outputs
         for first_epoch, end_epoch, steps_in_epoch, global_step in segments:
             if outputs.guard.failure is not None or trained_model.stop_training:
                 break
+            with ctx.strategy.scope():  # the data layer shards by the strategy in scope
+                stream = data.make_stream(global_step)
             trained_model.fit(
-                data.make_stream(global_step), validation_data=data.validation,
+                stream, validation_data=data.validation,
                 initial_epoch=first_epoch, epochs=end_epoch, steps_per_epoch=steps_in_epoch,
                 validation_steps=training.validation_steps, callbacks=outputs.all,
                 verbose=ctx.recipe.runtime.verbose,
@@ -458,7 +504,8 @@ def _record_failure(ctx: _RunContext, error: BaseException, *, outputs: _Outputs
     run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
 
 
-def _as_training_error(error: BaseException, *, outputs: _Outputs, directory: Path):
+def _as_training_error(error: BaseException, *, outputs: _Outputs,
+                       directory: Optional[Path]):
     """A TensorFlow runtime failure as one clear TrainingError; anything else unchanged."""
     import tensorflow as tf
 
@@ -466,10 +513,11 @@ def _as_training_error(error: BaseException, *, outputs: _Outputs, directory: Pa
         return error
     # A failure inside the compiled step or the input pipeline (a data worker that raised
     # or died, an undecodable record): keep what was written, say what failed.
+    where = f" in {directory}" if directory is not None else " by the chief (worker 0)"
     return TrainingError(
         f"training failed after {len(outputs.logger.records)} finished epoch(s): "
         f"{describe_op_error(error)}\nMetrics and checkpoints of the finished epochs are "
-        f"kept in {directory}.")
+        f"kept{where}.")
 
 
 _NOISE = ("Graph execution error", "Detected at node", "<stack traces unavailable>", "[[",
@@ -542,6 +590,7 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: _TrainDat
         "fit_seconds": fit_seconds,
         "devices": ctx.strategy_info.get("devices", []),
         "strategy": ctx.strategy_info.get("strategy"),
+        "workers": ctx.role.count,
         "precision": ctx.precision,
         **plan.as_dict(),  # replicas, accumulation steps, global/per-replica/micro batch
         "steps_per_epoch": data.steps_per_epoch,
@@ -553,6 +602,23 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: _TrainDat
         "versions": {"tfaccel": __version__, "tensorflow": tf.__version__,
                      "keras": keras.__version__, "python": platform.python_version()},
     }
+
+
+def _checked_role(recipe: Recipe) -> WorkerRole:
+    """This process's role in the job, and what a multi-worker run cannot do (TF-free)."""
+    role = worker_role(recipe.runtime.strategy)
+    minutes = recipe.training.checkpoint_every_minutes
+    if role.multi_worker and minutes:
+        raise UserInputError(
+            f"training.checkpoint_every_minutes ({minutes}) cannot be used by a multi-worker "
+            f"run ({role.count} workers): each worker's clock would pick another step, and "
+            "all of them must save together. Use training.checkpoint_every_steps.")
+    return role
+
+
+def _scratch_dir(role: WorkerRole) -> Path:
+    """Where a non-chief worker writes what Keras and TensorFlow need written somewhere."""
+    return Path(tempfile.mkdtemp(prefix=f"tfaccel-worker{role.index}-"))
 
 
 def _new_run_dir(recipe: Recipe, run_dir: Optional[str]) -> Path:

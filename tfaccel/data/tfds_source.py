@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from tfaccel.data import images, pipeline
+from tfaccel.data import images, pipeline, sharding
 from tfaccel.errors import DataError
 
 
@@ -173,7 +173,8 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
             return {**features, "image": image}
 
         map_fn = resize
-    options.setdefault("shard_policy", "auto")
+    # One file per split (the built-in dataset) cannot be split by FILE among workers.
+    sharding.choose_file_policy(options, num_files=_file_count(builder, split))
     dataset = pipeline.optimize(dataset, batch_size=batch_size, map_fn=map_fn,
                                 shuffle_buffer=shuffle_buffer, seed=seed,
                                 input_context=pipeline.batch_only_context(input_context),
@@ -191,3 +192,11 @@ def _split_size(builder, split: str, dataset) -> Optional[int]:
         count = int(dataset.cardinality())
         return count if count >= 0 else None
     return builder.info.splits[split].num_examples
+
+
+def _file_count(builder, split: str) -> int:
+    """Files the split reads (its shards; a sub-split such as train[:80%] reads fewer)."""
+    try:
+        return len(builder.info.splits[split].file_instructions)
+    except (KeyError, ValueError, AttributeError, TypeError):
+        return 1

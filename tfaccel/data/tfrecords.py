@@ -10,7 +10,7 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from tfaccel.data import image_folder, images, pipeline
+from tfaccel.data import image_folder, images, pipeline, sharding
 from tfaccel.errors import DataError, UserInputError
 
 _COMPRESSIONS = (None, "", "GZIP", "ZLIB")
@@ -266,8 +266,8 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
 
     # Files are real reader datasets here, so a multi-worker strategy can split them by
     # FILE (each worker reads only its files) when there are at least as many files as
-    # workers; AUTO falls back to DATA otherwise.
-    options.setdefault("shard_policy", "auto")
+    # workers; by element (DATA) otherwise.
+    sharding.choose_file_policy(options, num_files=len(files))
     dataset = pipeline.optimize(records, batch_size=batch_size, map_fn=parse,
                                 shuffle_buffer=shuffle_buffer, seed=seed, **options)
     dataset.files = files

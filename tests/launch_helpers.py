@@ -1,0 +1,95 @@
+"""Running `tfaccel launch` (and other multi-process jobs) from tests, always with a timeout."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tfaccel.launch import WorkerGroup, free_ports, tf_config
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_RECIPE = ROOT / "recipes" / "default.yaml"
+# Generous: 2 TensorFlow processes on 2 shared cores; a hang fails instead of blocking CI.
+TIMEOUT_SECONDS = 420
+
+
+def child_env(tmp_path: Path) -> dict:
+    """The environment of launched processes: this worktree first, a private TMPDIR."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir(exist_ok=True)
+    env["TMPDIR"] = str(scratch)  # where non-chief workers put their scratch folders
+    return env
+
+
+def run_tfaccel(args, *, tmp_path: Path, timeout: float = TIMEOUT_SECONDS):
+    """Runs ``python -m tfaccel.cli ARGS``; (return code, merged output)."""
+    process = subprocess.Popen([sys.executable, "-m", "tfaccel.cli", *map(str, args)],
+                               env=child_env(tmp_path), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+                               start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(process.pid)
+        output, _ = process.communicate()
+        raise AssertionError(f"timed out after {timeout} s:\n{output[-4000:]}")
+    return process.returncode, output
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILLs a process and its children (the launcher and its workers)."""
+    import signal
+
+    for child in children(pid):
+        kill_tree(child)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def children(pid: int) -> list:
+    """Direct children of `pid` (Linux /proc)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def run_script_on_workers(script: Path, args, *, workers: int, tmp_path: Path,
+                          timeout: float = TIMEOUT_SECONDS):
+    """Runs a Python script as `workers` MultiWorkerMirroredStrategy workers (TF_CONFIG)."""
+    import io
+    import threading
+
+    hosts = [f"127.0.0.1:{port}" for port in free_ports(workers)]
+    envs = []
+    for index in range(workers):
+        env = child_env(tmp_path)
+        env["TF_CONFIG"] = tf_config(hosts, index)
+        envs.append(env)
+    out = io.StringIO()
+    group = WorkerGroup([[sys.executable, str(script), *map(str, args)]] * workers, envs,
+                        labels=[f"w{i}" for i in range(workers)], out=out)
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("code", group.run()),
+                              daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        group._send(9)  # SIGKILL: a hung collective must fail the test, not block it
+        thread.join(30)
+        raise AssertionError(f"timed out after {timeout} s:\n{out.getvalue()[-4000:]}")
+    return result["code"], out.getvalue()
+
+
+def read_json(path: Path) -> dict:
+    """A JSON file as a dict."""
+    return json.loads(Path(path).read_text())

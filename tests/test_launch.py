@@ -1,0 +1,210 @@
+"""`tfaccel launch` without TensorFlow workers: TF_CONFIG, roles, SLURM, the process group."""
+
+import io
+import json
+import sys
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from tfaccel import launch
+from tfaccel.cli import main
+from tfaccel.errors import UserInputError
+
+from launch_helpers import DEFAULT_RECIPE
+
+
+def test_tf_config_makes_worker_zero_the_chief(monkeypatch):
+    hosts = ["a:1", "b:2"]
+    for index in range(2):
+        config = json.loads(launch.tf_config(hosts, index))
+        assert config == {"cluster": {"worker": hosts}, "task": {"type": "worker",
+                                                                 "index": index}}
+        monkeypatch.setenv("TF_CONFIG", launch.tf_config(hosts, index))
+        role = launch.worker_role("auto")
+        assert (role.index, role.count, role.chief, role.multi_worker) == (
+            index, 2, index == 0, True)
+    # Another strategy kind trains alone whatever TF_CONFIG says.
+    assert launch.worker_role("one_device") == launch.WorkerRole()
+    with pytest.raises(UserInputError, match="--index must be between 0 and 1 .* got 2"):
+        launch.tf_config(hosts, 2)
+
+
+def test_worker_role_follows_tensorflow_with_a_chief_job(monkeypatch):
+    cluster = {"chief": ["c:1"], "worker": ["w:1", "w:2"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster,
+                                                "task": {"type": "worker", "index": 0}}))
+    assert launch.worker_role("multi_worker") == launch.WorkerRole(index=1, count=3)
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster,
+                                                "task": {"type": "chief", "index": 0}}))
+    assert launch.worker_role("multi_worker").chief
+    monkeypatch.delenv("TF_CONFIG")
+    assert launch.worker_role("multi_worker") == launch.WorkerRole()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "must list HOST:PORT"),
+    ("a:1,b", "'b' is not HOST:PORT"),
+    ("a:1,b:99999", "'b:99999' is not HOST:PORT"),
+    ("a:1,a:1", "names a HOST:PORT twice"),
+])
+def test_bad_hosts_are_named(text, message):
+    with pytest.raises(UserInputError, match=message):
+        launch.parse_hosts(text)
+
+
+def test_parse_hosts():
+    assert launch.parse_hosts("node-1:2222, 10.0.0.2:2222") == ["node-1:2222", "10.0.0.2:2222"]
+
+
+def test_slurm_layout_comes_from_tensorflows_resolver(monkeypatch):
+    # Two nodes with two tasks each, as srun sets it; task 3 is the second on node2.
+    monkeypatch.setenv("SLURM_PROCID", "3")
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
+    monkeypatch.setenv("SLURM_STEP_NODELIST", "node[1-2]")
+    monkeypatch.setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2)")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert launch.in_slurm_job()
+    hosts, index = launch.slurm_cluster(port=2222)
+    assert hosts == ["node1:2222", "node1:2223", "node2:2222", "node2:2223"]
+    assert index == 3
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    assert launch.slurm_cluster(port=2222) == (hosts, 0)
+    import os
+
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ  # CPU nodes: left alone
+
+
+def test_slurm_without_its_variables_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    monkeypatch.delenv("SLURM_STEP_TASKS_PER_NODE", raising=False)
+    with pytest.raises(UserInputError, match="cannot read the SLURM job's layout"):
+        launch.slurm_cluster()
+
+
+def test_prepare_creates_one_run_dir_and_passes_it_to_every_worker(tmp_path):
+    runs = tmp_path / "runs"
+    prepared = launch.prepare_train_args(
+        ["train", str(DEFAULT_RECIPE), "--set", f"runtime.runs_dir={runs}"],
+        choose_run_dir=True)
+    (created,) = list(runs.iterdir())
+    assert prepared.args[-2:] == ["--run-dir", str(created)]
+    assert prepared.run_dir == str(created) and not prepared.resume
+    assert list(created.iterdir()) == []  # the chief writes everything
+    # --resume and --run-dir pass through untouched; a cluster node does not choose.
+    resumed = launch.prepare_train_args(["train", "--resume", str(created)],
+                                        choose_run_dir=True)
+    assert resumed.args == ["train", "--resume", str(created)] and resumed.resume
+    node = launch.prepare_train_args(["train", str(DEFAULT_RECIPE)], choose_run_dir=False)
+    assert node.args == ["train", str(DEFAULT_RECIPE)] and node.run_dir is None
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "launch runs `train` on every worker"),
+    (["validate", "x.yaml"], "launch runs `train` on every worker"),
+    (["train"], "needs `-- train RECIPE`"),
+    (["train", "r.yaml", "--bogus"], "the train arguments after `--` are wrong"),
+    (["train", "--resume", "d", "--run-dir", "e"], "cannot be combined"),
+])
+def test_prepare_refuses_what_is_not_a_train_command(args, message):
+    with pytest.raises(UserInputError, match=message):
+        launch.prepare_train_args(args, choose_run_dir=True)
+
+
+def test_a_recipe_mistake_is_reported_once_by_the_launcher(tmp_path):
+    result = CliRunner().invoke(main, ["launch", "--workers", "2", "--", "train",
+                                       str(DEFAULT_RECIPE), "--set", "training.epoch=3"])
+    assert result.exit_code == 2
+    assert "training.epoch" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workers", "2", "--hosts", "a:1", "--index", "0"], "not both"),
+    (["--hosts", "a:1,b:2"], "go together"),
+    ([], "give --workers N, or --hosts and --index"),
+])
+def test_launch_usage_errors(args, message, monkeypatch):
+    monkeypatch.delenv("SLURM_PROCID", raising=False)
+    result = CliRunner().invoke(main, ["launch", *args, "--", "train", "r.yaml"])
+    assert result.exit_code == 2 and message in result.output
+
+
+def _group(scripts, grace=1.0):
+    out = io.StringIO()
+    commands = [[sys.executable, "-c", textwrap.dedent(s)] for s in scripts]
+    group = launch.WorkerGroup(commands, [None] * len(scripts),
+                               labels=[f"w{i}" for i in range(len(scripts))], out=out,
+                               grace_seconds=grace)
+    return group, out
+
+
+def test_group_prefixes_output_and_succeeds_when_all_succeed():
+    group, out = _group(["print('hello from a')", "print('hello from b')"])
+    assert group.run() == 0
+    lines = out.getvalue().splitlines()
+    assert "[w0] hello from a" in lines and "[w1] hello from b" in lines
+
+
+def test_first_failing_worker_sets_the_code_and_a_hanging_one_is_killed():
+    group, out = _group(["import sys; sys.exit(3)",
+                         "import time; time.sleep(600)"], grace=1.0)
+    assert group.run() == 3
+    text = out.getvalue()
+    assert "w0 exited with code 3" in text
+    assert "killing w1" in text
+    assert "failed: w0 exited first with code 3" in text
+    assert all(p.poll() is not None for p in group.processes)
+
+
+def test_a_worker_killed_by_a_signal_is_named_and_gives_128_plus_the_signal():
+    group, out = _group(["import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+                         "import time; time.sleep(600)"], grace=0.5)
+    assert group.run() == 137
+    assert "w0 exited with signal SIGKILL" in out.getvalue()
+
+
+def test_a_local_launch_prepares_the_builtin_dataset_once_before_the_workers(tmp_path,
+                                                                             monkeypatch):
+    # Otherwise every worker would generate it into the same TFDS folder at the same time.
+    import subprocess
+
+    from tfaccel.recipe import load_recipe
+
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda args, **kw: calls.append(args) or
+                        subprocess.CompletedProcess(args, 0))
+    data = load_recipe(DEFAULT_RECIPE, [f"data.data_dir={tmp_path}"]).data
+    launch._prepare_builtin_once(data)
+    assert len(calls) == 1 and calls[0][-1] == str(tmp_path)
+    (tmp_path / "tfaccel_shapes" / "1.0.0").mkdir(parents=True)
+    (tmp_path / "tfaccel_shapes" / "1.0.0" / "dataset_info.json").write_text("{}")
+    launch._prepare_builtin_once(data)
+    assert len(calls) == 1  # prepared: nothing to do
+
+
+def test_time_based_checkpoints_are_refused_on_several_workers(monkeypatch, tmp_path):
+    # Each worker's clock would choose another step; saving is collective. Refused before
+    # anything starts (no TensorFlow cluster, no directory).
+    import tfaccel
+
+    monkeypatch.setenv("TF_CONFIG", launch.tf_config(["127.0.0.1:1", "127.0.0.1:2"], 1))
+    with pytest.raises(UserInputError, match=r"training.checkpoint_every_minutes \(5.0\) "
+                                             r"cannot be used by a multi-worker run \(2 "):
+        tfaccel.train(str(DEFAULT_RECIPE), [f"runtime.runs_dir={tmp_path}",
+                                            "training.checkpoint_every_minutes=5"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_file_sources_shard_by_file_only_when_every_worker_gets_one(monkeypatch):
+    from tfaccel.data import sharding
+
+    monkeypatch.setattr(sharding, "workers_in_scope", lambda: 4)
+    monkeypatch.setattr(sharding, "multi_worker_in_scope", lambda: True)
+    assert sharding.choose_file_policy({}, num_files=8) == {"shard_policy": "auto"}
+    assert sharding.choose_file_policy({}, num_files=3) == {"shard_policy": "data",
+                                                            "deterministic": True}
+    assert sharding.choose_file_policy({"shard_policy": "off"}, num_files=1) == {
+        "shard_policy": "off"}  # the caller's choice is kept
+    monkeypatch.setattr(sharding, "workers_in_scope", lambda: 1)
+    assert sharding.choose_file_policy({}, num_files=1) == {"shard_policy": "auto"}

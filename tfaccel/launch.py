@@ -1,0 +1,435 @@
+"""`tfaccel launch`: the TF_CONFIG of each worker, and starting and watching the processes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import IO, List, Optional, Sequence
+
+from tfaccel.errors import UserInputError
+
+# After one worker fails, the others get this long to end on their own (TensorFlow's
+# coordination service reports the dead peer to them), then they are killed.
+DEFAULT_GRACE_SECONDS = 20.0
+# SLURM gives no ports: every task listens on this one (one task per node) or the next ones.
+DEFAULT_SLURM_PORT = 12345
+_HOST_PORT = re.compile(r"^\[?[A-Za-z0-9_.:-]*[A-Za-z0-9_.-]\]?:(\d{1,5})$")
+
+
+def free_ports(count: int, *, host: str = "127.0.0.1") -> List[int]:
+    """`count` distinct TCP ports that are free on `host` right now."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind((host, 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def parse_hosts(text: str) -> List[str]:
+    """``"a:1,b:2"`` as ``["a:1", "b:2"]``; a clear UserInputError for anything else."""
+    hosts = [h.strip() for h in str(text).split(",") if h.strip()]
+    if not hosts:
+        raise UserInputError(f"--hosts must list HOST:PORT,HOST:PORT,...; got {text!r}.")
+    for host in hosts:
+        match = _HOST_PORT.match(host)
+        if not match or not 0 < int(match.group(1)) < 65536:
+            raise UserInputError(f"--hosts entry {host!r} is not HOST:PORT (port 1-65535); "
+                                 f"got --hosts {text!r}.")
+    if len(set(hosts)) != len(hosts):
+        raise UserInputError(f"--hosts names a HOST:PORT twice: {text!r}.")
+    return hosts
+
+
+def tf_config(hosts: Sequence[str], index: int) -> str:
+    """The TF_CONFIG of worker `index` of a cluster of `hosts` (worker 0 is the chief).
+
+    No separate "chief" job: in a cluster of workers only, TensorFlow treats worker 0 as
+    the chief (it writes checkpoints and summaries); tfaccel's runner follows the same rule.
+    """
+    if not 0 <= index < len(hosts):
+        raise UserInputError(f"--index must be between 0 and {len(hosts) - 1} for "
+                             f"{len(hosts)} hosts; got {index}.")
+    return json.dumps({"cluster": {"worker": list(hosts)},
+                       "task": {"type": "worker", "index": int(index)}})
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerRole:
+    """This process's place in a job: alone, or worker `index` of `count` (0 = chief)."""
+
+    index: int = 0
+    count: int = 1
+
+    @property
+    def multi_worker(self) -> bool:
+        """Whether several workers train together."""
+        return self.count > 1
+
+    @property
+    def chief(self) -> bool:
+        """Whether this process writes the run directory (worker 0, or the only one)."""
+        return self.index == 0
+
+
+def worker_role(strategy: str) -> WorkerRole:
+    """This process's role from TF_CONFIG, by TensorFlow's own rule (TF-free).
+
+    The chief is task 0 of a "chief" job when the cluster has one, else worker 0. Only
+    `strategy` "multi_worker" and "auto" (which picks multi_worker under a TF_CONFIG of
+    several tasks) make a multi-worker run; any other kind trains alone.
+    """
+    raw = os.environ.get("TF_CONFIG", "").strip()
+    if strategy not in ("auto", "multi_worker") or not raw:
+        return WorkerRole()
+    try:
+        config = json.loads(raw)
+        cluster, task = config.get("cluster", {}), config.get("task", {})
+        jobs = [job for job in ("chief", "worker") if cluster.get(job)]
+        order = [(job, i) for job in jobs for i in range(len(cluster[job]))]
+        count = len(order)
+        index = order.index((task.get("type"), int(task.get("index", 0)))) if count else 0
+    except (ValueError, AttributeError, TypeError) as error:
+        raise UserInputError(f"TF_CONFIG does not name this task in its cluster "
+                             f"({error}): {raw[:200]!r}") from None
+    return WorkerRole(index=index, count=max(count, 1))
+
+
+def slurm_cluster(*, port: int = DEFAULT_SLURM_PORT) -> tuple:
+    """``(hosts, index)`` of this SLURM task, from TensorFlow's `SlurmClusterResolver`.
+
+    Reads SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_STEP_NODELIST and
+    SLURM_STEP_TASKS_PER_NODE (set by ``srun``). Tasks on the same node listen on `port`,
+    `port` + 1, ...
+
+    Raises:
+        UserInputError: The SLURM variables are missing or inconsistent.
+    """
+    import tensorflow as tf
+
+    from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver as slurm
+
+    try:
+        per_node = slurm.expand_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"])
+        # The resolver pairs every task with a GPU slot (zip over range(0, gpus, per_task)),
+        # so on CPU nodes it would list no task at all: give it one slot per task, and
+        # leave CUDA_VISIBLE_DEVICES alone (TensorFlow's own GPU assignment is kept when
+        # there are GPUs: gpus_per_node from the environment then).
+        gpus = _visible_gpus()
+        slots = max(per_node)
+        resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+            port_base=port, gpus_per_node=max(gpus, slots),
+            gpus_per_task=max(gpus // slots, 1), auto_set_gpu=gpus > 0)
+        spec = resolver.cluster_spec().as_dict()
+        task_type, task_id = resolver.get_task_info()
+    except (KeyError, RuntimeError, ValueError) as error:
+        raise UserInputError(
+            f"cannot read the SLURM job's layout ({type(error).__name__}: {error}); run "
+            "`tfaccel launch` through srun inside an sbatch job, or give --hosts and "
+            "--index.") from None
+    return list(spec[task_type]), int(task_id)
+
+
+def _visible_gpus() -> int:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    return 0
+
+
+def in_slurm_job() -> bool:
+    """Whether SLURM's per-task variables are present (``srun`` sets them)."""
+    return "SLURM_PROCID" in os.environ and "SLURM_STEP_NODELIST" in os.environ
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainArgs:
+    """The ``train ...`` command line a launch passes to every worker, and its run dir."""
+
+    args: List[str]
+    run_dir: Optional[str]
+    resume: bool
+
+
+def prepare_train_args(args: Sequence[str], *, choose_run_dir: bool) -> TrainArgs:
+    """Checks the ``train ...`` part of a launch and, if asked, picks the run directory.
+
+    Every worker must agree on the one run directory the chief writes; a name made from
+    the start time could differ between processes, so the launcher creates it once and
+    passes ``--run-dir`` to all of them.
+
+    Args:
+        args: Everything after ``--``: ``train RECIPE [--set ...]`` or ``train --resume DIR``.
+        choose_run_dir: Create the run directory here (a local launch) unless the
+            arguments already name one (``--run-dir`` or ``--resume``).
+
+    Raises:
+        UserInputError: Not a ``train`` command, or its arguments are wrong (the recipe is
+            loaded and checked, TF-free).
+    """
+    import click
+
+    from tfaccel import cli
+    from tfaccel.recipe import load_recipe
+    from tfaccel.run_dir import create_run_dir
+
+    args = list(args)
+    if not args or args[0] != "train":
+        raise UserInputError(
+            f"launch runs `train` on every worker: write `tfaccel launch ... -- train RECIPE "
+            f"[--set ...]`; got {' '.join(args) or 'nothing'!r} after `--`.")
+    try:
+        context = cli.train.make_context("train", args[1:])
+    except click.ClickException as error:
+        raise UserInputError(f"the train arguments after `--` are wrong: "
+                             f"{error.format_message()}") from None
+    params = context.params
+    if params["recipe"] is None and params["resume_dir"] is None:
+        raise UserInputError("launch needs `-- train RECIPE` or `-- train --resume RUN_DIR`.")
+    if params["resume_dir"] is not None:
+        if params["run_dir"] is not None:
+            raise UserInputError("--resume continues a run in its own directory; --run-dir "
+                                 "cannot be combined with it.")
+        return TrainArgs(args=args, run_dir=params["resume_dir"], resume=True)
+    recipe = load_recipe(params["recipe"], params["overrides"])  # a mistake shows here once
+    if params["run_dir"] is not None or not choose_run_dir:
+        return TrainArgs(args=args, run_dir=params["run_dir"], resume=False)
+    _prepare_builtin_once(recipe.data)
+    directory = create_run_dir(name=recipe.name, runs_dir=recipe.runtime.runs_dir)
+    return TrainArgs(args=args + ["--run-dir", str(directory)], run_dir=str(directory),
+                     resume=False)
+
+
+def _prepare_builtin_once(data) -> None:
+    """Prepares the built-in dataset before the workers start, when it is not prepared.
+
+    Otherwise every local worker would generate it into the same TFDS folder at once. Runs
+    in a child process, so the launcher itself never holds TensorFlow in memory.
+    """
+    if data.source != "builtin" or data.name not in (None, "tfaccel_shapes"):
+        return
+    root = data.data_dir or os.environ.get("TFDS_DATA_DIR") or os.path.expanduser(
+        "~/tensorflow_datasets")
+    if any(os.path.isfile(os.path.join(root, "tfaccel_shapes", version, "dataset_info.json"))
+           for version in (os.listdir(os.path.join(root, "tfaccel_shapes"))
+                           if os.path.isdir(os.path.join(root, "tfaccel_shapes")) else ())):
+        return
+    code = ("from tfaccel import datasets; import sys; "
+            "datasets.prepare(data_dir=sys.argv[1] if len(sys.argv) > 1 else None)")
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    result = subprocess.run([sys.executable, "-c", code, *([data.data_dir] if data.data_dir
+                                                           else [])], env=env)
+    if result.returncode != 0:
+        from tfaccel.errors import TrainingError
+
+        raise TrainingError(f"preparing the built-in dataset in {root} failed (exit code "
+                            f"{result.returncode}); see the messages above.")
+
+
+def worker_command(train_args: Sequence[str]) -> List[str]:
+    """The command line of one worker: this Python running tfaccel's CLI."""
+    return [sys.executable, "-m", "tfaccel.cli", *train_args]
+
+
+def describe_exit(code: int) -> str:
+    """``code 1`` or ``signal SIGKILL`` for a Popen return code."""
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"code {code}"
+
+
+def shell_code(code: int) -> int:
+    """A Popen return code as a process exit code (killed by signal N: 128 + N)."""
+    return 128 - code if code < 0 else code
+
+
+class _Prefixer(threading.Thread):
+    """Copies one worker's output to `out`, each line prefixed with the worker's index."""
+
+    def __init__(self, stream: IO[str], prefix: str, out: IO[str], lock):
+        super().__init__(daemon=True)
+        self.stream, self.prefix, self.out, self.lock = stream, prefix, out, lock
+
+    def run(self):
+        for line in self.stream:
+            with self.lock:
+                self.out.write(self.prefix + line.rstrip("\n") + "\n")
+                self.out.flush()
+        self.stream.close()
+
+
+class WorkerGroup:
+    """The worker processes of one launch, started together and stopped together.
+
+    A worker that fails makes the launch fail with its exit code: the others get
+    `grace_seconds` to end on their own (TensorFlow's coordination service tells them that
+    a peer is gone), then they are killed, so nothing hangs. SIGTERM or SIGINT (Ctrl-C) sent
+    to the launcher reaches every worker as SIGTERM (they save a checkpoint at the same
+    step and exit 143); a second one kills them.
+    """
+
+    def __init__(self, commands: Sequence[Sequence[str]], envs: Sequence[dict], *,
+                 labels: Sequence[str], out: IO[str] = sys.stdout,
+                 grace_seconds: float = DEFAULT_GRACE_SECONDS):
+        self.commands, self.envs, self.labels = list(commands), list(envs), list(labels)
+        self.out = out
+        self.grace_seconds = grace_seconds
+        self.processes: List[subprocess.Popen] = []
+        self._threads: List[_Prefixer] = []
+        # Re-entrant: the signal handler (main thread) may print while the main thread is
+        # itself printing.
+        self._lock = threading.RLock()
+        self._signals_received = 0
+
+    def say(self, message: str) -> None:
+        """One line from the launcher itself, between the workers' lines."""
+        with self._lock:
+            self.out.write(f"[launch] {message}\n")
+            self.out.flush()
+
+    def run(self) -> int:
+        """Starts the workers, waits for them; the launch's exit code."""
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                previous[signum] = signal.signal(signum, self._forward)
+        try:
+            for command, env, label in zip(self.commands, self.envs, self.labels):
+                process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                           errors="replace", start_new_session=True)
+                self.processes.append(process)
+                thread = _Prefixer(process.stdout, f"[{label}] ", self.out, self._lock)
+                thread.start()
+                self._threads.append(thread)
+            return self._watch()
+        finally:
+            self._kill_all()
+            for thread in self._threads:
+                thread.join(timeout=5)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _forward(self, signum, frame):
+        self._signals_received += 1
+        if self._signals_received == 1:
+            self.say(f"{signal.Signals(signum).name} received: SIGTERM sent to every worker "
+                     "(they save a checkpoint at the same step and stop); send it again to "
+                     "kill them.")
+            # SIGTERM for Ctrl-C too: only SIGTERM is agreed on among the workers (TF's
+            # PreemptionCheckpointHandler), a SIGINT would stop each at its own step.
+            self._send(signal.SIGTERM)
+        else:
+            self._send(signal.SIGKILL)
+
+    def _send(self, signum) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                try:
+                    process.send_signal(signum)
+                except ProcessLookupError:
+                    pass
+
+    def _kill_all(self) -> None:
+        self._send(signal.SIGKILL)
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def _watch(self) -> int:
+        first_failure = None
+        failed_at = None
+        while True:
+            codes = [p.poll() for p in self.processes]
+            if first_failure is None:
+                for label, code in zip(self.labels, codes):
+                    if code not in (None, 0):
+                        first_failure = (label, code)
+                        failed_at = time.monotonic()
+                        if self._stopped_on_request(code):
+                            continue  # the others are saving at the same step too
+                        if any(c is None for c in codes):
+                            self.say(f"{label} exited with {describe_exit(code)}; the "
+                                     "others stop too (killed if still running after "
+                                     f"{self.grace_seconds:.0f} s).")
+                        break
+            if all(code is not None for code in codes):
+                break
+            if failed_at is not None and time.monotonic() - failed_at > self.grace_seconds:
+                still = [label for label, code in zip(self.labels, codes) if code is None]
+                self.say(f"killing {', '.join(still)}: still running "
+                         f"{self.grace_seconds:.0f} s after {first_failure[0]} failed.")
+                self._send(signal.SIGKILL)
+                for process in self.processes:
+                    process.wait()
+                break
+            time.sleep(0.2)
+        for thread in self._threads:
+            thread.join(timeout=5)
+        if first_failure is None:
+            return 0
+        label, code = first_failure
+        if self._stopped_on_request(code):
+            self.say(f"stopped on request ({describe_exit(code)}); every worker saved a "
+                     "checkpoint at the same step.")
+        else:
+            self.say(f"failed: {label} exited first with {describe_exit(code)}.")
+        return shell_code(code)
+
+    def _stopped_on_request(self, code: int) -> bool:
+        # 143/130: a worker that saved a checkpoint after the signal the launcher passed on.
+        return bool(self._signals_received) and code in (128 + signal.SIGTERM,
+                                                         128 + signal.SIGINT)
+
+
+def run_local(train: TrainArgs, *, workers: int, out: IO[str] = sys.stdout,
+              grace_seconds: float = DEFAULT_GRACE_SECONDS) -> int:
+    """Runs `workers` processes of ``tfaccel train`` on 127.0.0.1 as one multi-worker job."""
+    if workers < 1:
+        raise UserInputError(f"--workers must be at least 1; got {workers}.")
+    hosts = [f"127.0.0.1:{port}" for port in free_ports(workers)]
+    envs = []
+    for index in range(workers):
+        env = dict(os.environ)
+        env["TF_CONFIG"] = tf_config(hosts, index)
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        envs.append(env)
+    labels = [f"w{i}" for i in range(workers)]
+    group = WorkerGroup([worker_command(train.args)] * workers, envs, labels=labels, out=out,
+                        grace_seconds=grace_seconds)
+    where = f"run directory {train.run_dir}" if train.run_dir else "the run directory"
+    group.say(f"{workers} worker(s) on {', '.join(hosts)}; worker 0 (chief) writes {where}.")
+    code = group.run()
+    if code in (128 + signal.SIGTERM, 128 + signal.SIGINT) and train.run_dir:
+        group.say(f"resume with: tfaccel launch --workers {workers} -- train --resume "
+                  f"{train.run_dir}")
+    return code
+
+
+def run_node(train: TrainArgs, *, hosts: Sequence[str], index: int,
+             out: IO[str] = sys.stdout) -> int:
+    """Runs this node's one worker of a cluster (``--hosts``/``--index`` or SLURM)."""
+    env = dict(os.environ)
+    env["TF_CONFIG"] = tf_config(hosts, index)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    group = WorkerGroup([worker_command(train.args)], [env], labels=[f"w{index}"], out=out)
+    role = "the chief: it writes the run directory" if index == 0 else \
+        "not the chief: its files go to a temporary folder"
+    group.say(f"worker {index} of {len(hosts)} ({', '.join(hosts)}); {role}.")
+    return group.run()
