@@ -177,6 +177,7 @@ def _train_with(ctx: _RunContext) -> RunResult:
               f"{data.steps_per_epoch}.", flush=True)
     outputs = _make_callbacks(ctx, data=data, plan=plan, checkpoint=checkpoint,
                               restored=restored)
+    outputs.monitor.attach(trained_model, strategy=ctx.strategy)
     fit_started = time.perf_counter()
     try:
         _fit(ctx, trained_model=trained_model, data=data, outputs=outputs,
@@ -323,6 +324,7 @@ class _Outputs:
     """The callbacks that write the run's outputs, and the list passed to `fit`."""
 
     guard: object
+    monitor: object
     logger: object
     checkpoints: object
     early_stopping: object
@@ -345,12 +347,16 @@ def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
         # it (and so will be trained again) is not listed twice.
         run_files.write_text(metrics_path, "".join(json.dumps(r, default=float) + "\n"
                                           for r in records))
+    from tfaccel.throughput import ThroughputMonitor
+
     guard = NonFiniteLossGuard()
+    # Before the logger and TensorBoard: its figures join the epoch's logs they write.
+    monitor = ThroughputMonitor(steps_per_execution=training.steps_per_execution)
     logger = EpochMetricsLogger(metrics_path, examples_per_epoch=data.examples_per_epoch,
                                 batch_size=plan.global_batch_size, guard=guard,
                                 steps_per_epoch=data.steps_per_epoch)
     logger.records.extend(records)
-    callbacks = [guard, logger]
+    callbacks = [guard, monitor, logger]
     early = None
     if training.early_stopping_patience and data.validation is not None:
         carried = None
@@ -378,7 +384,8 @@ def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
             log_dir=str(ctx.directory / run_files.TENSORBOARD_DIR), write_graph=False,
             profile_batch=0))
     callbacks += ctx.extra_callbacks
-    return _Outputs(guard=guard, logger=logger, checkpoints=checkpoints, early_stopping=early,
+    return _Outputs(guard=guard, monitor=monitor, logger=logger, checkpoints=checkpoints,
+                    early_stopping=early,
                     signals=signals, all=callbacks)
 
 
@@ -494,11 +501,13 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: _TrainDat
     import keras
     import tensorflow as tf
 
+    from tfaccel.throughput import THROUGHPUT_KEYS, available_cores
+
     def metrics_of(record: dict) -> dict:
         return {k: v for k, v in record.items()
                 if k not in ("epoch", "examples", "examples_per_sec", "train_seconds",
                              "epoch_seconds", "non_finite_loss",
-                             "loss_scale_skipped_steps")}
+                             "loss_scale_skipped_steps") + THROUGHPUT_KEYS}
 
     final_metrics = metrics_of(epochs[-1]) if epochs else {}
     saved_epoch = len(epochs) or None
@@ -522,6 +531,8 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: _TrainDat
         "saved_model_metrics": saved_metrics,
         "examples_per_sec": examples / train_seconds if train_seconds else 0.0,
         "first_epoch_examples_per_sec": epochs[0]["examples_per_sec"] if epochs else 0.0,
+        **_throughput_summary(steady, epochs),
+        "cpu_cores_available": available_cores(),
         "wall_seconds": time.perf_counter() - ctx.started,
         "fit_seconds": fit_seconds,
         "devices": ctx.strategy_info.get("devices", []),
@@ -537,6 +548,23 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: _TrainDat
         "versions": {"tfaccel": __version__, "tensorflow": tf.__version__,
                      "keras": keras.__version__, "python": platform.python_version()},
     }
+
+
+def _throughput_summary(steady: list, epochs: list) -> dict:
+    """Steady-state throughput figures: means over the epochs after the first, peaks over all."""
+    from tfaccel.throughput import THROUGHPUT_KEYS
+
+    out = {}
+    for key in THROUGHPUT_KEYS:
+        if key.startswith("peak_"):
+            values = [e[key] for e in epochs if e.get(key) is not None]
+            if values:
+                out[key] = max(values)
+            continue
+        values = [e[key] for e in steady if e.get(key) is not None]
+        if key == "input_wait_fraction" or values:
+            out[key] = sum(values) / len(values) if values else None
+    return out
 
 
 def _new_run_dir(recipe: Recipe, run_dir: Optional[str]) -> Path:
