@@ -161,6 +161,39 @@ def bench(recipe, overrides, batches, repeats, no_epochs):
     click.echo(format_table(result))
 
 
+@main.command()
+@RECIPE_ARGUMENT
+@SET_OPTION
+@click.option("--steps", type=click.IntRange(min=2), default=20, show_default=True,
+              help="Steps timed in each measurement (after as many warm-up steps).")
+@click.option("--try", "try_suggestions", is_flag=True,
+              help="Also measure the cheap suggestions (pipeline or model alone with the "
+                   "suggested setting) and report the measured change.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
+@handle_errors
+def doctor(recipe, overrides, steps, try_suggestions, as_json):
+    """Say whether RECIPE's training is input-bound or compute-bound, and what to change.
+
+    Measures side by side: the input pipeline alone, the model alone on batches already in
+    memory, and both together as `fit` runs them, with the share of step time spent waiting
+    for input (verdict thresholds as in the TensorFlow profiler: under 5% compute-bound,
+    5-20% moderately input-bound, 20% or more input-bound).
+    """
+    from tfaccel.recipe import load_recipe
+
+    loaded = load_recipe(recipe, overrides)
+    _quiet_tensorflow()
+    from tfaccel.doctor import diagnose, format_report
+
+    report = diagnose(loaded, steps=steps, try_suggestions=try_suggestions)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(report, indent=2, default=float))
+    else:
+        click.echo(format_report(report))
+
+
 @main.command("export-images")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=str))
 @click.option("--dataset", default="tfaccel_shapes", show_default=True,
