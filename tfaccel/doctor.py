@@ -142,8 +142,12 @@ class _Session:
         model, monitor = self.build_model(recipe)
         if keep:
             self.model, self.monitor = model, monitor
-        # A few real batches, cached: the model never waits for the pipeline.
-        in_memory = self.data.make_stream(0).take(min(steps, 8)).cache().repeat()
+        # A few real batches, cached: the model never waits for the pipeline. One pass
+        # first, outside the timing: the cache is complete only once `take` has ended.
+        cached = self.data.make_stream(0).take(min(steps, 8)).cache()
+        for _ in cached:
+            pass
+        in_memory = cached.repeat()
         figures = _timed_fit(model, monitor, in_memory, steps=steps)
         return figures["examples_per_sec"], figures
 
