@@ -194,6 +194,31 @@ def doctor(recipe, overrides, steps, try_suggestions, as_json):
         click.echo(format_report(report))
 
 
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...",
+                type=click.Path(file_okay=False, path_type=str))
+@click.option("--plot", "plot_path", default="compare.png", show_default=True,
+              type=click.Path(dir_okay=False, path_type=str),
+              help="Where to write the PNG of loss, accuracy and examples/s curves.")
+@click.option("--no-plot", is_flag=True, help="Print the table only.")
+@handle_errors
+def compare(run_dirs, plot_path, no_plot):
+    """Compare runs: the settings that differ, final metrics and throughput, and a PNG.
+
+    The PNG needs matplotlib (pip install 'tfaccel[plot]'); without it the table is printed
+    with a line saying so.
+    """
+    from tfaccel.compare import compare as compare_runs
+
+    result = compare_runs(run_dirs, plot_path=None if no_plot else plot_path)
+    click.echo(result["table"])
+    if result["plot"]:
+        curves = ", ".join(f"{k} {v}" for k, v in result["curves"].items())
+        click.echo(f"\nCurves written to {result['plot']} ({curves} curves).")
+    elif result["note"]:
+        click.echo("\n" + result["note"])
+
+
 @main.command("export-images")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=str))
 @click.option("--dataset", default="tfaccel_shapes", show_default=True,
