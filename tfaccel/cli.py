@@ -76,6 +76,22 @@ def main():
     """
 
 
+def _parse_steps(value):
+    """`START:END` -> (start, end), 1 <= START <= END; else a usage error (exit 2)."""
+    if value is None:
+        return None
+    parts = value.split(":")
+    try:
+        start, end = (int(p) for p in parts) if len(parts) == 2 else (None, None)
+    except ValueError:
+        start = end = None
+    if start is None or start < 1 or end < start:
+        raise click.BadParameter(
+            f"expected START:END with 1 <= START <= END (optimizer steps counted from 1), "
+            f"got {value!r}; for example --profile 10:15.", param_hint="--profile")
+    return start, end
+
+
 @main.command()
 @click.argument("recipe", required=False, metavar="[RECIPE]",
                 type=click.Path(dir_okay=False, path_type=str))
@@ -87,8 +103,13 @@ def main():
               default=None, metavar="RUN_DIR",
               help="Continue RUN_DIR in place from its newest good checkpoint (RECIPE may be "
                    "omitted; only --set training.epochs=N may change, to extend the run).")
+@click.option("--profile", "profile", default=None, metavar="START:END",
+              callback=lambda ctx, param, value: _parse_steps(value),
+              help="Write a TensorBoard profiler trace of optimizer steps START to END "
+                   "(counted from 1, inclusive) into RUN_DIR/tensorboard; view it in "
+                   "TensorBoard's Profile tab (pip install 'tfaccel[profile]').")
 @handle_errors
-def train(recipe, overrides, run_dir, resume_dir):
+def train(recipe, overrides, run_dir, resume_dir, profile):
     """Train the model RECIPE describes and leave a run directory.
 
     The run directory holds the resolved recipe.yaml, metrics.jsonl, summary.json,
@@ -108,9 +129,9 @@ def train(recipe, overrides, run_dir, resume_dir):
 
     if resume_dir is not None:
         result = runner.train(loaded, () if loaded is not None else overrides,
-                              resume=resume_dir)
+                              resume=resume_dir, profile=profile)
     else:
-        result = runner.train(loaded, run_dir=run_dir)
+        result = runner.train(loaded, run_dir=run_dir, profile=profile)
     click.echo(result.summary_text())
 
 

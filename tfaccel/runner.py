@@ -48,7 +48,8 @@ class RunResult:
 
 def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
           overrides: Sequence[str] = (), *, run_dir: Optional[str] = None,
-          callbacks: Sequence = (), resume: Union[str, os.PathLike, None] = None) -> RunResult:
+          callbacks: Sequence = (), resume: Union[str, os.PathLike, None] = None,
+          profile: Optional[tuple] = None) -> RunResult:
     """Runs a whole training job and leaves a run directory.
 
     Args:
@@ -60,6 +61,9 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         callbacks: Extra Keras callbacks, run after tfaccel's own.
         resume: A run directory to continue in place from its newest good checkpoint.
             Only `training.epochs` may differ from the run's recipe (to extend it).
+        profile: ``(start, end)``: write a TensorBoard profiler trace of optimizer steps
+            start..end (counted from 1 over the whole run, inclusive) into the run
+            directory's tensorboard/ folder.
 
     Returns:
         The `RunResult`.
@@ -113,7 +117,7 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
                               strategy_info=describe_strategy(strategy),
                               precision=set_precision(runtime.precision), threads=threads,
                               started=started, extra_callbacks=list(callbacks),
-                              resuming=resume is not None)
+                              resuming=resume is not None, profile=profile)
         return _train_with(context)
     except UserInputError:
         # A mistake found before training (missing data, a bad batch plan): do not leave a
@@ -141,6 +145,7 @@ class _RunContext:
     started: float
     extra_callbacks: list
     resuming: bool
+    profile: Optional[tuple] = None
 
 
 @dataclasses.dataclass
@@ -383,6 +388,22 @@ def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
         callbacks.append(keras.callbacks.TensorBoard(
             log_dir=str(ctx.directory / run_files.TENSORBOARD_DIR), write_graph=False,
             profile_batch=0))
+    if ctx.profile is not None:
+        from tfaccel.throughput import ProfileSteps
+
+        start, end = ctx.profile
+        last = data.steps_per_epoch * training.epochs
+        first = (checkpoint.epoch * data.steps_per_epoch + checkpoint.step_in_epoch
+                 if checkpoint is not None else 0)
+        if start > last or end <= first:
+            raise UserInputError(
+                f"--profile {start}:{end} lies outside the steps this run trains "
+                f"({first + 1} to {last}: {training.epochs} epoch(s) of "
+                f"{data.steps_per_epoch} steps); choose steps inside that range.")
+        callbacks.append(ProfileSteps(start, end,
+                                      logdir=ctx.directory / run_files.TENSORBOARD_DIR,
+                                      steps_per_execution=training.steps_per_execution,
+                                      first_step=first))
     callbacks += ctx.extra_callbacks
     return _Outputs(guard=guard, monitor=monitor, logger=logger, checkpoints=checkpoints,
                     early_stopping=early,

@@ -205,3 +205,47 @@ def peak_device_memory_mb() -> Optional[float]:
         total += info.get("peak", 0) / 2**20
         seen = True
     return total if seen else None
+
+
+class ProfileSteps(keras.callbacks.Callback):
+    """Records a TensorBoard profiler trace of optimizer steps START..END (from 1, inclusive).
+
+    The trace goes to `logdir/plugins/profile/<time>/`, where TensorBoard's Profile tab
+    (the `tensorboard-plugin-profile` package, `pip install 'tfaccel[profile]'`) finds it.
+    With `steps_per_execution` k, Keras runs k steps per call, so the trace covers whole
+    calls: from the one holding START to the one holding END.
+    """
+
+    def __init__(self, start: int, end: int, *, logdir, steps_per_execution: int = 1,
+                 first_step: int = 0):
+        super().__init__()
+        self.start, self.end = start, end
+        self.logdir = str(logdir)
+        self.per_call = max(steps_per_execution, 1)
+        self._done = first_step  # optimizer steps finished before this process's first
+        self.active = False
+        self.recorded = False
+
+    def on_train_batch_begin(self, batch, logs=None):
+        first, last = self._done + 1, self._done + self.per_call
+        if not self.active and not self.recorded and first <= self.end and last >= self.start:
+            import tensorflow as tf
+
+            tf.profiler.experimental.start(self.logdir)
+            self.active = True
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._done += self.per_call
+        if self.active and self._done >= self.end:
+            self._stop()
+
+    def on_train_end(self, logs=None):
+        if self.active:  # training ended (or stopped early) inside the range
+            self._stop()
+
+    def _stop(self):
+        import tensorflow as tf
+
+        tf.profiler.experimental.stop()
+        self.active = False
+        self.recorded = True
