@@ -187,12 +187,14 @@ def bench(recipe, overrides, batches, repeats, no_epochs):
 @SET_OPTION
 @click.option("--steps", type=click.IntRange(min=2), default=20, show_default=True,
               help="Steps timed in each measurement (after as many warm-up steps).")
+@click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Alternating measurements of the model alone and fit; best of each kept.")
 @click.option("--try", "try_suggestions", is_flag=True,
               help="Also measure the cheap suggestions (pipeline or model alone with the "
                    "suggested setting) and report the measured change.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
 @handle_errors
-def doctor(recipe, overrides, steps, try_suggestions, as_json):
+def doctor(recipe, overrides, steps, repeats, try_suggestions, as_json):
     """Say whether RECIPE's training is input-bound or compute-bound, and what to change.
 
     Measures side by side: the input pipeline alone, the model alone on batches already in
@@ -206,7 +208,7 @@ def doctor(recipe, overrides, steps, try_suggestions, as_json):
     _quiet_tensorflow()
     from tfaccel.doctor import diagnose, format_report
 
-    report = diagnose(loaded, steps=steps, try_suggestions=try_suggestions)
+    report = diagnose(loaded, steps=steps, repeats=repeats, try_suggestions=try_suggestions)
     if as_json:
         import json
 

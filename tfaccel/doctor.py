@@ -21,13 +21,16 @@ def verdict_for(input_wait_fraction: float) -> str:
     return "compute-bound"
 
 
-def diagnose(recipe: Recipe, *, steps: int = 20, try_suggestions: bool = False) -> dict:
+def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,
+             try_suggestions: bool = False) -> dict:
     """Measures the input pipeline alone, the model alone and both together, side by side.
 
     Args:
         recipe: The validated recipe.
         steps: Optimizer steps (batches) timed in each measurement, after a warm-up of as
             many (the warm-up includes tracing and the first batches' start-up).
+        repeats: The model alone and `fit` are measured alternately this many times; the
+            best of each is kept.
         try_suggestions: Also measure the cheap suggestions (pipeline or model alone with
             the suggested setting) and report the measured change.
 
@@ -41,6 +44,13 @@ def diagnose(recipe: Recipe, *, steps: int = 20, try_suggestions: bool = False) 
     pipeline = session.pipeline_alone(recipe, steps=steps)
     model_rate, _ = session.model_alone(recipe, steps=steps)
     fit = session.fit_together(steps=steps)
+    for _ in range(repeats - 1):
+        # Shared machines have bimodal timings: alternate the two, keep the best of each.
+        again, _ = session.model_alone(recipe, steps=steps, build=False)
+        model_rate = max(model_rate, again)
+        other = session.fit_together(steps=steps)
+        if other["examples_per_sec"] > fit["examples_per_sec"]:
+            fit = other
     wait = fit["input_wait_fraction"]
     wait_source = "measured in the train step"
     if wait is None:
@@ -59,6 +69,7 @@ def diagnose(recipe: Recipe, *, steps: int = 20, try_suggestions: bool = False) 
         "step_time_ms": fit["step_time_ms"],
         "cpu_utilisation": fit["cpu_utilisation"],
         "steps_timed": steps,
+        "repeats": repeats,
         "autotune": pipeline["autotune"],
         "settings": session.settings(),
     }
@@ -101,7 +112,7 @@ class _Session:
         self.data = _build_data(recipe, self.plan, deterministic=input_order_is_fixed(
             deterministic=recipe.runtime.deterministic,
             strategy=self.strategy_info["strategy"]))
-        self.model = self.monitor = None
+        self.model = self.monitor = self.in_memory = None
 
     def settings(self) -> dict:
         return {"strategy": self.strategy_info["strategy"], "replicas": self.replicas,
@@ -137,17 +148,23 @@ class _Session:
         monitor.attach(trained_model, strategy=self.strategy)
         return trained_model, monitor
 
-    def model_alone(self, recipe: Recipe, *, steps: int, keep: bool = True) -> tuple:
+    def model_alone(self, recipe: Recipe, *, steps: int, keep: bool = True,
+                    build: bool = True) -> tuple:
         """Examples/s of the train step on batches already in memory."""
-        model, monitor = self.build_model(recipe)
-        if keep:
-            self.model, self.monitor = model, monitor
-        # A few real batches, cached: the model never waits for the pipeline. One pass
-        # first, outside the timing: the cache is complete only once `take` has ended.
-        cached = self.data.make_stream(0).take(min(steps, 8)).cache()
-        for _ in cached:
-            pass
-        in_memory = cached.repeat()
+        if build:
+            model, monitor = self.build_model(recipe)
+            if keep:
+                self.model, self.monitor = model, monitor
+            # A few real batches, cached: the model never waits for the pipeline. One pass
+            # first, outside the timing: the cache is complete only once `take` has ended.
+            cached = self.data.make_stream(0).take(min(steps, 8)).cache()
+            for _ in cached:
+                pass
+            in_memory = cached.repeat()
+            if keep:
+                self.in_memory = in_memory
+        else:
+            model, monitor, in_memory = self.model, self.monitor, self.in_memory
         figures = _timed_fit(model, monitor, in_memory, steps=steps)
         return figures["examples_per_sec"], figures
 
@@ -363,7 +380,7 @@ def format_report(report: dict) -> str:
         f"{report['cpu_utilisation']:.0%}, per-call overhead "
         + (f"{report['framework_overhead_fraction']:.0%}"
            if report["framework_overhead_fraction"] is not None else "unmeasured")
-        + f" ({report['steps_timed']} steps timed each)",
+        + f" ({report['steps_timed']} steps timed each, best of {report['repeats']})",
         ""]
     autotune = report["autotune"]
     if "stages" in autotune:
