@@ -9,7 +9,8 @@ from click.testing import CliRunner
 from tfaccel import __version__
 from tfaccel.cli import main
 
-COMMANDS = ["train", "validate", "devices", "keys", "models", "bench", "export-images"]
+COMMANDS = ["train", "validate", "devices", "keys", "models", "bench", "export-images", "doctor",
+            "compare"]
 
 
 @pytest.fixture

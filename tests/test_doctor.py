@@ -13,7 +13,8 @@ REPORT_KEYS = {"verdict", "input_wait_fraction", "pipeline_examples_per_sec",
 
 
 def _doctor(recipe, *args):
-    result = CliRunner().invoke(main, ["doctor", str(recipe), "--json", "--steps", "4", *args])
+    result = CliRunner().invoke(main, ["doctor", str(recipe), "--json", "--steps", "4",
+                                       "--repeats", "1", *args])
     assert result.exit_code == 0, result.output
     return json.loads(result.output[result.output.index("{"):])
 
