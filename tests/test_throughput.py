@@ -85,3 +85,23 @@ def test_the_timer_does_not_change_what_is_trained():
 
     for plain, timed in zip(train(False), train(True)):
         np.testing.assert_array_equal(plain, timed)
+
+
+def test_op_determinism_leaves_the_input_wait_unmeasured_and_training_runs():
+    # TensorFlow refuses timestamp ops under op determinism ("Timestamp cannot be called
+    # when determinism is enabled"): the monitor must not wrap the step then.
+    import tensorflow as tf
+    from tensorflow.python.framework import config as tf_config  # the only way back
+
+    from tfaccel.throughput import op_determinism_enabled
+
+    tf.config.experimental.enable_op_determinism()
+    try:
+        assert op_determinism_enabled()
+        history, monitor = _fit(slow_input=False)
+    finally:
+        tf_config.disable_op_determinism()
+    assert not op_determinism_enabled()
+    assert "input_wait_fraction" not in history
+    assert monitor.unavailable_reason.startswith("runtime.deterministic")
+    assert len(history["loss"]) == 2 and history["steps_per_sec"][-1] > 0

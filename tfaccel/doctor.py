@@ -112,13 +112,14 @@ class _Session:
         self.data = _build_data(recipe, self.plan, deterministic=input_order_is_fixed(
             deterministic=recipe.runtime.deterministic,
             strategy=self.strategy_info["strategy"]))
+        self.source = recipe.data.source
         self.model = self.monitor = self.in_memory = None
 
     def settings(self) -> dict:
         return {"strategy": self.strategy_info["strategy"], "replicas": self.replicas,
                 "precision": self.precision, "global_batch_size": self.plan.global_batch_size,
                 "accumulation_steps": self.plan.accumulation_steps,
-                "source": recipe_source(self.data.info)}
+                "source": self.source}
 
     def pipeline_alone(self, recipe: Recipe, *, steps: int, data=None) -> dict:
         """Examples/s of the training pipeline with no model, and the autotuner's choices."""
@@ -218,10 +219,6 @@ class _Session:
             return {"error": str(error).splitlines()[0]}
         return {"what": what, "before": before, "after": after,
                 "ratio": after / before if before else None}
-
-
-def recipe_source(info: dict) -> Optional[str]:
-    return info.get("source")
 
 
 def _timed_fit(model, monitor, dataset, *, steps: int) -> dict:

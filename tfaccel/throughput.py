@@ -41,7 +41,8 @@ class ThroughputMonitor(keras.callbacks.Callback):
     function (the first one, a retrace for a last partial batch) are left out.
 
     `input_wait_fraction` is None where this cannot be measured: with `jit_compile`
-    (XLA cannot compile the timestamp op) and under MultiWorkerMirroredStrategy (reading
+    (XLA cannot compile the timestamp op), under op determinism (`runtime.deterministic`:
+    TensorFlow refuses timestamps there) and under MultiWorkerMirroredStrategy (reading
     the per-replica timer would be a collective inside a callback).
     """
 
@@ -65,6 +66,10 @@ class ThroughputMonitor(keras.callbacks.Callback):
 
         if model.jit_compile:
             self.unavailable_reason = "jit_compile (XLA has no timestamp op)"
+            return
+        if op_determinism_enabled():
+            # TensorFlow refuses to run a timestamp op under op determinism.
+            self.unavailable_reason = "runtime.deterministic (op determinism forbids timestamps)"
             return
         strategy = strategy or tf.distribute.get_strategy()
         if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
@@ -125,6 +130,12 @@ class ThroughputMonitor(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._reset_epoch()
+        if self._compute is not None:
+            import tensorflow as tf
+
+            # An epoch starts a new call into the train function: restart the count of
+            # steps per call too (a finite dataset may have ended the last call early).
+            self._compute.assign(tf.zeros([4], tf.float64))
         self._last_timer = self._read_timer()
         self._epoch_start = time.perf_counter()
         self._cpu_start = time.process_time()
@@ -190,6 +201,14 @@ class ThroughputMonitor(keras.callbacks.Callback):
             return None
         rest = self._call_seconds - self._wait_seconds - self._compute_seconds
         return min(max(rest / self._call_seconds, 0.0), 1.0)
+
+
+def op_determinism_enabled() -> bool:
+    """Whether `tf.config.experimental.enable_op_determinism()` is in force."""
+    # TensorFlow 2.21 exports the setter but not this getter.
+    from tensorflow.python.framework import config as tf_config
+
+    return bool(getattr(tf_config, "is_op_determinism_enabled", lambda: False)())
 
 
 def peak_device_memory_mb() -> Optional[float]:
