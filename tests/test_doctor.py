@@ -65,7 +65,6 @@ def test_a_slow_python_source_with_a_tiny_model_is_input_bound(tmp_path):
     assert measured["data.cache"] is None  # a cache needs a whole pass: not a cheap try
 
 
-@pytest.mark.slow
 def test_cached_data_with_a_convolutional_model_is_compute_bound(tmp_path, shapes_data_dir):
     recipe = tmp_path / "cnn.yaml"
     recipe.write_text(
