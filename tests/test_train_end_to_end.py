@@ -217,6 +217,9 @@ def test_mirrored_two_replicas_with_accumulation_through_the_runner(tmp_path, tf
     assert summary["precision"] == "float32" and summary["steps_per_execution"] == 2
     assert len(summary["devices"]) == 2
     assert math.isfinite(summary["final_metrics"]["loss"])
+    # The input-wait timer is per replica (averaged on read) and works with accumulation
+    # and steps_per_execution > 1 under the strategy.
+    assert 0.0 <= result.epochs[0]["input_wait_fraction"] <= 1.0
     # The saved model is the plain inner model, loadable without tfaccel.
     model = keras.saving.load_model(result.run_dir / "model.keras")
     assert type(model).__name__ != "AccumulatingModel"
