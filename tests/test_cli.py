@@ -11,7 +11,7 @@ from tfaccel.cli import main
 from tf_free import heavy_modules_after
 
 COMMANDS = ["train", "validate", "devices", "keys", "models", "bench", "export-images",
-            "export"]
+            "export", "doctor", "compare", "launch", "data-service"]
 
 
 @pytest.fixture

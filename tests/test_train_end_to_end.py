@@ -63,6 +63,11 @@ def test_train_writes_a_complete_run_directory(tmp_path, tfds_dir):
             assert math.isfinite(record[key]), (key, record)
         assert record["examples_per_sec"] > 0
         assert record["examples"] == 3072  # one whole pass, last partial batch included
+        # ThroughputMonitor's figures (tests/test_throughput.py checks what they mean).
+        assert 0.0 <= record["input_wait_fraction"] <= 1.0
+        assert record["steps_per_sec"] > 0 and record["step_time_ms"] > 0
+        assert 0.0 < record["cpu_utilisation"] <= 1.05 and record["peak_rss_mb"] > 100
+        assert record["steps_per_sec"] * record["step_time_ms"] == pytest.approx(1000.0)
     # Accuracy rose and beats the 4-class majority guess (0.25); the >= 90% claim of the
     # full default recipe is the slow test in test_default_recipe.py.
     assert epochs[-1]["accuracy"] > epochs[0]["accuracy"]
@@ -81,6 +86,11 @@ def test_train_writes_a_complete_run_directory(tmp_path, tfds_dir):
     assert summary["precision"] in ("float32", "mixed_bfloat16", "mixed_float16")
     assert set(summary["versions"]) >= {"tfaccel", "tensorflow", "keras"}
     assert summary["wall_seconds"] > 0 and summary["examples_per_sec"] > 0
+    # Steady state: the mean over the epochs after the first; throughput is not a metric.
+    assert summary["input_wait_fraction"] == pytest.approx(
+        (epochs[1]["input_wait_fraction"] + epochs[2]["input_wait_fraction"]) / 2)
+    assert summary["peak_rss_mb"] == max(e["peak_rss_mb"] for e in epochs)
+    assert "input_wait_fraction" not in summary["final_metrics"]
 
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
         "epoch-001", "epoch-002", "epoch-003"]
@@ -88,6 +98,11 @@ def test_train_writes_a_complete_run_directory(tmp_path, tfds_dir):
         "extra.npz", "model.weights.h5", "state.json"]
     events = list((run_dir / "tensorboard").rglob("events.out.tfevents.*"))
     assert events, "no TensorBoard event files"
+    import tensorflow as tf
+
+    tags = {value.tag for path in events for event in tf.compat.v1.train.summary_iterator(
+        str(path)) for value in event.summary.value}
+    assert {"epoch_input_wait_fraction", "epoch_steps_per_sec", "epoch_peak_rss_mb"} <= tags
 
     model = keras.saving.load_model(run_dir / "model.keras")
     assert model.output_shape == (None, 4)
@@ -202,6 +217,9 @@ def test_mirrored_two_replicas_with_accumulation_through_the_runner(tmp_path, tf
     assert summary["precision"] == "float32" and summary["steps_per_execution"] == 2
     assert len(summary["devices"]) == 2
     assert math.isfinite(summary["final_metrics"]["loss"])
+    # The input-wait timer is per replica (averaged on read) and works with accumulation
+    # and steps_per_execution > 1 under the strategy.
+    assert 0.0 <= result.epochs[0]["input_wait_fraction"] <= 1.0
     # The saved model is the plain inner model, loadable without tfaccel.
     model = keras.saving.load_model(result.run_dir / "model.keras")
     assert type(model).__name__ != "AccumulatingModel"

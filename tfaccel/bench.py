@@ -6,12 +6,15 @@ import time
 from typing import Callable, Optional
 
 
-def time_batches(dataset, *, num_batches: Optional[int] = None) -> dict:
+def time_batches(dataset, *, num_batches: Optional[int] = None,
+                 keep_iterator: bool = False) -> dict:
     """Iterates `dataset` once and times it, without a model.
 
     Args:
         dataset: A `tf.data.Dataset` of batches.
         num_batches: Stop after this many batches (None: one full pass).
+        keep_iterator: Also return the iterator as ``"iterator"`` (`tfaccel doctor` reads
+            tf.data's autotuning model from it).
 
     Returns:
         ``{"first_batch_s", "batches", "examples", "seconds", "examples_per_s",
@@ -39,7 +42,7 @@ def time_batches(dataset, *, num_batches: Optional[int] = None) -> dict:
     if first_at is None:
         first_at = end
     steady = end - first_at
-    return {
+    result = {
         "first_batch_s": first_at - start,
         "batches": batches,
         "examples": examples,
@@ -48,6 +51,9 @@ def time_batches(dataset, *, num_batches: Optional[int] = None) -> dict:
         "steady_examples_per_s": ((examples - first_size) / steady
                                   if steady > 0 and batches > 1 else 0.0),
     }
+    if keep_iterator:
+        result["iterator"] = iterator
+    return result
 
 
 def bench_pipeline(make_dataset: Callable[..., object], *, num_batches: int = 50,

@@ -76,6 +76,22 @@ def main():
     """
 
 
+def _parse_steps(value):
+    """`START:END` -> (start, end), 1 <= START <= END; else a usage error (exit 2)."""
+    if value is None:
+        return None
+    parts = value.split(":")
+    try:
+        start, end = (int(p) for p in parts) if len(parts) == 2 else (None, None)
+    except ValueError:
+        start = end = None
+    if start is None or start < 1 or end < start:
+        raise click.BadParameter(
+            f"expected START:END with 1 <= START <= END (optimizer steps counted from 1), "
+            f"got {value!r}; for example --profile 10:15.", param_hint="--profile")
+    return start, end
+
+
 @main.command()
 @click.argument("recipe", required=False, metavar="[RECIPE]",
                 type=click.Path(dir_okay=False, path_type=str))
@@ -87,8 +103,13 @@ def main():
               default=None, metavar="RUN_DIR",
               help="Continue RUN_DIR in place from its newest good checkpoint (RECIPE may be "
                    "omitted; only --set training.epochs=N may change, to extend the run).")
+@click.option("--profile", "profile", default=None, metavar="START:END",
+              callback=lambda ctx, param, value: _parse_steps(value),
+              help="Write a TensorBoard profiler trace of optimizer steps START to END "
+                   "(counted from 1, inclusive) into RUN_DIR/tensorboard; view it in "
+                   "TensorBoard's Profile tab (pip install 'tfaccel[profile]').")
 @handle_errors
-def train(recipe, overrides, run_dir, resume_dir):
+def train(recipe, overrides, run_dir, resume_dir, profile):
     """Train the model RECIPE describes and leave a run directory.
 
     The run directory holds the resolved recipe.yaml, metrics.jsonl, summary.json,
@@ -112,9 +133,9 @@ def train(recipe, overrides, run_dir, resume_dir):
 
     if resume_dir is not None:
         result = runner.train(loaded, () if loaded is not None else overrides,
-                              resume=resume_dir)
+                              resume=resume_dir, profile=profile)
     else:
-        result = runner.train(loaded, run_dir=run_dir)
+        result = runner.train(loaded, run_dir=run_dir, profile=profile)
     click.echo(result.summary_text())
 
 
@@ -255,6 +276,64 @@ def export(run_dir, export_format, quantize, out, calibration_examples, latency_
     report = run_export(run_dir, format=export_format, quantize=quantize, out=out,
                         calibration_examples=calibration_examples, latency_runs=latency_runs)
     click.echo(format_report(report))
+@main.command()
+@RECIPE_ARGUMENT
+@SET_OPTION
+@click.option("--steps", type=click.IntRange(min=2), default=20, show_default=True,
+              help="Steps timed in each measurement (after as many warm-up steps).")
+@click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Alternating measurements of the model alone and fit; best of each kept.")
+@click.option("--try", "try_suggestions", is_flag=True,
+              help="Also measure the cheap suggestions (pipeline or model alone with the "
+                   "suggested setting) and report the measured change.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
+@handle_errors
+def doctor(recipe, overrides, steps, repeats, try_suggestions, as_json):
+    """Say whether RECIPE's training is input-bound or compute-bound, and what to change.
+
+    Measures side by side: the input pipeline alone, the model alone on batches already in
+    memory, and both together as `fit` runs them, with the share of step time spent waiting
+    for input (verdict thresholds as in the TensorFlow profiler: under 5% compute-bound,
+    5-20% moderately input-bound, 20% or more input-bound).
+    """
+    from tfaccel.recipe import load_recipe
+
+    loaded = load_recipe(recipe, overrides)
+    _quiet_tensorflow()
+    from tfaccel.doctor import diagnose, format_report
+
+    report = diagnose(loaded, steps=steps, repeats=repeats, try_suggestions=try_suggestions)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(report, indent=2, default=float))
+    else:
+        click.echo(format_report(report))
+
+
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...",
+                type=click.Path(file_okay=False, path_type=str))
+@click.option("--plot", "plot_path", default="compare.png", show_default=True,
+              type=click.Path(dir_okay=False, path_type=str),
+              help="Where to write the PNG of loss, accuracy and examples/s curves.")
+@click.option("--no-plot", is_flag=True, help="Print the table only.")
+@handle_errors
+def compare(run_dirs, plot_path, no_plot):
+    """Compare runs: the settings that differ, final metrics and throughput, and a PNG.
+
+    The PNG needs matplotlib (pip install 'tfaccel[plot]'); without it the table is printed
+    with a line saying so.
+    """
+    from tfaccel.compare import compare as compare_runs
+
+    result = compare_runs(run_dirs, plot_path=None if no_plot else plot_path)
+    click.echo(result["table"])
+    if result["plot"]:
+        curves = ", ".join(f"{k} {v}" for k, v in result["curves"].items())
+        click.echo(f"\nCurves written to {result['plot']} ({curves} curves).")
+    elif result["note"]:
+        click.echo("\n" + result["note"])
 
 
 @main.command("export-images")

@@ -55,7 +55,8 @@ class RunResult:
 
 def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
           overrides: Sequence[str] = (), *, run_dir: Optional[str] = None,
-          callbacks: Sequence = (), resume: Union[str, os.PathLike, None] = None) -> RunResult:
+          callbacks: Sequence = (), resume: Union[str, os.PathLike, None] = None,
+          profile: Optional[tuple] = None) -> RunResult:
     """Runs a whole training job and leaves a run directory.
 
     Args:
@@ -67,6 +68,9 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         callbacks: Extra Keras callbacks, run after tfaccel's own.
         resume: A run directory to continue in place from its newest good checkpoint.
             Only `training.epochs` may differ from the run's recipe (to extend it).
+        profile: ``(start, end)``: write a TensorBoard profiler trace of optimizer steps
+            start..end (counted from 1 over the whole run, inclusive) into the run
+            directory's tensorboard/ folder.
 
     Returns:
         The `RunResult`.
@@ -135,7 +139,7 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
                               precision=set_precision(runtime.precision), threads=threads,
                               started=started, extra_callbacks=list(callbacks),
                               resume_from=Path(resume) if resume is not None else None,
-                              role=role, shown_dir=shown)
+                              role=role, shown_dir=shown, profile=profile)
         return _train_with(context)
     except UserInputError:
         # A mistake found before training (missing data, a bad batch plan): do not leave a
@@ -173,6 +177,7 @@ class _RunContext:
     def resuming(self) -> bool:
         """Whether this run continues an earlier one's checkpoint."""
         return self.resume_from is not None
+    profile: Optional[tuple] = None
 
 
 @dataclasses.dataclass
@@ -197,11 +202,11 @@ def _train_with(ctx: _RunContext) -> RunResult:
           f"replica(s), precision {ctx.precision}, {plan.describe()}.", flush=True)
     _check_data_service(recipe, strategy=ctx.strategy_info["strategy"])
     with ctx.strategy.scope():  # the data layer shards by the strategy in scope
-        data = _build_data(recipe, plan, deterministic=input_order_is_fixed(
+        data = build_data(recipe, plan, deterministic=input_order_is_fixed(
             deterministic=recipe.runtime.deterministic,
             strategy=ctx.strategy_info["strategy"]))
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
-    trained_model, model = _build_model(ctx, plan=plan, data=data)
+    trained_model, model = build_model(recipe, strategy=ctx.strategy, plan=plan, data=data)
     restored = {"metrics": [], "best_weights": None}
     if checkpoint is not None:
         from tfaccel.training_state import restore_state
@@ -218,6 +223,7 @@ def _train_with(ctx: _RunContext) -> RunResult:
                   "tf.data service).", flush=True)
     outputs = _make_callbacks(ctx, data=data, plan=plan, checkpoint=checkpoint,
                               restored=restored)
+    outputs.monitor.attach(trained_model, strategy=ctx.strategy)
     fit_started = time.perf_counter()
     try:
         _fit(ctx, trained_model=trained_model, data=data, outputs=outputs,
@@ -270,7 +276,7 @@ def input_order_is_fixed(*, deterministic: bool, strategy: str) -> bool:
     return deterministic or strategy == "multi_worker"
 
 
-def _build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool) -> _TrainData:
+def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool) -> _TrainData:
     """Builds the validation set and a function giving the training stream at any step."""
     from tfaccel.data.config import build_datasets
     from tfaccel.data.pipeline import EpochStream, drops_remainder
@@ -342,14 +348,21 @@ def _find_checkpoint(ctx: _RunContext) -> Optional[ckpt.Checkpoint]:
     return checkpoint
 
 
-def _build_model(ctx: _RunContext, *, plan: BatchPlan, data: _TrainData):
-    """The Keras model (and its accumulation wrapper), compiled inside the strategy scope."""
+def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: _TrainData):
+    """The recipe's Keras model and its accumulation wrapper, compiled in `strategy`'s scope.
+
+    What `train` fits, built the same way for other tools (`tfaccel doctor`).
+
+    Returns:
+        ``(trained_model, model)``: the model `fit` runs (the accumulation wrapper when
+        accumulating) and the plain Keras model inside it.
+    """
     from tfaccel import models
     from tfaccel.engine.keras_compat import patch_for_multi_worker
     from tfaccel.optimizers import make_optimizer
 
-    recipe, training = ctx.recipe, ctx.recipe.training
-    with ctx.strategy.scope():
+    training = recipe.training
+    with strategy.scope():
         model = models.build_model(recipe.model.name, input_shape=data.info["input_shape"],
                                    num_classes=data.info["num_classes"],
                                    **recipe.model.params)
@@ -375,6 +388,7 @@ class _Outputs:
     """The callbacks that write the run's outputs, and the list passed to `fit`."""
 
     guard: object
+    monitor: object
     logger: object
     checkpoints: object
     early_stopping: object
@@ -397,12 +411,16 @@ def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
         # it (and so will be trained again) is not listed twice.
         run_files.write_text(metrics_path, "".join(json.dumps(r, default=float) + "\n"
                                           for r in records))
+    from tfaccel.throughput import ThroughputMonitor
+
     guard = NonFiniteLossGuard()
+    # Before the logger and TensorBoard: its figures join the epoch's logs they write.
+    monitor = ThroughputMonitor(steps_per_execution=training.steps_per_execution)
     logger = EpochMetricsLogger(metrics_path, examples_per_epoch=data.examples_per_epoch,
                                 batch_size=plan.global_batch_size, guard=guard,
                                 steps_per_epoch=data.steps_per_epoch)
     logger.records.extend(records)
-    callbacks = [guard, logger]
+    callbacks = [guard, monitor, logger]
     early = None
     if training.early_stopping_patience and data.validation is not None:
         carried = None
@@ -437,8 +455,25 @@ def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
         callbacks.append(keras.callbacks.TensorBoard(
             log_dir=str(ctx.directory / run_files.TENSORBOARD_DIR), write_graph=False,
             profile_batch=0))
+    if ctx.profile is not None:
+        from tfaccel.throughput import ProfileSteps
+
+        start, end = ctx.profile
+        last = data.steps_per_epoch * training.epochs
+        first = (checkpoint.epoch * data.steps_per_epoch + checkpoint.step_in_epoch
+                 if checkpoint is not None else 0)
+        if start > last or end <= first:
+            raise UserInputError(
+                f"--profile {start}:{end} lies outside the steps this run trains "
+                f"({first + 1} to {last}: {training.epochs} epoch(s) of "
+                f"{data.steps_per_epoch} steps); choose steps inside that range.")
+        callbacks.append(ProfileSteps(start, end,
+                                      logdir=ctx.directory / run_files.TENSORBOARD_DIR,
+                                      steps_per_execution=training.steps_per_execution,
+                                      first_step=first))
     callbacks += ctx.extra_callbacks
-    return _Outputs(guard=guard, logger=logger, checkpoints=checkpoints, early_stopping=early,
+    return _Outputs(guard=guard, monitor=monitor, logger=logger, checkpoints=checkpoints,
+                    early_stopping=early,
                     signals=signals, all=callbacks)
 
 
@@ -558,11 +593,13 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: _TrainDat
     import keras
     import tensorflow as tf
 
+    from tfaccel.throughput import THROUGHPUT_KEYS, available_cores
+
     def metrics_of(record: dict) -> dict:
         return {k: v for k, v in record.items()
                 if k not in ("epoch", "examples", "examples_per_sec", "train_seconds",
                              "epoch_seconds", "non_finite_loss",
-                             "loss_scale_skipped_steps")}
+                             "loss_scale_skipped_steps") + THROUGHPUT_KEYS}
 
     final_metrics = metrics_of(epochs[-1]) if epochs else {}
     saved_epoch = len(epochs) or None
@@ -586,6 +623,8 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: _TrainDat
         "saved_model_metrics": saved_metrics,
         "examples_per_sec": examples / train_seconds if train_seconds else 0.0,
         "first_epoch_examples_per_sec": epochs[0]["examples_per_sec"] if epochs else 0.0,
+        **_throughput_summary(steady, epochs),
+        "cpu_cores_available": available_cores(),
         "wall_seconds": time.perf_counter() - ctx.started,
         "fit_seconds": fit_seconds,
         "devices": ctx.strategy_info.get("devices", []),
@@ -619,6 +658,23 @@ def _checked_role(recipe: Recipe) -> WorkerRole:
 def _scratch_dir(role: WorkerRole) -> Path:
     """Where a non-chief worker writes what Keras and TensorFlow need written somewhere."""
     return Path(tempfile.mkdtemp(prefix=f"tfaccel-worker{role.index}-"))
+
+
+def _throughput_summary(steady: list, epochs: list) -> dict:
+    """Steady-state throughput figures: means over the epochs after the first, peaks over all."""
+    from tfaccel.throughput import THROUGHPUT_KEYS
+
+    out = {}
+    for key in THROUGHPUT_KEYS:
+        if key.startswith("peak_"):
+            values = [e[key] for e in epochs if e.get(key) is not None]
+            if values:
+                out[key] = max(values)
+            continue
+        values = [e[key] for e in steady if e.get(key) is not None]
+        if key == "input_wait_fraction" or values:
+            out[key] = sum(values) / len(values) if values else None
+    return out
 
 
 def _new_run_dir(recipe: Recipe, run_dir: Optional[str]) -> Path:

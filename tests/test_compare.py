@@ -1,0 +1,86 @@
+"""`tfaccel compare`: the table of differing settings and results, and the PNG of curves."""
+
+import json
+import sys
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tfaccel.cli import main
+from tfaccel.compare import compare, differing_settings, load_run
+
+
+def _fake_run(path, *, lr, batch, losses, speed):
+    """A run directory as `tfaccel train` writes it (recipe, summary, per-epoch metrics)."""
+    path.mkdir(parents=True)
+    recipe = {"name": "shapes", "seed": 0, "data": {"source": "builtin", "cache": "memory"},
+              "model": {"name": "small_cnn", "params": {}},
+              "optimizer": {"name": "adam", "learning_rate": lr},
+              "training": {"epochs": len(losses), "global_batch_size": batch},
+              "runtime": {"runs_dir": str(path.parent), "precision": "auto"}}
+    (path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    epochs = [{"epoch": i + 1, "loss": loss, "accuracy": 1 - loss / 2, "val_loss": loss + 0.1,
+               "val_accuracy": 0.9 - loss / 2, "examples_per_sec": speed + 10 * i,
+               "input_wait_fraction": 0.01}
+              for i, loss in enumerate(losses)]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in epochs))
+    final = {k: v for k, v in epochs[-1].items()
+             if k in ("loss", "accuracy", "val_loss", "val_accuracy")}
+    (path / "summary.json").write_text(json.dumps({
+        "status": "completed", "epochs_completed": len(epochs), "final_metrics": final,
+        "examples_per_sec": speed, "input_wait_fraction": 0.012, "wall_seconds": 30.0,
+        "precision": "float32", "strategy": "one_device", "replicas": 1}))
+    return path
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    return [_fake_run(tmp_path / "a", lr=0.001, batch=64, losses=[1.2, 0.6, 0.3], speed=500),
+            _fake_run(tmp_path / "b", lr=0.003, batch=128, losses=[1.0, 0.4], speed=800)]
+
+
+def test_table_lists_only_the_settings_that_differ(two_runs):
+    runs = [load_run(p) for p in two_runs]
+    # runs_dir differs too (each run's own parent), but says nothing about training.
+    assert differing_settings(runs) == ["optimizer.learning_rate", "training.epochs",
+                                        "training.global_batch_size"]
+    table = compare(two_runs, plot_path=None)["table"]
+    lines = table.splitlines()
+    assert lines[0] == "| | a | b |"
+    assert "| optimizer.learning_rate | 0.001 | 0.003 |" in lines
+    assert "| training.global_batch_size | 64 | 128 |" in lines
+    assert "| final val_accuracy | 0.7500 | 0.7000 |" in lines
+    assert "| examples_per_sec | 500.0 | 800.0 |" in lines
+    assert "| input_wait_fraction | 0.012 | 0.012 |" in lines
+    assert not any("model.name" in line or "runs_dir" in line for line in lines)
+
+
+def test_png_has_every_run_s_curves(two_runs, tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "cmp.png"
+    result = CliRunner().invoke(main, ["compare", *map(str, two_runs), "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    # Two runs: a train and a validation curve each for loss and accuracy, one speed curve.
+    assert "(loss 4, accuracy 4, examples/s 2 curves)" in result.output
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_without_matplotlib_the_table_is_printed_with_how_to_get_the_plot(two_runs, tmp_path,
+                                                                       monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
+    png = tmp_path / "none.png"
+    result = CliRunner().invoke(main, ["compare", *map(str, two_runs), "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    assert "| training.global_batch_size | 64 | 128 |" in result.output
+    assert "pip install 'tfaccel[plot]'" in result.output
+    assert not png.exists()
+
+
+def test_a_folder_that_is_not_a_run_exits_2_naming_it(tmp_path, two_runs):
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    result = CliRunner().invoke(main, ["compare", str(two_runs[0]), str(stray), "--no-plot"])
+    assert result.exit_code == 2
+    assert str(stray) in result.output and "not a tfaccel run directory" in result.output

@@ -1,0 +1,132 @@
+"""`tfaccel doctor`: an input-bound and a compute-bound recipe get different, right verdicts."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tfaccel.cli import main
+from tfaccel.doctor import suggest, verdict_for
+
+REPORT_KEYS = {"verdict", "input_wait_fraction", "pipeline_examples_per_sec",
+               "model_examples_per_sec", "fit_examples_per_sec", "suggestions", "autotune"}
+
+
+def _doctor(recipe, *args):
+    result = CliRunner().invoke(main, ["doctor", str(recipe), "--json", "--steps", "4",
+                                       "--repeats", "1", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output[result.output.index("{"):])
+
+
+def test_verdict_thresholds_are_the_profiler_s():
+    assert verdict_for(0.0) == verdict_for(0.049) == "compute-bound"
+    assert verdict_for(0.05) == verdict_for(0.199) == "moderately-input-bound"
+    assert verdict_for(0.2) == verdict_for(1.0) == "input-bound"
+
+
+@pytest.mark.slow
+def test_a_slow_python_source_with_a_tiny_model_is_input_bound(tmp_path):
+    # 4 ms of Python per example in one worker: 64 ms per batch of 16, against a tiny MLP
+    # step of about a millisecond.
+    (tmp_path / "slow_source.py").write_text(
+        "import time\n"
+        "import numpy as np\n"
+        "class Slow:\n"
+        "    def __len__(self):\n"
+        "        return 4000\n"
+        "    def __getitem__(self, i):\n"
+        "        time.sleep(0.004)\n"
+        "        return np.float32([i % 2, 1 - i % 2, 0.5, 0.25]), np.int64(i % 2)\n"
+        "source = Slow()\n")
+    recipe = tmp_path / "slow.yaml"
+    recipe.write_text(
+        "data: {source: python, path: slow_source.py:source, workers: 1, num_classes: 2,\n"
+        "       validation_split: null, cache: null, shuffle_buffer: 0}\n"
+        "model: {name: mlp, params: {hidden_units: [8], normalization: none}}\n"
+        "training: {global_batch_size: 16}\n"
+        "runtime: {precision: float32}\n")
+    report = _doctor(recipe, "--try")
+    assert REPORT_KEYS <= set(report)
+    assert report["verdict"] == "input-bound"
+    assert report["input_wait_fraction"] >= 0.2
+    # The model alone on batches in memory is far faster than the pipeline feeds it.
+    assert report["model_examples_per_sec"] > 3 * report["pipeline_examples_per_sec"]
+    keys = [s["key"] for s in report["suggestions"]]
+    # Input-side changes first: the cache, more worker processes.
+    assert keys[:2] == ["data.cache", "data.workers"]
+    assert report["suggestions"][1]["set"] == ["data.workers=2"]
+    # --try measured the pipeline with 2 workers, and the model-side ones on the model.
+    measured = {s["key"]: s.get("measured") for s in report["suggestions"]}
+    assert measured["data.workers"]["what"] == "pipeline_examples_per_sec"
+    assert measured["data.workers"]["before"] == report["pipeline_examples_per_sec"]
+    assert measured["data.workers"]["after"] > 0
+    assert measured["training.global_batch_size"]["what"] == "model_examples_per_sec"
+    assert measured["data.cache"] is None  # a cache needs a whole pass: not a cheap try
+
+
+def test_cached_data_with_a_convolutional_model_is_compute_bound(tmp_path, shapes_data_dir):
+    recipe = tmp_path / "cnn.yaml"
+    recipe.write_text(
+        f"data: {{source: builtin, data_dir: {shapes_data_dir}, train_split: 'train[:1024]',\n"
+        "       validation_split: null, cache: memory, shuffle_buffer: 1024}\n"
+        "model: {name: small_cnn, params: {filters: [32, 64, 128], dense_units: 128}}\n"
+        "training: {global_batch_size: 64}\n"
+        "runtime: {precision: float32}\n")
+    report = _doctor(recipe)
+    assert report["verdict"] == "compute-bound"
+    assert report["input_wait_fraction"] < 0.05
+    assert report["pipeline_examples_per_sec"] > 3 * report["model_examples_per_sec"]
+    keys = [s["key"] for s in report["suggestions"]]
+    assert "data.cache" not in keys  # already cached; nothing input-side is suggested
+    assert "training.global_batch_size" in keys
+    stages = report["autotune"].get("stages")
+    assert stages and any("buffer_size" in s or "parallelism" in s for s in stages)
+
+
+def test_suggestions_follow_the_recipe_and_the_measurements():
+    from tfaccel.recipe import recipe_from_dict
+
+    recipe = recipe_from_dict({"data": {"source": "image_folder", "path": ".",
+                                        "image_size": [32, 32], "cache": None,
+                                        "num_parallel_calls": 1}},
+                              base_dir=".")
+    report = {"input_wait_fraction": 0.6, "model_examples_per_sec": 1000.0,
+              "pipeline_examples_per_sec": 200.0, "fit_examples_per_sec": 190.0,
+              "framework_overhead_fraction": 0.3, "settings": {"precision": "float32"}}
+    ranked = suggest(recipe, report, cpu_bf16=True, replicas=1)
+    keys = [s["key"] for s in ranked]
+    assert keys[:3] == ["data.cache", "data.num_parallel_calls", "data.private_threads"]
+    assert "up to 5.3x" in ranked[0]["expected"]  # 1000 / 190: the model-alone ceiling
+    assert keys.index("training.steps_per_execution") < keys.index("training.jit_compile")
+    assert "runtime.precision" in keys
+    compute_bound = dict(report, input_wait_fraction=0.01)
+    keys = [s["key"] for s in suggest(recipe, compute_bound, cpu_bf16=False, replicas=2)]
+    assert keys[0] == "training.steps_per_execution"
+    assert "data.cache" not in keys and "runtime.precision" not in keys
+    assert "training.jit_compile" not in keys  # XLA is suggested on one device only
+
+
+def test_doctor_rejects_a_bad_override_with_exit_2(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: x\n")
+    result = CliRunner().invoke(main, ["doctor", str(recipe), "--set", "training.epochs=-1"])
+    assert result.exit_code == 2
+    assert "training.epochs" in result.output and "Traceback" not in result.output
+
+
+def test_with_jit_compile_the_wait_is_estimated_and_says_so(tmp_path, shapes_data_dir):
+    recipe = tmp_path / "jit.yaml"
+    recipe.write_text(
+        f"data: {{source: builtin, data_dir: {shapes_data_dir}, train_split: 'train[:512]',\n"
+        "       validation_split: null, cache: memory, shuffle_buffer: 512}\n"
+        "model: {name: small_cnn}\n"
+        "training: {global_batch_size: 64, jit_compile: true}\n"
+        "runtime: {precision: float32}\n")
+    report = _doctor(recipe)
+    assert report["input_wait_source"].startswith("estimated from fit vs model-alone speed")
+    assert "jit_compile" in report["input_wait_source"]
+    expected = max(0.0, 1 - report["fit_examples_per_sec"] / report["model_examples_per_sec"])
+    assert report["input_wait_fraction"] == pytest.approx(expected)
+    assert report["framework_overhead_fraction"] is None
+    assert "training.jit_compile" not in [s["key"] for s in report["suggestions"]]

@@ -1,0 +1,186 @@
+"""`tfaccel compare`: several run directories side by side, as a table and a PNG of curves."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Optional, Sequence
+
+import yaml
+
+from tfaccel import run_dir as run_files
+from tfaccel.errors import UserInputError
+
+# Final figures shown for every run (those a run lacks are shown as "-").
+RESULT_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
+SPEED_KEYS = ("examples_per_sec", "input_wait_fraction", "step_time_ms", "wall_seconds")
+# Settings that say where a run was written, not how it was trained.
+IGNORED_SETTINGS = ("runtime.runs_dir", "runtime.verbose", "runtime.tensorboard")
+PLOT_HINT = "For a PNG of the curves: pip install 'tfaccel[plot]' (matplotlib)."
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """What a run directory holds: its name, settings, summary and per-epoch records."""
+
+    name: str
+    path: Path
+    settings: dict
+    summary: dict
+    epochs: list
+
+
+def load_run(path) -> Run:
+    """Reads one run directory (recipe.yaml, summary.json, metrics.jsonl).
+
+    Raises:
+        UserInputError: It is not a run directory, or its files cannot be read.
+    """
+    path = Path(path)
+    recipe_file = path / run_files.RECIPE_FILE
+    if not recipe_file.is_file():
+        raise UserInputError(f"RUN_DIR {str(path)!r} is not a tfaccel run directory (no "
+                             f"{run_files.RECIPE_FILE}); give folders that `tfaccel train` "
+                             "wrote.")
+    try:
+        settings = _flatten(yaml.safe_load(recipe_file.read_text()) or {})
+        summary_file = path / run_files.SUMMARY_FILE
+        summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+        metrics_file = path / run_files.METRICS_FILE
+        epochs = [json.loads(line) for line in metrics_file.read_text().splitlines()
+                  if line.strip()] if metrics_file.is_file() else []
+    except (OSError, ValueError, yaml.YAMLError) as error:
+        raise UserInputError(f"cannot read run directory {str(path)!r}: {error}") from None
+    for key in ("precision", "strategy", "replicas"):
+        if key in summary:
+            settings[f"(resolved) {key}"] = summary[key]
+    return Run(name=path.name, path=path, settings=settings, summary=summary, epochs=epochs)
+
+
+def _flatten(mapping: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and name != "model.params":
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def differing_settings(runs: Sequence[Run]) -> list:
+    """The setting names whose values are not the same in every run, in recipe order."""
+    names = []
+    for run in runs:
+        names += [n for n in run.settings if n not in names]
+    return [n for n in names if n not in IGNORED_SETTINGS
+            and len({json.dumps(r.settings.get(n), sort_keys=True, default=str)
+                     for r in runs}) > 1]
+
+
+def format_table(runs: Sequence[Run]) -> str:
+    """A Markdown table: differing settings, final metrics and throughput, one column a run."""
+    header = "| | " + " | ".join(r.name for r in runs) + " |"
+    lines = [header, "|---" * (len(runs) + 1) + "|"]
+
+    def row(label, values):
+        lines.append(f"| {label} | " + " | ".join(values) + " |")
+
+    differing = differing_settings(runs)
+    for name in differing:
+        row(name, [_show(r.settings.get(name)) for r in runs])
+    if not differing:
+        row("(settings)", ["identical"] * len(runs))
+    for key in RESULT_KEYS:
+        values = [r.summary.get("final_metrics", {}).get(key) for r in runs]
+        if any(v is not None for v in values):
+            row(f"final {key}", [_number(v, 4) for v in values])
+    row("epochs", [_show(r.summary.get("epochs_completed", len(r.epochs))) for r in runs])
+    for key in SPEED_KEYS:
+        values = [r.summary.get(key) for r in runs]
+        if any(v is not None for v in values):
+            digits = 3 if key == "input_wait_fraction" else 1
+            row(key, [_number(v, digits) for v in values])
+    return "\n".join(lines)
+
+
+def _show(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, default=str).replace("|", "/")
+    return str(value)
+
+
+def _number(value, digits: int) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def plot_runs(runs: Sequence[Run], path) -> dict:
+    """Writes a PNG of every run's loss, accuracy and examples/s per epoch.
+
+    Training curves are solid, validation curves dashed, one colour a run.
+
+    Returns:
+        ``{panel title: number of curves}`` as drawn (before saving).
+
+    Raises:
+        ImportError: matplotlib is not installed (the `tfaccel[plot]` extra).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed; files only
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    panels = (("loss", ("loss", "val_loss")), ("accuracy", ("accuracy", "val_accuracy")),
+              ("examples/s", ("examples_per_sec",)))
+    figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
+    drawn = {}
+    for axis, (title, keys) in zip(axes, panels):
+        for index, run in enumerate(runs):
+            colour = f"C{index % 10}"
+            for key in keys:
+                points = [(e["epoch"], e[key]) for e in run.epochs if e.get(key) is not None]
+                if not points:
+                    continue
+                xs, ys = zip(*points)
+                axis.plot(xs, ys, color=colour, marker="o", markersize=3,
+                          linestyle="--" if key.startswith("val_") else "-",
+                          label=f"{run.name} {key}")
+        axis.set_title(title)
+        axis.set_xlabel("epoch")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.grid(alpha=0.3)
+        if axis.lines:
+            axis.legend(fontsize=7)
+        drawn[title] = len(axis.lines)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return drawn
+
+
+def compare(run_dirs: Sequence, *, plot_path: Optional[str] = "compare.png") -> dict:
+    """Loads the runs, builds the table and (with matplotlib) the PNG.
+
+    Returns:
+        ``{"table": str, "plot": path or None, "curves": {...} or None, "note": str or None}``.
+    """
+    if len(run_dirs) < 1:
+        raise UserInputError("compare needs at least one RUN_DIR.")
+    runs = [load_run(d) for d in run_dirs]
+    names = [r.name for r in runs]
+    if len(set(names)) < len(names):  # same folder name under different parents
+        runs = [dataclasses.replace(r, name=str(r.path)) for r in runs]
+    result = {"table": format_table(runs), "plot": None, "curves": None, "note": None}
+    if plot_path:
+        try:
+            result["curves"] = plot_runs(runs, plot_path)
+            result["plot"] = str(plot_path)
+        except ImportError:
+            result["note"] = PLOT_HINT
+    return result

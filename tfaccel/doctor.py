@@ -1,0 +1,399 @@
+"""`tfaccel doctor`: is the job input-bound or compute-bound, by how much, and what to change."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from tfaccel.recipe import Recipe, recipe_from_dict, recipe_to_dict
+
+# The TensorFlow profiler's input-bound thresholds (share of step time waiting for input).
+MODERATE, HIGH = 0.05, 0.20
+
+
+def verdict_for(input_wait_fraction: float) -> str:
+    """`compute-bound` below 5% input wait, `moderately-input-bound` to 20%, else
+    `input-bound` (the TensorFlow profiler's thresholds)."""
+    if input_wait_fraction >= HIGH:
+        return "input-bound"
+    if input_wait_fraction >= MODERATE:
+        return "moderately-input-bound"
+    return "compute-bound"
+
+
+def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,
+             try_suggestions: bool = False) -> dict:
+    """Measures the input pipeline alone, the model alone and both together, side by side.
+
+    Args:
+        recipe: The validated recipe.
+        steps: Optimizer steps (batches) timed in each measurement, after a warm-up of as
+            many (the warm-up includes tracing and the first batches' start-up).
+        repeats: The model alone and `fit` are measured alternately this many times; the
+            best of each is kept.
+        try_suggestions: Also measure the cheap suggestions (pipeline or model alone with
+            the suggested setting) and report the measured change.
+
+    Returns:
+        A JSON-able dict: ``verdict``, ``input_wait_fraction``,
+        ``pipeline_examples_per_sec``, ``model_examples_per_sec``, ``fit_examples_per_sec``,
+        ``framework_overhead_fraction``, ``autotune`` (the stages tf.data's autotuner tuned,
+        or the reason it could not be read), ``suggestions`` (ranked) and the settings.
+    """
+    session = _Session(recipe)
+    pipeline = session.pipeline_alone(recipe, steps=steps)
+    model_rate, _ = session.model_alone(recipe, steps=steps)
+    fit = session.fit_together(steps=steps)
+    for _ in range(repeats - 1):
+        # Shared machines have bimodal timings: alternate the two, keep the best of each.
+        again, _ = session.model_alone(recipe, steps=steps, build=False)
+        model_rate = max(model_rate, again)
+        other = session.fit_together(steps=steps)
+        if other["examples_per_sec"] > fit["examples_per_sec"]:
+            fit = other
+    wait = fit["input_wait_fraction"]
+    wait_source = "measured in the train step"
+    if wait is None:
+        # Unmeasurable in the step (jit_compile): the share of the model's own speed lost.
+        wait = max(0.0, 1.0 - fit["examples_per_sec"] / model_rate) if model_rate else 0.0
+        wait_source = (f"estimated from fit vs model-alone speed "
+                       f"({session.monitor.unavailable_reason} hides the step's timestamps)")
+    report = {
+        "verdict": verdict_for(wait),
+        "input_wait_fraction": wait,
+        "input_wait_source": wait_source,
+        "pipeline_examples_per_sec": pipeline["examples_per_sec"],
+        "model_examples_per_sec": model_rate,
+        "fit_examples_per_sec": fit["examples_per_sec"],
+        "framework_overhead_fraction": fit["framework_overhead_fraction"],
+        "step_time_ms": fit["step_time_ms"],
+        "cpu_utilisation": fit["cpu_utilisation"],
+        "steps_timed": steps,
+        "repeats": repeats,
+        "autotune": pipeline["autotune"],
+        "settings": session.settings(),
+    }
+    report["suggestions"] = suggest(recipe, report, cpu_bf16=session.cpu_bf16,
+                                    replicas=session.replicas)
+    if try_suggestions:
+        for suggestion in report["suggestions"]:
+            if suggestion.get("try") in ("pipeline", "model"):
+                suggestion["measured"] = session.try_suggestion(recipe, suggestion,
+                                                                report, steps=steps)
+    return report
+
+
+class _Session:
+    """The strategy, precision and data of one doctor run, decided once (as `train` does)."""
+
+    def __init__(self, recipe: Recipe):
+        from tfaccel.engine.threads import configure_threads
+
+        self.threads = configure_threads(intra_op=recipe.runtime.intra_op_threads,
+                                         inter_op=recipe.runtime.inter_op_threads)
+        import keras
+
+        from tfaccel.batching import plan_batches
+        from tfaccel.engine.precision import cpu_has_bf16, set_precision
+        from tfaccel.engine.strategy import describe_strategy, make_strategy
+        from tfaccel.runner import build_data, input_order_is_fixed
+
+        keras.utils.set_random_seed(recipe.seed)
+        self.cpu_bf16 = cpu_has_bf16()
+        self.strategy = make_strategy(recipe.runtime.strategy, devices=recipe.runtime.devices)
+        self.strategy_info = describe_strategy(self.strategy)
+        self.replicas = self.strategy.num_replicas_in_sync
+        self.precision = set_precision(recipe.runtime.precision)
+        training = recipe.training
+        self.plan = plan_batches(global_batch_size=training.global_batch_size,
+                                 replicas=self.replicas,
+                                 accumulation_steps=training.accumulation_steps,
+                                 micro_batch_size=training.micro_batch_size)
+        self.data = build_data(recipe, self.plan, deterministic=input_order_is_fixed(
+            deterministic=recipe.runtime.deterministic,
+            strategy=self.strategy_info["strategy"]))
+        self.source = recipe.data.source
+        self.model = self.monitor = self.in_memory = None
+
+    def settings(self) -> dict:
+        return {"strategy": self.strategy_info["strategy"], "replicas": self.replicas,
+                "precision": self.precision, "global_batch_size": self.plan.global_batch_size,
+                "accumulation_steps": self.plan.accumulation_steps,
+                "source": self.source}
+
+    def pipeline_alone(self, recipe: Recipe, *, steps: int, data=None) -> dict:
+        """Examples/s of the training pipeline with no model, and the autotuner's choices.
+
+        `tfaccel bench`'s timing over 2 x `steps` batches; the rate counts the batches after
+        the first (start-up and a shuffle buffer's fill are not the steady state `fit` sees).
+        """
+        from tfaccel.bench import time_batches
+
+        run = time_batches((data or self.data).make_stream(0), num_batches=2 * steps,
+                           keep_iterator=True)
+        return {"examples_per_sec": run["steady_examples_per_s"],
+                "autotune": read_autotune(run["iterator"])}
+
+    def build_model(self, recipe: Recipe):
+        from tfaccel.runner import build_model
+        from tfaccel.throughput import ThroughputMonitor
+
+        trained_model, _ = build_model(recipe, strategy=self.strategy, plan=self.plan,
+                                       data=self.data)
+        monitor = ThroughputMonitor(steps_per_execution=recipe.training.steps_per_execution)
+        monitor.attach(trained_model, strategy=self.strategy)
+        return trained_model, monitor
+
+    def model_alone(self, recipe: Recipe, *, steps: int, keep: bool = True,
+                    build: bool = True) -> tuple:
+        """Examples/s of the train step on batches already in memory."""
+        if build:
+            model, monitor = self.build_model(recipe)
+            if keep:
+                self.model, self.monitor = model, monitor
+            # A few real batches, cached: the model never waits for the pipeline. One pass
+            # first, outside the timing: the cache is complete only once `take` has ended.
+            cached = self.data.make_stream(0).take(min(steps, 8)).cache()
+            for _ in cached:
+                pass
+            in_memory = cached.repeat()
+            if keep:
+                self.in_memory = in_memory
+        else:
+            model, monitor, in_memory = self.model, self.monitor, self.in_memory
+        figures = _timed_fit(model, monitor, in_memory, steps=steps)
+        return figures["examples_per_sec"], figures
+
+    def fit_together(self, *, steps: int) -> dict:
+        """The real pipeline feeding the model, as `fit` runs them."""
+        return _timed_fit(self.model, self.monitor, self.data.make_stream(0), steps=steps)
+
+    def try_suggestion(self, recipe: Recipe, suggestion: dict, report: dict, *,
+                       steps: int) -> dict:
+        """Measures one suggestion: the pipeline or the model alone with its setting."""
+        from tfaccel.errors import TfaccelError
+
+        try:
+            changed = recipe_from_dict(recipe_to_dict(recipe), overrides=suggestion["set"])
+            if suggestion["try"] == "pipeline":
+                from tfaccel.runner import build_data, input_order_is_fixed
+
+                data = build_data(changed, self.plan, deterministic=input_order_is_fixed(
+                    deterministic=changed.runtime.deterministic,
+                    strategy=self.strategy_info["strategy"]))
+                before = report["pipeline_examples_per_sec"]
+                after = self.pipeline_alone(changed, steps=steps, data=data)[
+                    "examples_per_sec"]
+                what = "pipeline_examples_per_sec"
+            else:
+                import keras
+
+                from tfaccel.engine.precision import set_precision
+
+                from tfaccel.batching import plan_batches
+                from tfaccel.runner import build_data
+
+                previous = keras.mixed_precision.global_policy().name
+                kept = self.plan, self.data
+                set_precision(changed.runtime.precision)
+                try:
+                    if changed.training.global_batch_size != recipe.training.global_batch_size:
+                        self.plan = plan_batches(
+                            global_batch_size=changed.training.global_batch_size,
+                            replicas=self.replicas,
+                            accumulation_steps=changed.training.accumulation_steps,
+                            micro_batch_size=changed.training.micro_batch_size)
+                        self.data = build_data(changed, self.plan, deterministic=False)
+                    before = report["model_examples_per_sec"]
+                    after, _ = self.model_alone(changed, steps=steps, keep=False)
+                finally:
+                    keras.mixed_precision.set_global_policy(previous)
+                    self.plan, self.data = kept
+                what = "model_examples_per_sec"
+        except (TfaccelError, ValueError, RuntimeError) as error:
+            return {"error": str(error).splitlines()[0]}
+        return {"what": what, "before": before, "after": after,
+                "ratio": after / before if before else None}
+
+
+def _timed_fit(model, monitor, dataset, *, steps: int) -> dict:
+    """Fits `steps` warm-up steps, then `steps` timed ones; the timed epoch's figures."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        history = model.fit(dataset, epochs=2, steps_per_epoch=steps, verbose=0,
+                            callbacks=[monitor], shuffle=False)
+    figures = {k: v[-1] for k, v in history.history.items()}
+    batch = _batch_size(dataset)
+    return {
+        "examples_per_sec": figures["steps_per_sec"] * batch,
+        "input_wait_fraction": figures.get("input_wait_fraction"),
+        "framework_overhead_fraction": monitor.framework_overhead_fraction(),
+        "step_time_ms": figures["step_time_ms"],
+        "cpu_utilisation": figures["cpu_utilisation"],
+    }
+
+
+def _batch_size(dataset) -> int:
+    import tensorflow as tf
+
+    leaf = tf.nest.flatten(dataset.element_spec)[0]
+    size = leaf.shape[0]
+    if size is None:  # not drop_remainder: read one batch
+        size = int(tf.shape(tf.nest.flatten(next(iter(dataset)))[0])[0])
+    return int(size)
+
+
+def read_autotune(iterator) -> dict:
+    """What tf.data's autotuner chose for each tuned stage of an iterator's pipeline.
+
+    Returns:
+        ``{"stages": [{"stage", "parallelism"/"buffer_size", "ms_per_element",
+        "buffered_elements"}...]}`` from output to source, or ``{"unavailable": reason}``.
+    """
+    import tensorflow as tf
+
+    try:
+        proto = tf.data.experimental.get_model_proto(iterator)
+    except Exception as error:  # noqa: BLE001 - any failure only means "not readable here"
+        return {"unavailable": f"{type(error).__name__}: {str(error).splitlines()[0]}"}
+    stages, node_id, seen = [], proto.output, set()
+    while node_id is not None and node_id in proto.nodes and node_id not in seen:
+        seen.add(node_id)
+        node = proto.nodes[node_id]
+        tuned = {p.name: p.value for p in node.parameters if p.tunable}
+        if tuned:
+            stage = {"stage": node.name, **{k: int(v) for k, v in tuned.items()}}
+            if node.num_elements:
+                # processing_time is in nanoseconds, summed over the stage's elements.
+                stage["ms_per_element"] = node.processing_time / node.num_elements / 1e6
+            stage["buffered_elements"] = int(node.buffered_elements)
+            stages.append(stage)
+        node_id = node.inputs[0] if node.inputs else None
+    return {"stages": stages, "cpu_budget": int(proto.optimization_params.cpu_budget)}
+
+
+def suggest(recipe: Recipe, report: dict, *, cpu_bf16: bool, replicas: int) -> list:
+    """Concrete, ranked changes: each names the recipe key(s), the value and the effect.
+
+    Input-side changes come first when the job waits for input, model-side ones first
+    otherwise; within a side, the larger expected effect first.
+    """
+    from tfaccel.throughput import available_cores
+
+    data, training = recipe.data, recipe.training
+    wait = report["input_wait_fraction"]
+    model_rate = report["model_examples_per_sec"]
+    gain = (f"up to {model_rate / max(report['fit_examples_per_sec'], 1e-9):.1f}x on fit "
+            "(the model-alone rate is the ceiling)")
+    cores = available_cores()
+    inputs, models = [], []
+    if wait >= MODERATE:
+        if not data.cache:
+            inputs.append(_s(["data.cache=memory"], "cache the decoded examples (after decode, "
+                             "before shuffle and augmentation)",
+                             f"from the second epoch the pipeline skips reading and "
+                             f"decoding; {gain}", rank=3))
+        if data.num_parallel_calls is not None and data.num_parallel_calls < cores:
+            inputs.append(_s(["data.num_parallel_calls=null"],
+                             f"let tf.data's autotuner choose the parallel calls (now "
+                             f"{data.num_parallel_calls}, {cores} cores)",
+                             "the map stages use every core", rank=2, trial="pipeline"))
+        if data.private_threads is None and data.source != "python":
+            inputs.append(_s([f"data.private_threads={cores}"],
+                             "give tf.data a private thread pool, so the input stages do not "
+                             "queue behind TensorFlow's own ops",
+                             "smoother input when the model's ops and the input compete for "
+                             "the shared pool", rank=1, trial="pipeline"))
+        if data.source == "python":
+            if data.workers < cores:
+                inputs.append(_s([f"data.workers={cores}"],
+                                 f"run the Python source in {cores} worker processes "
+                                 f"(now {data.workers})",
+                                 f"about {cores / max(data.workers, 1):.1f}x the Python "
+                                 "source's rate, if it is CPU-bound", rank=3,
+                                 trial="pipeline"))
+            if data.worker_mode == "thread":
+                inputs.append(_s(["data.worker_mode=process"],
+                                 "move Python work from threads (bound by the GIL) into "
+                                 "worker processes", "CPU-heavy Python scales with cores",
+                                 rank=3, trial="pipeline"))
+        if data.augment:
+            inputs.append(_s(["data.augment=[]"], "measure without augmentation: tfaccel's "
+                             "augmentations are already vectorised per batch; if this is "
+                             "much faster, use fewer or cheaper ones",
+                             "shows the augmentation's share of the input time", rank=0,
+                             trial="pipeline"))
+    overhead = report.get("framework_overhead_fraction") or 0.0
+    if training.steps_per_execution == 1 and overhead >= 0.10:
+        models.append(_s(["training.steps_per_execution=8"],
+                         f"run 8 steps per call into the compiled function: "
+                         f"{overhead:.0%} of each step is per-call overhead",
+                         f"that overhead drops about 8x (up to {1 / (1 - overhead * 7 / 8):.2f}x"
+                         " steps/s)", rank=3, trial="model"))
+    if report["settings"]["precision"] == "float32":
+        if cpu_bf16:
+            models.append(_s(["runtime.precision=mixed_bfloat16"],
+                             "compute in bfloat16 (this CPU has bf16 instructions)",
+                             "about 2x on bf16 CPUs (2.4x measured on a small CNN)", rank=3,
+                             trial="model"))
+    if not training.jit_compile and replicas == 1:
+        models.append(_s(["training.jit_compile=true"], "compile the train step with XLA",
+                         "fuses the step's ops; the measured change decides", rank=1,
+                         trial="model"))
+    models.append(_s([f"training.global_batch_size={training.global_batch_size * 2}"],
+                     "a bigger batch per step (add training.accumulation_steps=2 to keep the "
+                     "per-device memory; raise the learning rate with it)",
+                     "fewer, fuller steps: higher examples/s when the step is short", rank=1,
+                     trial="model"))
+    first, second = (inputs, models) if wait >= MODERATE else (models, inputs)
+    ranked = sorted(first, key=lambda s: -s["rank"]) + sorted(second, key=lambda s: -s["rank"])
+    for suggestion in ranked:
+        del suggestion["rank"]
+    return ranked
+
+
+def _s(overrides: Sequence[str], why: str, expected: str, *, rank: int,
+       trial: Optional[str] = None) -> dict:
+    return {"key": overrides[0].split("=", 1)[0], "set": list(overrides), "why": why,
+            "expected": expected, "try": trial, "rank": rank}
+
+
+def format_report(report: dict) -> str:
+    """The report as text: verdict, figures, the autotuner's choices, suggestions."""
+    lines = [f"Verdict: {report['verdict']} ({report['input_wait_fraction']:.1%} of the step "
+             f"time waiting for input; {report['input_wait_source']}).", ""]
+    lines += [
+        f"  input pipeline alone     {report['pipeline_examples_per_sec']:>10,.0f} examples/s",
+        f"  model alone (in memory)  {report['model_examples_per_sec']:>10,.0f} examples/s",
+        f"  fit (both together)      {report['fit_examples_per_sec']:>10,.0f} examples/s",
+        f"  step time {report['step_time_ms']:.1f} ms, CPU utilisation "
+        f"{report['cpu_utilisation']:.0%}, per-call overhead "
+        + (f"{report['framework_overhead_fraction']:.0%}"
+           if report["framework_overhead_fraction"] is not None else "unmeasured")
+        + f" ({report['steps_timed']} steps timed each, best of {report['repeats']})",
+        ""]
+    autotune = report["autotune"]
+    if "stages" in autotune:
+        lines.append(f"tf.data autotuner (CPU budget {autotune['cpu_budget']}):")
+        for stage in autotune["stages"]:
+            chosen = ", ".join(f"{k} {v}" for k, v in stage.items()
+                               if k not in ("stage", "ms_per_element", "buffered_elements"))
+            timing = (f", {stage['ms_per_element']:.2f} ms/element"
+                      if "ms_per_element" in stage else "")
+            lines.append(f"  {stage['stage']:<22} {chosen}{timing}, "
+                         f"{stage['buffered_elements']} buffered")
+    else:
+        lines.append(f"tf.data autotuner: not readable ({autotune['unavailable']}).")
+    lines += ["", "Suggestions (most promising first):"]
+    for n, s in enumerate(report["suggestions"], 1):
+        sets = " ".join(f"--set {o}" for o in s["set"])
+        lines.append(f"  {n}. {sets}: {s['why']}; expected: {s['expected']}.")
+        measured = s.get("measured")
+        if measured:
+            if "error" in measured:
+                lines.append(f"     tried: failed ({measured['error']})")
+            else:
+                lines.append(f"     tried: {measured['what']} {measured['before']:,.0f} -> "
+                             f"{measured['after']:,.0f} ({measured['ratio']:.2f}x)")
+    return "\n".join(lines)
