@@ -90,17 +90,14 @@ def test_the_timer_does_not_change_what_is_trained():
 def test_op_determinism_leaves_the_input_wait_unmeasured_and_training_runs():
     # TensorFlow refuses timestamp ops under op determinism ("Timestamp cannot be called
     # when determinism is enabled"): the monitor must not wrap the step then.
-    import tensorflow as tf
-    from tensorflow.python.framework import config as tf_config  # the only way back
+    from tfaccel.engine.determinism import op_determinism_enabled, set_op_determinism
 
-    from tfaccel.throughput import op_determinism_enabled
-
-    tf.config.experimental.enable_op_determinism()
+    set_op_determinism(True)
     try:
         assert op_determinism_enabled()
         history, monitor = _fit(slow_input=False)
     finally:
-        tf_config.disable_op_determinism()
+        set_op_determinism(False)
     assert not op_determinism_enabled()
     assert "input_wait_fraction" not in history
     assert monitor.unavailable_reason.startswith("runtime.deterministic")

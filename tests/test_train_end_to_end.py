@@ -195,7 +195,8 @@ def test_missing_image_folder_exits_2_and_leaves_no_run_directory(tmp_path):
     assert result.exit_code == 2, result.output
     assert str(tmp_path / "no_such_folder") in result.output
     assert "does not exist" in result.output and "Traceback" not in result.output
-    assert list((tmp_path / "runs").iterdir()) == []
+    # Checked before anything is created: no run directory, not even runs_dir.
+    assert not (tmp_path / "runs").exists() or list((tmp_path / "runs").iterdir()) == []
 
 
 def test_mirrored_two_replicas_with_accumulation_through_the_runner(tmp_path, tfds_dir,
@@ -306,6 +307,18 @@ def test_a_failing_data_worker_is_reported_with_its_traceback(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "failed"
     assert "cannot read example 40" in summary["failure"]["message"]
+
+
+def test_a_deterministic_run_leaves_op_determinism_as_it_found_it(tmp_path, tfds_dir):
+    # A library user's process is shared: a run with runtime.deterministic must not leave
+    # deterministic kernels (slower, other error messages) switched on after it.
+    from tfaccel.engine.determinism import op_determinism_enabled
+    from tfaccel.runner import train
+
+    recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
+    assert not op_determinism_enabled()
+    train(recipe, overrides + ["runtime.deterministic=true"], run_dir=str(tmp_path / "run"))
+    assert not op_determinism_enabled()
 
 
 def test_describe_op_error_shows_tensorflow_s_own_message_not_stack_frames():

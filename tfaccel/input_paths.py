@@ -13,8 +13,9 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
     """Checks that the data a recipe reads is there, before any TensorFlow is imported.
 
     The image folder is a folder, the TFRecord pattern matches at least one file, the arrays
-    file exists, the python source's file (or module) can be found, and data.data_dir (when
-    given) is a folder. Remote paths (``gs://...``) are left to TensorFlow.
+    file exists, and the python source's file (or module) can be found. Remote paths
+    (``gs://...``) are left to TensorFlow, and a TFDS data_dir to TFDS (which creates it
+    when it prepares a dataset, and says how to prepare one that is missing).
 
     Args:
         recipe: A validated `Recipe` (paths already resolved against the recipe's folder).
@@ -25,8 +26,6 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
     """
     data = recipe.data
     path = data.path
-    if data.data_dir and not _remote(data.data_dir) and not os.path.isdir(data.data_dir):
-        raise RecipeError(f"{source}: data.data_dir {data.data_dir!r} is not a folder.")
     if not path or _remote(path):
         return
     if data.source == "image_folder":

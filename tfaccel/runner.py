@@ -123,14 +123,16 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
                                 inter_op=runtime.inter_op_threads)
 
     import keras
-    import tensorflow as tf
 
     from tfaccel.engine.precision import set_precision
     from tfaccel.engine.strategy import describe_strategy, make_strategy
 
+    from tfaccel.engine.determinism import op_determinism_enabled, set_op_determinism
+
     keras.utils.set_random_seed(recipe.seed)
+    previous_determinism = op_determinism_enabled()
     if runtime.deterministic:
-        tf.config.experimental.enable_op_determinism()
+        set_op_determinism(True)
     previous_policy = keras.mixed_precision.global_policy().name
     try:
         strategy = make_strategy(runtime.strategy, devices=runtime.devices)
@@ -155,6 +157,8 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
             shutil.rmtree(scratch, ignore_errors=True)
         # The policy is process-global; leave it as we found it for library users.
         keras.mixed_precision.set_global_policy(previous_policy)
+        if op_determinism_enabled() != previous_determinism:
+            set_op_determinism(previous_determinism)
 
 
 @dataclasses.dataclass

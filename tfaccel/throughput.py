@@ -67,6 +67,8 @@ class ThroughputMonitor(keras.callbacks.Callback):
         if model.jit_compile:
             self.unavailable_reason = "jit_compile (XLA has no timestamp op)"
             return
+        from tfaccel.engine.determinism import op_determinism_enabled
+
         if op_determinism_enabled():
             # TensorFlow refuses to run a timestamp op under op determinism.
             self.unavailable_reason = "runtime.deterministic (op determinism forbids timestamps)"
@@ -201,14 +203,6 @@ class ThroughputMonitor(keras.callbacks.Callback):
             return None
         rest = self._call_seconds - self._wait_seconds - self._compute_seconds
         return min(max(rest / self._call_seconds, 0.0), 1.0)
-
-
-def op_determinism_enabled() -> bool:
-    """Whether `tf.config.experimental.enable_op_determinism()` is in force."""
-    # TensorFlow 2.21 exports the setter but not this getter.
-    from tensorflow.python.framework import config as tf_config
-
-    return bool(getattr(tf_config, "is_op_determinism_enabled", lambda: False)())
 
 
 def peak_device_memory_mb() -> Optional[float]:
