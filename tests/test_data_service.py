@@ -322,6 +322,7 @@ def test_tfaccel_bench_measures_a_service_recipe_in_process_and_says_so(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # outside the CI budget: a subprocess that waits out the grace period
 def test_a_server_whose_shutdown_hangs_still_exits_0_after_the_grace_period():
     # Seen once in the benchmark: a worker's shutdown waited on requests in flight for ever.
     code = ("import threading, time\n"

@@ -55,7 +55,10 @@ def _launch_as_cluster(train_args, *, tmp_path):
     return [p.returncode for p in processes], "".join(outputs)
 
 
-@pytest.mark.parametrize("accumulation, form", [(1, "hosts"), (2, "workers")])
+# The cluster form without accumulation is outside the CI budget (heavy): the SIGTERM test
+# below also compares 2 workers with one process without accumulation.
+@pytest.mark.parametrize("accumulation, form", [
+    pytest.param(1, "hosts", marks=pytest.mark.heavy), (2, "workers")])
 def test_two_workers_end_with_the_weights_of_one_process(tmp_path, shapes_data_dir,
                                                          accumulation, form):
     # Global batch 32: 2 workers x 1 replica x (micro-batch 16, or 2 micro-batches of 8)

@@ -77,6 +77,7 @@ def _free_ports(count):
 
 @pytest.mark.multiworker
 @pytest.mark.slow
+@pytest.mark.heavy  # tests/test_launch_multiworker.py checks the same through the runner
 def test_two_workers_fit_with_accumulation_matches_plain_fit(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
