@@ -154,15 +154,26 @@ def _application_input(keras, *, input_shape, image_size):
     return inputs, x, (*target, input_shape[2])
 
 
-def _build_application(family, *, input_shape, num_classes, image_size, dropout, **kwargs):
+def _set_batchnorm_momentum(keras, model, momentum):
+    """Sets every BatchNormalization layer's moving-average momentum (saved in its config)."""
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.momentum = momentum
+
+
+def _build_application(family, *, input_shape, num_classes, image_size, dropout, normalization,
+                       bn_momentum, **kwargs):
     import keras
 
     inputs, x, backbone_shape = _application_input(
         keras, input_shape=input_shape, image_size=image_size
     )
-    if family == "resnet50":
-        # ResNet50 has no preprocessing layer of its own (EfficientNet and MobileNetV3 do).
-        x = keras.layers.Rescaling(1.0 / 255)(x)
+    x = _normalize_pixels(keras, x, normalization=normalization)
+    if family == "mobilenet_v3_small":
+        kwargs["include_preprocessing"] = False  # ours instead of its [-1, 1] Rescaling
+    if family == "efficientnet_b0" and normalization != "none":
+        # EfficientNet always divides its input by 255 itself (no switch to turn it off).
+        x = keras.layers.Rescaling(255.0, name="undo_efficientnet_rescaling")(x)
     constructor = {
         "mobilenet_v3_small": keras.applications.MobileNetV3Small,
         "efficientnet_b0": keras.applications.EfficientNetB0,
@@ -172,6 +183,7 @@ def _build_application(family, *, input_shape, num_classes, image_size, dropout,
     # count free. weights=None: no downloads, ever.
     backbone = constructor(include_top=False, weights=None, input_shape=backbone_shape,
                            pooling="avg", **kwargs)
+    _set_batchnorm_momentum(keras, backbone, bn_momentum)
     x = backbone(x)
     outputs = _classifier_head(keras, x, num_classes=num_classes, dropout=dropout)
     return keras.Model(inputs, outputs, name=family)
@@ -208,17 +220,20 @@ MODELS = {
     ),
     "mobilenet_v3_small": ModelSpec(
         _application("mobilenet_v3_small"),
-        {"image_size": None, "alpha": 1.0, "dropout": 0.2},
+        {"image_size": None, "alpha": 1.0, "dropout": 0.2, "normalization": "per_image",
+         "bn_momentum": _BN_MOMENTUM},
         "keras.applications.MobileNetV3Small, weights=None.",
     ),
     "efficientnet_b0": ModelSpec(
         _application("efficientnet_b0"),
-        {"image_size": None, "dropout": 0.2},
+        {"image_size": None, "dropout": 0.2, "normalization": "per_image",
+         "bn_momentum": _BN_MOMENTUM},
         "keras.applications.EfficientNetB0, weights=None.",
     ),
     "resnet50": ModelSpec(
         _application("resnet50"),
-        {"image_size": None, "dropout": 0.0},
+        {"image_size": None, "dropout": 0.0, "normalization": "per_image",
+         "bn_momentum": _BN_MOMENTUM},
         "keras.applications.ResNet50, weights=None.",
     ),
 }
@@ -298,6 +313,11 @@ def _check_param(model, key, value, default):
             )
         return value
     if key == "dropout":
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and 0 <= value < 1):
+            raise UserInputError(f"{where} must be a number in [0, 1), got {value!r}.")
+        return float(value)
+    if key == "bn_momentum":
         if not (isinstance(value, (int, float)) and not isinstance(value, bool)
                 and 0 <= value < 1):
             raise UserInputError(f"{where} must be a number in [0, 1), got {value!r}.")
