@@ -288,18 +288,18 @@ def test_application_families_standardise_each_image_and_use_momentum_0_9(name, 
 
 @pytest.mark.slow
 @pytest.mark.heavy
-def test_mobilenet_v3_small_learns_the_builtin_dataset_above_chance(tmp_path, shapes_data_dir):
+def test_mobilenet_v3_small_learns_the_builtin_dataset(tmp_path, shapes_data_dir):
     # Measured (2 shared CPU cores): with Keras' own set-up (its [-1, 1] rescaling, BatchNorm
     # momentum 0.999) training and validation accuracy stayed at 0.25-0.26 after 2 epochs of
-    # 3,000 images; per-image standardisation + momentum 0.9: see the bound's comment.
+    # 3,000 images. With per-image standardisation + momentum 0.9: 0.46 after 8 epochs of
+    # 3,000 images (too slow a budget to be a test); these 10 epochs of 12,000: 0.936 (194 s).
     from pathlib import Path
 
     from tfaccel.runner import train
 
     result = train(str(Path(__file__).resolve().parents[1] / "recipes" / "default.yaml"), [
-        f"data.data_dir={shapes_data_dir}", "model.name=mobilenet_v3_small", "training.epochs=8",
-        "data.train_split=train[:3000]", "data.validation_split=test[:1000]",
+        f"data.data_dir={shapes_data_dir}", "model.name=mobilenet_v3_small", "training.epochs=10",
+        "data.validation_split=test[:1000]", "runtime.precision=float32",
         "runtime.verbose=0", "runtime.tensorboard=false",
         "training.checkpoints=false"], run_dir=str(tmp_path / "run"))
-    print(result.epochs)
-    assert result.epochs[-1]["val_accuracy"] >= 0.29, result.epochs
+    assert result.epochs[-1]["val_accuracy"] >= 0.80, result.epochs
