@@ -49,7 +49,8 @@ def test_model_params_returns_defaults_as_a_fresh_dict():
     assert models.model_params("small_cnn")["filters"] == (16, 32, 64)
     assert models.model_params("mlp") == {"hidden_units": (256, 128), "dropout": 0.2,
                                           "normalization": "rescale"}
-    assert set(models.model_params("resnet50")) == {"image_size", "dropout"}
+    assert models.model_params("resnet50") == {"image_size": None, "dropout": 0.0,
+                                               "normalization": "per_image", "bn_momentum": 0.9}
 
 
 def test_unknown_model_name_suggests_the_closest():
@@ -76,6 +77,9 @@ def test_unknown_param_names_it_and_suggests_the_closest():
         ("small_cnn", {"normalization": "perimage"}, r"'perimage'\. Did you mean 'per_image'"),
         ("resnet_small", {"stages": 0}, r"'stages' must be an integer >= 1, got 0"),
         ("resnet50", {"image_size": 16}, r"'image_size' must be .*>= 32, got 16"),
+        ("efficientnet_b0", {"bn_momentum": 1.0}, r"'bn_momentum' must be a number in "
+                                                  r"\[0, 1\), got 1.0"),
+        ("mobilenet_v3_small", {"normalization": "imagenet"}, r"'normalization' must be one of"),
     ],
 )
 def test_bad_param_values_are_rejected_with_the_value(name, params, message):
@@ -257,3 +261,64 @@ def test_resnet_small_learns_the_builtin_dataset(tmp_path, shapes_data_dir):
         "runtime.verbose=0", "runtime.tensorboard=false",
         "training.checkpoints=false"], run_dir=str(tmp_path / "run"))
     assert result.epochs[-1]["val_accuracy"] >= 0.80, result.epochs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", APPLICATIONS)
+def test_application_families_standardise_each_image_and_use_momentum_0_9(name, policy):
+    import keras
+
+    policy("float32")
+    keras.utils.set_random_seed(0)
+    model = models.build_model(name, input_shape=(32, 32, 3), num_classes=3)
+    norms = [layer for layer in model._flatten_layers(include_self=False, recursive=True)
+             if isinstance(layer, keras.layers.BatchNormalization)]
+    # Keras builds these with 0.99 (0.999 in MobileNetV3): validation then reads moving
+    # statistics still near their start after a short run (what held resnet_small at chance).
+    assert norms and {layer.momentum for layer in norms} == {0.9}
+    # A colour cast (per-channel offset) does not reach the backbone.
+    images = _images(2, (32, 32, 3)).astype("float32") * 0.8
+    cast = images + np.array([40.0, -20.0, 10.0], dtype="float32")
+    np.testing.assert_allclose(np.asarray(model(images)), np.asarray(model(cast)), atol=1e-4)
+    kept = models.build_model(name, input_shape=(32, 32, 3), num_classes=3, bn_momentum=0.99,
+                              normalization="rescale")
+    assert {layer.momentum for layer in kept._flatten_layers(include_self=False, recursive=True)
+            if isinstance(layer, keras.layers.BatchNormalization)} == {0.99}
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_mobilenet_v3_small_learns_the_builtin_dataset(tmp_path, shapes_data_dir):
+    # Measured (2 shared CPU cores): with Keras' own set-up (its [-1, 1] rescaling, BatchNorm
+    # momentum 0.999) training and validation accuracy stayed at 0.25-0.26 after 2 epochs of
+    # 3,000 images. With per-image standardisation + momentum 0.9: 0.46 after 8 epochs of
+    # 3,000 images (too slow a budget to be a test); these 10 epochs of 12,000: 0.936 (194 s).
+    from pathlib import Path
+
+    from tfaccel.runner import train
+
+    result = train(str(Path(__file__).resolve().parents[1] / "recipes" / "default.yaml"), [
+        f"data.data_dir={shapes_data_dir}", "model.name=mobilenet_v3_small", "training.epochs=10",
+        "data.validation_split=test[:1000]", "runtime.precision=float32",
+        "runtime.verbose=0", "runtime.tensorboard=false",
+        "training.checkpoints=false"], run_dir=str(tmp_path / "run"))
+    assert result.epochs[-1]["val_accuracy"] >= 0.80, result.epochs
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_efficientnet_b0_learns_the_builtin_dataset(tmp_path, shapes_data_dir):
+    # About 12 minutes on 2 shared CPU cores (733 s wall, 70-100 s per epoch). Measured with these settings
+    # through `tfaccel train`: validation accuracy 0.31 / 0.38 / 0.50 / 0.62 / 0.73 / 0.87
+    # after epochs 1 / 3 / 5 / 6 / 7 / 8 (training accuracy 0.76: dropout and BatchNorm
+    # batch statistics). With only 3,000 images: 0.31 after 5 epochs.
+    from pathlib import Path
+
+    from tfaccel.runner import train
+
+    result = train(str(Path(__file__).resolve().parents[1] / "recipes" / "default.yaml"), [
+        f"data.data_dir={shapes_data_dir}", "model.name=efficientnet_b0", "training.epochs=8",
+        "data.validation_split=test[:1000]", "runtime.precision=float32",
+        "runtime.verbose=0", "runtime.tensorboard=false",
+        "training.checkpoints=false"], run_dir=str(tmp_path / "run"))
+    assert result.epochs[-1]["val_accuracy"] >= 0.70, result.epochs
