@@ -245,22 +245,29 @@ def test_resnet_small_batchnorm_forgets_its_start_within_a_short_run(policy):
     assert all(np.all(np.asarray(layer.gamma) == 1.0) for layer in norms)
 
 
+def _validation_accuracy_after(tmp_path, data_dir, overrides):
+    """Trains the default recipe with `overrides` (no outputs but the run) and returns the
+    last epoch's validation accuracy (the per-epoch records on failure)."""
+    from pathlib import Path
+
+    from tfaccel.runner import train
+
+    result = train(str(Path(__file__).resolve().parents[1] / "recipes" / "default.yaml"), [
+        f"data.data_dir={data_dir}", "runtime.verbose=0", "runtime.tensorboard=false",
+        "training.checkpoints=false", *overrides], run_dir=str(tmp_path / "run"))
+    return result.epochs[-1]["val_accuracy"], result.epochs
+
+
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_resnet_small_learns_the_builtin_dataset(tmp_path, shapes_data_dir):
     # It sat at chance (train and validation accuracy 0.24-0.26 after these 2 epochs) with
     # 1/255 scaling alone; per-image standardisation alone: 0.49 (moving statistics at
     # momentum 0.99, zero-initialised gammas); with all three fixed: 0.94-0.96.
-    from pathlib import Path
-
-    from tfaccel.runner import train
-
-    result = train(str(Path(__file__).resolve().parents[1] / "recipes" / "default.yaml"), [
-        f"data.data_dir={shapes_data_dir}", "model.name=resnet_small", "training.epochs=2",
-        "data.train_split=train[:3000]", "data.validation_split=test[:1000]",
-        "runtime.verbose=0", "runtime.tensorboard=false",
-        "training.checkpoints=false"], run_dir=str(tmp_path / "run"))
-    assert result.epochs[-1]["val_accuracy"] >= 0.80, result.epochs
+    accuracy, epochs = _validation_accuracy_after(tmp_path, shapes_data_dir, [
+        "model.name=resnet_small", "training.epochs=2", "data.train_split=train[:3000]",
+        "data.validation_split=test[:1000]"])
+    assert accuracy >= 0.80, epochs
 
 
 @pytest.mark.slow
@@ -293,32 +300,20 @@ def test_mobilenet_v3_small_learns_the_builtin_dataset(tmp_path, shapes_data_dir
     # momentum 0.999) training and validation accuracy stayed at 0.25-0.26 after 2 epochs of
     # 3,000 images. With per-image standardisation + momentum 0.9: 0.46 after 8 epochs of
     # 3,000 images (too slow a budget to be a test); these 10 epochs of 12,000: 0.936 (194 s).
-    from pathlib import Path
-
-    from tfaccel.runner import train
-
-    result = train(str(Path(__file__).resolve().parents[1] / "recipes" / "default.yaml"), [
-        f"data.data_dir={shapes_data_dir}", "model.name=mobilenet_v3_small", "training.epochs=10",
-        "data.validation_split=test[:1000]", "runtime.precision=float32",
-        "runtime.verbose=0", "runtime.tensorboard=false",
-        "training.checkpoints=false"], run_dir=str(tmp_path / "run"))
-    assert result.epochs[-1]["val_accuracy"] >= 0.80, result.epochs
+    accuracy, epochs = _validation_accuracy_after(tmp_path, shapes_data_dir, [
+        "model.name=mobilenet_v3_small", "training.epochs=10",
+        "data.validation_split=test[:1000]", "runtime.precision=float32"])
+    assert accuracy >= 0.80, epochs
 
 
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_efficientnet_b0_learns_the_builtin_dataset(tmp_path, shapes_data_dir):
-    # About 12 minutes on 2 shared CPU cores (733 s wall, 70-100 s per epoch). Measured with these settings
-    # through `tfaccel train`: validation accuracy 0.31 / 0.38 / 0.50 / 0.62 / 0.73 / 0.87
+    # About 12 minutes on 2 shared CPU cores (733 s wall, 70-100 s per epoch). Measured
+    # with these settings through `tfaccel train`: validation accuracy 0.31 / 0.38 / 0.50 / 0.62 / 0.73 / 0.87
     # after epochs 1 / 3 / 5 / 6 / 7 / 8 (training accuracy 0.76: dropout and BatchNorm
     # batch statistics). With only 3,000 images: 0.31 after 5 epochs.
-    from pathlib import Path
-
-    from tfaccel.runner import train
-
-    result = train(str(Path(__file__).resolve().parents[1] / "recipes" / "default.yaml"), [
-        f"data.data_dir={shapes_data_dir}", "model.name=efficientnet_b0", "training.epochs=8",
-        "data.validation_split=test[:1000]", "runtime.precision=float32",
-        "runtime.verbose=0", "runtime.tensorboard=false",
-        "training.checkpoints=false"], run_dir=str(tmp_path / "run"))
-    assert result.epochs[-1]["val_accuracy"] >= 0.70, result.epochs
+    accuracy, epochs = _validation_accuracy_after(tmp_path, shapes_data_dir, [
+        "model.name=efficientnet_b0", "training.epochs=8",
+        "data.validation_split=test[:1000]", "runtime.precision=float32"])
+    assert accuracy >= 0.70, epochs

@@ -276,6 +276,8 @@ def export(run_dir, export_format, quantize, out, calibration_examples, latency_
     report = run_export(run_dir, format=export_format, quantize=quantize, out=out,
                         calibration_examples=calibration_examples, latency_runs=latency_runs)
     click.echo(format_report(report))
+
+
 @main.command()
 @RECIPE_ARGUMENT
 @SET_OPTION
