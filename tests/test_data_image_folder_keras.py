@@ -119,3 +119,14 @@ def test_class_names_choose_and_order_the_classes(folder):
     assert {v for p, v in labels.items() if "/dog/" in p} == {0}
     assert {v for p, v in labels.items() if "/cat/" in p} == {1}
     assert tf.reduce_max(next(iter(ds))[1]).numpy() == 1
+
+
+def test_subset_both_caches_each_subset_in_its_own_files(folder, tmp_path):
+    # The same rule as a recipe's splits: PREFIX and PREFIX_validation, also for a folder.
+    train, val = from_image_folder(folder, image_size=(8, 8), batch_size=4,
+                                   validation_split=0.2, subset="both", seed=3,
+                                   cache=str(tmp_path / "c") + "/")
+    assert sum(int(y.shape[0]) for _, y in train) == 12
+    assert sum(int(y.shape[0]) for _, y in val) == 3
+    names = sorted(p.name for p in (tmp_path / "c").iterdir())
+    assert "tfdata_cache.index" in names and "tfdata_cache_validation.index" in names

@@ -35,6 +35,17 @@ def cache_prefix(cache) -> str:
     return path
 
 
+def split_prefixes(cache):
+    """The training and validation caches of one `cache` setting: each split its own files.
+
+    "memory" (or None) serves both; a file cache gets PREFIX and PREFIX_validation.
+    """
+    if not is_file_cache(cache):
+        return (cache or None,) * 2
+    prefix = cache_prefix(cache)
+    return prefix, f"{prefix}_validation"
+
+
 def _own_files(prefix: str) -> list:
     """The files tf.data writes for `prefix` (complete cache or an interrupted writer's)."""
     directory, base = os.path.split(os.path.abspath(prefix))

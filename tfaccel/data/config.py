@@ -34,10 +34,7 @@ def _common(config, *, seed: int, deterministic: bool, sequential: bool) -> dict
 
 def _cache_prefixes(config) -> Tuple[Optional[str], Optional[str]]:
     """The training and validation caches: "memory", None, or each split's own file prefix."""
-    if not cache_files.is_file_cache(config.cache):
-        return (config.cache or None,) * 2
-    prefix = cache_files.cache_prefix(config.cache)
-    return prefix, f"{prefix}_validation"  # its own cache files, never the training ones
+    return cache_files.split_prefixes(config.cache)
 
 
 def _train_tail(config, num_replicas: int, *, stream=None) -> dict:

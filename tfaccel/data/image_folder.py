@@ -9,7 +9,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from tfaccel.data import images, pipeline, sharding, splits
+from tfaccel.data import cache_files, images, pipeline, sharding, splits
 from tfaccel.errors import DataError, UserInputError
 
 logger = logging.getLogger(__name__)
@@ -379,17 +379,18 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
         if not validation_fraction:
             raise UserInputError("subset='both' needs validation_split (validation_fraction) "
                                  "> 0.")
-        # Keras' pair, from one listing (the folder is read and checked once).
+        # Keras' pair, from one listing (the folder is read and checked once); each subset
+        # caches into its own files, by the same rule as a recipe's splits.
+        train_cache, validation_cache = cache_files.split_prefixes(cache)
         both = dict(batch_size=batch_size, image_size=image_size, channels=channels,
-                    validation_fraction=validation_fraction, seed=seed, cache=cache,
+                    validation_fraction=validation_fraction, seed=seed,
                     listing=listing, label_mode=label_mode, interpolation=interpolation,
                     crop_to_aspect_ratio=crop_to_aspect_ratio,
                     jpeg_dct_scaling=jpeg_dct_scaling, **options)
-        validation_cache = f"{cache}_validation" if cache and cache != "memory" else cache
         return (from_image_folder(path, subset="training", shuffle_buffer=shuffle_buffer,
-                                  **both),
+                                  cache=train_cache, **both),
                 from_image_folder(path, subset="validation", shuffle_buffer=0,
-                                  **{**both, "cache": validation_cache}))
+                                  cache=validation_cache, **both))
     paths, labels, class_names, skipped = listing
     if label_mode == "binary" and len(class_names) != 2:
         raise UserInputError(f"label_mode='binary' needs exactly 2 classes; {path!r} has "
