@@ -150,3 +150,41 @@ def test_a_recipe_builds_tfds_data_under_mock_data():
         assert sum(int(y.shape[0]) for _, y in val) == 12
     assert info["num_classes"] == 10 and info["train_examples"] == 12
     assert info["input_shape"] == (28, 28, 1) and info["steps_per_epoch"] == 3
+
+
+def test_tfds_files_are_divided_among_workers_before_the_stream(tmp_path):
+    # TinyDigits' 8 training examples in 4 files of 2; 2 workers, global batch 4: each
+    # worker reads its 2 files (TFDS's own input-context sharding) and makes 2 steps of 2.
+    import dataclasses
+
+    import tensorflow as tf
+
+    from tfaccel.data import EpochStream
+    from tfaccel.data.config import build_datasets, worker_file_shares
+    from tfaccel.recipe import DataConfig
+
+    builder = TinyDigits(data_dir=str(tmp_path))
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(num_shards=4))
+    instructions = builder.info.splits["train"].file_instructions
+    in_file = [sorted(int(ex["image"][0, 0, 0]) // 10 for ex in tfds.as_numpy(
+        tf.data.TFRecordDataset(i.filename).map(builder.info.features.deserialize_example)))
+        for i in instructions]
+    assert [len(ids) for ids in in_file] == [2, 2, 2, 2]
+    config = dataclasses.replace(DataConfig(), source="tfds", name="tiny_digits",
+                                 data_dir=str(tmp_path), validation_split=None,
+                                 shuffle_buffer=8, cache="memory")
+    assert worker_file_shares(config, workers=2, global_batch_size=4, seed=0).by_file
+    epoch = []
+    for worker in range(2):
+        ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=worker,
+                                         num_replicas_in_sync=2)
+        train, _, info = build_datasets(config, global_batch_size=4, num_replicas=2, seed=0,
+                                        deterministic=True, input_context=ctx,
+                                        stream=EpochStream(num_passes=2))
+        assert info["steps_per_epoch"] == 2 and info["worker_sharding"] == "file"
+        batches = [(x.numpy()[:, 0, 0, 0] // 10).astype(int).tolist() for x, _ in train]
+        assert len(batches) == 4 and {len(b) for b in batches} == {2}
+        assert sorted(sum(batches[:2], [])) == sorted(in_file[worker] + in_file[worker + 2])
+        epoch += sum(batches[:2], [])
+    assert sorted(epoch) == list(range(8))  # every example once across the workers

@@ -206,5 +206,10 @@ def test_file_sources_shard_by_file_only_when_every_worker_gets_one(monkeypatch)
                                                             "deterministic": True}
     assert sharding.choose_file_policy({"shard_policy": "off"}, num_files=1) == {
         "shard_policy": "off"}  # the caller's choice is kept
+    # A resumable stream holds no reader TF could split: by element, said so.
+    assert sharding.choose_file_policy({"stream": 1}, num_files=8)["shard_policy"] == "data"
+    # The source kept its own files already (an input context): not split again.
+    assert sharding.choose_file_policy({}, num_files=8, sharded=True) == {
+        "shard_policy": "off"}
     monkeypatch.setattr(sharding, "workers_in_scope", lambda: 1)
     assert sharding.choose_file_policy({}, num_files=1) == {"shard_policy": "auto"}

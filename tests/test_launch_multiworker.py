@@ -64,13 +64,16 @@ def test_two_workers_end_with_the_weights_of_one_process(tmp_path, shapes_data_d
     # Global batch 32: 2 workers x 1 replica x (micro-batch 16, or 2 micro-batches of 8)
     # against one process taking whole batches of 32 (or 4 micro-batches of 8). Once
     # through the cluster form (`--hosts --index` on each "machine", the chief naming its
-    # run directory) and once through a local `--workers 2` launch.
+    # run directory) and once through a local `--workers 2` launch. With a file cache:
+    # the workers on this one machine each write their own (one prefix was refused to the
+    # second worker by the cache lock).
     import tfaccel
 
     runs = tmp_path / "runs"
     overrides = _short_default(shapes_data_dir, runs, "training.epochs=2",
                                "training.steps_per_epoch=3",
-                               f"training.accumulation_steps={accumulation}")
+                               f"training.accumulation_steps={accumulation}",
+                               f"data.cache={tmp_path / 'cache' / 'shapes'}")
     if form == "hosts":
         codes, output = _launch_as_cluster(["train", DEFAULT_RECIPE, *overrides],
                                            tmp_path=tmp_path)
@@ -91,6 +94,9 @@ def test_two_workers_end_with_the_weights_of_one_process(tmp_path, shapes_data_d
     assert [p.name for p in (tmp_path / "tmpdir").iterdir()
             if p.name.startswith("tfaccel-")] == []
     assert "[w0]" in output and "[w1]" in output
+    for worker in range(2):
+        fingerprint = read_json(tmp_path / "cache" / f"shapes.worker-{worker}-of-2.tfaccel.json")
+        assert fingerprint["worker share"] == "every example (split by element)"
 
     single_overrides = [o for o in overrides[1::2]] + ["runtime.strategy=one_device"]
     single = tfaccel.train(str(DEFAULT_RECIPE), single_overrides,
@@ -113,31 +119,60 @@ def _json_line(line):
 
 
 COUNT_WORKER = '''
-import json, sys
+import json, os, sys
 import numpy as np
 import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()  # joins the cluster first
-from tfaccel.data.config import build_datasets
-from tfaccel.data.pipeline import EpochStream
+from tfaccel.batching import plan_batches
 from tfaccel.recipe import recipe_from_dict
+from tfaccel.runner import build_data
 
 out, configs = sys.argv[1], json.loads(sys.argv[2])
-seen = {}
-for name, data in configs.items():
-    config = recipe_from_dict({"data": data}).data
-    with strategy.scope():  # as the runner builds it
-        train, _, info = build_datasets(config, global_batch_size=8, num_replicas=2,
-                                        seed=0, deterministic=True, stream=EpochStream())
-    iterator = iter(strategy.experimental_distribute_dataset(train))
-    ids = []
-    for _ in range(info["steps_per_epoch"]):  # one epoch, as fit runs it
+
+
+def ids_of(dataset, steps):
+    # As Keras' fit reads it: a tf.data.Dataset is split by the strategy (by element), a
+    # distributed dataset (split by file before the stream) is read as it is.
+    policy = None
+    if not isinstance(dataset, tf.distribute.DistributedDataset):
+        policy = tf.data.experimental.AutoShardPolicy(
+            dataset.options().experimental_distribute.auto_shard_policy).name
+        dataset = strategy.experimental_distribute_dataset(dataset)
+    iterator, ids = iter(dataset), []
+    for _ in range(steps):
         x, _ = next(iterator)
         for local in strategy.experimental_local_results(x):
             ids += np.asarray(local).reshape(-1).astype(int).tolist()
-    seen[name] = {"ids": ids, "steps": info["steps_per_epoch"],
-                  "policy": tf.data.experimental.AutoShardPolicy(
-                      train.options().experimental_distribute.auto_shard_policy).name}
-import os
+    return ids, policy
+
+
+seen = {}
+plan = plan_batches(global_batch_size=8, replicas=strategy.num_replicas_in_sync)
+for name, data in configs.items():
+    recipe = recipe_from_dict({"data": data, "seed": 0})
+    with strategy.scope():  # as the runner builds it
+        built = build_data(recipe, plan, deterministic=True, strategy=strategy)
+        steps = built.steps_per_epoch
+        two_passes, policy = ids_of(built.make_stream(0), 2 * steps)
+        # A resume 5 steps into the second pass: a new stream, as `train --resume` builds.
+        resumed, _ = ids_of(built.make_stream(steps + 5), steps - 5)
+        if built.info["worker_sharding"] == "file":
+            # Keras' fit (with tfaccel's keras_compat patch) takes the per-worker streams.
+            import keras
+            from tfaccel.engine.keras_compat import patch_for_multi_worker
+
+            model = keras.Sequential([keras.Input((1,)), keras.layers.Rescaling(1 / 96),
+                                      keras.layers.Dense(4)])
+            model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(
+                from_logits=True))
+            patch_for_multi_worker(model)
+            fitted = model.fit(built.make_stream(0), epochs=1, steps_per_epoch=steps,
+                               verbose=0).history["loss"]
+    seen[name] = {"passes": [two_passes[:len(two_passes) // 2],
+                             two_passes[len(two_passes) // 2:]],
+                  "resumed": resumed, "steps": steps, "policy": policy,
+                  "sharding": built.info["worker_sharding"]}
+seen["fitted"] = fitted
 index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
 json.dump(seen, open(f"{out}.{index}", "w"))
 '''
@@ -161,13 +196,11 @@ def _write_records(folder, ids, *, files):
 
 
 def test_every_example_is_seen_exactly_once_per_epoch_across_workers(tmp_path):
-    # 96 examples, global batch 8 on 2 workers: 12 steps, 4 examples per worker per step.
-    # In-memory arrays are split by element (DATA); 4 TFRecord files ask for AUTO (FILE);
-    # a single TFRecord file (like the built-in dataset's) must ask for DATA, or TF fails.
-    # Seen with the runner's resumable stream: under AUTO each worker still receives
-    # examples of all 4 files, because TF's rewrite finds no reader it can split inside
-    # the stream's per-pass flat_map and shards by element instead; correct (counted here),
-    # but every worker reads every file.
+    # 96 examples, global batch 8 on 2 workers: 12 steps, 4 examples per worker per step,
+    # through the runner's own streams (fresh and resumed). In-memory arrays and a single
+    # TFRecord file (like the built-in dataset's) are split by element (DATA); 4 TFRecord
+    # files of 24 are divided by file before the stream: each worker reads only its own 2
+    # files (example i is in file i // 24) and caches them under its own prefix.
     import json
 
     from launch_helpers import run_script_on_workers
@@ -184,21 +217,36 @@ def test_every_example_is_seen_exactly_once_per_epoch_across_workers(tmp_path):
                                                    "label": {"dtype": "int64"}},
                "image_key": "id", "label_key": "label", **common}
     configs = {"arrays": {"source": "arrays", "path": str(tmp_path / "ids.npz"), **common},
-               "four_files": {**records, "path": str(tmp_path / "four" / "*.tfrecord")},
-               "one_file": {**records, "path": str(tmp_path / "one" / "*.tfrecord")}}
+               "four_files": {**records, "path": str(tmp_path / "four" / "*.tfrecord"),
+                              "cache": str(tmp_path / "cache4" / "c")},
+               "one_file": {**records, "path": str(tmp_path / "one" / "*.tfrecord"),
+                            "cache": str(tmp_path / "cache1" / "c")}}
     script = tmp_path / "count_worker.py"
     script.write_text(COUNT_WORKER)
     code, output = run_script_on_workers(script, [tmp_path / "seen", json.dumps(configs)],
                                          workers=2, tmp_path=tmp_path)
     assert code == 0, output[-4000:]
     seen = [json.loads((tmp_path / f"seen.{i}").read_text()) for i in range(2)]
-    expected_policy = {"arrays": "DATA", "four_files": "AUTO", "one_file": "DATA"}
+    expected = {"arrays": ("element", "DATA"), "four_files": ("file", None),
+                "one_file": ("element", "DATA")}
     for name in configs:
-        first, second = seen[0][name]["ids"], seen[1][name]["ids"]
-        assert seen[0][name]["steps"] == 12
-        assert len(first) == len(second) == 48, name  # an equal share each
-        assert sorted(first + second) == ids.tolist(), name  # each example exactly once
-        assert seen[0][name]["policy"] == expected_policy[name], name
+        mine = [seen[w][name] for w in range(2)]
+        assert (mine[0]["sharding"], mine[0]["policy"]) == expected[name], name
+        assert mine[0]["steps"] == 12
+        for p in range(2):  # each pass (epoch): an equal share each, every example once
+            first, second = mine[0]["passes"][p], mine[1]["passes"][p]
+            assert len(first) == len(second) == 48, name
+            assert sorted(first + second) == ids.tolist(), name
+        for w in range(2):  # the resumed stream continues each worker's exactly
+            assert mine[w]["resumed"] == mine[w]["passes"][1][5 * 4:], name
+    for w, files in ((0, {0, 2}), (1, {1, 3})):
+        read = {i // 24 for p in seen[w]["four_files"]["passes"] for i in p}
+        assert read == files  # only this worker's files
+        assert (tmp_path / "cache4" / f"c.worker-{w}-of-2.index").exists()
+        assert (tmp_path / "cache1" / f"c.worker-{w}-of-2.index").exists()
+    assert len(seen[0]["fitted"]) == 1 and seen[0]["fitted"] == seen[1]["fitted"]
+    assert "4 TFRecord files divided among 2 workers: worker 1 reads 2 of them" in output
+    assert "TFRecord files not divided among 2 workers (1 file(s) for 2 workers)" in output
 
 
 def _start_launch(tmp_path, overrides):

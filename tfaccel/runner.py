@@ -208,7 +208,7 @@ def _train_with(ctx: _RunContext) -> RunResult:
     with ctx.strategy.scope():  # the data layer shards by the strategy in scope
         data = build_data(recipe, plan, deterministic=input_order_is_fixed(
             deterministic=recipe.runtime.deterministic,
-            strategy=ctx.strategy_info["strategy"]))
+            strategy=ctx.strategy_info["strategy"]), strategy=ctx.strategy)
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
     trained_model, model = build_model(recipe, strategy=ctx.strategy, plan=plan, data=data)
     restored = {"metrics": [], "best_weights": None}
@@ -280,16 +280,28 @@ def input_order_is_fixed(*, deterministic: bool, strategy: str) -> bool:
     return deterministic or strategy == "multi_worker"
 
 
-def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool) -> _TrainData:
-    """Builds the validation set and a function giving the training stream at any step."""
+def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool,
+               strategy=None) -> _TrainData:
+    """Builds the validation set and a function giving the training stream at any step.
+
+    Under a multi-worker `strategy`, a file source whose files divide evenly among the
+    workers (`data.config.worker_file_shares`) is split by file before the stream is built:
+    each worker reads only its own files, through `distribute_datasets_from_function`.
+    Any other source gives the strategy one stream of global batches to split by element.
+    """
     from tfaccel.data.config import build_datasets
     from tfaccel.data.pipeline import EpochStream, drops_remainder
 
-    def build(stream):
+    def build(stream, input_context=None):
         return build_datasets(recipe.data, global_batch_size=plan.global_batch_size,
                               num_replicas=plan.replicas, seed=recipe.seed,
-                              deterministic=deterministic, stream=stream)
+                              deterministic=deterministic, stream=stream,
+                              input_context=input_context)
 
+    by_file = _file_sharding(recipe, plan, strategy=strategy)
+    if by_file is not None:
+        return _build_data_by_file(build, recipe=recipe, strategy=strategy, plan=plan,
+                                   context=by_file)
     first_stream, validation, info = build(EpochStream())
     drop = drops_remainder(plan.replicas)
     # The data layer's own count (the one drop rule), or one counted pass when the source
@@ -324,6 +336,55 @@ def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool) -> _Trai
     return _TrainData(make_stream=make_stream, validation=validation, info=info,
                       steps_per_epoch=steps, batches_per_pass=per_pass,
                       examples_per_epoch=examples)
+
+
+def _file_sharding(recipe: Recipe, plan: BatchPlan, *, strategy):
+    """This worker's input context when the training files are divided by file, else None."""
+    if strategy is None:
+        return None
+    from tfaccel.data import sharding
+    from tfaccel.data.config import worker_file_shares
+
+    index, workers = sharding.worker_of(strategy)
+    if workers < 2:
+        return None
+    shares = worker_file_shares(recipe.data, workers=workers,
+                                global_batch_size=plan.global_batch_size, seed=recipe.seed)
+    if shares is None:
+        return None  # arrays, image folders, Python sources: by element
+    print(f"tfaccel: {shares.describe(index)}", flush=True)
+    if not shares.by_file:
+        return None
+    import tensorflow as tf
+
+    # The context distribute_datasets_from_function gives this worker (TF's numbering).
+    return tf.distribute.InputContext(num_input_pipelines=workers, input_pipeline_id=index,
+                                      num_replicas_in_sync=plan.replicas)
+
+
+def _build_data_by_file(build: Callable, *, recipe: Recipe, strategy, plan: BatchPlan,
+                        context) -> _TrainData:
+    """`build_data` for a stream split by file: one per-worker stream per resume point."""
+    from tfaccel.data.pipeline import EpochStream
+
+    _, validation, info = build(EpochStream(), context)
+    per_pass = info["steps_per_epoch"]  # the same on every worker
+    steps = recipe.training.steps_per_epoch or per_pass
+    # Each worker's stream yields per-replica batches; its local replicas take one each
+    # per step, so a step is `local` batches of this worker's stream.
+    local = plan.replicas // context.num_input_pipelines
+
+    def make_stream(global_step: int):
+        pass_index, skip = divmod(global_step, per_pass)
+        stream = EpochStream(first_pass=pass_index, skip_batches=skip * local,
+                             batches_per_pass=per_pass * local)
+        # Keras' fit takes the distributed dataset as it is: no rebatching, no autoshard.
+        return strategy.distribute_datasets_from_function(
+            lambda input_context: build(stream, input_context)[0])
+
+    return _TrainData(make_stream=make_stream, validation=validation, info=info,
+                      steps_per_epoch=steps, batches_per_pass=per_pass,
+                      examples_per_epoch=steps * plan.global_batch_size)
 
 
 def _count_pass(dataset) -> tuple:

@@ -35,15 +35,21 @@ def cache_prefix(cache) -> str:
     return path
 
 
-def split_prefixes(cache):
+def split_prefixes(cache, *, worker=(0, 1)):
     """The training and validation caches of one `cache` setting: each split its own files.
 
-    "memory" (or None) serves both; a file cache gets PREFIX and PREFIX_validation.
+    "memory" (or None) serves both; a file cache gets PREFIX and PREFIX_validation. In a
+    job of several workers (`worker` = (index, count)) each worker writes what it reads
+    under its own prefixes, PREFIX.worker-I-of-N and PREFIX_validation.worker-I-of-N:
+    workers on one machine (or one shared filesystem) would otherwise all write the same
+    files, and a worker that reads only its own files caches a share no other has.
     """
     if not is_file_cache(cache):
         return (cache or None,) * 2
     prefix = cache_prefix(cache)
-    return prefix, f"{prefix}_validation"
+    index, count = worker
+    suffix = f".worker-{index}-of-{count}" if count > 1 else ""
+    return f"{prefix}{suffix}", f"{prefix}_validation{suffix}"
 
 
 def _own_files(prefix: str) -> list:

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfaccel.data import (arrays, cache_files, image_folder, pipeline, python_source,
-                          splits, tfds_source, tfrecords)
+                          sharding, splits, tfds_source, tfrecords)
 from tfaccel.data.service import ServiceTarget
 from tfaccel.errors import DataError
 
@@ -32,18 +32,25 @@ def _common(config, *, seed: int, deterministic: bool, sequential: bool) -> dict
     }
 
 
-def _cache_prefixes(config) -> Tuple[Optional[str], Optional[str]]:
-    """The training and validation caches: "memory", None, or each split's own file prefix."""
-    return cache_files.split_prefixes(config.cache)
+def _cache_prefixes(config, worker=(0, 1)) -> Tuple[Optional[str], Optional[str]]:
+    """The training and validation caches: "memory", None, or each split's own file prefix.
+
+    Each worker of a multi-worker job caches what it reads under its own prefix.
+    """
+    return cache_files.split_prefixes(config.cache, worker=worker)
 
 
-def _train_tail(config, num_replicas: int, *, stream=None) -> dict:
+def _train_tail(config, num_replicas: int, *, stream=None, input_context=None,
+                worker=(0, 1)) -> dict:
     # The one drop rule (pipeline.drops_remainder): the same one steps_per_epoch counts with.
-    tail = {"cache": _cache_prefixes(config)[0], "augment": list(config.augment) or None,
+    tail = {"cache": _cache_prefixes(config, worker)[0],
+            "augment": list(config.augment) or None,
             "drop_remainder": pipeline.drops_remainder(num_replicas)}
     if stream is not None:
         # The runner's resumable stream of passes (pipeline.EpochStream).
         tail["stream"] = stream
+    if input_context is not None:
+        tail["input_context"] = input_context
     target = ServiceTarget.from_config(getattr(config, "service", None))
     if target is not None:
         # Training input only: validation is read once per epoch, without augmentation,
@@ -59,10 +66,11 @@ def _train_tail(config, num_replicas: int, *, stream=None) -> dict:
     return tail
 
 
-def _val_tail(config) -> dict:
+def _val_tail(config, worker=(0, 1)) -> dict:
     # Validation: same decoding and cache, never shuffled or augmented, and the last partial
     # batch kept (Keras evaluates uneven batches fine, even under a strategy).
-    return {"cache": _cache_prefixes(config)[1], "augment": None, "drop_remainder": False}
+    return {"cache": _cache_prefixes(config, worker)[1], "augment": None,
+            "drop_remainder": False}
 
 
 def _tfds_splits(config, name) -> Tuple[str, Optional[str]]:
@@ -124,20 +132,25 @@ def _build_image_folder(config, *, batch, common, train_opts, val_opts):
     }
 
 
+def _tfrecord_files(config, seed: int) -> Tuple[list, list]:
+    """The training and validation record files, in read order."""
+    files = tfrecords.list_record_files(config.path)
+    if not config.validation_fraction:
+        return files, []
+    # Held out by whole files (the one seeded rule over files), so no record is ever read
+    # by both.
+    train_idx, val_idx = splits.split_indices(len(files), config.validation_fraction, seed,
+                                              what="TFRecord files")
+    return [files[i] for i in train_idx], [files[i] for i in val_idx]
+
+
 def _build_tfrecords(config, *, batch, common, train_opts, val_opts):
     spec, _ = tfrecords.parse_feature_spec(config.features)
     input_key = config.image_key if config.image_key in spec else None
     kwargs = dict(features=config.features, label_key=config.label_key, input_key=input_key,
                   compression=config.compression, image_size=config.image_size,
                   channels=config.channels, verify=config.verify_records, **common)
-    files = tfrecords.list_record_files(config.path)
-    val_files = []
-    if config.validation_fraction:
-        # Held out by whole files (the one seeded rule over files), so no record is ever
-        # read by both.
-        train_idx, val_idx = splits.split_indices(len(files), config.validation_fraction,
-                                                  common["seed"], what="TFRecord files")
-        files, val_files = [files[i] for i in train_idx], [files[i] for i in val_idx]
+    files, val_files = _tfrecord_files(config, common["seed"])
     train = tfrecords.from_tfrecords(files, batch_size=batch,
                                      shuffle_buffer=config.shuffle_buffer, **kwargs, **train_opts)
     val = None
@@ -342,8 +355,44 @@ _BUILDERS = {"image_folder": _build_image_folder, "tfrecords": _build_tfrecords,
              "arrays": _build_arrays, "python": _build_python}
 
 
+def worker_file_shares(config, *, workers: int, global_batch_size: int,
+                       seed: int) -> Optional[sharding.FileShares]:
+    """Whether `workers` can each read a disjoint share of the training files in lock-step.
+
+    For TFRecords (record counts from `verify_records`) and TFDS/builtin (TFDS's own
+    per-file counts); None for the other sources, which are split by element. See
+    `sharding.plan_file_shares` for the rule.
+
+    Args:
+        config: The recipe's `DataConfig`.
+        workers: Workers in the job.
+        global_batch_size: Examples per optimizer step over all workers.
+        seed: The recipe's seed (it picks the held-out files of `validation_fraction`).
+
+    Returns:
+        The `sharding.FileShares`, or None for a source without files.
+    """
+    if config.source == "tfrecords":
+        files, _ = _tfrecord_files(config, seed)
+        counts = ([tfrecords.check_record_file(f, config.compression or None) for f in files]
+                  if config.verify_records else None)
+        what = "TFRecord files"
+    elif config.source in ("builtin", "tfds"):
+        name = config.name or (BUILTIN_DEFAULT if config.source == "builtin" else None)
+        split, _ = _tfds_splits(config, name)
+        builder = tfds_source.load_builder(name, data_dir=config.data_dir,
+                                           download=config.download)
+        counts = tfds_source.file_example_counts(builder, split)
+        what = f"TFDS {name!r} {split} files"
+    else:
+        return None
+    return sharding.plan_file_shares(counts, workers=workers,
+                                     global_batch_size=global_batch_size, what=what)
+
+
 def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: int,
-                   deterministic: bool, sequential: bool = False, stream=None):
+                   deterministic: bool, sequential: bool = False, stream=None,
+                   input_context: Optional[tf.distribute.InputContext] = None):
     """Builds the training and validation datasets of a recipe's data section.
 
     Args:
@@ -355,22 +404,49 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         deterministic: Fixed tf.data order (slower).
         sequential: Build the truly sequential version of the same pipelines (the baseline
             of `tfaccel.bench`).
+        stream: A `pipeline.EpochStream` for the training data (counted in this
+            pipeline's batches).
+        input_context: This worker's context in a multi-worker job, as
+            `strategy.distribute_datasets_from_function` gives it: the training files are
+            divided among the workers (`worker_file_shares` must allow it) and the training
+            dataset yields this worker's per-replica batches; each pass of a `stream` makes
+            the same number of batches on every worker. Validation is unchanged.
 
     Returns:
         ``(train_ds, val_ds_or_None, info)`` where info holds ``num_classes``,
         ``input_shape``, ``class_names``, ``train_examples``, ``validation_examples``,
-        ``steps_per_epoch`` (training batches per pass, by `pipeline.drops_remainder`) and
-        ``train_examples_per_pass`` (the examples those batches hold); the last two are None
-        when the source does not declare its size; and ``data_service`` (the tf.data
-        service the training input is sent to, as a dict, or None).
+        ``steps_per_epoch`` (optimizer steps per pass, by `pipeline.drops_remainder`, or
+        by the file shares with an `input_context`) and ``train_examples_per_pass`` (the
+        examples those steps hold over all workers); the last two are None when the
+        source does not declare its size; ``data_service`` (the tf.data service the
+        training input is sent to, as a dict, or None); and in a multi-worker job
+        ``worker_sharding``, ``"file"`` or ``"element"``.
 
     Raises:
-        DataError: Missing or unusable data (see each source).
+        DataError: Missing or unusable data (see each source), or files that cannot be
+            divided among the workers of an `input_context`.
     """
+    shares = None
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        worker = (input_context.input_pipeline_id, input_context.num_input_pipelines)
+        shares = worker_file_shares(config, workers=worker[1],
+                                    global_batch_size=global_batch_size, seed=seed)
+        if shares is None or not shares.by_file:
+            raise DataError(
+                f"data.source {config.source!r} cannot be divided by file among "
+                f"{worker[1]} workers ({'it has no files' if shares is None else shares.reason})"
+                "; leave the split to the strategy (no input context).")
+        if stream is not None and stream.batches_per_pass is None:
+            local = input_context.num_replicas_in_sync // worker[1]
+            stream = dataclasses.replace(stream,
+                                         batches_per_pass=shares.steps_per_pass * local)
+    else:
+        worker = sharding.worker_in_scope()
     common = _common(config, seed=seed, deterministic=deterministic, sequential=sequential)
     kwargs = dict(batch=global_batch_size, common=common,
-                  train_opts=_train_tail(config, num_replicas, stream=stream),
-                  val_opts=_val_tail(config))
+                  train_opts=_train_tail(config, num_replicas, stream=stream,
+                                         input_context=input_context, worker=worker),
+                  val_opts=_val_tail(config, worker))
     if config.source in ("builtin", "tfds"):
         name = config.name or (BUILTIN_DEFAULT if config.source == "builtin" else None)
         train, val, info = _build_tfds(config, name, **kwargs)
@@ -399,9 +475,16 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     info["steps_per_epoch"] = steps
     info["train_examples_per_pass"] = (None if known is None
                                        else steps * global_batch_size if drop else known)
+    if shares is not None:
+        # Every worker makes the same number of steps from its own files.
+        info["steps_per_epoch"] = shares.steps_per_pass
+        info["train_examples_per_pass"] = shares.steps_per_pass * global_batch_size
+    if worker[1] > 1:
+        info["worker_sharding"] = "file" if shares is not None else "element"
     if cache_files.is_file_cache(config.cache):
         # Before anything reads the datasets: a stale or half-written cache is rebuilt.
-        _prepare_file_caches(config, seed=seed, train=train, has_validation=val is not None)
+        _prepare_file_caches(config, seed=seed, train=train, has_validation=val is not None,
+                             worker=worker, shares=shares)
     return train, val, info
 
 
@@ -411,15 +494,23 @@ _AFTER_THE_CACHE = frozenset({"cache", "shuffle_buffer", "augment", "num_paralle
                               "download", "num_classes"})
 
 
-def _prepare_file_caches(config, *, seed: int, train, has_validation: bool) -> None:
+def _prepare_file_caches(config, *, seed: int, train, has_validation: bool,
+                         worker=(0, 1), shares=None) -> None:
     """Fingerprints each split's file cache with what its examples depend on."""
     common = {f"data.{k}": v for k, v in dataclasses.asdict(config).items()
               if k not in _AFTER_THE_CACHE}
     if config.validation_fraction:
         common["seed"] = seed  # the seeded held-out split decides which examples are cached
     common["source files"] = _source_files_digest(config, train)
-    train_prefix, val_prefix = _cache_prefixes(config)
-    cache_files.prepare_file_cache(train_prefix, fingerprint={**common, "split": "training"})
+    training = {**common, "split": "training"}
+    if worker[1] > 1:
+        # A worker's training cache holds what it reads: its own files, or all of them
+        # (split by element later); which one depends on the batch size, so it is recorded.
+        training["worker share"] = (
+            f"files {list(shares.files_of(worker[0]))} of {len(shares.counts)}"
+            if shares is not None else "every example (split by element)")
+    train_prefix, val_prefix = _cache_prefixes(config, worker)
+    cache_files.prepare_file_cache(train_prefix, fingerprint=training)
     if has_validation:
         cache_files.prepare_file_cache(val_prefix, fingerprint={**common, "split": "validation"})
 

@@ -207,11 +207,16 @@ class EpochStream:
         skip_batches: Batches of `first_pass` already trained on (skipped before decoding
             where the order allows, otherwise read and dropped without being trained on).
         num_passes: Passes in the stream counted from pass 0 (None: endless).
+        batches_per_pass: Batches each pass yields (None: every full batch). The batches
+            after it are still made and dropped, so a cache before the stream is always
+            read to its end. Workers that split the files among them each make this many
+            batches per pass, so they stay in step across passes.
     """
 
     first_pass: int = 0
     skip_batches: int = 0
     num_passes: Optional[int] = None
+    batches_per_pass: Optional[int] = None
 
     def __post_init__(self):
         for name in ("first_pass", "skip_batches"):
@@ -219,6 +224,11 @@ class EpochStream:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise UserInputError(f"EpochStream.{name} must be an integer >= 0, got "
                                      f"{value!r}.")
+        limit = self.batches_per_pass
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit <= self.skip_batches):
+            raise UserInputError(f"EpochStream.batches_per_pass must be an integer above "
+                                 f"skip_batches ({self.skip_batches}), got {limit!r}.")
         if self.num_passes is not None and self.num_passes <= self.first_pass:
             raise UserInputError(f"EpochStream.num_passes ({self.num_passes}) must be more "
                                  f"than first_pass ({self.first_pass}).")
@@ -594,7 +604,14 @@ def _stream_of_passes(dataset, plan: _Plan, *, stream: EpochStream, map_fn, cach
         example_seeds = tf.data.Dataset.range(skip, 2**62).map(lambda i: salt ^ i)
         batch_seeds = tf.data.Dataset.range(skip // plan.batch, 2**62).map(
             lambda i: salt ^ (i + 2**40))
-        return _tail(examples, plan, example_seeds=example_seeds, batch_seeds=batch_seeds)
+        batches = _tail(examples, plan, example_seeds=example_seeds, batch_seeds=batch_seeds)
+        if stream.batches_per_pass is not None:
+            # A filter, not take(): the pass is still read to its end, so a cache before
+            # the stream is completed (a cache left unfinished is discarded and refilled).
+            limit = tf.constant(stream.batches_per_pass, tf.int64)
+            batches = batches.enumerate(start=skip // plan.batch).filter(
+                lambda index, _: index < limit).map(lambda _, batch: batch)
+        return batches
 
     passes = tf.data.Dataset.range(stream.first_pass,
                                    stream.num_passes if stream.num_passes is not None

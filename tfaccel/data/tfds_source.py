@@ -173,8 +173,10 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
             return {**features, "image": image}
 
         map_fn = resize
-    # One file per split (the built-in dataset) cannot be split by FILE among workers.
-    sharding.choose_file_policy(options, num_files=_file_count(builder, split))
+    # One file per split (the built-in dataset) cannot be split by FILE among workers; with
+    # an input context TFDS already kept this pipeline's files (OFF: not split again).
+    sharding.choose_file_policy(options, num_files=_file_count(builder, split),
+                                sharded=input_context is not None)
     dataset = pipeline.optimize(dataset, batch_size=batch_size, map_fn=map_fn,
                                 shuffle_buffer=shuffle_buffer, seed=seed,
                                 input_context=pipeline.batch_only_context(input_context),
@@ -192,6 +194,19 @@ def _split_size(builder, split: str, dataset) -> Optional[int]:
         count = int(dataset.cardinality())
         return count if count >= 0 else None
     return builder.info.splits[split].num_examples
+
+
+def file_example_counts(builder, split: str) -> Optional[list]:
+    """Examples of each file `split` reads, in TFDS's read order (None: not known).
+
+    TFDS gives an input context's pipeline the files i, i + n, ... of this order.
+    """
+    if under_mock_data():
+        return None
+    try:
+        return [int(f.take) for f in builder.info.splits[split].file_instructions]
+    except (KeyError, ValueError, AttributeError, TypeError):
+        return None
 
 
 def _file_count(builder, split: str) -> int:

@@ -264,10 +264,11 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         feats = example if len(example) > 1 else next(iter(example.values()))
         return feats, label
 
-    # Files are real reader datasets here, so a multi-worker strategy can split them by
-    # FILE (each worker reads only its files) when there are at least as many files as
-    # workers; by element (DATA) otherwise.
-    sharding.choose_file_policy(options, num_files=len(files))
+    # Outside a stream the files are real reader datasets, so a multi-worker strategy can
+    # split them by FILE (each worker reads only its files) when there are at least as many
+    # files as workers; by element (DATA) otherwise; not again (OFF) when an input context
+    # already gave this pipeline its files.
+    sharding.choose_file_policy(options, num_files=len(files), sharded=ctx is not None)
     dataset = pipeline.optimize(records, batch_size=batch_size, map_fn=parse,
                                 shuffle_buffer=shuffle_buffer, seed=seed, **options)
     dataset.files = files
