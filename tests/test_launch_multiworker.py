@@ -366,3 +366,85 @@ def test_sigterm_saves_on_every_worker_at_one_step_and_a_launched_resume_is_exac
         np.testing.assert_allclose(got, expected, atol=1e-5)
     np.testing.assert_allclose([r["loss"] for r in records],
                                [r["loss"] for r in single.epochs], rtol=1e-5)
+
+
+FILES_RECIPE = """
+name: shards
+seed: 0
+data:
+  source: tfrecords
+  path: {path}
+  features:
+    x: {{dtype: float32, shape: [4]}}
+    label: {{dtype: int64}}
+  image_key: x
+  label_key: label
+  num_classes: 4
+  validation_split: null
+  cache: {cache}
+  shuffle_buffer: 2000
+model:
+  name: mlp
+  params: {{hidden_units: [16], normalization: none}}
+optimizer: {{name: adam, learning_rate: 1e-2}}
+training: {{epochs: 3, global_batch_size: 16}}
+runtime: {{deterministic: true, precision: float32, tensorboard: false, verbose: 2}}
+"""
+
+
+@pytest.mark.heavy  # three launches (about 80 s here); the data side is counted above
+def test_a_job_split_by_file_resumes_exactly_after_sigterm(tmp_path):
+    # 4 TFRecord files of 500 examples on 2 workers: each worker reads and caches its own
+    # 2 files. SIGTERM in epoch 2, then a launched resume: the weights and per-epoch losses
+    # equal those of the same job run without interruption.
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "recs").mkdir()
+    for f in range(4):
+        with tf.io.TFRecordWriter(str(tmp_path / "recs" / f"part-{f}.tfrecord")) as writer:
+            for x in rng.normal(size=(500, 4)).astype("float32"):
+                label = int(x[0] > 0) + 2 * int(x[1] > 0)
+                writer.write(tf.train.Example(features=tf.train.Features(feature={
+                    "x": tf.train.Feature(float_list=tf.train.FloatList(value=x)),
+                    "label": tf.train.Feature(int64_list=tf.train.Int64List(
+                        value=[label]))})).SerializeToString())
+    runs = {}
+    for name in ("whole", "cut"):
+        recipe = tmp_path / f"{name}.yaml"
+        recipe.write_text(FILES_RECIPE.format(path=tmp_path / "recs" / "*.tfrecord",
+                                              cache=tmp_path / f"cache-{name}" / "c"))
+        runs[name] = (recipe, tmp_path / "runs" / name)
+    code, whole = run_tfaccel(["launch", "--workers", "2", "--", "train", runs["whole"][0],
+                               "--run-dir", runs["whole"][1]], tmp_path=tmp_path)
+    assert code == 0, whole[-4000:]
+    assert "worker 1 reads 2 of them (1000 examples); every worker makes 125 steps" in whole
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tfaccel.cli", "launch", "--workers", "2", "--", "train",
+         str(runs["cut"][0]), "--run-dir", str(runs["cut"][1])], env=child_env(tmp_path),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+        start_new_session=True)
+    lines = []
+    try:
+        _read_until(process, "Epoch 2/3", lines)
+        process.send_signal(signal.SIGTERM)
+        output = _finish(process, lines)
+    finally:
+        if process.poll() is None:
+            kill_tree(process.pid)
+    assert process.returncode == 143, output[-4000:]
+    code, resumed = run_tfaccel(["launch", "--workers", "2", "--", "train", "--resume",
+                                 runs["cut"][1]], tmp_path=tmp_path)
+    assert code == 0, resumed[-4000:]
+    assert "resuming from checkpoint" in resumed
+    summary = read_json(runs["cut"][1] / "summary.json")
+    assert summary["status"] == "completed"
+    assert summary["dataset"]["worker_sharding"] == "file"
+    for got, expected in zip(_weights(runs["cut"][1]), _weights(runs["whole"][1])):
+        np.testing.assert_array_equal(got, expected)
+    losses = {name: [_json_line(line)["loss"] for line in
+                     (run / "metrics.jsonl").read_text().splitlines()]
+              for name, (_, run) in runs.items()}
+    assert len(losses["cut"]) == 3 and losses["cut"] == losses["whole"]
+    for worker in range(2):
+        assert (tmp_path / "cache-cut" / f"c.worker-{worker}-of-2.index").exists()
