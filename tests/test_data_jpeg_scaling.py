@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfaccel.data import from_image_folder
+from tfaccel.data import from_image_folder, jpeg_headers
 from tfaccel.data.image_folder import decode_image_for_size
 
 
@@ -53,3 +53,59 @@ def test_scaled_decoding_stays_close_to_a_full_decode(tmp_path):
     difference = np.abs(scaled - full).mean()
     # Not the same pixels (the DCT-scaled image is smoother), but close: measured ~3 levels.
     assert 0.0 < difference < 6.0, difference
+
+
+def _with_exif(jpeg: bytes) -> bytes:
+    # An APP1 segment (as cameras write EXIF) between SOI and the frame header.
+    payload = b"Exif\x00\x00" + bytes(300)
+    return jpeg[:2] + b"\xff\xe1" + (len(payload) + 2).to_bytes(2, "big") + payload + jpeg[2:]
+
+
+def test_jpeg_size_reads_the_frame_header_past_other_segments(tmp_path):
+    plain = tmp_path / "plain.jpg"
+    plain.write_bytes(_jpeg(48, 64).numpy())
+    exif = tmp_path / "exif.jpg"
+    exif.write_bytes(_with_exif(_jpeg(30, 20).numpy()))
+    progressive = tmp_path / "progressive.jpg"
+    progressive.write_bytes(tf.io.encode_jpeg(_photo(40, 50), progressive=True).numpy())
+    png = tmp_path / "image.png"
+    png.write_bytes(tf.io.encode_png(_photo(8, 8)).numpy())
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(_jpeg(48, 64).numpy()[:10])
+    assert tuple(tf.io.decode_jpeg(exif.read_bytes()).shape[:2]) == (30, 20)
+    assert [jpeg_headers.jpeg_size(str(p)) for p in (plain, exif, progressive, png, cut)] == [
+        (48, 64), (30, 20), (40, 50), None, None]
+    assert jpeg_headers.jpeg_size(str(tmp_path / "missing.jpg")) is None
+
+
+@pytest.mark.parametrize("target, crop", [((224, 224), False), ((100, 150), False),
+                                          ((60, 80), False), ((300, 300), False),
+                                          ((224, 224), True), ((200, 400), True)])
+def test_the_header_plan_picks_the_scale_the_decoder_would(target, crop):
+    # The same rule, once from the file header before training, once in the graph.
+    index = jpeg_headers.ratio_index((480, 640), target, crop_to_aspect_ratio=crop)
+    ratio = jpeg_headers.RATIOS[index - 1]
+    decoded = decode_image_for_size(_jpeg(), 3, target, crop_to_aspect_ratio=crop)
+    assert (480 // ratio, 640 // ratio) == tuple(decoded.shape[:2])
+    assert jpeg_headers.ratio_index(None, target) == jpeg_headers.GENERIC
+
+
+def test_a_planned_folder_decodes_exactly_like_the_per_image_header_check(tmp_path):
+    # Mixed sources (JPEGs of two sizes, a PNG) need a plan per file; every image must
+    # come out as the in-graph header check (verify=False plans nothing) makes it.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "big.jpg").write_bytes(_jpeg(480, 640).numpy())
+    (tmp_path / "a" / "small.jpg").write_bytes(_with_exif(_jpeg(120, 160, seed=1).numpy()))
+    (tmp_path / "b" / "png.png").write_bytes(tf.io.encode_png(_photo(200, 240, 2)).numpy())
+    (tmp_path / "b" / "mid.jpg").write_bytes(_jpeg(240, 320, seed=3).numpy())
+    common = dict(image_size=(100, 120), batch_size=4, shuffle=False)
+    planned = from_image_folder(str(tmp_path), **common)
+    assert planned.element_spec[0].shape.as_list() == [None, 100, 120, 3]
+    checked = from_image_folder(str(tmp_path), verify=False, **common)
+    (images, labels), = list(planned)
+    (expected, expected_labels), = list(checked)
+    np.testing.assert_array_equal(images.numpy(), expected.numpy())
+    np.testing.assert_array_equal(labels.numpy(), expected_labels.numpy())
+    # The plan differs per file: 1/4, full (120 < 2 x 100), generic (PNG), 1/2.
+    assert jpeg_headers.plan(planned.file_paths, (100, 120)) == [3, 1, 2, 0]

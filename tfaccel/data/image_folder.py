@@ -9,7 +9,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from tfaccel.data import cache_files, images, pipeline, sharding, splits
+from tfaccel.data import cache_files, images, jpeg_headers, pipeline, sharding, splits
 from tfaccel.errors import DataError, UserInputError
 
 logger = logging.getLogger(__name__)
@@ -208,25 +208,50 @@ def decode_image_for_size(data, channels: int, image_size: Tuple[int, int], *,
     return image
 
 
+def _decode_planned(data, index, channels: int):
+    """Decodes with a plan index from `jpeg_headers` (a Python int or a scalar tensor)."""
+    def jpeg(ratio):
+        image = tf.io.decode_jpeg(data, channels=channels, ratio=ratio)
+        image.set_shape([None, None, channels])
+        return image
+
+    branches = [lambda: decode_image(data, channels)]
+    branches += [lambda r=r: jpeg(r) for r in jpeg_headers.RATIOS]
+    if isinstance(index, int):
+        return branches[index]()
+    return tf.switch_case(index, branches)
+
+
 def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool = True,
                  interpolation: str = "bilinear", crop_to_aspect_ratio: bool = False,
-                 jpeg_dct_scaling: bool = False):
-    """Returns ``fn(path, label) -> (image [H, W, channels], label)`` (or ``fn(path)``).
+                 jpeg_dct_scaling: bool = False, jpeg_plan=None):
+    """Returns ``fn(source, label) -> (image [H, W, channels], label)`` (or ``fn(source)``).
 
     With `keep_uint8` the image is uint8 (for a cache); otherwise float32 in [0, 255].
-    With `jpeg_dct_scaling` large JPEGs are decoded at a reduced scale first
-    (`decode_image_for_size`).
+    `source` is a path, or with ``jpeg_plan="per_file"`` a dict ``{"path", "jpeg_plan"}``.
+
+    Args:
+        jpeg_plan: How each file is decoded, known from its header before training
+            (`jpeg_headers.plan`): an int plan index shared by every file (a plain
+            `decode_jpeg` at one scale, or the generic decoder: no per-image branching),
+            ``"per_file"`` (each element carries its own index), or None: with
+            `jpeg_dct_scaling` every image's header is read again while decoding
+            (`decode_image_for_size`).
     """
     resize_options = dict(interpolation=interpolation,
                           crop_to_aspect_ratio=crop_to_aspect_ratio)
 
-    def decode(path, label=None):
-        data = tf.io.read_file(path)
-        if jpeg_dct_scaling:
-            image = decode_image_for_size(data, channels, image_size,
+    def decode(source, label=None):
+        if jpeg_plan == "per_file":
+            image = _decode_planned(tf.io.read_file(source["path"]), source["jpeg_plan"],
+                                    channels)
+        elif jpeg_plan is not None:
+            image = _decode_planned(tf.io.read_file(source), jpeg_plan, channels)
+        elif jpeg_dct_scaling:
+            image = decode_image_for_size(tf.io.read_file(source), channels, image_size,
                                           crop_to_aspect_ratio=crop_to_aspect_ratio)
         else:
-            image = decode_image(data, channels)
+            image = decode_image(tf.io.read_file(source), channels)
         if keep_uint8:
             # Back to uint8 so the cache and shuffle buffer hold 1 byte per value, not 4,
             # rounded like every other source (data.images).
@@ -236,6 +261,24 @@ def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool
         return image if label is None else (image, label)
 
     return decode
+
+
+def _jpeg_plan(paths: List[str], *, image_size, channels: int, crop_to_aspect_ratio: bool,
+               jpeg_dct_scaling: bool, verified: bool):
+    """The decode plan of a listed folder: ``(plan for make_decoder, per-file indices)``.
+
+    Only a verified listing is planned (its files were just read and are what the epoch
+    will read); 4 channels need the generic decoder's conversion; JPEGs at full scale
+    still skip the generic decoder's format checks.
+    """
+    if not verified or channels not in (1, 3):
+        return None, None
+    indices = jpeg_headers.plan(paths, image_size, crop_to_aspect_ratio=crop_to_aspect_ratio)
+    if not jpeg_dct_scaling:  # scale 1 for every JPEG
+        indices = [min(i, 1) for i in indices]
+    if len(set(indices)) == 1:
+        return indices[0], None
+    return "per_file", indices
 
 
 LABEL_MODES = ("int", "categorical", "binary", None)
@@ -401,7 +444,12 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
     paths, labels = _split(paths, labels, validation_fraction=validation_fraction,
                            subset=subset, seed=0 if seed is None else seed)
 
+    jpeg_plan, per_file = _jpeg_plan(paths, image_size=(height, width), channels=channels,
+                                     crop_to_aspect_ratio=crop_to_aspect_ratio,
+                                     jpeg_dct_scaling=jpeg_dct_scaling, verified=verify)
     elements = tf.constant(paths)
+    if per_file is not None:
+        elements = {"path": elements, "jpeg_plan": tf.constant(per_file, tf.int32)}
     if label_mode is not None:
         elements = (elements, _labels_as(labels, label_mode=label_mode,
                                          num_classes=len(class_names)))
@@ -435,7 +483,7 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
                             keep_uint8=bool(cache) or shuffle_buffer > 0,
                             interpolation=interpolation,
                             crop_to_aspect_ratio=crop_to_aspect_ratio,
-                            jpeg_dct_scaling=jpeg_dct_scaling),
+                            jpeg_dct_scaling=jpeg_dct_scaling, jpeg_plan=jpeg_plan),
         cache=cache, shuffle_buffer=shuffle_buffer, source_shuffle=source_shuffle, seed=seed,
         ignore_decode_errors=True,
         **options)
