@@ -76,6 +76,23 @@ def _kernel_table(float_path: str, int8_path: str, *, runs: int, calls: int) -> 
             for kernels in ("XNNPACK", "builtin")]
 
 
+def _breakdown_table(report: dict) -> list:
+    """Rows of where a LiteRT export's bytes go, float32 against the export, and the bound.
+
+    The bound is the largest size ratio any int8 encoding of the same graph could reach:
+    the export's constants and metadata plus the float file's names and structure (as if
+    quantization parameters were free and the int8 graph needed no extra tensors or ops).
+    """
+    export, floats = report["size_breakdown"], report["float_size_breakdown"]
+    keys = sorted(set(export) | set(floats), key=lambda k: (k == "structure", k))
+    rows = [(key, str(floats.get(key, 0)), str(export.get(key, 0))) for key in keys]
+    rows.append(("total", str(report["float_size_bytes"]), str(report["size_bytes"])))
+    constants = sum(v for k, v in export.items() if k.startswith("constants_"))
+    least = constants + export.get("metadata", 0) + floats["tensor_names"] + floats["structure"]
+    bound = f"{report['float_size_bytes'] / least:.2f}x ({least} bytes)"
+    return rows, bound
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
@@ -87,7 +104,7 @@ def main() -> None:
 
     import tfaccel
 
-    rows, kernels = [], None
+    rows, kernels, breakdown = [], None, None
     with tempfile.TemporaryDirectory() as scratch:
         for case in args.cases.split(","):
             fmt, mode = case.split(":")
@@ -106,6 +123,7 @@ def main() -> None:
                          f"{report['latency_ms']:.3f}", f"{report['float_latency_ms']:.3f}",
                          f"{report['latency_speedup']:.2f}x"))
             if (fmt, mode) == ("litert", "int8"):
+                breakdown = _breakdown_table(report)
                 floats = tfaccel.export(args.run_dir, format="litert",
                                         out=os.path.join(scratch, "litert-none"),
                                         latency_runs=1, latency_calls=1)
@@ -121,6 +139,12 @@ def main() -> None:
     print(f"\n{report['validation_examples']} validation examples; latency: one example, "
           f"best of {args.runs} alternating runs of {args.calls} calls, CPU "
           "(LiteRT and ONNX Runtime on one thread).")
+    if breakdown:
+        print("\nLiteRT int8 bytes against float32 (tfaccel.exporting.litert_size_breakdown):\n")
+        print("| bytes | float32 | int8 |\n|---|---|---|")
+        for row in breakdown[0]:
+            print("| " + " | ".join(row) + " |")
+        print(f"\nUpper bound on int8's size ratio for this graph: {breakdown[1]}.")
     if kernels:
         print(f"\nLiteRT kernels, one example, one thread ({_cpu_flags()}):\n")
         print("| kernels | float32 ms | int8 ms | int8 speed-up |\n|---|---|---|---|")

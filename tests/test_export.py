@@ -142,6 +142,22 @@ def test_litert_int8_is_full_integer_and_checked_against_the_float_export(tiny, 
     # (A model this small is mostly file overhead; sizes are compared in benchmarks/.)
     assert report["size_ratio"] == pytest.approx(report["float_size_bytes"]
                                                  / report["size_bytes"])
+    # Where the bytes go adds up to each file's size, and the weights are where they
+    # belong: 492 kernel values (3x3x3x4 + 3x3x4x8 + 8x8 + 8x4) and 24 biases.
+    export, floats = report["size_breakdown"], report["float_size_breakdown"]
+    assert sum(export.values()) == report["size_bytes"]
+    assert sum(floats.values()) == report["float_size_bytes"]
+    kernels, biases = 492, 24
+    # float32: every weight and bias at 4 bytes, plus the Rescaling and epsilon scalars.
+    assert floats["constants_float32"] == 4 * (kernels + biases) + 4 * 2
+    assert floats["quantization_parameters"] == 0
+    # int8: kernels at 1 byte, int32 biases, the MEAN axes (2 x int32); no float32 left.
+    assert kernels <= export["constants_int8"] <= kernels + 2
+    assert export["constants_int32"] == 4 * biases + 8
+    assert "constants_float32" not in export
+    # Per output channel, a float32 scale and an int64 zero point for each kernel and bias.
+    assert export["quantization_parameters"] >= 2 * biases * (4 + 8)
+    assert export["tensor_names"] > 0 and export["structure"] > 0
 
 
 @pytest.mark.parametrize("fmt,mode", [("litert", "dynamic"), ("litert", "float16"),

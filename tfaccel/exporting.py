@@ -205,6 +205,10 @@ def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
         predictions = {name: _predict(runtime, x_val) for name, runtime in contenders.items()}
         latencies = _latencies(contenders, x_val[:1], runs=latency_runs, calls=latency_calls)
         sizes = {"export": _size_on_disk(artifact), "float": _size_on_disk(float_artifact)}
+        if format == "litert":
+            # Where the bytes go: on a small model, fixed overhead bounds the size ratio.
+            details = {**details, "size_breakdown": litert_size_breakdown(artifact),
+                       "float_size_breakdown": litert_size_breakdown(float_artifact)}
     labels = _as_class_indices(y_val)
     top1 = {name: np.argmax(p, axis=-1) for name, p in predictions.items()}
     float_name = "float" if "float" in contenders else "export"
@@ -442,6 +446,53 @@ def float_operations(path: Path) -> list:
                 found.append((op["op_name"], tensor["name"]))
                 break
     return found
+
+
+def litert_size_breakdown(path: Path) -> dict:
+    """Bytes of a .tflite by kind; the values add up to the file's size.
+
+    Keys: ``constants_<dtype>`` (weight, bias and other constant buffers, by the dtype of
+    the tensor that holds them), ``metadata`` (metadata buffers, e.g. the converter's
+    CONVERSION_METADATA), ``quantization_parameters`` (a float32 scale and an int64 zero
+    point per tensor, or per output channel), ``tensor_names``, and ``structure``: the rest
+    (the flatbuffer's tables, offsets, shapes, operators, signatures, alignment padding).
+    """
+    # TensorFlow's own flatbuffer reader (tensorflow/lite/tools), as the LiteRT tools use.
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    model = flatbuffer_utils.read_model(str(path))
+    dtypes = {value: name.lower() for name, value in vars(schema.TensorType).items()
+              if not name.startswith("_")}
+    counts: dict = {}
+    seen = set()
+
+    def add(key, n):
+        counts[key] = counts.get(key, 0) + int(n)
+
+    for metadata in model.metadata or ():
+        seen.add(metadata.buffer)
+        add("metadata", _buffer_size(model.buffers[metadata.buffer]))
+    for subgraph in model.subgraphs:
+        for tensor in subgraph.tensors:
+            if tensor.buffer not in seen:
+                seen.add(tensor.buffer)
+                size = _buffer_size(model.buffers[tensor.buffer])
+                if size:
+                    add(f"constants_{dtypes.get(tensor.type, tensor.type)}", size)
+            quantization = tensor.quantization
+            if quantization is not None:
+                add("quantization_parameters", sum(
+                    width * (0 if values is None else len(values)) for width, values in (
+                        (4, quantization.scale), (8, quantization.zeroPoint),
+                        (4, quantization.min), (4, quantization.max))))
+            add("tensor_names", len(tensor.name or b""))
+    counts["structure"] = _size_on_disk(Path(path)) - sum(counts.values())
+    return counts
+
+
+def _buffer_size(buffer) -> int:
+    return 0 if buffer.data is None else len(buffer.data)
 
 
 def _convert_onnx(model, artifact: Path, *, quantize: str, calibration) -> dict:
