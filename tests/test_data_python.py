@@ -8,6 +8,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -222,19 +223,19 @@ def test_one_pool_started_at_build_serves_every_epoch_and_stops_with_the_dataset
 
 def test_workers_are_started_in_the_building_thread_not_by_tf_data(monkeypatch):
     # Forking from a tf.data thread while the pipeline runs is what this design avoids.
-    pools = []
+    started_in = []
 
     class Recorded(_workers.Pool):
         def __init__(self, **kwargs):
+            started_in.append(threading.current_thread())
             super().__init__(**kwargs)
-            pools.append(self)
 
     monkeypatch.setattr(_workers, "Pool", Recorded)
     for source in (Squares(), shard):
         ds = data.from_python(source, batch_size=8, workers=2, chunk_size=3)
         for _ in range(2):
             assert len(_labels(ds)) == (37 if source is not shard else 29)
-    assert [p.start_thread for p in pools] == [threading.main_thread()] * 2
+    assert started_in == [threading.main_thread()] * 2  # one pool per dataset
 
 
 @pytest.mark.parametrize("source", [Squares(), shard], ids=["random_access", "generator"])
@@ -246,6 +247,25 @@ def test_two_iterators_at_once_each_get_a_whole_epoch(source):
     second = np.concatenate([b[1].numpy() for _, b in pairs]).tolist()
     expected = list(range(37)) if source is not shard else _labels(ds)
     assert first == second == expected and len(expected) == (37 if source is not shard else 29)
+
+
+def test_each_worker_draws_its_own_random_numbers_in_every_epoch():
+    # Forked workers used to start from copies of one RNG state: the same "random"
+    # augmentation in every worker, and again in every epoch.
+    def build(seed):
+        return data.from_python(pysource_helpers.Squares(size=8), batch_size=8, workers=2,
+                                chunk_size=2, transform=pysource_helpers.draws,
+                                deterministic=True, seed=seed)
+
+    for seed in (None, 5):
+        ds = build(seed)
+        epochs = [next(iter(ds)) for _ in range(2)]
+        for column in (2, 3):  # NumPy's global RNG, Python's random
+            draws = np.concatenate([e[column].numpy() for e in epochs])
+            assert len(set(draws.tolist())) == 16, draws  # none alike: workers, epochs
+    again = next(iter(build(5)))  # and a seed makes them reproducible
+    np.testing.assert_array_equal(again[2].numpy(), epochs[0][2].numpy())
+    np.testing.assert_array_equal(again[3].numpy(), epochs[0][3].numpy())
 
 
 class FailsOnce:
@@ -564,6 +584,18 @@ def test_forked_workers_start_with_the_collector_frozen():
                           transform=report)
     frozen = next(iter(ds))[1].numpy()
     assert (frozen > 1000).all(), frozen  # the parent's many objects are all frozen
+
+
+def test_python_s_fork_with_threads_warning_is_not_filtered():
+    # Python 3.12+ warns at a fork of a process with other OS threads (here: TensorFlow's,
+    # NumPy's OpenBLAS pool). Neither tfaccel nor the test setup may hide it.
+    data.from_python(Squares(), batch_size=8, workers=1)  # whatever tfaccel sets up
+    with warnings.catch_warnings(record=True) as caught:  # keeps the filters in force
+        warnings.warn_explicit(
+            "This process (pid=1) is multi-threaded, use of fork() may lead to deadlocks in "
+            "the child.", DeprecationWarning, filename="popen_fork.py", lineno=66,
+            module="multiprocessing.popen_fork", registry={})
+    assert [str(w.message)[:21] for w in caught] == ["This process (pid=1) "]
 
 
 def test_bad_arguments():

@@ -9,6 +9,7 @@ import itertools
 import multiprocessing
 import os
 import queue
+import random
 import signal
 import threading
 import time
@@ -86,7 +87,7 @@ def _discard(payload):
 
 
 def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks, results,
-                 parent_pid, use_shm, shard, stop):
+                 parent_pid, use_shm, shard, stop, rng_state=None):
     """Body of one worker: serves every epoch of its pool until told to stop.
 
     A task is ``(epoch, chunk_id, arg)``: the indices of a random-access chunk, or, for a
@@ -112,6 +113,10 @@ def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks
         # finalisers here. Only this worker's own objects are collected.
         gc.freeze()
         gc.enable()
+        # Forked workers start as copies of one RNG state: without this, every worker
+        # would draw the same "random" numbers (e.g. augmentation) as the others.
+        np.random.seed(rng_state)
+        random.seed(int.from_bytes(rng_state.tobytes(), "little"))
     iterators, produced = {}, {}  # per open epoch (generator sources)
     ended = set()  # epochs whose share this worker has finished (until forgotten)
     try:
@@ -219,13 +224,11 @@ class Pool:
 
     def __init__(self, *, source, transform: Optional[Callable], random_access: bool,
                  workers: int, mode: str, start_method: Optional[str] = None,
-                 shard=(0, 1)):
+                 shard=(0, 1), seed=None):
         self.mode = mode
         self.workers = workers
         self.random_access = random_access
         self.closed = False
-        # The thread that started the workers (forked them, in process mode).
-        self.start_thread = threading.current_thread()
         if mode == "process":
             ctx = multiprocessing.get_context(resolve_start_method(start_method))
             # The resource tracker must exist before forking, so that segments created by a
@@ -234,11 +237,15 @@ class Pool:
             self.results = ctx.Queue()
             self.tasks = [ctx.Queue() for _ in range(workers)]
             self.stop = ctx.Event()
+            # Each worker's seed for NumPy's and Python's global RNGs: drawn from `seed` (an
+            # int or a sequence of ints; None: fresh entropy), one per worker.
+            states = [s.generate_state(4)
+                      for s in np.random.SeedSequence(seed).spawn(workers)]
             self.handles = [
                 ctx.Process(target=_worker_loop, daemon=True, name=f"tfaccel-data-{i}",
                             args=(i, workers, source, transform, random_access,
                                   self.tasks[i], self.results, os.getpid(), True, shard,
-                                  self.stop))
+                                  self.stop, states[i]))
                 for i in range(workers)]
         else:
             self.results = queue.Queue()

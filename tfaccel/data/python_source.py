@@ -117,7 +117,9 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
             the first example (computed once in this process).
         shuffle: Random-access sources only: a new seeded permutation of all indices each
             epoch (a global shuffle, cheaper than a shuffle buffer).
-        seed: Seed of that permutation and of the tail's shuffle/augmentation.
+        seed: Seed of that permutation, of the tail's shuffle/augmentation, and of
+            NumPy's and Python's global random generators in each worker process (each
+            worker its own; None: fresh entropy).
         deterministic: Fixed element order (chunk c always from worker c % N, yielded in
             order); otherwise chunks are used as soon as any worker finishes one.
         chunk_size: Examples a worker stacks into one hand-over.
@@ -205,7 +207,9 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
         # dataset, and is closed when the dataset is collected or the interpreter exits.
         pool = _workers.Pool(source=source, transform=transform, random_access=random_access,
                              workers=workers, mode=mode, start_method=start_method,
-                             shard=(0, 1) if random_access else share)
+                             shard=(0, 1) if random_access else share,
+                             # Each input pipeline's workers draw their own numbers.
+                             seed=None if seed is None else (seed, *share))
 
     def generate():
         epoch = next(epochs)
