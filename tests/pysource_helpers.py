@@ -20,3 +20,11 @@ def shard(worker_index, num_workers):
     """Generator source: this worker's share of examples 0..28 as ({"v", "w"}, label)."""
     for i in range(worker_index, 29, num_workers):
         yield {"v": np.float32(i), "w": np.full((2,), i, np.int32)}, np.int64(i)
+
+
+def draws(example):
+    """Transform: (x, i) -> (x, i, a draw of NumPy's global RNG, a draw of Python's `random`)."""
+    import random
+
+    x, i = example
+    return x, i, np.float64(np.random.rand()), np.float64(random.random())

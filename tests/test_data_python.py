@@ -1,5 +1,6 @@
 """Tests of from_python: both source kinds, both modes, order, errors with tracebacks, cleanup."""
 
+import gc
 import os
 import signal
 import subprocess
@@ -7,6 +8,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -187,17 +189,107 @@ def _wait_gone(pids, timeout=10.0):
     return alive
 
 
-def test_workers_are_stopped_after_epoch_and_after_error_and_after_early_stop():
+def with_pid(example):
+    """Transform run in the workers: (x, i) -> (x, i, the worker's pid)."""
+    x, i = example
+    return x, i, np.int64(os.getpid())
+
+
+def test_one_pool_started_at_build_serves_every_epoch_and_stops_with_the_dataset():
     before = _children()
-    list(data.from_python(Squares(), batch_size=8, workers=2))
-    with pytest.raises(Exception):
-        list(data.from_python(Failing(), batch_size=2, workers=2, chunk_size=1))
-    it = iter(data.from_python(Squares(), batch_size=2, workers=2, chunk_size=1))
-    next(it)
-    during = _children() - before
-    assert during, "an open iterator has live workers"
+    ds = data.from_python(pysource_helpers.Squares(size=12), batch_size=4, workers=2,
+                          chunk_size=2, transform=with_pid, deterministic=True)
+    started = _children() - before
+    assert len(started) == 2  # started by from_python itself, before any iteration
+    for _ in range(2):  # the same two workers make every epoch, whole
+        batches = list(ds)
+        assert np.concatenate([b[1].numpy() for b in batches]).tolist() == list(range(12))
+        assert set(np.concatenate([b[2].numpy() for b in batches]).tolist()) == started
+    it = iter(ds)
+    next(it)  # an epoch left half-way, its iterator still open
+    assert len(list(ds)) == 3 and _children() - before == started
     del it
-    assert _wait_gone(during) == []
+    failing = data.from_python(Failing(), batch_size=2, workers=2, chunk_size=1)
+    failing_workers = _children() - before - started
+    with pytest.raises(Exception, match="cannot load example 7"):
+        list(failing)
+    assert _children() - before - started == failing_workers  # an error stops no worker
+    del failing
+    gc.collect()
+    assert _wait_gone(failing_workers) == []
+    del ds
+    assert _wait_gone(started) == []
+
+
+def test_workers_are_started_in_the_building_thread_not_by_tf_data(monkeypatch):
+    # Forking from a tf.data thread while the pipeline runs is what this design avoids.
+    started_in = []
+
+    class Recorded(_workers.Pool):
+        def __init__(self, **kwargs):
+            started_in.append(threading.current_thread())
+            super().__init__(**kwargs)
+
+    monkeypatch.setattr(_workers, "Pool", Recorded)
+    for source in (Squares(), shard):
+        ds = data.from_python(source, batch_size=8, workers=2, chunk_size=3)
+        for _ in range(2):
+            assert len(_labels(ds)) == (37 if source is not shard else 29)
+    assert started_in == [threading.main_thread()] * 2  # one pool per dataset
+
+
+@pytest.mark.parametrize("source", [Squares(), shard], ids=["random_access", "generator"])
+def test_two_iterators_at_once_each_get_a_whole_epoch(source):
+    # One pool, two open epochs: every result goes to the epoch that asked for it.
+    ds = data.from_python(source, batch_size=3, workers=2, chunk_size=2, deterministic=True)
+    pairs = list(zip(ds, ds))  # both iterators advance in turn
+    first = np.concatenate([a[1].numpy() for a, _ in pairs]).tolist()
+    second = np.concatenate([b[1].numpy() for _, b in pairs]).tolist()
+    expected = list(range(37)) if source is not shard else _labels(ds)
+    assert first == second == expected and len(expected) == (37 if source is not shard else 29)
+
+
+def test_each_worker_draws_its_own_random_numbers_in_every_epoch():
+    # Forked workers used to start from copies of one RNG state: the same "random"
+    # augmentation in every worker, and again in every epoch.
+    def build(seed):
+        return data.from_python(pysource_helpers.Squares(size=8), batch_size=8, workers=2,
+                                chunk_size=2, transform=pysource_helpers.draws,
+                                deterministic=True, seed=seed)
+
+    for seed in (None, 5):
+        ds = build(seed)
+        epochs = [next(iter(ds)) for _ in range(2)]
+        for column in (2, 3):  # NumPy's global RNG, Python's random
+            draws = np.concatenate([e[column].numpy() for e in epochs])
+            assert len(set(draws.tolist())) == 16, draws  # none alike: workers, epochs
+    again = next(iter(build(5)))  # and a seed makes them reproducible
+    np.testing.assert_array_equal(again[2].numpy(), epochs[0][2].numpy())
+    np.testing.assert_array_equal(again[3].numpy(), epochs[0][3].numpy())
+
+
+class FailsOnce:
+    """Random access, 9 examples; example 4 fails the first time any worker loads it."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __len__(self):
+        return 9
+
+    def __getitem__(self, i):
+        if i == 4 and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            raise ValueError("flaky example 4")
+        return np.float32(i), np.int64(i)
+
+
+def test_an_exception_fails_its_epoch_only_and_the_next_epoch_is_whole(tmp_path):
+    ds = data.from_python(FailsOnce(str(tmp_path / "failed")), batch_size=3, workers=2,
+                          chunk_size=1, deterministic=True)
+    with pytest.raises(Exception, match="flaky example 4"):
+        list(ds)
+    assert _labels(ds) == list(range(9))
 
 
 class Chunky:
@@ -320,6 +412,29 @@ def test_a_worker_killed_mid_epoch_fails_the_epoch_naming_it(signum):
         pool.close(timeout=0.5)
 
 
+@pytest.mark.parametrize("random_access", [True, False])
+def test_a_worker_killed_between_epochs_fails_the_next_epoch_naming_it(random_access):
+    pool = _pool(Squares() if random_access else shard, random_access=random_access)
+
+    def epoch():
+        return [int(y) for chunk in _workers.run_epoch(
+            pool, random_access=random_access, order=np.arange(37) if random_access else None,
+            chunk_size=2, deterministic=True) for y in chunk[-1]]
+
+    try:
+        assert len(epoch()) == (37 if random_access else 29)
+        pid = pool.pids[0]
+        os.kill(pid, signal.SIGKILL)
+        assert _wait_gone([pid]) == []
+        outcome = _run_with_hang_detector(epoch)
+    finally:
+        pool.close(timeout=0.5)
+    assert "value" not in outcome, f"the epoch ended short: {outcome.get('value')}"
+    assert isinstance(outcome["error"], _workers.WorkerError)
+    assert (f"Worker 0 (process, pid {pid}) was killed by SIGKILL (exit code -9) before it "
+            f"had finished its share") in str(outcome["error"])
+
+
 class ExitsQuietly:
     """Random access, 12 examples; the worker that loads example 5 exits with code 0."""
 
@@ -426,6 +541,7 @@ def test_spawned_workers_produce_the_same_examples(source_name):
                           deterministic=True, start_method="spawn")
     batches = list(ds)
     labels = _labels(batches)
+    assert _labels(ds) == labels  # a second epoch, from the same spawned workers
     if source_name == "Squares":
         assert labels == list(range(11))
         x = np.concatenate([b[0].numpy() for b in batches])
@@ -468,6 +584,18 @@ def test_forked_workers_start_with_the_collector_frozen():
                           transform=report)
     frozen = next(iter(ds))[1].numpy()
     assert (frozen > 1000).all(), frozen  # the parent's many objects are all frozen
+
+
+def test_python_s_fork_with_threads_warning_is_not_filtered():
+    # Python 3.12+ warns at a fork of a process with other OS threads (here: TensorFlow's,
+    # NumPy's OpenBLAS pool). Neither tfaccel nor the test setup may hide it.
+    data.from_python(Squares(), batch_size=8, workers=1)  # whatever tfaccel sets up
+    with warnings.catch_warnings(record=True) as caught:  # keeps the filters in force
+        warnings.warn_explicit(
+            "This process (pid=1) is multi-threaded, use of fork() may lead to deadlocks in "
+            "the child.", DeprecationWarning, filename="popen_fork.py", lineno=66,
+            module="multiprocessing.popen_fork", registry={})
+    assert [str(w.message)[:21] for w in caught] == ["This process (pid=1) "]
 
 
 def test_bad_arguments():

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import atexit
+import collections
 import gc
 import itertools
 import multiprocessing
 import os
 import queue
+import random
 import signal
 import threading
 import time
@@ -85,12 +87,18 @@ def _discard(payload):
 
 
 def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks, results,
-                 parent_pid, use_shm, shard, stop):
-    """Body of one worker: answers each task with one chunk, or an error with its traceback.
+                 parent_pid, use_shm, shard, stop, rng_state=None):
+    """Body of one worker: serves every epoch of its pool until told to stop.
 
-    A generator worker ends its share with ``("done", id, key, count)``, `count` being the
-    examples it produced in all; the parent checks it, so that only a worker that ran out of
-    examples can end an epoch. Any other ending (a signal, a crash, an exit) is an error.
+    A task is ``(epoch, chunk_id, arg)``: the indices of a random-access chunk, or, for a
+    generator source, a credit for `arg` more examples of this worker's share of that epoch
+    (the epoch's first task starts its own ``source(shard, num_shards)`` iterator). A
+    generator worker ends its share of an epoch with ``("done", epoch, id, key, count)``,
+    `count` being the examples it produced in that epoch; the parent checks it, so that only
+    a worker that ran out of examples can end an epoch. ``(epoch, None, None)`` forgets an
+    epoch the parent has closed. An exception in the source or transform is reported with
+    its traceback and fails only that epoch; the worker itself never exits on its own, so
+    any exit while the pool is open (a signal, a crash, ``os._exit``) is an error.
     """
     if parent_pid is not None:
         # Ctrl-C reaches the whole process group; the parent decides, workers just stop
@@ -105,13 +113,13 @@ def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks
         # finalisers here. Only this worker's own objects are collected.
         gc.freeze()
         gc.enable()
-    iterator = None
-    produced = 0
+        # Forked workers start as copies of one RNG state: without this, every worker
+        # would draw the same "random" numbers (e.g. augmentation) as the others.
+        np.random.seed(rng_state)
+        random.seed(int.from_bytes(rng_state.tobytes(), "little"))
+    iterators, produced = {}, {}  # per open epoch (generator sources)
+    ended = set()  # epochs whose share this worker has finished (until forgotten)
     try:
-        if not random_access:
-            # With several input pipelines, pipeline p's worker w is shard p * N + w.
-            iterator = iter(source(shard[0] * num_workers + worker_id,
-                                   shard[1] * num_workers))
         while True:
             try:
                 task = tasks.get(timeout=_POLL_SECONDS)
@@ -121,23 +129,50 @@ def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks
                 continue
             if task is None or stop.is_set():
                 return
-            chunk_id, arg = task
-            examples = []
-            items = ((source[int(i)] for i in arg) if random_access
-                     else itertools.islice(iterator, arg))
-            for example in items:
-                if stop.is_set():
-                    return  # the parent is closing: drop the chunk, exit at once
-                examples.append(example if transform is None else transform(example))
-            if not examples:
-                results.put(("done", worker_id, chunk_id, produced))
-                if not random_access:
-                    return
+            epoch, chunk_id, arg = task
+            if chunk_id is None:
+                iterators.pop(epoch, None)
+                produced.pop(epoch, None)
+                ended.discard(epoch)
                 continue
-            produced += len(examples)
-            results.put(("chunk", worker_id, chunk_id, _pack(_stack(examples), use_shm)))
+            if epoch in ended:
+                continue  # a credit still queued when this worker's share ran out
+            try:
+                if random_access:
+                    items = (source[int(i)] for i in arg)
+                else:
+                    if epoch not in iterators:
+                        # With several input pipelines, pipeline p's worker w is shard
+                        # p * N + w.
+                        iterators[epoch] = iter(source(shard[0] * num_workers + worker_id,
+                                                       shard[1] * num_workers))
+                        produced[epoch] = 0
+                    items = itertools.islice(iterators[epoch], arg)
+                examples = []
+                for example in items:
+                    if stop.is_set():
+                        return  # the parent is closing: drop the chunk, exit at once
+                    examples.append(example if transform is None else transform(example))
+                payload = _pack(_stack(examples), use_shm) if examples else None
+            except Exception:  # noqa: BLE001 - the epoch fails with this text in the parent
+                results.put(("error", epoch, worker_id, chunk_id, traceback.format_exc()))
+                if not random_access:
+                    iterators.pop(epoch, None)  # a broken iterator: this epoch is over
+                    ended.add(epoch)
+                continue
+            if not examples:
+                results.put(("done", epoch, worker_id, chunk_id, produced.get(epoch, 0)))
+                if not random_access:
+                    del iterators[epoch]
+                    ended.add(epoch)
+                continue
+            if not random_access:
+                produced[epoch] += len(examples)
+            results.put(("chunk", epoch, worker_id, chunk_id, payload))
     except BaseException:  # noqa: BLE001 - every failure must reach the caller as text
-        results.put(("error", worker_id, None, traceback.format_exc()))
+        # Outside any one task (SystemExit from a source, a failing put): the worker is
+        # going down, which fails every epoch of the pool.
+        results.put(("error", None, worker_id, None, traceback.format_exc()))
 
 
 _LIVE_POOLS: "weakref.WeakSet[Pool]" = weakref.WeakSet()
@@ -169,12 +204,27 @@ def _close_all(timeout: float = 3.0):
         time.sleep(0.01)
 
 
+def close_with(owner, pool: "Pool") -> None:
+    """Closes `pool` when `owner` is garbage collected (at exit `_close_all` does it)."""
+    finalizer = weakref.finalize(owner, pool.close)
+    # Not at exit: `_close_all` closes every pool then, after marking the interpreter as
+    # exiting, which readers still inside an epoch need to see (see `run_epoch`).
+    finalizer.atexit = False
+
+
 class Pool:
-    """N workers that turn tasks into chunks of stacked examples; always close() it."""
+    """N workers that turn tasks into chunks of stacked examples, for any number of epochs.
+
+    Start it where the dataset is built (the caller's thread, before tf.data runs anything),
+    then run each epoch with `run_epoch`; the same workers serve every epoch. Results are
+    tagged with their epoch, so an epoch abandoned half-way (an iterator dropped early) or
+    two iterators open at once never mix. `close()` it, or let it be collected: it is also
+    closed by `__del__` and at interpreter exit.
+    """
 
     def __init__(self, *, source, transform: Optional[Callable], random_access: bool,
                  workers: int, mode: str, start_method: Optional[str] = None,
-                 shard=(0, 1)):
+                 shard=(0, 1), seed=None):
         self.mode = mode
         self.workers = workers
         self.random_access = random_access
@@ -187,11 +237,15 @@ class Pool:
             self.results = ctx.Queue()
             self.tasks = [ctx.Queue() for _ in range(workers)]
             self.stop = ctx.Event()
+            # Each worker's seed for NumPy's and Python's global RNGs: drawn from `seed` (an
+            # int or a sequence of ints; None: fresh entropy), one per worker.
+            states = [s.generate_state(4)
+                      for s in np.random.SeedSequence(seed).spawn(workers)]
             self.handles = [
                 ctx.Process(target=_worker_loop, daemon=True, name=f"tfaccel-data-{i}",
                             args=(i, workers, source, transform, random_access,
                                   self.tasks[i], self.results, os.getpid(), True, shard,
-                                  self.stop))
+                                  self.stop, states[i]))
                 for i in range(workers)]
         else:
             self.results = queue.Queue()
@@ -208,8 +262,14 @@ class Pool:
         # needs the GIL while Python finalises TensorFlow's iterators deadlocks the exit.
         self._getters = 0
         self._getters_lock = threading.Lock()
-        # Generator workers that sent their "done": the only workers allowed to exit.
-        self.finished = set()
+        # Open epochs and the results read for them but not yet taken. One thread at a
+        # time reads the shared result queue and files each result under its epoch.
+        self._epoch_ids = itertools.count()
+        self._boxes = {}
+        self._boxes_lock = threading.Lock()
+        self._reader = threading.Lock()
+        # Set once a worker is gone or failed outside a task: every epoch fails with it.
+        self._fatal: Optional[str] = None
         _LIVE_POOLS.add(self)
         if mode == "process":
             # Children inherit the signal mask: a Ctrl-C between the fork and the worker's
@@ -234,41 +294,102 @@ class Pool:
         """Process ids of the workers (empty in thread mode)."""
         return [h.pid for h in self.handles if self.mode == "process"]
 
-    def submit(self, worker_id: int, chunk_id: int, arg) -> None:
-        self.tasks[worker_id].put((chunk_id, arg))
+    def open_epoch(self) -> int:
+        """Registers a new epoch; returns its id for `submit`, `get` and `close_epoch`."""
+        if self.closed:
+            raise PoolClosed("The data worker pool is closed; no epoch can start.")
+        epoch = next(self._epoch_ids)
+        with self._boxes_lock:
+            self._boxes[epoch] = collections.deque()
+        return epoch
 
-    def get(self):
-        """Next result ``(kind, worker_id, chunk_id, payload)``; raises WorkerError."""
+    def close_epoch(self, epoch: int) -> None:
+        """Forgets `epoch`: its unread results (and later ones) are discarded and freed."""
+        with self._boxes_lock:
+            box = self._boxes.pop(epoch, None)
+        for item in box or ():
+            if item[0] == "chunk":
+                _discard(item[4])
+        if self.closed or self.random_access:
+            return
+        for q in self.tasks:  # generator workers drop that epoch's iterator
+            try:
+                q.put((epoch, None, None))
+            except (ValueError, OSError):
+                pass
+
+    def submit(self, worker_id: int, epoch: int, chunk_id, arg) -> None:
+        self.tasks[worker_id].put((epoch, chunk_id, arg))
+
+    def get(self, epoch: int):
+        """Next result of `epoch`: ``(kind, worker_id, chunk_id, payload)``; raises WorkerError."""
         with self._getters_lock:
             self._getters += 1
         try:
-            return self._get()
+            return self._get(epoch)
         finally:
             with self._getters_lock:
                 self._getters -= 1
 
-    def _get(self):
+    def _get(self, epoch: int):
         while True:
-            if self.closed:
-                raise PoolClosed("The data worker pool was closed before the epoch was "
-                                 "complete; the epoch is not ended early.")
-            # Workers seen gone BEFORE the read: everything they sent was in the pipe by
-            # then (a process flushes its queue before it exits), so an empty read after
-            # this proves they left without finishing their share.
-            gone = [i for i, h in enumerate(self.handles)
-                    if i not in self.finished and not h.is_alive()]
-            try:
-                kind, worker_id, chunk_id, payload = self.results.get(timeout=_POLL_SECONDS)
-            except (queue.Empty, OSError, ValueError, EOFError):
-                if gone and not self.closed:
-                    raise WorkerError(self._gone_message(gone[0])) from None
-                continue
+            item = self._take(epoch)
+            if item is None:
+                if not self._reader.acquire(timeout=_POLL_SECONDS):
+                    continue
+                try:
+                    # Filed by another reader while we waited for the queue?
+                    item = self._take(epoch)
+                    if item is None:
+                        self._read_one()
+                        continue
+                finally:
+                    self._reader.release()
+            kind, _, worker_id, chunk_id, payload = item
             if kind == "error":
                 raise WorkerError(f"Worker {worker_id} ({self.mode}) raised an exception; its "
                                   f"traceback:\n{payload}")
-            if kind == "done" and not self.random_access:
-                self.finished.add(worker_id)
             return kind, worker_id, chunk_id, payload
+
+    def _take(self, epoch: int):
+        """The oldest result filed for `epoch`, or None; raises if the pool cannot go on."""
+        if self.closed:
+            raise PoolClosed("The data worker pool was closed before the epoch was "
+                             "complete; the epoch is not ended early.")
+        with self._boxes_lock:
+            box = self._boxes.get(epoch)
+            if box:
+                return box.popleft()
+        if box is None:
+            raise PoolClosed(f"Epoch {epoch} of the data worker pool is not open.")
+        if self._fatal is not None:
+            raise WorkerError(self._fatal)
+        return None
+
+    def _read_one(self) -> None:
+        """Reads one result from the workers and files it under its epoch (reader lock held)."""
+        # Workers seen gone BEFORE the read: everything they sent was in the pipe by then (a
+        # process flushes its queue before it exits), so an empty read after this proves
+        # they left with work unanswered. No worker may leave while the pool is open.
+        gone = [i for i, h in enumerate(self.handles) if not h.is_alive()]
+        try:
+            item = self.results.get(timeout=_POLL_SECONDS)
+        except (queue.Empty, OSError, ValueError, EOFError):
+            if gone and not self.closed:
+                self._fatal = self._gone_message(gone[0])
+            return
+        kind, epoch, worker_id, _, payload = item
+        if kind == "error" and epoch is None:
+            self._fatal = (f"Worker {worker_id} ({self.mode}) failed and stopped; its "
+                           f"traceback:\n{payload}")
+            return
+        with self._boxes_lock:
+            box = self._boxes.get(epoch)
+            if box is not None:
+                box.append(item)
+                return
+        if kind == "chunk":
+            _discard(payload)  # a result of an epoch already closed
 
     def _gone_message(self, i: int) -> str:
         h = self.handles[i]
@@ -317,6 +438,7 @@ class Pool:
             for h in handles:
                 h.join(timeout=timeout)
             self._wait_for_getters(timeout)
+            self._discard_boxes()
             return
         deadline = time.monotonic() + timeout
         while any(h.is_alive() for h in handles) and time.monotonic() < deadline:
@@ -331,9 +453,18 @@ class Pool:
                 h.join(timeout=1.0)
             h.join(timeout=0)
         self._wait_for_getters(timeout)
+        self._discard_boxes()
         for q in [*self.tasks, self.results]:
             q.close()
             q.cancel_join_thread()
+
+    def _discard_boxes(self) -> None:
+        with self._boxes_lock:
+            boxes, self._boxes = list(self._boxes.values()), {}
+        for box in boxes:
+            for item in box:
+                if item[0] == "chunk":
+                    _discard(item[4])
 
     def _wait_for_getters(self, timeout: float) -> None:
         # get() notices `closed` within one poll interval and raises WorkerError.
@@ -349,7 +480,7 @@ class Pool:
             except (queue.Empty, ValueError, OSError, EOFError):
                 return
             if item[0] == "chunk":
-                _discard(item[3])
+                _discard(item[4])
 
     def __del__(self):
         self.close()
@@ -388,13 +519,23 @@ def run_epoch(pool: Pool, **kwargs) -> Iterator[List[np.ndarray]]:
     makes them ask for the next element and the exit hangs.
     """
     try:
-        yield from _run_epoch(pool, **kwargs)
+        epoch = pool.open_epoch()
     except PoolClosed:
         if not _interpreter_exiting:
             raise
+        return
+    try:
+        yield from _run_epoch(pool, epoch, **kwargs)
+    except PoolClosed:
+        if not _interpreter_exiting:
+            raise
+    finally:
+        # Also when tf.data drops the iterator half-way (GeneratorExit): the workers
+        # discard what is still in flight for this epoch and stay for the next one.
+        pool.close_epoch(epoch)
 
 
-def _run_epoch(pool: Pool, *, random_access: bool, order=None, chunk_size: int,
+def _run_epoch(pool: Pool, epoch: int, *, random_access: bool, order=None, chunk_size: int,
                deterministic: bool, prefetch: int = 2) -> Iterator[List[np.ndarray]]:
     """Yields the chunks of one epoch from `pool`, in a fixed order when `deterministic`.
 
@@ -424,10 +565,10 @@ def _run_epoch(pool: Pool, *, random_access: bool, order=None, chunk_size: int,
             if deterministic:
                 if per_worker[worker_id]:
                     c = per_worker[worker_id].pop(0)
-                    pool.submit(worker_id, c, chunks[c])
+                    pool.submit(worker_id, epoch, c, chunks[c])
                     in_flight += 1
             elif next_chunk < len(chunks):
-                pool.submit(worker_id, next_chunk, chunks[next_chunk])
+                pool.submit(worker_id, epoch, next_chunk, chunks[next_chunk])
                 next_chunk += 1
                 in_flight += 1
 
@@ -437,7 +578,7 @@ def _run_epoch(pool: Pool, *, random_access: bool, order=None, chunk_size: int,
         waiting, expected = {}, 0
         answered = set()
         while in_flight:
-            kind, worker_id, chunk_id, payload = pool.get()
+            kind, worker_id, chunk_id, payload = pool.get(epoch)
             in_flight -= 1
             dispatch(worker_id)
             arrays = unpack(payload) if kind == "chunk" else []
@@ -464,7 +605,7 @@ def _run_epoch(pool: Pool, *, random_access: bool, order=None, chunk_size: int,
     counters = [itertools.count() for _ in range(n)]
     for w in range(n):
         for _ in range(prefetch):
-            pool.submit(w, (w, next(counters[w])), chunk_size)
+            pool.submit(w, epoch, (w, next(counters[w])), chunk_size)
     running = set(range(n))  # workers that have not reported the end of their stream
     finished = set()  # workers whose end marker was reached in the deterministic order
     received = [0] * n  # examples that arrived from each worker
@@ -472,7 +613,7 @@ def _run_epoch(pool: Pool, *, random_access: bool, order=None, chunk_size: int,
     while len(finished) < n:
         if not deterministic and not running:
             return
-        kind, worker_id, chunk_id, payload = pool.get()
+        kind, worker_id, chunk_id, payload = pool.get(epoch)
         if kind == "done":
             if worker_id not in running or payload != received[worker_id]:
                 raise WorkerError(
@@ -482,7 +623,8 @@ def _run_epoch(pool: Pool, *, random_access: bool, order=None, chunk_size: int,
             running.discard(worker_id)
             waiting[chunk_id] = None
         else:
-            pool.submit(worker_id, (worker_id, next(counters[worker_id])), chunk_size)
+            pool.submit(worker_id, epoch, (worker_id, next(counters[worker_id])),
+                        chunk_size)
             arrays = unpack(payload)
             received[worker_id] += _rows(arrays)
             if not deterministic:

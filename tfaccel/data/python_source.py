@@ -117,24 +117,28 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
             the first example (computed once in this process).
         shuffle: Random-access sources only: a new seeded permutation of all indices each
             epoch (a global shuffle, cheaper than a shuffle buffer).
-        seed: Seed of that permutation and of the tail's shuffle/augmentation.
+        seed: Seed of that permutation, of the tail's shuffle/augmentation, and of
+            NumPy's and Python's global random generators in each worker process (each
+            worker its own; None: fresh entropy).
         deterministic: Fixed element order (chunk c always from worker c % N, yielded in
             order); otherwise chunks are used as soon as any worker finishes one.
         chunk_size: Examples a worker stacks into one hand-over.
         start_method: multiprocessing start method; None means "fork" where available
             (a pool starts in milliseconds and accepts lambdas; see
-            `_workers.resolve_start_method` for why it is safe here), else "spawn".
-            With "spawn" or "forkserver" every worker imports TensorFlow again (seconds
-            per epoch), and `source` and `transform` must be picklable (defined at
-            module level); a UserInputError says so at once otherwise.
+            `_workers.resolve_start_method`), else "spawn". With "spawn" or "forkserver"
+            every worker imports TensorFlow again (seconds, once per dataset), and
+            `source` and `transform` must be picklable (defined at module level); a
+            UserInputError says so at once otherwise.
         **options: Any other keyword of `tfaccel.data.optimize` (shuffle_buffer, augment,
             cache, ...).
 
     Returns:
         A `tf.data.Dataset` of batches. A worker's exception surfaces while iterating as a
         TensorFlow error whose message holds ``WorkerError`` and the worker's traceback.
-        Workers live for one epoch (one iterator) and are stopped when it ends, is
-        deleted, raises, or the interpreter exits (Ctrl-C included).
+        The workers are started here, in the calling thread, and serve every epoch of
+        the dataset; they are stopped when the dataset is garbage collected or the
+        interpreter exits (Ctrl-C included). `source` and `transform` are copied into
+        them now: later changes to them are not seen.
 
     Raises:
         UserInputError: A bad argument, or an empty source.
@@ -196,28 +200,35 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
             yield tf.nest.map_structure(lambda v: np.asarray(v)[None],
                                         _as_tf_structure(example))
 
+    pool = None
+    if not options.get("sequential"):
+        # Started here, in the caller's thread and before tf.data runs anything, never from
+        # inside the pipeline: one pool serves every epoch (and every iterator) of this
+        # dataset, and is closed when the dataset is collected or the interpreter exits.
+        pool = _workers.Pool(source=source, transform=transform, random_access=random_access,
+                             workers=workers, mode=mode, start_method=start_method,
+                             shard=(0, 1) if random_access else share,
+                             # Each input pipeline's workers draw their own numbers.
+                             seed=None if seed is None else (seed, *share))
+
     def generate():
         epoch = next(epochs)
         order = epoch_order(epoch) if random_access else None
-        pool = _workers.Pool(source=source, transform=transform, random_access=random_access,
-                             workers=workers, mode=mode, start_method=start_method,
-                             shard=(0, 1) if random_access else share)
-        try:
-            for arrays in _workers.run_epoch(pool, random_access=random_access, order=order,
-                                             chunk_size=chunk_size,
-                                             deterministic=deterministic):
-                yield tf.nest.pack_sequence_as(chunk_signature, arrays)
-        finally:
-            # Runs at the end of the epoch, on an error, and when tf.data drops the
-            # iterator (GeneratorExit), so workers never outlive their epoch.
-            pool.close()
+        for arrays in _workers.run_epoch(pool, random_access=random_access, order=order,
+                                         chunk_size=chunk_size, deterministic=deterministic):
+            yield tf.nest.pack_sequence_as(chunk_signature, arrays)
 
     def start_epoch():
         return _workers.track_epoch(generate())
 
     dataset = tf.data.Dataset.from_generator(
-        generate_in_process if options.get("sequential") else start_epoch,
+        generate_in_process if pool is None else start_epoch,
         output_signature=chunk_signature)
+    if pool is not None:
+        # Not the generator's lifetime: in eager mode TensorFlow keeps a generator dataset's
+        # Python functions for the life of the process. Every dataset derived from this one,
+        # and each of their iterators, holds this object, so it goes when they all have.
+        _workers.close_with(dataset, pool)
     dataset = dataset.unbatch()
     if random_access:
         # The size is known: say so, so that Keras shows a real progress bar and does not
