@@ -318,6 +318,20 @@ def test_a_worker_killed_with_sigkill_stops_the_job_with_a_clear_error(tmp_path,
     assert (run / "checkpoints" / "epoch-001").is_dir()
 
 
+def _sigterm_in_epoch_2(process):
+    """Sends SIGTERM to a launch once epoch 2 starts; returns its output (it must exit 143)."""
+    lines = []
+    try:
+        _read_until(process, "Epoch 2/3", lines)
+        process.send_signal(signal.SIGTERM)
+        output = _finish(process, lines)
+    finally:
+        if process.poll() is None:
+            kill_tree(process.pid)
+    assert process.returncode == 143, output[-4000:]
+    return output
+
+
 def test_sigterm_saves_on_every_worker_at_one_step_and_a_launched_resume_is_exact(
         tmp_path, shapes_data_dir):
     # SIGTERM to the launcher in epoch 2 of 3: all workers agree on one step (TensorFlow's
@@ -330,15 +344,7 @@ def test_sigterm_saves_on_every_worker_at_one_step_and_a_launched_resume_is_exac
     overrides = _short_default(shapes_data_dir, runs, "training.epochs=3",
                                "training.steps_per_epoch=6")
     process = _start_launch(tmp_path, overrides)
-    lines = []
-    try:
-        _read_until(process, "Epoch 2/3", lines)
-        process.send_signal(signal.SIGTERM)
-        output = _finish(process, lines)
-    finally:
-        if process.poll() is None:
-            kill_tree(process.pid)
-    assert process.returncode == 143, output[-4000:]
+    output = _sigterm_in_epoch_2(process)
     (run,) = list(runs.iterdir())
     summary = read_json(run / "summary.json")
     assert summary["status"] == "preempted", output[-4000:]
@@ -424,15 +430,7 @@ def test_a_job_split_by_file_resumes_exactly_after_sigterm(tmp_path):
          str(runs["cut"][0]), "--run-dir", str(runs["cut"][1])], env=child_env(tmp_path),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
         start_new_session=True)
-    lines = []
-    try:
-        _read_until(process, "Epoch 2/3", lines)
-        process.send_signal(signal.SIGTERM)
-        output = _finish(process, lines)
-    finally:
-        if process.poll() is None:
-            kill_tree(process.pid)
-    assert process.returncode == 143, output[-4000:]
+    _sigterm_in_epoch_2(process)
     code, resumed = run_tfaccel(["launch", "--workers", "2", "--", "train", "--resume",
                                  runs["cut"][1]], tmp_path=tmp_path)
     assert code == 0, resumed[-4000:]
