@@ -6,6 +6,9 @@ timed side by side on single examples (alternating, best of --runs). Usage::
 
     tfaccel train recipes/default.yaml --run-dir runs/default
     python benchmarks/bench_export.py runs/default
+
+A case is FORMAT:MODE, optionally :OPTION+OPTION with the options `outside`
+(--preprocessing outside), `per-tensor` and `strip`.
 """
 
 from __future__ import annotations
@@ -16,8 +19,20 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-CASES = (("litert", "int8"), ("litert", "dynamic"), ("litert", "float16"),
-         ("onnx", "int8"), ("onnx", "dynamic"), ("keras", "int8"))
+CASES = ("litert:int8", "litert:int8:outside+per-tensor+strip", "litert:dynamic",
+         "litert:float16", "onnx:int8", "onnx:dynamic", "keras:int8")
+OPTIONS = {"outside": ("preprocessing", "outside"), "per-tensor": ("per_tensor", True),
+           "strip": ("strip", True)}
+
+
+def _parse_case(case: str):
+    """'litert:int8:outside+strip' -> ('litert', 'int8', {'preprocessing': 'outside', ...})."""
+    fmt, mode, *rest = case.split(":")
+    names = rest[0].split("+") if rest and rest[0] else []
+    unknown = [n for n in names if n not in OPTIONS]
+    if unknown or len(rest) > 1:
+        raise SystemExit(f"bad case {case!r}: options are {', '.join(OPTIONS)}")
+    return fmt, mode, dict(OPTIONS[n] for n in names)
 
 
 def _litert_weight_bytes(path: str) -> int:
@@ -98,23 +113,25 @@ def main() -> None:
     parser.add_argument("run_dir")
     parser.add_argument("--runs", type=int, default=7, help="alternating latency runs")
     parser.add_argument("--calls", type=int, default=100, help="calls per latency run")
-    parser.add_argument("--cases", default=",".join(f"{f}:{q}" for f, q in CASES),
-                        help="comma-separated format:quantize pairs")
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help="comma-separated format:quantize[:option+option] cases")
     args = parser.parse_args()
 
     import tfaccel
 
-    rows, kernels, breakdown = [], None, None
+    rows, kernels, breakdowns = [], None, []
     with tempfile.TemporaryDirectory() as scratch:
-        for case in args.cases.split(","):
-            fmt, mode = case.split(":")
+        for number, case in enumerate(args.cases.split(",")):
+            fmt, mode, options = _parse_case(case)
+            label = case.replace(":", " ", 1).replace(":", ", ").replace("+", ", ")
             report = tfaccel.export(args.run_dir, format=fmt, quantize=mode,
-                                    out=os.path.join(scratch, f"{fmt}-{mode}"),
-                                    latency_runs=args.runs, latency_calls=args.calls)
+                                    out=os.path.join(scratch, f"{number}-{fmt}-{mode}"),
+                                    latency_runs=args.runs, latency_calls=args.calls,
+                                    **options)
             weights = ""
             if fmt == "litert":
                 weights = f"{_litert_weight_bytes(report['path']) / 1024:.1f}"
-            rows.append((f"{fmt} {mode}", f"{report['size_bytes'] / 1024:.1f}",
+            rows.append((label, f"{report['size_bytes'] / 1024:.1f}",
                          f"{report['float_size_bytes'] / 1024:.1f}",
                          f"{report['size_ratio']:.2f}x", weights,
                          f"{report['accuracy']:.4f}", f"{report['float_accuracy']:.4f}",
@@ -123,7 +140,8 @@ def main() -> None:
                          f"{report['latency_ms']:.3f}", f"{report['float_latency_ms']:.3f}",
                          f"{report['latency_speedup']:.2f}x"))
             if (fmt, mode) == ("litert", "int8"):
-                breakdown = _breakdown_table(report)
+                breakdowns.append((label, _breakdown_table(report)))
+            if (fmt, mode) == ("litert", "int8") and not options:
                 floats = tfaccel.export(args.run_dir, format="litert",
                                         out=os.path.join(scratch, "litert-none"),
                                         latency_runs=1, latency_calls=1)
@@ -139,8 +157,9 @@ def main() -> None:
     print(f"\n{report['validation_examples']} validation examples; latency: one example, "
           f"best of {args.runs} alternating runs of {args.calls} calls, CPU "
           "(LiteRT and ONNX Runtime on one thread).")
-    if breakdown:
-        print("\nLiteRT int8 bytes against float32 (tfaccel.exporting.litert_size_breakdown):\n")
+    for label, breakdown in breakdowns:
+        print(f"\n{label}: bytes against its float32 file "
+              "(tfaccel.exporting.litert_size_breakdown):\n")
         print("| bytes | float32 | int8 |\n|---|---|---|")
         for row in breakdown[0]:
             print("| " + " | ".join(row) + " |")

@@ -160,6 +160,82 @@ def test_litert_int8_is_full_integer_and_checked_against_the_float_export(tiny, 
     assert export["tensor_names"] > 0 and export["structure"] > 0
 
 
+def test_litert_int8_smallest_options_are_checked_like_for_like(tiny, tmp_path):
+    """--preprocessing outside --per-tensor --strip: the README's >= 3.5x configuration."""
+    pytest.importorskip("ai_edge_litert")
+    import keras
+
+    from tfaccel.exporting import load_litert_interpreter
+
+    out = tmp_path / "int8-small"
+    report = tfaccel.export(tiny["run_dir"], format="litert", quantize="int8", out=out,
+                            preprocessing="outside", per_tensor=True, strip=True, **FAST)
+    assert (report["preprocessing"], report["per_tensor"], report["strip"]) == (
+        "outside", True, True)
+    # The weightless leading layers went to preprocessing.keras, and with them the only
+    # op that had no int8 kernel: the model file is integer-only.
+    assert report["preprocessing_layers"] == ["rescaling", "per_image_standardization"]
+    assert report["preprocessing_path"] == str(out / "preprocessing.keras")
+    assert report["integer_only"] is True and report["float_ops"] == []
+    prefix = keras.saving.load_model(out / "preprocessing.keras", compile=False)
+    assert not prefix.weights
+    # Stripped: no names, no signatures, no conversion metadata, in both files.
+    interpreter = load_litert_interpreter(out / "model.tflite")
+    assert interpreter.get_signature_list() == {}
+    assert all(t["name"] == "" for t in interpreter.get_tensor_details())
+    for breakdown in (report["size_breakdown"], report["float_size_breakdown"]):
+        assert breakdown["tensor_names"] == 0
+        assert breakdown["metadata"] == 16  # min_runtime_version only
+    # Per tensor: every int8 weight has one scale (per channel, a conv has one per filter).
+    weights = [t for t in interpreter.get_tensor_details()  # activations: batch of 1
+               if t["dtype"] == np.int8 and len(t["shape"]) in (2, 4) and t["shape"][0] != 1]
+    assert len(weights) == 4  # two convolutions, two dense layers
+    assert all(len(t["quantization_parameters"]["scales"]) == 1 for t in weights)
+    # The numbers are preprocessing.keras then the interpreter, on the validation split,
+    # and the float model of the same cut predicts what the whole Keras model predicts.
+    val = tiny["val_idx"]
+    features = prefix.predict(tiny["x"][val], verbose=0)
+    source = interpreter.get_input_details()[0]
+    assert list(source["shape"][1:]) == [8, 8, 3] and source["dtype"] == np.float32
+    interpreter.resize_tensor_input(source["index"], [len(val), 8, 8, 3])
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(source["index"], features)
+    interpreter.invoke()
+    predicted = np.argmax(interpreter.get_tensor(
+        interpreter.get_output_details()[0]["index"]), axis=-1)
+    expected_float, float_predicted = _keras_accuracy(tiny)
+    assert report["accuracy"] == pytest.approx(np.mean(predicted == tiny["y"][val]))
+    assert report["float_accuracy"] == pytest.approx(expected_float)
+    assert report["top1_agreement"] == pytest.approx(np.mean(predicted == float_predicted))
+    assert sum(report["size_breakdown"].values()) == report["size_bytes"]
+    assert sum(report["float_size_breakdown"].values()) == report["float_size_bytes"]
+    # Per tensor: one float32 scale + one int64 zero point per quantized tensor.
+    quantized = [t for t in interpreter.get_tensor_details()
+                 if len(t["quantization_parameters"]["scales"])]
+    assert report["size_breakdown"]["quantization_parameters"] == 12 * len(quantized)
+
+
+def test_split_preprocessing_cuts_the_leading_weightless_layers(tiny):
+    import keras
+
+    from tfaccel import models
+    from tfaccel.exporting import split_preprocessing
+
+    model = keras.saving.load_model(tiny["run_dir"] / "model.keras", compile=False)
+    prefix, rest = split_preprocessing(model)
+    assert [layer.name for layer in prefix.layers[1:]] == ["rescaling",
+                                                          "per_image_standardization"]
+    assert len(rest.weights) == len(model.weights) == 8
+    x = tiny["x"][:16]
+    np.testing.assert_array_equal(rest.predict(prefix.predict(x, verbose=0), verbose=0),
+                                  model.predict(x, verbose=0))
+    bare = models.build_model("small_cnn", input_shape=(8, 8, 3), num_classes=CLASSES,
+                              filters=(4,), dense_units=0, normalization="none")
+    with pytest.raises(UserInputError, match=r"no weightless layers before its first layer "
+                                             r"with weights \(conv2d.*Conv2D\)"):
+        split_preprocessing(bare)
+
+
 @pytest.mark.parametrize("fmt,mode", [("litert", "dynamic"), ("litert", "float16"),
                                       ("onnx", "dynamic")])
 def test_dynamic_and_float16(tiny, tmp_path, fmt, mode):
@@ -171,15 +247,26 @@ def test_dynamic_and_float16(tiny, tmp_path, fmt, mode):
     assert abs(report["accuracy"] - report["float_accuracy"]) <= 0.05
 
 
-def test_onnx_int8_is_calibrated_and_checked(tiny, tmp_path):
+@pytest.mark.parametrize("per_tensor", [False, True])
+def test_onnx_int8_is_calibrated_and_checked(tiny, tmp_path, per_tensor):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("tf2onnx")
     import onnx
+    from onnx import numpy_helper
 
     out = tmp_path / "onnx-int8"
-    report = tfaccel.export(tiny["run_dir"], format="onnx", quantize="int8", out=out, **FAST)
+    report = tfaccel.export(tiny["run_dir"], format="onnx", quantize="int8", out=out,
+                            per_tensor=per_tensor, **FAST)
+    assert report["per_tensor"] is per_tensor
     graph = onnx.load(str(out / "model.onnx")).graph
     assert any(node.op_type == "QuantizeLinear" for node in graph.node)
+    # The weights' DequantizeLinear scales: one per output channel, or one per tensor.
+    constants = {c.name: numpy_helper.to_array(c) for c in graph.initializer}
+    scales = [constants[node.input[1]] for node in graph.node
+              if node.op_type == "DequantizeLinear" and node.input[0] in constants
+              and constants[node.input[0]].ndim >= 2]
+    assert len(scales) == 4  # two convolutions, two dense layers
+    assert all((s.size == 1) is per_tensor for s in scales)
     assert report["calibration_examples"] == 32
     assert report["top1_agreement"] >= 0.9
     assert not (out / "float-model.onnx").exists()
@@ -297,6 +384,23 @@ def test_unknown_format_and_unsupported_mode_exit_2(tiny, tmp_path):
     assert "--format keras does not support --quantize float16" in result.output
     result = _cli(tiny["run_dir"], "--format", "litert", "--quantize", "int4")
     assert result.exit_code == 2 and "unknown quantize mode 'int4'" in result.output
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--format", "litert", "--quantize", "dynamic", "--per-tensor"],
+     "--per-tensor applies to --quantize int8 with --format litert or onnx"),
+    (["--format", "keras", "--quantize", "int8", "--per-tensor"],
+     "got --format keras --quantize int8"),
+    (["--format", "onnx", "--strip"], "--strip applies to --format litert"),
+    (["--format", "litert", "--preprocessing", "before"],
+     "unknown preprocessing placement 'before'; choose inside or outside"),
+])
+def test_options_a_format_or_mode_lacks_exit_2(tiny, tmp_path, args, message):
+    out = tmp_path / "out"
+    result = _cli(tiny["run_dir"], *args, "--out", out)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert not out.exists()
 
 
 def test_a_layer_the_converter_cannot_quantize_exits_2_and_leaves_nothing(tiny, tmp_path):

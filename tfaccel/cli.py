@@ -251,13 +251,24 @@ def bench(recipe, overrides, batches, repeats, no_epochs):
 @click.option("--out", default=None, type=click.Path(path_type=str),
               help="Folder to create for the export and its export.json (must not exist); "
                    "default RUN_DIR/exports/FORMAT-MODE.")
+@click.option("--preprocessing", default="inside", show_default=True, metavar="WHERE",
+              help="inside: the whole model. outside: the model from its first layer with "
+                   "weights on; the leading weightless layers (tfaccel's models: rescaling "
+                   "and per-image standardisation) go to preprocessing.keras beside it.")
+@click.option("--per-tensor", is_flag=True,
+              help="int8 (litert, onnx): one scale per weight tensor instead of per output "
+                   "channel (smaller; the report measures the accuracy).")
+@click.option("--strip", is_flag=True,
+              help="litert: leave out tensor names, signatures and conversion metadata "
+                   "(in the export and in the float file it is compared with).")
 @click.option("--calibration-examples", type=click.IntRange(min=1), default=300,
               show_default=True, help="Training examples int8 calibration reads.")
 @click.option("--latency-runs", type=click.IntRange(min=1), default=5, show_default=True,
               help="Alternating single-example timing runs of the export and the float "
                    "model; the best of each is kept.")
 @handle_errors
-def export(run_dir, export_format, quantize, out, calibration_examples, latency_runs):
+def export(run_dir, export_format, quantize, out, preprocessing, per_tensor, strip,
+           calibration_examples, latency_runs):
     """Export RUN_DIR's model.keras and check the export against the float model.
 
     The export is loaded back with its own runtime (LiteRT, ONNX Runtime, TensorFlow,
@@ -269,11 +280,13 @@ def export(run_dir, export_format, quantize, out, calibration_examples, latency_
     from tfaccel.exporting import check_arguments
 
     # A wrong format or mode is reported before TensorFlow loads.
-    check_arguments(format=export_format, quantize=quantize)
+    check_arguments(format=export_format, quantize=quantize, preprocessing=preprocessing,
+                    per_tensor=per_tensor, strip=strip)
     _quiet_tensorflow()
     from tfaccel.exporting import export as run_export, format_report
 
     report = run_export(run_dir, format=export_format, quantize=quantize, out=out,
+                        preprocessing=preprocessing, per_tensor=per_tensor, strip=strip,
                         calibration_examples=calibration_examples, latency_runs=latency_runs)
     click.echo(format_report(report))
 

@@ -39,6 +39,8 @@ _NEEDS = {"litert": ("ai_edge_litert",), "onnx": ("tf2onnx", "onnx", "onnxruntim
 _DISTRIBUTIONS = {"ai_edge_litert": "ai-edge-litert", "tf2onnx": "tf2onnx", "onnx": "onnx",
                   "onnxruntime": "onnxruntime"}
 REPORT_FILE = "export.json"
+PREPROCESSING_FILE = "preprocessing.keras"
+PREPROCESSING_MODES = ("inside", "outside")
 EXPORTS_DIR = "exports"
 # Full-integer LiteRT ops that may stay float: the input QUANTIZE and the output DEQUANTIZE.
 _BOUNDARY_OPS = ("QUANTIZE", "DEQUANTIZE")
@@ -50,11 +52,13 @@ _WEIGHTED_OPS = frozenset({
     "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN"})
 
 
-def check_arguments(*, format: str, quantize: str) -> None:
-    """Checks a format and quantization mode (no TensorFlow needed).
+def check_arguments(*, format: str, quantize: str, preprocessing: str = "inside",
+                    per_tensor: bool = False, strip: bool = False) -> None:
+    """Checks a format, quantization mode and export options (no TensorFlow needed).
 
     Raises:
-        UserInputError: An unknown format or mode, or a pair the format's tooling lacks.
+        UserInputError: An unknown format, mode or preprocessing placement, a pair the
+            format's tooling lacks, or an option the format or mode does not have.
     """
     if format not in FORMATS:
         hint = closest_match(format, FORMATS)
@@ -68,6 +72,17 @@ def check_arguments(*, format: str, quantize: str) -> None:
         raise UserInputError(
             f"--format {format} does not support --quantize {quantize}; it supports "
             f"{', '.join(SUPPORTED[format])}. For {quantize}, use --format litert.")
+    if preprocessing not in PREPROCESSING_MODES:
+        raise UserInputError(f"unknown preprocessing placement {preprocessing!r}; choose "
+                             f"{' or '.join(PREPROCESSING_MODES)}.")
+    if per_tensor and not (quantize == "int8" and format in ("litert", "onnx")):
+        raise UserInputError(
+            f"--per-tensor applies to --quantize int8 with --format litert or onnx (one "
+            f"scale per weight tensor instead of per output channel); got --format {format} "
+            f"--quantize {quantize}.")
+    if strip and format != "litert":
+        raise UserInputError(f"--strip applies to --format litert (tensor names, signatures "
+                             f"and conversion metadata of the .tflite); got --format {format}.")
 
 
 def check_dependencies(format: str) -> None:
@@ -81,7 +96,8 @@ def check_dependencies(format: str) -> None:
 
 
 def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "none",
-           out: Union[str, os.PathLike, None] = None, calibration_examples: int = 300,
+           out: Union[str, os.PathLike, None] = None, preprocessing: str = "inside",
+           per_tensor: bool = False, strip: bool = False, calibration_examples: int = 300,
            validation_examples: Optional[int] = None, latency_runs: int = 5,
            latency_calls: int = 50) -> dict:
     """Exports a run's model.keras, loads the export back with its own runtime and checks it.
@@ -99,6 +115,18 @@ def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "no
             (keras, saved_model).
         out: The folder to create for the export and its export.json; by default
             ``RUN_DIR/exports/<format>-<quantize>``. It must not exist yet.
+        preprocessing: ``inside`` exports the whole model. ``outside`` exports it from the
+            first layer with weights on: the leading weightless layers (tfaccel's models:
+            the 1/255 rescaling and the per-image standardisation, which int8 handles
+            poorly) are written as ``preprocessing.keras`` beside the export instead, and
+            the checks run them in float before the exported model (and before the float
+            model it is compared with, which leaves them out too).
+        per_tensor: int8 (LiteRT, ONNX): one scale per weight tensor instead of one per
+            output channel; smaller, and may cost accuracy (the report measures it).
+        strip: LiteRT: leave out tensor names, signatures and the converter's metadata
+            (LiteRT's ``strip_strings`` and ``exclude_conversion_metadata``), in the export
+            and in the float file it is compared with. The interpreter's
+            ``get_signature_runner`` then has no signature; ``get_input_details`` works.
         calibration_examples: Training examples the int8 calibration reads.
         validation_examples: Check on at most this many validation examples (None: all).
         latency_runs: Alternating timing runs of each model; the best of each is kept.
@@ -112,7 +140,8 @@ def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "no
             a missing optional package, an existing or unwritable `out`, or a layer the
             converter cannot quantize. Nothing is left at `out` on any error.
     """
-    check_arguments(format=format, quantize=quantize)
+    check_arguments(format=format, quantize=quantize, preprocessing=preprocessing,
+                    per_tensor=per_tensor, strip=strip)
     for name, value, low in (("calibration_examples", calibration_examples, 1),
                              ("latency_runs", latency_runs, 1),
                              ("latency_calls", latency_calls, 1)):
@@ -128,11 +157,14 @@ def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "no
     staging = _staging_dir(target)
     try:
         report = _export_into(staging, directory=directory, format=format, quantize=quantize,
+                              options=ExportOptions(preprocessing, per_tensor, strip),
                               calibration_examples=calibration_examples,
                               validation_examples=validation_examples,
                               latency_runs=latency_runs, latency_calls=latency_calls)
         report["out"] = str(target)
         report["path"] = str(target / ARTIFACT_NAMES[format])
+        if preprocessing == "outside":
+            report["preprocessing_path"] = str(target / PREPROCESSING_FILE)
         run_files.write_json(staging / REPORT_FILE, report)
         try:
             os.rename(staging, target)  # the whole folder appears at once, or not at all
@@ -178,9 +210,20 @@ def _staging_dir(target: Path) -> Path:
 # --------------------------------------------------------------------------- the export
 
 
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """How the model is cut and encoded; the float file compared with gets the same cut and
+    the same `strip`, so that sizes and accuracies compare like for like."""
+
+    preprocessing: str = "inside"
+    per_tensor: bool = False
+    strip: bool = False
+
+
 def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
-                 calibration_examples: int, validation_examples: Optional[int],
-                 latency_runs: int, latency_calls: int) -> dict:
+                 options: ExportOptions, calibration_examples: int,
+                 validation_examples: Optional[int], latency_runs: int,
+                 latency_calls: int) -> dict:
     import keras
     import numpy as np
 
@@ -192,15 +235,29 @@ def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
     calibration = None
     if quantize == "int8" and format in ("litert", "onnx"):
         calibration = _calibration_arrays(recipe, count=calibration_examples)
+    details = {"preprocessing": options.preprocessing, "per_tensor": options.per_tensor,
+               "strip": options.strip}
+    if options.preprocessing == "outside":
+        prefix, model = split_preprocessing(model)
+        prefix.save(staging / PREPROCESSING_FILE)
+        # The checks run the file as written, as a deployment would.
+        prefix = keras.saving.load_model(staging / PREPROCESSING_FILE, compile=False)
+        details["preprocessing_layers"] = [
+            layer.name for layer in prefix.layers
+            if not isinstance(layer, keras.layers.InputLayer)]
+        x_val = _run_keras(prefix, x_val)
+        if calibration is not None:
+            calibration = _run_keras(prefix, calibration)
     artifact = staging / ARTIFACT_NAMES[format]
-    details = _convert(model, artifact, format=format, quantize=quantize,
-                       calibration=calibration)
+    details.update(_convert(model, artifact, format=format, quantize=quantize,
+                            calibration=calibration, options=options))
     with tempfile.TemporaryDirectory(prefix=".float-", dir=staging.parent) as scratch:
         contenders = {"export": load_runtime(artifact, format=format)}
         float_artifact = artifact
         if quantize != "none":
             float_artifact = Path(scratch) / ARTIFACT_NAMES[format]
-            _convert(model, float_artifact, format=format, quantize="none", calibration=None)
+            _convert(model, float_artifact, format=format, quantize="none", calibration=None,
+                     options=options)
             contenders["float"] = load_runtime(float_artifact, format=format)
         predictions = {name: _predict(runtime, x_val) for name, runtime in contenders.items()}
         latencies = _latencies(contenders, x_val[:1], runs=latency_runs, calls=latency_calls)
@@ -272,6 +329,54 @@ def load_float32_model(path: Path):
     return clone
 
 
+def split_preprocessing(model):
+    """Splits `model` into its leading weightless layers and the rest, two Keras models.
+
+    The leading layers are the chain from the input up to the first layer with weights
+    (each with one input, feeding only the next); for tfaccel's models, the 1/255 rescaling
+    and the per-image standardisation. ``rest(prefix(x))`` equals ``model(x)``.
+
+    Raises:
+        UserInputError: The model's first layer has weights (nothing to move out).
+    """
+    import keras
+
+    consumers: dict = {}
+    for layer in model.layers:
+        for node in layer._inbound_nodes:  # Keras' functional graph; no public accessor
+            for tensor in node.input_tensors:
+                consumers.setdefault(id(tensor), []).append(layer)
+    cut, moved = model.inputs[0], []
+    while len(consumers.get(id(cut), ())) == 1:
+        layer = consumers[id(cut)][0]
+        nodes = layer._inbound_nodes
+        if (layer.weights or len(nodes) != 1 or len(nodes[0].input_tensors) != 1
+                or len(nodes[0].output_tensors) != 1
+                or nodes[0].output_tensors[0] is model.outputs[0]):
+            break
+        moved.append(layer)
+        cut = nodes[0].output_tensors[0]
+    if not moved:
+        first = next((layer for layer in model.layers
+                      if not isinstance(layer, keras.layers.InputLayer)), None)
+        raise UserInputError(
+            "--preprocessing outside: the model has no weightless layers before its first "
+            f"layer with weights ({first.name if first else 'none'}: "
+            f"{type(first).__name__}); there is no preprocessing to move out. Use "
+            "--preprocessing inside.")
+    prefix = keras.Model(model.inputs, cut, name="preprocessing")
+    # Keras builds a functional model from an intermediate tensor (the cut becomes its
+    # input layer); the weights are the original model's own variables.
+    rest = keras.Model(cut, model.outputs, name=model.name)
+    return prefix, rest
+
+
+def _run_keras(model, features):
+    import numpy as np
+
+    return np.asarray(model.predict(features, batch_size=256, verbose=0), "float32")
+
+
 # --------------------------------------------------------------------------- data
 
 
@@ -341,12 +446,15 @@ def _as_class_indices(labels):
 # --------------------------------------------------------------------------- converters
 
 
-def _convert(model, artifact: Path, *, format: str, quantize: str, calibration) -> dict:
+def _convert(model, artifact: Path, *, format: str, quantize: str, calibration,
+             options: ExportOptions) -> dict:
     """Writes `artifact`; returns details of the quantization for the report."""
     if format == "litert":
-        return _convert_litert(model, artifact, quantize=quantize, calibration=calibration)
+        return _convert_litert(model, artifact, quantize=quantize, calibration=calibration,
+                               per_tensor=options.per_tensor, strip=options.strip)
     if format == "onnx":
-        return _convert_onnx(model, artifact, quantize=quantize, calibration=calibration)
+        return _convert_onnx(model, artifact, quantize=quantize, calibration=calibration,
+                             per_tensor=options.per_tensor)
     details = {}
     if quantize == "int8":
         model, details = keras_int8(model)
@@ -385,10 +493,13 @@ def keras_int8(model):
     return copy, {"quantized_layers": quantized}
 
 
-def _convert_litert(model, artifact: Path, *, quantize: str, calibration) -> dict:
+def _convert_litert(model, artifact: Path, *, quantize: str, calibration,
+                    per_tensor: bool = False, strip: bool = False) -> dict:
     import tensorflow as tf
 
     options = {}
+    if strip:
+        options["exclude_conversion_metadata"] = True  # converter version and options
     if quantize != "none":
         options["optimizations"] = [tf.lite.Optimize.DEFAULT]
     if quantize == "float16":
@@ -401,6 +512,10 @@ def _convert_litert(model, artifact: Path, *, quantize: str, calibration) -> dic
         options["representative_dataset"] = representative_dataset
         # Integer kernels only; float input and output keep the model's interface.
         options["target_spec"] = {"supported_ops": [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]}
+        if per_tensor:
+            # The converter's own switch (it has no public one): one scale and zero point
+            # per weight tensor instead of per output channel.
+            options["_experimental_disable_per_channel"] = True
     try:
         model.export(str(artifact), format="litert", verbose=False, **options)
     except Exception as error:  # the converter's own message names the op it rejects
@@ -408,8 +523,29 @@ def _convert_litert(model, artifact: Path, *, quantize: str, calibration) -> dic
             raise
         raise UserInputError(f"the LiteRT converter cannot apply --quantize {quantize} to "
                              f"this model: {_first_lines(error)}") from None
-    if quantize != "int8":
-        return {}
+    details = {}
+    if quantize == "int8":
+        details = _check_int8_litert(artifact)  # reads tensor names: before any strip
+    if strip:
+        strip_litert_strings(artifact)
+    return details
+
+
+def strip_litert_strings(path: Path) -> None:
+    """Rewrites a .tflite without tensor names, subgraph names and signatures.
+
+    LiteRT's own ``flatbuffer_utils.strip_strings`` (what its strip_strings tool runs);
+    operators, weights and quantization parameters are untouched.
+    """
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    model = flatbuffer_utils.read_model(str(path))
+    flatbuffer_utils.strip_strings(model)
+    flatbuffer_utils.write_model(model, str(path))
+
+
+def _check_int8_litert(artifact: Path) -> dict:
+    """Float ops left in a full-integer .tflite: reported, or refused if they hold weights."""
     float_ops = float_operations(artifact)
     # The converter leaves an op without an int8 kernel in float (between DEQUANTIZE and
     # QUANTIZE) without an error, even with TFLITE_BUILTINS_INT8 only. A small float island
@@ -495,7 +631,8 @@ def _buffer_size(buffer) -> int:
     return 0 if buffer.data is None else len(buffer.data)
 
 
-def _convert_onnx(model, artifact: Path, *, quantize: str, calibration) -> dict:
+def _convert_onnx(model, artifact: Path, *, quantize: str, calibration,
+                  per_tensor: bool = False) -> dict:
     import numpy as np
 
     if not model._called:
@@ -522,7 +659,7 @@ def _convert_onnx(model, artifact: Path, *, quantize: str, calibration) -> dict:
                 str(float_path), str(artifact),
                 _OnnxCalibration(_onnx_input_name(float_path), calibration),
                 quant_format=ortq.QuantFormat.QDQ, activation_type=ortq.QuantType.QInt8,
-                weight_type=ortq.QuantType.QInt8, per_channel=True)
+                weight_type=ortq.QuantType.QInt8, per_channel=not per_tensor)
     except Exception as error:
         raise UserInputError(f"ONNX Runtime cannot apply --quantize {quantize} to this model: "
                              f"{_first_lines(error)}") from None
@@ -703,5 +840,11 @@ def format_report(report: dict) -> str:
         lines.append(f"Note: {len(report['float_ops'])} operation(s) without weights stay "
                      f"float32 (no int8 kernel in the converter): "
                      f"{', '.join(report['float_ops'][:3])}.")
+    if report.get("preprocessing") == "outside":
+        lines.append(f"Preprocessing outside: both models take what {PREPROCESSING_FILE} "
+                     f"({', '.join(report['preprocessing_layers'])}) returns; run it first.")
+    if report.get("strip"):
+        lines.append("Stripped (both models): no tensor names, signatures or conversion "
+                     "metadata; use the interpreter's get_input_details/get_output_details.")
     lines.append(f"Wrote {report['path']} and {Path(report['out']) / REPORT_FILE}.")
     return "\n".join(lines)
