@@ -500,7 +500,8 @@ def test_a_pool_closed_under_the_reader_fails_the_epoch_instead_of_ending_it():
     with pytest.raises(_workers.WorkerError, match="closed before the epoch was complete"):
         for chunk in epoch:
             labels += chunk[1].tolist()
-    assert labels == [0, 1, 2]
+    # Chunks that had already arrived in order may still be handed out; never all of them.
+    assert labels == list(range(len(labels))) and 3 <= len(labels) < 37, labels
 
 
 class SlowSquares(Squares):
