@@ -330,3 +330,14 @@ def test_resnet50_learns_the_builtin_dataset(tmp_path, shapes_data_dir):
         "model.name=resnet50", "training.epochs=6", "data.train_split=train[:6000]",
         "data.validation_split=test[:1000]", "runtime.precision=float32"])
     assert accuracy >= 0.45, epochs
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_pixel_scaling_layer_keeps_its_name_whatever_was_built_before(name):
+    """export.json names the preprocessing layers: the name must not depend on process history."""
+    import keras
+
+    keras.layers.Rescaling(2.0)  # takes Keras' automatic name "rescaling" in this process
+    model = models.build_model(name, input_shape=(16, 16, 3), num_classes=4,
+                               **({"normalization": "rescale"} if name == "mlp" else {}))
+    assert "rescaling" in [layer.name for layer in model.layers]
