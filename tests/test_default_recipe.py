@@ -7,21 +7,37 @@ import pytest
 DEFAULT_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "default.yaml"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.heavy),
-                                  pytest.param(2, marks=pytest.mark.heavy)])
-def test_default_recipe_reaches_90_percent_for_every_seed(seed, tmp_path, shapes_data_dir):
+def _train_default(tmp_path, data_dir, *overrides):
     from tfaccel import runner
 
     result = runner.train(str(DEFAULT_RECIPE),
-                          [f"seed={seed}", f"data.data_dir={shapes_data_dir}",
-                           "runtime.verbose=0"],
-                          run_dir=str(tmp_path / f"seed-{seed}"))
-    final = result.summary["final_metrics"]
-    assert final["val_accuracy"] >= 0.90, (seed, final)
+                          [f"data.data_dir={data_dir}", "runtime.verbose=0", *overrides],
+                          run_dir=str(tmp_path / "run"))
     # The majority-class guess on this balanced 4-class problem is 25%.
     assert result.summary["dataset"]["validation_examples"] == 2000
-    assert result.summary["epochs_completed"] == 6
+    return result.summary
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_default_recipe_reaches_90_percent_for_every_seed(seed, tmp_path, shapes_data_dir):
+    # Measured: 0.992, 0.974, 0.975 (seeds 0-2), about 60-90 s each on 2 CPU cores.
+    summary = _train_default(tmp_path, shapes_data_dir, f"seed={seed}")
+    assert summary["epochs_completed"] == 6
+    assert summary["final_metrics"]["val_accuracy"] >= 0.90, (seed, summary["final_metrics"])
+
+
+@pytest.mark.slow
+def test_default_recipe_clears_85_percent_in_half_its_epochs(tmp_path, shapes_data_dir):
+    """The CI share of the check above (the suite's time budget): the first 3 of 6 epochs.
+
+    The recipe's learning rate is constant, so these are exactly the full run's first epochs:
+    measured 0.415, 0.826, 0.920 (seed 0) and 0.513, 0.749, 0.904 (seed 1).
+    """
+    summary = _train_default(tmp_path, shapes_data_dir, "seed=0", "training.epochs=3")
+    assert summary["epochs_completed"] == 3
+    assert summary["final_metrics"]["val_accuracy"] >= 0.85, summary["final_metrics"]
 
 
 def test_default_recipe_uses_the_builtin_dataset_without_network():

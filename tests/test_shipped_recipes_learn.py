@@ -42,10 +42,12 @@ def test_tfrecords_recipe_learns(tmp_path, shapes_data_dir):
 def test_image_folder_recipe_learns(tmp_path, shapes_data_dir):
     from tfaccel.data import export_image_folder
 
-    # The recipe as its comment runs it (4,000 images, 6 epochs): measured 0.670.
+    # The recipe as its comment runs it (4,000 images, 8 epochs, tf.data's parallel order as
+    # users get it): measured 0.944-0.953. At batch 64 for 6 epochs it ended mid-climb and
+    # landed anywhere in 0.58-0.80, which once failed this test's former 0.60 bound.
     export_image_folder(tmp_path / "images", limit=4000, data_dir=shapes_data_dir)
     epochs = _train(tmp_path, "image_folder.yaml", f"data.path={tmp_path / 'images'}")
-    assert epochs[-1]["val_accuracy"] >= 0.60, epochs
+    assert len(epochs) == 8 and epochs[-1]["val_accuracy"] >= 0.85, epochs
 
 
 def test_tfds_mnist_recipe_without_the_prepared_dataset_says_how(tmp_path):
