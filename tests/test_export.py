@@ -77,6 +77,21 @@ def _read_report(out):
     return json.loads((out / "export.json").read_text())
 
 
+def _assert_report_is_the_interpreters(report, *, interpreter, inputs, tiny):
+    """The report's accuracy and agreement are what `interpreter` gives on `inputs`."""
+    source = interpreter.get_input_details()[0]
+    interpreter.resize_tensor_input(source["index"], [len(inputs), *source["shape"][1:]])
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(source["index"], inputs)
+    interpreter.invoke()
+    predicted = np.argmax(interpreter.get_tensor(
+        interpreter.get_output_details()[0]["index"]), axis=-1)
+    expected_float, float_predicted = _keras_accuracy(tiny)
+    assert report["accuracy"] == pytest.approx(np.mean(predicted == tiny["y"][tiny["val_idx"]]))
+    assert report["float_accuracy"] == pytest.approx(expected_float)
+    assert report["top1_agreement"] == pytest.approx(np.mean(predicted == float_predicted))
+
+
 REQUIRED = {"format", "quantize", "size_bytes", "float_size_bytes", "accuracy",
             "float_accuracy", "top1_agreement", "latency_ms", "float_latency_ms"}
 
@@ -127,18 +142,8 @@ def test_litert_int8_is_full_integer_and_checked_against_the_float_export(tiny, 
                and len(t["shape"]) == 4 and t["shape"][0] in (4, 8)]
     assert weights and all(t["dtype"] == np.int8 for t in weights)
     # The reported numbers are what the interpreter gives on the validation split.
-    val = tiny["val_idx"]
-    source = interpreter.get_input_details()[0]
-    interpreter.resize_tensor_input(source["index"], [len(val), 8, 8, 3])
-    interpreter.allocate_tensors()
-    interpreter.set_tensor(source["index"], tiny["x"][val])
-    interpreter.invoke()
-    predicted = np.argmax(interpreter.get_tensor(
-        interpreter.get_output_details()[0]["index"]), axis=-1)
-    expected_float, float_predicted = _keras_accuracy(tiny)
-    assert report["accuracy"] == pytest.approx(np.mean(predicted == tiny["y"][val]))
-    assert report["float_accuracy"] == pytest.approx(expected_float)
-    assert report["top1_agreement"] == pytest.approx(np.mean(predicted == float_predicted))
+    _assert_report_is_the_interpreters(report, interpreter=interpreter,
+                                       inputs=tiny["x"][tiny["val_idx"]], tiny=tiny)
     # (A model this small is mostly file overhead; sizes are compared in benchmarks/.)
     assert report["size_ratio"] == pytest.approx(report["float_size_bytes"]
                                                  / report["size_bytes"])
@@ -197,16 +202,8 @@ def test_litert_int8_smallest_options_are_checked_like_for_like(tiny, tmp_path):
     features = prefix.predict(tiny["x"][val], verbose=0)
     source = interpreter.get_input_details()[0]
     assert list(source["shape"][1:]) == [8, 8, 3] and source["dtype"] == np.float32
-    interpreter.resize_tensor_input(source["index"], [len(val), 8, 8, 3])
-    interpreter.allocate_tensors()
-    interpreter.set_tensor(source["index"], features)
-    interpreter.invoke()
-    predicted = np.argmax(interpreter.get_tensor(
-        interpreter.get_output_details()[0]["index"]), axis=-1)
-    expected_float, float_predicted = _keras_accuracy(tiny)
-    assert report["accuracy"] == pytest.approx(np.mean(predicted == tiny["y"][val]))
-    assert report["float_accuracy"] == pytest.approx(expected_float)
-    assert report["top1_agreement"] == pytest.approx(np.mean(predicted == float_predicted))
+    _assert_report_is_the_interpreters(report, interpreter=interpreter, inputs=features,
+                                       tiny=tiny)
     assert sum(report["size_breakdown"].values()) == report["size_bytes"]
     assert sum(report["float_size_breakdown"].values()) == report["float_size_bytes"]
     # Per tensor: one float32 scale + one int64 zero point per quantized tensor.
