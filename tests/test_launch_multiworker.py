@@ -446,3 +446,51 @@ def test_a_job_split_by_file_resumes_exactly_after_sigterm(tmp_path):
     assert len(losses["cut"]) == 3 and losses["cut"] == losses["whole"]
     for worker in range(2):
         assert (tmp_path / "cache-cut" / f"c.worker-{worker}-of-2.index").exists()
+
+
+def _write_feature_records(folder, sizes, *, seed=0):
+    """TFRecord files part-<f>.tfrecord of 4 features and a label, `sizes[f]` in file f."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir()
+    for f, size in enumerate(sizes):
+        with tf.io.TFRecordWriter(str(folder / f"part-{f}.tfrecord")) as writer:
+            for x in rng.normal(size=(size, 4)).astype("float32"):
+                label = int(x[0] > 0) + 2 * int(x[1] > 0)
+                writer.write(tf.train.Example(features=tf.train.Features(feature={
+                    "x": tf.train.Feature(float_list=tf.train.FloatList(value=x)),
+                    "label": tf.train.Feature(int64_list=tf.train.Int64List(
+                        value=[label]))})).SerializeToString())
+
+
+@pytest.mark.heavy  # one launch and an evaluation (about 30 s here)
+def test_validation_split_unevenly_between_workers_reports_the_whole_split(tmp_path):
+    # Six files of different sizes, two held out: on 2 workers TensorFlow splits validation
+    # by file, so one worker has more batches than the other. The job must neither hang nor
+    # report a per-worker average: its val_accuracy is the saved model's on the whole split.
+    from tfaccel.data.config import build_datasets
+    from tfaccel.recipe import load_recipe
+
+    _write_feature_records(tmp_path / "recs", [700, 560, 430, 310, 190, 70])
+    recipe = tmp_path / "uneven.yaml"
+    recipe.write_text(FILES_RECIPE.format(path=tmp_path / "recs" / "*.tfrecord", cache="memory")
+                      .replace("validation_split: null", "validation_fraction: 0.34")
+                      .replace("epochs: 3", "epochs: 1"))
+    run_dir = tmp_path / "run"
+    code, output = run_tfaccel(["launch", "--workers", "2", "--", "train", recipe,
+                                "--run-dir", run_dir], tmp_path=tmp_path)
+    assert code == 0, output[-4000:]
+    loaded = load_recipe(run_dir / "recipe.yaml")
+    _, validation, _ = build_datasets(loaded.data, global_batch_size=16, num_replicas=1,
+                                      seed=loaded.seed, deterministic=True)
+    held_out = sum(int(x.shape[0]) for x, _ in validation)
+    sizes = {700, 560, 430, 310, 190, 70}
+    assert held_out in {a + b for a in sizes for b in sizes if a != b}  # two unequal files
+    import keras
+
+    expected = keras.saving.load_model(run_dir / "model.keras").evaluate(
+        validation, verbose=0, return_dict=True)
+    reported = read_json(run_dir / "summary.json")["final_metrics"]
+    assert reported["val_accuracy"] == pytest.approx(expected["accuracy"], abs=1e-6)
+    assert reported["val_loss"] == pytest.approx(expected["loss"], rel=1e-5)
