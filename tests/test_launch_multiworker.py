@@ -403,18 +403,7 @@ def test_a_job_split_by_file_resumes_exactly_after_sigterm(tmp_path):
     # 4 TFRecord files of 500 examples on 2 workers: each worker reads and caches its own
     # 2 files. SIGTERM in epoch 2, then a launched resume: the weights and per-epoch losses
     # equal those of the same job run without interruption.
-    import tensorflow as tf
-
-    rng = np.random.default_rng(0)
-    (tmp_path / "recs").mkdir()
-    for f in range(4):
-        with tf.io.TFRecordWriter(str(tmp_path / "recs" / f"part-{f}.tfrecord")) as writer:
-            for x in rng.normal(size=(500, 4)).astype("float32"):
-                label = int(x[0] > 0) + 2 * int(x[1] > 0)
-                writer.write(tf.train.Example(features=tf.train.Features(feature={
-                    "x": tf.train.Feature(float_list=tf.train.FloatList(value=x)),
-                    "label": tf.train.Feature(int64_list=tf.train.Int64List(
-                        value=[label]))})).SerializeToString())
+    _write_feature_records(tmp_path / "recs", [500] * 4)
     runs = {}
     for name in ("whole", "cut"):
         recipe = tmp_path / f"{name}.yaml"
