@@ -86,6 +86,12 @@ def _discard(payload):
             pass
 
 
+def _discard_result(item) -> None:
+    """Frees the shared memory of a result never taken (only a chunk holds any)."""
+    if item[0] == "chunk":
+        _discard(item[4])
+
+
 def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks, results,
                  parent_pid, use_shm, shard, stop, rng_state=None):
     """Body of one worker: serves every epoch of its pool until told to stop.
@@ -308,8 +314,7 @@ class Pool:
         with self._boxes_lock:
             box = self._boxes.pop(epoch, None)
         for item in box or ():
-            if item[0] == "chunk":
-                _discard(item[4])
+            _discard_result(item)
         if self.closed or self.random_access:
             return
         for q in self.tasks:  # generator workers drop that epoch's iterator
@@ -388,8 +393,7 @@ class Pool:
             if box is not None:
                 box.append(item)
                 return
-        if kind == "chunk":
-            _discard(payload)  # a result of an epoch already closed
+        _discard_result(item)  # a result of an epoch already closed
 
     def _gone_message(self, i: int) -> str:
         h = self.handles[i]
@@ -463,8 +467,7 @@ class Pool:
             boxes, self._boxes = list(self._boxes.values()), {}
         for box in boxes:
             for item in box:
-                if item[0] == "chunk":
-                    _discard(item[4])
+                _discard_result(item)
 
     def _wait_for_getters(self, timeout: float) -> None:
         # get() notices `closed` within one poll interval and raises WorkerError.
@@ -479,8 +482,7 @@ class Pool:
                 item = self.results.get(timeout=wait) if wait else self.results.get_nowait()
             except (queue.Empty, ValueError, OSError, EOFError):
                 return
-            if item[0] == "chunk":
-                _discard(item[4])
+            _discard_result(item)
 
     def __del__(self):
         self.close()
