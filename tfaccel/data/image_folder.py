@@ -171,9 +171,6 @@ def decode_image(data, channels: int):
     return out
 
 
-_JPEG_RATIOS = (1, 2, 4, 8)  # the DCT scalings libjpeg offers
-
-
 def decode_image_for_size(data, channels: int, image_size: Tuple[int, int], *,
                           crop_to_aspect_ratio: bool = False):
     """Decodes like `decode_image`, but a JPEG at most half the target size is decoded small.
@@ -195,11 +192,11 @@ def decode_image_for_size(data, channels: int, image_size: Tuple[int, int], *,
         if crop_to_aspect_ratio:  # the region that will be kept
             h, w = (tf.minimum(h, w * height // width), tf.minimum(w, h * width // height))
         index = tf.constant(0)
-        for i, ratio in enumerate(_JPEG_RATIOS[1:], start=1):
+        for i, ratio in enumerate(jpeg_headers.RATIOS[1:], start=1):
             fits = tf.logical_and(h >= ratio * height, w >= ratio * width)
             index = tf.where(fits, i, index)
         branches = [lambda r=r: tf.io.decode_jpeg(data, channels=channels, ratio=r)
-                    for r in _JPEG_RATIOS]
+                    for r in jpeg_headers.RATIOS]
         return tf.switch_case(index, branches)
 
     is_jpeg = tf.equal(tf.strings.substr(data, 0, 3), b"\xff\xd8\xff")
