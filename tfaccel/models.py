@@ -60,7 +60,7 @@ def _build_mlp(*, input_shape, num_classes, hidden_units, dropout, normalization
     inputs = keras.Input(shape=input_shape)
     x = keras.layers.Flatten()(inputs)
     if normalization == "rescale":
-        x = keras.layers.Rescaling(1.0 / 255, name="rescaling")(x)  # raw 0-255 pixels
+        x = _rescale_pixels(keras, x)  # raw 0-255 pixels
     elif normalization == "per_image":
         # Per-example standardisation of the features, as a stock layer.
         x = keras.layers.LayerNormalization(center=False, scale=False, epsilon=1e-3)(x)
@@ -72,12 +72,18 @@ def _build_mlp(*, input_shape, num_classes, hidden_units, dropout, normalization
     return keras.Model(inputs, outputs, name="mlp")
 
 
+def _rescale_pixels(keras, x):
+    """0-255 pixels to [0, 1]."""
+    # Named, so a saved model and export.json name it the same in every process (Keras
+    # numbers unnamed layers per process: "rescaling_6" after other models were built).
+    return keras.layers.Rescaling(1.0 / 255, name="rescaling")(x)
+
+
 def _normalize_pixels(keras, inputs, *, normalization):
     """Maps raw 0-255 pixels to the scale the first layer expects."""
     if normalization == "none":
         return inputs
-    # Named, so a saved model and export.json name it the same in every process.
-    x = keras.layers.Rescaling(1.0 / 255, name="rescaling")(inputs)
+    x = _rescale_pixels(keras, inputs)
     if normalization == "per_image":
         # Per-image, per-channel standardisation (what tf.image.per_image_standardization
         # does), written as a stock layer so saved models load without custom objects.
