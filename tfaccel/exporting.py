@@ -534,10 +534,11 @@ def _convert_litert(model, artifact: Path, *, quantize: str, calibration,
 def strip_litert_strings(path: Path) -> None:
     """Rewrites a .tflite without tensor names, subgraph names and signatures.
 
-    LiteRT's own ``flatbuffer_utils.strip_strings`` (what its strip_strings tool runs);
+    The LiteRT tools' ``flatbuffer_utils.strip_strings`` (what its strip_strings tool runs),
+    from TensorFlow's copy of those tools, which `litert_size_breakdown` reads with too;
     operators, weights and quantization parameters are untouched.
     """
-    from ai_edge_litert.tools import flatbuffer_utils
+    from tensorflow.lite.tools import flatbuffer_utils
 
     model = flatbuffer_utils.read_model(str(path))
     flatbuffer_utils.strip_strings(model)
