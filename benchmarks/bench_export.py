@@ -91,8 +91,8 @@ def _kernel_table(float_path: str, int8_path: str, *, runs: int, calls: int) -> 
             for kernels in ("XNNPACK", "builtin")]
 
 
-def _breakdown_table(report: dict) -> list:
-    """Rows of where a LiteRT export's bytes go, float32 against the export, and the bound.
+def _breakdown_table(report: dict) -> tuple:
+    """(rows of where a LiteRT export's bytes go, float32 against the export; the bound).
 
     The bound is the largest size ratio any int8 encoding of the same graph could reach:
     the export's constants and metadata plus the float file's names and structure (as if
