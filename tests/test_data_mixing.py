@@ -202,3 +202,62 @@ def test_small_buffer_on_a_sorted_folder_learns_like_the_whole_buffer(sorted_fol
     whole, small = accuracy(CLASSES * PER_CLASS), accuracy(SMALL_BUFFER)
     assert whole >= 0.9
     assert small >= whole - 0.05, (small, whole)
+
+
+def _sorted_python_module(tmp_path):
+    (tmp_path / "sorted_src.py").write_text(
+        "import numpy as np\n"
+        f"class Items:\n    num_classes = {CLASSES}\n"
+        f"    def __len__(self):\n        return {CLASSES * PER_CLASS}\n"
+        "    def __getitem__(self, i):\n"
+        f"        return np.float32([i]), np.int64(i // {PER_CLASS})\n"
+        "items = Items()\n")
+    return f"{tmp_path}/sorted_src.py:items"
+
+
+@pytest.mark.parametrize("source", ["arrays", "python"])
+@pytest.mark.parametrize("cache", ["memory", "file"])
+def test_recipe_sources_sorted_by_label_mix_with_cache_and_small_buffer(tmp_path, source,
+                                                                        cache):
+    if source == "arrays":
+        path = str(tmp_path / "sorted.npz")
+        np.savez(path, x=np.arange(CLASSES * PER_CLASS, dtype=np.float32)[:, None],
+                 y=_sorted_labels())
+    else:
+        path = _sorted_python_module(tmp_path)
+    config = dataclasses.replace(
+        DataConfig(), source=source, path=path, workers=1,
+        cache=str(tmp_path / "c" / "tr") if cache == "file" else cache,
+        shuffle_buffer=SMALL_BUFFER, validation_fraction=0.0, validation_split=None)
+    train, _, info = build_datasets(config, global_batch_size=BATCH, num_replicas=1, seed=0,
+                                    deterministic=True)
+    _assert_mixed_and_complete(_labels_per_batch(train))
+    assert info["train_examples"] == CLASSES * PER_CLASS
+
+
+@pytest.mark.parametrize("source", ["image_folder", "arrays"])
+def test_a_permuted_source_in_a_stream_resumes_exactly(sorted_folder, tmp_path, source):
+    # The permutation is a pure function of the seed: a pass rebuilt in another process
+    # and resumed at (pass 1, batch 3) continues the uninterrupted stream exactly.
+    if source == "arrays":
+        path = str(tmp_path / "sorted.npz")
+        np.savez(path, x=np.arange(CLASSES * PER_CLASS, dtype=np.float32)[:, None],
+                 y=_sorted_labels())
+        extra = {}
+    else:
+        path, extra = sorted_folder, {"image_size": [4, 4]}
+    config = dataclasses.replace(DataConfig(), source=source, path=path, cache="memory",
+                                 shuffle_buffer=SMALL_BUFFER, validation_fraction=0.0,
+                                 validation_split=None, **extra)
+
+    def labels(stream):
+        train, _, _ = build_datasets(config, global_batch_size=BATCH, num_replicas=1,
+                                     seed=7, deterministic=True, stream=stream)
+        return [b.tolist() for b in _labels_per_batch(train)]
+
+    full = labels(data.EpochStream(num_passes=2))
+    steps = CLASSES * PER_CLASS // BATCH
+    assert len(full) == 2 * steps
+    assert _mean_classes_per_batch([np.array(b) for b in full]) >= 3.0
+    resumed = labels(data.EpochStream(first_pass=1, skip_batches=3, num_passes=2))
+    assert resumed == full[steps + 3:]
