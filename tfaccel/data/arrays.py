@@ -70,7 +70,8 @@ def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = N
     if 0 < shuffle_buffer < n:
         # A buffer smaller than the data mixes only neighbours: permute once, seeded, so
         # arrays sorted by label still mix (a whole-data buffer needs no help).
-        permuted = order.permutation(n, order.resolve_seed(seed))
+        permuted = order.permutation(n, order.resolve_seed(
+            seed, input_context=options.get("input_context")))
         elements = tf.nest.map_structure(lambda a: a[permuted], elements)
     if cache_files.is_file_cache(options.get("cache")):
         options["cache_fingerprint"] = {"builder": "from_arrays",

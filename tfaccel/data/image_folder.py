@@ -156,7 +156,8 @@ def _check_subset(*, validation_fraction: float, subset: Optional[str]) -> None:
 
 
 def _choose_files(listing: Listing, *, subset: Optional[str], validation_fraction: float,
-                  keras_split: bool, shuffled: bool, seed: Optional[int]):
+                  keras_split: bool, shuffled: bool, seed: Optional[int],
+                  input_context=None):
     """The ``(paths, labels)`` of `subset`, in the order they are decoded and cached.
 
     Two held-out rules, one permutation (`data.order`):
@@ -172,7 +173,8 @@ def _choose_files(listing: Listing, *, subset: Optional[str], validation_fractio
     paths, labels = list(listing.paths), list(listing.labels)
     if keras_split:
         if shuffled:
-            permuted = order.permutation(len(paths), order.resolve_seed(seed))
+            permuted = order.permutation(
+                len(paths), order.resolve_seed(seed, input_context=input_context))
             paths, labels = [paths[i] for i in permuted], [labels[i] for i in permuted]
         if subset is not None:
             held_out = int(validation_fraction * len(paths))
@@ -196,7 +198,8 @@ def _choose_files(listing: Listing, *, subset: Optional[str], validation_fractio
         chosen = val if subset == "validation" else train
         paths, labels = [paths[i] for i in chosen], [labels[i] for i in chosen]
     if shuffled:
-        permuted = order.permutation(len(paths), order.resolve_seed(seed))
+        permuted = order.permutation(
+            len(paths), order.resolve_seed(seed, input_context=input_context))
         paths, labels = [paths[i] for i in permuted], [labels[i] for i in permuted]
     return paths, labels
 
@@ -514,7 +517,7 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
                  crop_to_aspect_ratio=crop_to_aspect_ratio, jpeg_dct_scaling=jpeg_dct_scaling,
                  verified=verify, seed=seed, shuffled=shuffled)
     choose = dict(validation_fraction=validation_fraction, keras_split=keras_split,
-                  shuffled=shuffled, seed=seed)
+                  shuffled=shuffled, seed=seed, input_context=options.get("input_context"))
     if subset == "both":
         # Keras' pair, from one listing (the folder is read and checked once); each subset
         # caches into its own files, by the same rule as a recipe's splits. The validation

@@ -28,18 +28,20 @@ def permutation(n: int, seed: int) -> np.ndarray:
     return np.random.RandomState(seed).permutation(n)
 
 
-def resolve_seed(seed: Optional[int]) -> int:
+def resolve_seed(seed: Optional[int], *, input_context=None) -> int:
     """The seed of a source's one permutation: `seed`, or one drawn when it is None.
 
     With None the draw is Keras' (``np.random.randint(1e6)``): a different order each run.
-    Under a multi-worker strategy every worker must permute alike (they split the examples
-    by position afterwards), so None means 0 there.
+    When several input pipelines split the permuted examples by position afterwards (a
+    multi-worker strategy in scope, or an `input_context` of more than one pipeline), every
+    pipeline must permute alike, so None means 0 there.
     """
     if seed is not None:
         return int(seed)
     from tfaccel.data import sharding
 
-    if sharding.multi_worker_in_scope():
+    if (input_context is not None and input_context.num_input_pipelines > 1) \
+            or sharding.multi_worker_in_scope():
         return 0
     return int(np.random.randint(1e6))
 

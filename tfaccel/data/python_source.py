@@ -205,7 +205,8 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
     # before that buffer holds a mixed order; `shuffle=True` permutes anew every epoch.
     fixed_order = None
     if random_access and not shuffle and 0 < buffer < len(source):
-        fixed_order = order.permutation(len(source), order.resolve_seed(seed))
+        fixed_order = order.permutation(len(source), order.resolve_seed(
+            seed, input_context=options.get("input_context")))
     if cache_files.is_file_cache(options.get("cache")):
         options["cache_fingerprint"] = _cache_fingerprint(
             source, transform, indices=fixed_order if random_access else None,
