@@ -57,7 +57,7 @@ def main():
         import dataclasses
 
         from tfaccel.data.config import build_datasets
-        from tfaccel.recipe import load_recipe
+        from tfaccel.config.recipe import load_recipe
 
         recipe = load_recipe(DEFAULT_RECIPE)
         batch = recipe.training.global_batch_size

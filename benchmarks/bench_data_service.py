@@ -32,7 +32,7 @@ from tfaccel import datasets  # noqa: E402
 from tfaccel.data import service as service_lib  # noqa: E402
 from tfaccel.data.config import build_datasets  # noqa: E402
 from tfaccel.data.pipeline import EpochStream  # noqa: E402
-from tfaccel.recipe import ServiceConfig, load_recipe  # noqa: E402
+from tfaccel.config.recipe import ServiceConfig, load_recipe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECIPE = ROOT / "recipes" / "default.yaml"

@@ -159,7 +159,7 @@ def main() -> None:
           "(LiteRT and ONNX Runtime on one thread).")
     for label, breakdown in breakdowns:
         print(f"\n{label}: bytes against its float32 file "
-              "(tfaccel.exporting.litert_size_breakdown):\n")
+              "(tfaccel.tools.export.litert_size_breakdown):\n")
         print("| bytes | float32 | int8 |\n|---|---|---|")
         for row in breakdown[0]:
             print("| " + " | ".join(row) + " |")

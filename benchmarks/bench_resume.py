@@ -34,7 +34,7 @@ def _timed_writes() -> None:
     """
     import time
 
-    from tfaccel import checkpoints
+    from tfaccel.training import checkpoints
 
     original = checkpoints.write_checkpoint
 
@@ -49,7 +49,7 @@ def _timed_writes() -> None:
 
 
 def _train(workdir: Path, name: str, overrides: list) -> dict:
-    from tfaccel.runner import train
+    from tfaccel.training.run import train
 
     _WRITE_SECONDS.clear()
     result = train(str(REPO / "recipes" / "default.yaml"), overrides,

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tfaccel.launch import WorkerGroup, free_ports, tf_config
+from tfaccel.cli.launch import WorkerGroup, free_ports, tf_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECIPE = ROOT / "recipes" / "default.yaml"
@@ -28,7 +28,7 @@ def child_env(tmp_path: Path) -> dict:
 
 
 def run_tfaccel(args, *, tmp_path: Path, timeout: float = TIMEOUT_SECONDS):
-    """Runs ``python -m tfaccel.cli ARGS``; (return code, merged output)."""
+    """Runs ``python -m tfaccel.cli.main ARGS``; (return code, merged output)."""
     process = subprocess.Popen([sys.executable, "-m", "tfaccel.cli", *map(str, args)],
                                env=child_env(tmp_path), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, cwd=tmp_path,

@@ -22,8 +22,8 @@ def main():
     import keras
     import numpy as np
 
-    from tfaccel.callbacks import Preempted
-    from tfaccel.runner import train
+    from tfaccel.errors import Preempted
+    from tfaccel.training.run import train
 
     class SignalAt(keras.callbacks.Callback):
         def __init__(self, step):

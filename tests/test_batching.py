@@ -2,7 +2,7 @@
 
 import pytest
 
-from tfaccel.batching import plan_batches
+from tfaccel.config.batching import plan_batches
 from tfaccel.errors import UserInputError
 
 

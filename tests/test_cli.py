@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from tfaccel import __version__
-from tfaccel.cli import main
+from tfaccel.cli.main import main
 from tf_free import heavy_modules_after
 
 COMMANDS = ["train", "validate", "devices", "keys", "models", "bench", "export-images",
@@ -89,7 +89,7 @@ def test_cli_help_and_validate_do_not_import_tensorflow(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("training:\n  epochs: 1\n")
     body = (
-        "import tfaccel, tfaccel.recipe, tfaccel.models\n"
+        "import tfaccel, tfaccel.config.recipe, tfaccel.models\n"
         "r = CliRunner()\n"
         "assert r.invoke(main, ['--help']).exit_code == 0\n"
         f"assert r.invoke(main, ['validate', {str(recipe)!r}]).exit_code == 0\n"

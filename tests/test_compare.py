@@ -7,8 +7,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tfaccel.cli import main
-from tfaccel.compare import compare, differing_settings, load_run
+from tfaccel.cli.main import main
+from tfaccel.tools.compare import compare, differing_settings, load_run
 
 
 def _fake_run(path, *, lr, batch, losses, speed):

@@ -1,10 +1,11 @@
-"""Tests of the sequential baseline and of tfaccel.bench (values, never timings)."""
+"""Tests of the sequential baseline and of tfaccel.tools.bench (values, never timings)."""
 
 import numpy as np
 import tensorflow as tf
 
-from tfaccel import bench, data
-from tfaccel.recipe import DataConfig
+from tfaccel import data
+from tfaccel.tools import bench
+from tfaccel.config.recipe import DataConfig
 
 
 def _arrays():

@@ -13,7 +13,7 @@ import tensorflow as tf
 from tfaccel.data import cache_files
 from tfaccel.data.config import build_datasets
 from tfaccel.errors import DataError
-from tfaccel.recipe import DataConfig
+from tfaccel.config.recipe import DataConfig
 
 
 def _write_arrays(path, offset):
@@ -95,7 +95,7 @@ KILLED_WRITER = textwrap.dedent("""
     import os, sys
     import tensorflow as tf
     from tfaccel.data.config import build_datasets
-    from tfaccel.recipe import DataConfig
+    from tfaccel.config.recipe import DataConfig
     config = DataConfig(source="arrays", path=sys.argv[1], cache=sys.argv[2],
                         shuffle_buffer=0, validation_split=None)
     train, _, _ = build_datasets(config, global_batch_size=1, num_replicas=1, seed=0,

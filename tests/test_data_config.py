@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from tfaccel.data.config import build_datasets
 from tfaccel.errors import DataError
-from tfaccel.recipe import DataConfig
+from tfaccel.config.recipe import DataConfig
 
 
 def _build(config, **kw):

@@ -14,7 +14,7 @@ import tensorflow as tf
 from tfaccel.data import EpochStream, cache_files, sharding
 from tfaccel.data.config import build_datasets, worker_file_shares
 from tfaccel.errors import DataError
-from tfaccel.recipe import recipe_from_dict
+from tfaccel.config.recipe import recipe_from_dict
 
 # 4 files of 24 examples; example i is in file i // 24.
 IDS = np.arange(96)

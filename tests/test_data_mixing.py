@@ -15,7 +15,7 @@ import tensorflow as tf
 from tfaccel import data
 from tfaccel.data import order
 from tfaccel.data.config import build_datasets
-from tfaccel.recipe import DataConfig
+from tfaccel.config.recipe import DataConfig
 
 CLASSES = 4
 PER_CLASS = 48

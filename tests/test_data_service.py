@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tfaccel.errors import RecipeError, UserInputError
-from tfaccel.recipe import parse_dispatcher_address, recipe_from_dict
+from tfaccel.config.recipe import parse_dispatcher_address, recipe_from_dict
 
 DEFAULT_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "default.yaml"
 NUM_EXAMPLES = 40
@@ -90,7 +90,7 @@ def test_parallel_epochs_stream_workers_make_different_passes(service):
 
 def test_a_short_recipe_trains_through_the_service_and_resumes(service, tmp_path,
                                                                shapes_data_dir, capsys):
-    from tfaccel import runner
+    from tfaccel.training import run as runner
 
     result = runner.train(str(DEFAULT_RECIPE), [
         f"data.data_dir={shapes_data_dir}", f"data.service.dispatcher={service}",
@@ -127,7 +127,7 @@ def test_a_named_job_is_joined_so_a_resumed_stream_gets_its_own_name(service):
 
     from tfaccel.data.config import _train_tail
     from tfaccel.data.pipeline import EpochStream
-    from tfaccel.recipe import DataConfig, ServiceConfig
+    from tfaccel.config.recipe import DataConfig, ServiceConfig
 
     def named(start, n):
         return tf.data.Dataset.range(start, start + n).apply(
@@ -210,7 +210,7 @@ def test_library_target_checks_its_arguments():
 def test_a_python_source_run_is_refused_through_the_cli(tmp_path):
     from click.testing import CliRunner
 
-    from tfaccel.cli import main
+    from tfaccel.cli.main import main
 
     result = CliRunner().invoke(main, [
         "validate", str(DEFAULT_RECIPE), "--set", "data.source=python",
@@ -281,7 +281,7 @@ def test_cli_dispatcher_and_workers_serve_and_stop_cleanly(tmp_path):
 def test_cli_worker_refuses_a_bad_dispatcher_address():
     from click.testing import CliRunner
 
-    from tfaccel.cli import main
+    from tfaccel.cli.main import main
 
     result = CliRunner().invoke(main, ["data-service", "worker", "--dispatcher", "nohost"])
     assert result.exit_code == 2
@@ -293,7 +293,7 @@ def test_cli_dispatcher_on_a_taken_port_fails_with_exit_1():
 
     from click.testing import CliRunner
 
-    from tfaccel.cli import main
+    from tfaccel.cli.main import main
 
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
@@ -307,8 +307,8 @@ def test_cli_dispatcher_on_a_taken_port_fails_with_exit_1():
 def test_tfaccel_bench_measures_a_service_recipe_in_process_and_says_so(tmp_path):
     # No server runs here: the service must be left out (the sequential baseline cannot run
     # on it), and the table must say so rather than time something else silently.
-    from tfaccel import bench
-    from tfaccel.recipe import DataConfig, ServiceConfig
+    from tfaccel.tools import bench
+    from tfaccel.config.recipe import DataConfig, ServiceConfig
 
     path = tmp_path / "d.npz"
     np.savez(path, x=np.zeros((20, 4, 4, 3), np.uint8), y=np.arange(20) % 4)

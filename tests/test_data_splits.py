@@ -9,7 +9,7 @@ import tensorflow as tf
 from tfaccel.data import splits
 from tfaccel.data.config import build_datasets
 from tfaccel.errors import DataError
-from tfaccel.recipe import DataConfig
+from tfaccel.config.recipe import DataConfig
 
 
 def test_split_indices_is_disjoint_complete_seeded_and_exact():

@@ -105,7 +105,7 @@ def test_tfrecord_files_in_a_stream_resume_exactly(tmp_path):
 def _python_config(tmp_path, kind, **keys):
     import dataclasses
 
-    from tfaccel.recipe import DataConfig
+    from tfaccel.config.recipe import DataConfig
 
     (tmp_path / "src.py").write_text(
         "import numpy as np\n"
@@ -159,7 +159,7 @@ def _image_folder(tmp_path, n=24):
 def test_an_image_folder_takes_data_shuffle_buffer_as_given(tmp_path, cache):
     import dataclasses
 
-    from tfaccel.recipe import DataConfig
+    from tfaccel.config.recipe import DataConfig
 
     folder = _image_folder(tmp_path)
 
@@ -187,7 +187,7 @@ def test_an_image_folder_with_a_validation_split_is_listed_once(tmp_path, monkey
     import dataclasses
 
     from tfaccel.data import image_folder
-    from tfaccel.recipe import DataConfig
+    from tfaccel.config.recipe import DataConfig
 
     folder = _image_folder(tmp_path)
     calls = []

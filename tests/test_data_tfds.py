@@ -142,7 +142,7 @@ def test_a_recipe_builds_tfds_data_under_mock_data():
     import tensorflow_datasets as tfds
 
     from tfaccel.data.config import build_datasets
-    from tfaccel.recipe import DataConfig
+    from tfaccel.config.recipe import DataConfig
 
     with tfds.testing.mock_data(num_examples=12):
         train, val, info = build_datasets(DataConfig(source="tfds", name="mnist"),
@@ -163,7 +163,7 @@ def test_tfds_files_are_divided_among_workers_before_the_stream(tmp_path):
 
     from tfaccel.data import EpochStream
     from tfaccel.data.config import build_datasets, worker_file_shares
-    from tfaccel.recipe import DataConfig
+    from tfaccel.config.recipe import DataConfig
 
     builder = TinyDigits(data_dir=str(tmp_path))
     builder.download_and_prepare(

@@ -8,7 +8,7 @@ DEFAULT_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "default.yaml
 
 
 def _train_default(tmp_path, data_dir, *overrides):
-    from tfaccel import runner
+    from tfaccel.training import run as runner
 
     result = runner.train(str(DEFAULT_RECIPE),
                           [f"data.data_dir={data_dir}", "runtime.verbose=0", *overrides],
@@ -41,7 +41,7 @@ def test_default_recipe_clears_85_percent_in_half_its_epochs(tmp_path, shapes_da
 
 
 def test_default_recipe_uses_the_builtin_dataset_without_network():
-    from tfaccel.recipe import load_recipe
+    from tfaccel.config.recipe import load_recipe
 
     recipe = load_recipe(DEFAULT_RECIPE)
     assert recipe.data.source == "builtin" and recipe.data.download is False

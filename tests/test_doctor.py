@@ -5,8 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tfaccel.cli import main
-from tfaccel.doctor import suggest, verdict_for
+from tfaccel.cli.main import main
+from tfaccel.tools.doctor import suggest, verdict_for
 
 REPORT_KEYS = {"verdict", "input_wait_fraction", "pipeline_examples_per_sec",
                "model_examples_per_sec", "fit_examples_per_sec", "suggestions", "autotune"}
@@ -85,7 +85,7 @@ def test_cached_data_with_a_convolutional_model_is_compute_bound(tmp_path, shape
 
 
 def test_suggestions_follow_the_recipe_and_the_measurements():
-    from tfaccel.recipe import recipe_from_dict
+    from tfaccel.config.recipe import recipe_from_dict
 
     recipe = recipe_from_dict({"data": {"source": "image_folder", "path": ".",
                                         "image_size": [32, 32], "cache": None,

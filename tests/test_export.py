@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 import tfaccel
-from tfaccel.cli import main
+from tfaccel.cli.main import main
 from tfaccel.errors import UserInputError
 
 N_EXAMPLES, FRACTION, SEED, CLASSES = 240, 0.25, 0, 4
@@ -28,7 +28,7 @@ def _images(n, seed):
 
 def _write_run(directory, model, npz):
     """A run directory as `tfaccel train` leaves it: recipe.yaml and model.keras."""
-    from tfaccel.recipe import dump_recipe, recipe_from_dict
+    from tfaccel.config.recipe import dump_recipe, recipe_from_dict
 
     recipe = recipe_from_dict({
         "name": "tiny-export", "seed": SEED,
@@ -127,7 +127,7 @@ def test_float_export_of_each_format_matches_the_keras_model(tiny, tmp_path, fmt
 
 def test_litert_int8_is_full_integer_and_checked_against_the_float_export(tiny, tmp_path):
     pytest.importorskip("ai_edge_litert")
-    from tfaccel.exporting import load_litert_interpreter
+    from tfaccel.tools.export import load_litert_interpreter
 
     out = tmp_path / "int8"
     report = tfaccel.export(tiny["run_dir"], format="litert", quantize="int8", out=out, **FAST)
@@ -170,7 +170,7 @@ def test_litert_int8_smallest_options_are_checked_like_for_like(tiny, tmp_path):
     pytest.importorskip("ai_edge_litert")
     import keras
 
-    from tfaccel.exporting import load_litert_interpreter
+    from tfaccel.tools.export import load_litert_interpreter
 
     out = tmp_path / "int8-small"
     report = tfaccel.export(tiny["run_dir"], format="litert", quantize="int8", out=out,
@@ -216,7 +216,7 @@ def test_split_preprocessing_cuts_the_leading_weightless_layers(tiny):
     import keras
 
     from tfaccel import models
-    from tfaccel.exporting import split_preprocessing
+    from tfaccel.tools.export import split_preprocessing
 
     model = keras.saving.load_model(tiny["run_dir"] / "model.keras", compile=False)
     prefix, rest = split_preprocessing(model)
@@ -304,8 +304,8 @@ def test_saved_model_int8_exports_the_keras_quantized_model(tiny, tmp_path):
 
 
 def test_int8_calibration_reads_training_data_without_augmentation(tiny, monkeypatch):
-    from tfaccel import exporting
-    from tfaccel.recipe import load_recipe
+    from tfaccel.tools import export as exporting
+    from tfaccel.config.recipe import load_recipe
 
     recipe = load_recipe(tiny["run_dir"] / "recipe.yaml")
     assert list(recipe.data.augment) == ["flip"]
@@ -332,7 +332,7 @@ def test_mixed_precision_model_is_exported_in_float32(tiny, tmp_path):
     import keras
 
     from tfaccel import models
-    from tfaccel.exporting import load_float32_model
+    from tfaccel.tools.export import load_float32_model
 
     previous = keras.mixed_precision.global_policy().name
     try:
@@ -349,9 +349,9 @@ def test_mixed_precision_model_is_exported_in_float32(tiny, tmp_path):
 
 
 def test_public_name_is_the_function_even_after_importing_the_module():
-    import tfaccel.exporting
+    import tfaccel.tools.export
 
-    assert tfaccel.export is tfaccel.exporting.export
+    assert tfaccel.export is tfaccel.tools.export.export
     assert callable(tfaccel.export)
 
 
@@ -441,7 +441,7 @@ def test_out_under_a_file_exits_2(tiny, tmp_path):
 def test_missing_optional_package_names_the_extra(monkeypatch):
     import importlib.util
 
-    from tfaccel import exporting
+    from tfaccel.tools import export as exporting
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -454,7 +454,7 @@ def test_missing_optional_package_names_the_extra(monkeypatch):
 def test_keras_int8_without_a_quantizable_layer_is_a_user_error():
     import keras
 
-    from tfaccel.exporting import keras_int8
+    from tfaccel.tools.export import keras_int8
 
     inputs = keras.Input((8, 8, 3))
     outputs = keras.layers.Softmax()(keras.layers.GlobalAveragePooling2D()(
@@ -474,7 +474,7 @@ def test_a_bad_format_is_reported_before_tensorflow_loads(tmp_path):
 def test_missing_run_dir_and_a_recipe_without_validation_data_exit_2(tiny, tmp_path):
     result = _cli(tmp_path / "nowhere", "--format", "keras")
     assert result.exit_code == 2 and "does not exist" in result.output
-    from tfaccel.recipe import dump_recipe, load_recipe
+    from tfaccel.config.recipe import dump_recipe, load_recipe
 
     run_dir = tmp_path / "no-validation"
     run_dir.mkdir()

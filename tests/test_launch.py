@@ -8,8 +8,9 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from tfaccel import launch
-from tfaccel.cli import main
+from tfaccel.cli import launch
+from tfaccel.config import cluster
+from tfaccel.cli.main import main
 from tfaccel.errors import UserInputError
 
 from launch_helpers import DEFAULT_RECIPE
@@ -22,25 +23,25 @@ def test_tf_config_makes_worker_zero_the_chief(monkeypatch):
         assert config == {"cluster": {"worker": hosts}, "task": {"type": "worker",
                                                                  "index": index}}
         monkeypatch.setenv("TF_CONFIG", launch.tf_config(hosts, index))
-        role = launch.worker_role("auto")
+        role = cluster.worker_role("auto")
         assert (role.index, role.count, role.chief, role.multi_worker) == (
             index, 2, index == 0, True)
     # Another strategy kind trains alone whatever TF_CONFIG says.
-    assert launch.worker_role("one_device") == launch.WorkerRole()
+    assert cluster.worker_role("one_device") == cluster.WorkerRole()
     with pytest.raises(UserInputError, match="--index must be between 0 and 1 .* got 2"):
         launch.tf_config(hosts, 2)
 
 
 def test_worker_role_follows_tensorflow_with_a_chief_job(monkeypatch):
-    cluster = {"chief": ["c:1"], "worker": ["w:1", "w:2"]}
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster,
+    jobs = {"chief": ["c:1"], "worker": ["w:1", "w:2"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": jobs,
                                                 "task": {"type": "worker", "index": 0}}))
-    assert launch.worker_role("multi_worker") == launch.WorkerRole(index=1, count=3)
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster,
+    assert cluster.worker_role("multi_worker") == cluster.WorkerRole(index=1, count=3)
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": jobs,
                                                 "task": {"type": "chief", "index": 0}}))
-    assert launch.worker_role("multi_worker").chief
+    assert cluster.worker_role("multi_worker").chief
     monkeypatch.delenv("TF_CONFIG")
-    assert launch.worker_role("multi_worker") == launch.WorkerRole()
+    assert cluster.worker_role("multi_worker") == cluster.WorkerRole()
 
 
 @pytest.mark.parametrize("text, message", [
@@ -169,7 +170,7 @@ def test_a_local_launch_prepares_the_builtin_dataset_once_before_the_workers(tmp
     # Otherwise every worker would generate it into the same TFDS folder at the same time.
     import subprocess
 
-    from tfaccel.recipe import load_recipe
+    from tfaccel.config.recipe import load_recipe
 
     calls = []
     monkeypatch.setattr(subprocess, "run", lambda args, **kw: calls.append(args) or

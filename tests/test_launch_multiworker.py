@@ -38,7 +38,7 @@ def _weights(run_dir):
 
 def _launch_as_cluster(train_args, *, tmp_path):
     """Both nodes of `launch --hosts ... --index I` on this machine; (codes, outputs)."""
-    from tfaccel.launch import free_ports
+    from tfaccel.cli.launch import free_ports
 
     hosts = ",".join(f"127.0.0.1:{port}" for port in free_ports(2))
     processes = [subprocess.Popen(
@@ -123,9 +123,9 @@ import json, os, sys
 import numpy as np
 import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()  # joins the cluster first
-from tfaccel.batching import plan_batches
-from tfaccel.recipe import recipe_from_dict
-from tfaccel.runner import build_data
+from tfaccel.config.batching import plan_batches
+from tfaccel.config.recipe import recipe_from_dict
+from tfaccel.training.run import build_data
 
 out, configs = sys.argv[1], json.loads(sys.argv[2])
 
@@ -459,7 +459,7 @@ def test_validation_split_unevenly_between_workers_reports_the_whole_split(tmp_p
     # by file, so one worker has more batches than the other. The job must neither hang nor
     # report a per-worker average: its val_accuracy is the saved model's on the whole split.
     from tfaccel.data.config import build_datasets
-    from tfaccel.recipe import load_recipe
+    from tfaccel.config.recipe import load_recipe
 
     _write_feature_records(tmp_path / "recs", [700, 560, 430, 310, 190, 70])
     recipe = tmp_path / "uneven.yaml"

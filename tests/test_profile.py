@@ -3,7 +3,7 @@
 import pytest
 from click.testing import CliRunner
 
-from tfaccel.cli import main
+from tfaccel.cli.main import main
 
 
 def _recipe(tmp_path, data_dir):

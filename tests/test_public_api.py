@@ -7,7 +7,7 @@ import tfaccel
 
 def test_top_level_names_resolve_to_the_implementations():
     from tfaccel.engine import accumulation, precision, strategy
-    from tfaccel import runner
+    from tfaccel.training import run as runner
 
     assert tfaccel.accumulate is accumulation.accumulate
     assert tfaccel.AccumulatingModel is accumulation.AccumulatingModel

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from tfaccel.errors import RecipeError
-from tfaccel.recipe import (Recipe, apply_overrides, describe_keys, dump_recipe, load_recipe,
+from tfaccel.config.recipe import (Recipe, apply_overrides, describe_keys, dump_recipe, load_recipe,
                             recipe_from_dict)
 
 
@@ -56,7 +56,7 @@ def test_unknown_section_is_rejected_with_suggestion():
     ({"data": {"source": "image_folder", "image_size": [32, 32]}},
      "data.path is required when data.source is 'image_folder'"),
     ({"data": {"source": "tfds"}}, "data.name (a TFDS dataset name) is required"),
-    # The batch plan's own message (tfaccel.batching is the one place it is checked).
+    # The batch plan's own message (tfaccel.config.batching is the one place it is checked).
     ({"training": {"global_batch_size": 100, "accumulation_steps": 3}},
      "the per-replica batch 100 (global batch 100 / 1 replicas) is not divisible by "
      "accumulation_steps 3"),
@@ -157,7 +157,7 @@ def test_readme_keys_table_is_exactly_the_generated_one():
     # Names alone would let a changed default or meaning go stale in the README.
     from click.testing import CliRunner
 
-    from tfaccel.cli import main
+    from tfaccel.cli.main import main
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     start = readme.index("\n", readme.index("<!-- keys:start")) + 1
@@ -173,7 +173,7 @@ def test_json_schema_accepts_every_shipped_recipe_and_rejects_mistakes():
     import jsonschema
     from click.testing import CliRunner
 
-    from tfaccel.cli import main
+    from tfaccel.cli.main import main
 
     result = CliRunner().invoke(main, ["keys", "--json-schema"])
     assert result.exit_code == 0
@@ -208,7 +208,7 @@ def test_json_schema_agrees_with_validation_on_empty_sections():
     # the schema must not flag it.
     import jsonschema
 
-    from tfaccel.recipe_schema import json_schema
+    from tfaccel.config.schema import json_schema
 
     raw = yaml.safe_load("training:\nruntime:\n")
     assert recipe_from_dict(raw) == Recipe()

@@ -13,10 +13,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tfaccel import checkpoints as ckpt
-from tfaccel.cli import main
+from tfaccel.training import checkpoints as ckpt
+from tfaccel.cli.main import main
 from tfaccel.errors import TrainingError, UserInputError
-from tfaccel.resume import RunLock, plan_resume
+from tfaccel.training.resume import RunLock, plan_resume
 
 HERE = Path(__file__).parent
 REPO = HERE.parent
@@ -159,7 +159,7 @@ TINY = ["data.train_split=train[:256]", "data.validation_split=test[:64]",
 
 
 def _tiny_run(tmp_path, shapes_data_dir, name="run", extra=()):
-    from tfaccel import runner
+    from tfaccel.training import run as runner
 
     return runner.train(str(REPO / "recipes" / "default.yaml"),
                         [f"data.data_dir={shapes_data_dir}", *TINY, *extra],
@@ -167,7 +167,7 @@ def _tiny_run(tmp_path, shapes_data_dir, name="run", extra=()):
 
 
 def test_resume_extends_a_finished_run_and_refuses_other_changes(tmp_path, shapes_data_dir):
-    from tfaccel import runner
+    from tfaccel.training import run as runner
 
     first = _tiny_run(tmp_path, shapes_data_dir)
     directory = first.run_dir
@@ -202,7 +202,7 @@ def test_cli_resume_with_a_changed_recipe_exits_2_with_the_differences(tmp_path,
 
 def test_a_truncated_checkpoint_is_skipped_for_the_previous_one(tmp_path, shapes_data_dir,
                                                                 capsys):
-    from tfaccel import runner
+    from tfaccel.training import run as runner
 
     first = _tiny_run(tmp_path, shapes_data_dir, extra=["training.epochs=2"])
     newest = first.run_dir / "checkpoints" / "epoch-002"
@@ -221,7 +221,7 @@ def test_a_second_process_cannot_resume_a_run_in_use(tmp_path):
     (tmp_path / "run").mkdir()
     lock = RunLock(tmp_path / "run").acquire()
     try:
-        code = ("import sys; from tfaccel.resume import RunLock\n"
+        code = ("import sys; from tfaccel.training.resume import RunLock\n"
                 "try:\n    RunLock(sys.argv[1]).acquire()\n"
                 "except Exception as e:\n    print(e); sys.exit(3)\n")
         other = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")],
@@ -290,7 +290,7 @@ def test_a_full_disk_while_training_fails_clearly_and_keeps_the_checkpoints(
         tmp_path, shapes_data_dir, monkeypatch):
     import keras
 
-    from tfaccel import runner
+    from tfaccel.training import run as runner
 
     real_save = keras.Model.save_weights
     calls = {"n": 0}

@@ -5,13 +5,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tfaccel.cli import main
+from tfaccel.cli.main import main
 
 RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
 
 
 def test_there_is_a_recipe_per_source():
-    from tfaccel.recipe import load_recipe
+    from tfaccel.config.recipe import load_recipe
 
     sources = {load_recipe(path).data.source for path in RECIPES}
     assert sources >= {"builtin", "tfds", "image_folder", "tfrecords", "python"}
@@ -19,7 +19,7 @@ def test_there_is_a_recipe_per_source():
 
 def _data_for(recipe, tmp_path, shapes_data_dir):
     """--set overrides that point a recipe needing prepared data at data made here."""
-    from tfaccel.recipe import load_recipe
+    from tfaccel.config.recipe import load_recipe
 
     source = load_recipe(recipe).data.source
     if source == "image_folder":

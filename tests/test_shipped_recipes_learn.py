@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tfaccel.cli import main
+from tfaccel.cli.main import main
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 

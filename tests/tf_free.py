@@ -10,7 +10,7 @@ def heavy_modules_after(body: str) -> list:
     """Runs `body` (Python with `main` = tfaccel's CLI group and `CliRunner` imported) in a new
     interpreter (the test session has TensorFlow loaded already) and returns the sorted names
     of the TensorFlow, Keras and TFDS modules it imported."""
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom tfaccel.cli import main\n"
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom tfaccel.cli.main import main\n"
             + body + f"\nprint(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120)

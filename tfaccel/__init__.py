@@ -11,10 +11,10 @@ _LAZY_ATTRIBUTES = {
     "AccumulatingModel": "tfaccel.engine.accumulation",
     "make_strategy": "tfaccel.engine.strategy",
     "set_precision": "tfaccel.engine.precision",
-    "train": "tfaccel.runner",
-    "export": "tfaccel.exporting",
+    "train": "tfaccel.training.run",
+    "export": "tfaccel.tools.export",
 }
-_LAZY_MODULES = ("data", "engine", "models", "recipe", "runner")
+_LAZY_MODULES = ("config", "data", "datasets", "engine", "models", "tools", "training")
 
 __all__ = ["__version__", *_LAZY_ATTRIBUTES, *_LAZY_MODULES]
 

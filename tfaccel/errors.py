@@ -31,3 +31,15 @@ class DataError(UserInputError):
 
 class TrainingError(TfaccelError, RuntimeError):
     """Training failed at run time (for example a NaN loss); the CLI exits with code 1."""
+
+
+class Preempted(TfaccelError):
+    """Training stopped on SIGTERM/SIGINT after saving a checkpoint; `--resume` continues.
+
+    The CLI exits with the shell's 128 + signal code.
+    """
+
+    def __init__(self, message: str, *, signum: int, checkpoint: str):
+        super().__init__(message)
+        self.signum = signum
+        self.checkpoint = checkpoint

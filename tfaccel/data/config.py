@@ -419,7 +419,7 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         seed: Seed of shuffling, augmentation and held-out splits.
         deterministic: Fixed tf.data order (slower).
         sequential: Build the truly sequential version of the same pipelines (the baseline
-            of `tfaccel.bench`).
+            of `tfaccel.tools.bench`).
         stream: A `pipeline.EpochStream` for the training data (counted in this
             pipeline's batches).
         input_context: This worker's context in a multi-worker job, as

@@ -12,7 +12,7 @@ from typing import Optional
 import tensorflow as tf
 
 from tfaccel.errors import TfaccelError, UserInputError
-from tfaccel.recipe import PROCESSING_MODES, parse_dispatcher_address
+from tfaccel.config.recipe import PROCESSING_MODES, parse_dispatcher_address
 
 _service = tf.data.experimental.service
 

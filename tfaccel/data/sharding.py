@@ -7,6 +7,8 @@ from typing import Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from tfaccel.config import cluster
+
 
 def multi_worker_in_scope() -> bool:
     """Whether the strategy in scope is a MultiWorkerMirroredStrategy."""
@@ -43,7 +45,7 @@ def worker_of(strategy) -> Tuple[int, int]:
         return 0, 1
     resolver = strategy.cluster_resolver
     spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
-    order = [(job, i) for job in ("chief", "worker") for i in range(len(spec.get(job, ())))]
+    order = cluster.task_order(spec)
     if len(order) < 2:
         return 0, 1
     task = (getattr(resolver, "task_type", None), getattr(resolver, "task_id", None))

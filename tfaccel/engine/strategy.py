@@ -1,10 +1,9 @@
 """Pick and describe a tf.distribute strategy: one device, mirrored devices, or several workers."""
 
-import json
-import os
 
 import tensorflow as tf
 
+from tfaccel.config import cluster
 from tfaccel.errors import UserInputError
 
 STRATEGY_KINDS = ("auto", "one_device", "mirrored", "multi_worker")
@@ -108,31 +107,16 @@ def auto_choices():
         "gpus": _gpu_details(),
         "strategy": _auto_kind(),
         "precision": resolve_precision("auto"),
-        "tf_config_tasks": _tf_config_tasks(),
+        "tf_config_tasks": cluster.tf_config_tasks(),
     }
 
 
 def _auto_kind():
-    if _tf_config_tasks() > 1:
+    if cluster.tf_config_tasks() > 1:
         return "multi_worker"
     if len(tf.config.list_physical_devices("GPU")) > 1:
         return "mirrored"
     return "default"
-
-
-def _tf_config_tasks():
-    """Number of tasks (chief + workers) TF_CONFIG names; 0 when it is unset."""
-    raw = os.environ.get("TF_CONFIG", "").strip()
-    if not raw:
-        return 0
-    try:
-        cluster = json.loads(raw).get("cluster", {})
-    except (ValueError, AttributeError) as exc:
-        raise UserInputError(
-            f"TF_CONFIG is not valid JSON with a 'cluster' object: {raw[:200]!r}"
-        ) from exc
-    # Evaluators do not take part in the all-reduce, so they do not make it multi-worker.
-    return sum(len(tasks) for job, tasks in cluster.items() if job in ("chief", "worker"))
 
 
 def _mirrored(devices):

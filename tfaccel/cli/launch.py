@@ -64,47 +64,6 @@ def tf_config(hosts: Sequence[str], index: int) -> str:
                        "task": {"type": "worker", "index": int(index)}})
 
 
-@dataclasses.dataclass(frozen=True)
-class WorkerRole:
-    """This process's place in a job: alone, or worker `index` of `count` (0 = chief)."""
-
-    index: int = 0
-    count: int = 1
-
-    @property
-    def multi_worker(self) -> bool:
-        """Whether several workers train together."""
-        return self.count > 1
-
-    @property
-    def chief(self) -> bool:
-        """Whether this process writes the run directory (worker 0, or the only one)."""
-        return self.index == 0
-
-
-def worker_role(strategy: str) -> WorkerRole:
-    """This process's role from TF_CONFIG, by TensorFlow's own rule (TF-free).
-
-    The chief is task 0 of a "chief" job when the cluster has one, else worker 0. Only
-    `strategy` "multi_worker" and "auto" (which picks multi_worker under a TF_CONFIG of
-    several tasks) make a multi-worker run; any other kind trains alone.
-    """
-    raw = os.environ.get("TF_CONFIG", "").strip()
-    if strategy not in ("auto", "multi_worker") or not raw:
-        return WorkerRole()
-    try:
-        config = json.loads(raw)
-        cluster, task = config.get("cluster", {}), config.get("task", {})
-        jobs = [job for job in ("chief", "worker") if cluster.get(job)]
-        order = [(job, i) for job in jobs for i in range(len(cluster[job]))]
-        count = len(order)
-        index = order.index((task.get("type"), int(task.get("index", 0)))) if count else 0
-    except (ValueError, AttributeError, TypeError) as error:
-        raise UserInputError(f"TF_CONFIG does not name this task in its cluster "
-                             f"({error}): {raw[:200]!r}") from None
-    return WorkerRole(index=index, count=max(count, 1))
-
-
 def slurm_cluster(*, port: int = DEFAULT_SLURM_PORT) -> tuple:
     """``(hosts, index)`` of this SLURM task, from TensorFlow's `SlurmClusterResolver`.
 
@@ -179,9 +138,9 @@ def prepare_train_args(args: Sequence[str], *, choose_run_dir: bool) -> TrainArg
     """
     import click
 
-    from tfaccel import cli
-    from tfaccel.recipe import load_recipe
-    from tfaccel.run_dir import create_run_dir
+    from tfaccel.cli import main as cli
+    from tfaccel.config.recipe import load_recipe
+    from tfaccel.training.run_dir import create_run_dir
 
     args = list(args)
     if not args or args[0] != "train":

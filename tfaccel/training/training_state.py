@@ -7,7 +7,7 @@ from typing import Optional
 
 import numpy as np
 
-from tfaccel.checkpoints import EXTRA_FILE, WEIGHTS_FILE, Checkpoint
+from tfaccel.training.checkpoints import EXTRA_FILE, WEIGHTS_FILE, Checkpoint
 from tfaccel.errors import TrainingError
 
 

@@ -485,9 +485,9 @@ def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
     if data.source == "image_folder" and data.image_size is None:
         raise RecipeError(f"{source}: data.image_size ([height, width]) is required when "
                           "data.source is 'image_folder'.")
-    # The batch plan's one check (tfaccel.batching), run here for one replica: what the
+    # The batch plan's one check (tfaccel.config.batching), run here for one replica: what the
     # recipe alone decides; the replica count is checked again when it is known.
-    from tfaccel.batching import plan_batches
+    from tfaccel.config.batching import plan_batches
 
     try:
         plan_batches(global_batch_size=training.global_batch_size, replicas=1,

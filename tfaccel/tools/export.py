@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Callable, Optional, Union
 
-from tfaccel import run_dir as run_files
+from tfaccel.training import run_dir as run_files
 from tfaccel.errors import UserInputError, closest_match
 
 FORMATS = ("saved_model", "litert", "onnx", "keras")
@@ -227,7 +227,7 @@ def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
     import keras
     import numpy as np
 
-    from tfaccel.recipe import load_recipe
+    from tfaccel.config.recipe import load_recipe
 
     recipe = load_recipe(directory / run_files.RECIPE_FILE)
     model = load_float32_model(directory / run_files.MODEL_FILE)

@@ -13,14 +13,14 @@ import warnings
 from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
 
-from tfaccel import checkpoints as ckpt
-from tfaccel import run_dir as run_files
+from tfaccel.training import checkpoints as ckpt
+from tfaccel.training import run_dir as run_files
 from tfaccel._version import __version__
-from tfaccel.batching import BatchPlan, plan_batches
+from tfaccel.config.batching import BatchPlan, plan_batches
 from tfaccel.errors import DataError, TrainingError, UserInputError
-from tfaccel.launch import WorkerRole, worker_role
-from tfaccel.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
-from tfaccel.resume import LOCK_FILE, RunLock, plan_resume
+from tfaccel.config.cluster import WorkerRole, worker_role
+from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
+from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,7 +213,7 @@ def _train_with(ctx: _RunContext) -> RunResult:
     trained_model, model = build_model(recipe, strategy=ctx.strategy, plan=plan, data=data)
     restored = {"metrics": [], "best_weights": None}
     if checkpoint is not None:
-        from tfaccel.training_state import restore_state
+        from tfaccel.training.training_state import restore_state
 
         with ctx.strategy.scope():  # optimizer variables are created here when missing
             restored = restore_state(trained_model, checkpoint)
@@ -424,7 +424,7 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: _TrainData):
     """
     from tfaccel import models
     from tfaccel.engine.keras_compat import patch_for_multi_worker
-    from tfaccel.optimizers import make_optimizer
+    from tfaccel.training.optimizers import make_optimizer
 
     training = recipe.training
     with strategy.scope():
@@ -465,7 +465,7 @@ def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
                     checkpoint: Optional[ckpt.Checkpoint], restored: dict) -> _Outputs:
     import keras
 
-    from tfaccel.callbacks import (EpochMetricsLogger, NonFiniteLossGuard, PreemptionSignals,
+    from tfaccel.training.callbacks import (EpochMetricsLogger, NonFiniteLossGuard, PreemptionSignals,
                                    ResumableCheckpoints, ResumableEarlyStopping)
 
     training = ctx.recipe.training
@@ -476,7 +476,7 @@ def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
         # it (and so will be trained again) is not listed twice.
         run_files.write_text(metrics_path, "".join(json.dumps(r, default=float) + "\n"
                                           for r in records))
-    from tfaccel.throughput import ThroughputMonitor
+    from tfaccel.training.throughput import ThroughputMonitor
 
     guard = NonFiniteLossGuard()
     # Before the logger and TensorBoard: its figures join the epoch's logs they write.
@@ -496,7 +496,7 @@ def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
                                        patience=training.early_stopping_patience,
                                        restore_best_weights=True, carried=carried)
     if ctx.role.multi_worker:
-        from tfaccel.callbacks import CoordinatedPreemption
+        from tfaccel.training.callbacks import CoordinatedPreemption
 
         # Every worker must save at the same step (a checkpoint reads the metrics' sums
         # across workers, a collective): TensorFlow's PreemptionCheckpointHandler agrees
@@ -521,7 +521,7 @@ def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
             log_dir=str(ctx.directory / run_files.TENSORBOARD_DIR), write_graph=False,
             profile_batch=0))
     if ctx.profile is not None:
-        from tfaccel.throughput import ProfileSteps
+        from tfaccel.training.throughput import ProfileSteps
 
         start, end = ctx.profile
         last = data.steps_per_epoch * training.epochs
@@ -583,7 +583,7 @@ def _record_failure(ctx: _RunContext, error: BaseException, *, outputs: _Outputs
     """Writes summary.json with the status of a run that did not complete."""
     import tensorflow as tf
 
-    from tfaccel.callbacks import Preempted
+    from tfaccel.errors import Preempted
 
     summary = _summary(ctx, epochs=outputs.logger.records, plan=plan, data=data,
                        fit_seconds=fit_seconds, early_stopping=outputs.early_stopping)
@@ -658,7 +658,7 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: _TrainDat
     import keras
     import tensorflow as tf
 
-    from tfaccel.throughput import THROUGHPUT_KEYS, available_cores
+    from tfaccel.training.throughput import THROUGHPUT_KEYS, available_cores
 
     def metrics_of(record: dict) -> dict:
         return {k: v for k, v in record.items()
@@ -727,7 +727,7 @@ def _scratch_dir(role: WorkerRole) -> Path:
 
 def _throughput_summary(steady: list, epochs: list) -> dict:
     """Steady-state throughput figures: means over the epochs after the first, peaks over all."""
-    from tfaccel.throughput import THROUGHPUT_KEYS
+    from tfaccel.training.throughput import THROUGHPUT_KEYS
 
     out = {}
     for key in THROUGHPUT_KEYS:
@@ -764,7 +764,7 @@ def _holds_only_the_recipe(directory: Path) -> bool:
 def _as_recipe(recipe_or_path, overrides: Sequence[str]) -> Recipe:
     if isinstance(recipe_or_path, Recipe):
         if overrides:
-            from tfaccel.recipe import recipe_to_dict
+            from tfaccel.config.recipe import recipe_to_dict
 
             return recipe_from_dict(recipe_to_dict(recipe_or_path), overrides=overrides)
         return recipe_or_path

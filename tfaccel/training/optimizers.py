@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfaccel.recipe import OptimizerConfig
+from tfaccel.config.recipe import OptimizerConfig
 
 
 def make_optimizer(config: OptimizerConfig, *, total_steps: int, steps_per_epoch: int):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from tfaccel.recipe import Recipe, recipe_from_dict, recipe_to_dict
+from tfaccel.config.recipe import Recipe, recipe_from_dict, recipe_to_dict
 
 # The TensorFlow profiler's input-bound thresholds (share of step time waiting for input).
 MODERATE, HIGH = 0.05, 0.20
@@ -92,10 +92,10 @@ class _Session:
                                          inter_op=recipe.runtime.inter_op_threads)
         import keras
 
-        from tfaccel.batching import plan_batches
+        from tfaccel.config.batching import plan_batches
         from tfaccel.engine.precision import cpu_has_bf16, set_precision
         from tfaccel.engine.strategy import describe_strategy, make_strategy
-        from tfaccel.runner import build_data, input_order_is_fixed
+        from tfaccel.training.run import build_data, input_order_is_fixed
 
         keras.utils.set_random_seed(recipe.seed)
         self.cpu_bf16 = cpu_has_bf16()
@@ -126,7 +126,7 @@ class _Session:
         `tfaccel bench`'s timing over 2 x `steps` batches; the rate counts the batches after
         the first (start-up and a shuffle buffer's fill are not the steady state `fit` sees).
         """
-        from tfaccel.bench import time_batches
+        from tfaccel.tools.bench import time_batches
 
         run = time_batches((data or self.data).make_stream(0), num_batches=2 * steps,
                            keep_iterator=True)
@@ -134,8 +134,8 @@ class _Session:
                 "autotune": read_autotune(run["iterator"])}
 
     def build_model(self, recipe: Recipe):
-        from tfaccel.runner import build_model
-        from tfaccel.throughput import ThroughputMonitor
+        from tfaccel.training.run import build_model
+        from tfaccel.training.throughput import ThroughputMonitor
 
         trained_model, _ = build_model(recipe, strategy=self.strategy, plan=self.plan,
                                        data=self.data)
@@ -175,7 +175,7 @@ class _Session:
         try:
             changed = recipe_from_dict(recipe_to_dict(recipe), overrides=suggestion["set"])
             if suggestion["try"] == "pipeline":
-                from tfaccel.runner import build_data, input_order_is_fixed
+                from tfaccel.training.run import build_data, input_order_is_fixed
 
                 data = build_data(changed, self.plan, deterministic=input_order_is_fixed(
                     deterministic=changed.runtime.deterministic,
@@ -189,8 +189,8 @@ class _Session:
 
                 from tfaccel.engine.precision import set_precision
 
-                from tfaccel.batching import plan_batches
-                from tfaccel.runner import build_data
+                from tfaccel.config.batching import plan_batches
+                from tfaccel.training.run import build_data
 
                 previous = keras.mixed_precision.global_policy().name
                 kept = self.plan, self.data
@@ -279,7 +279,7 @@ def suggest(recipe: Recipe, report: dict, *, cpu_bf16: bool, replicas: int) -> l
     Input-side changes come first when the job waits for input, model-side ones first
     otherwise; within a side, the larger expected effect first.
     """
-    from tfaccel.throughput import available_cores
+    from tfaccel.training.throughput import available_cores
 
     data, training = recipe.data, recipe.training
     wait = report["input_wait_fraction"]

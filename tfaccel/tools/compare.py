@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 
 import yaml
 
-from tfaccel import run_dir as run_files
+from tfaccel.training import run_dir as run_files
 from tfaccel.errors import UserInputError
 
 # Final figures shown for every run (those a run lacks are shown as "-").

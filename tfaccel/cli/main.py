@@ -10,7 +10,7 @@ import traceback
 import click
 
 from tfaccel._version import __version__
-from tfaccel.errors import TfaccelError, UserInputError
+from tfaccel.errors import Preempted, TfaccelError, UserInputError
 
 EXIT_RUNTIME_FAILURE = 1
 EXIT_USER_ERROR = 2
@@ -39,13 +39,13 @@ def handle_errors(command):
         except UserInputError as error:
             click.echo(f"Error: {error}", err=True)
             sys.exit(EXIT_USER_ERROR)
+        except Preempted as error:
+            # A checkpoint was saved; the shell's 128 + signal convention.
+            click.echo(f"Error: {error}", err=True)
+            click.echo("Resume with: tfaccel train --resume RUN_DIR.", err=True)
+            sys.exit(128 + int(error.signum))
         except TfaccelError as error:
             click.echo(f"Error: {error}", err=True)
-            signum = getattr(error, "signum", None)
-            if signum is not None:
-                # Preempted: a checkpoint was saved; the shell's 128 + signal convention.
-                click.echo("Resume with: tfaccel train --resume RUN_DIR.", err=True)
-                sys.exit(128 + int(signum))
             sys.exit(EXIT_RUNTIME_FAILURE)
         except KeyboardInterrupt:
             click.echo("Interrupted; everything written so far is kept.", err=True)
@@ -116,7 +116,7 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
     checkpoints/, tensorboard/ and the trained model.keras. SIGTERM or Ctrl-C saves a
     checkpoint at the next step and exits (143 or 130); `--resume RUN_DIR` continues it.
     """
-    from tfaccel.recipe import load_recipe
+    from tfaccel.config.recipe import load_recipe
 
     if recipe is None and resume_dir is None:
         raise click.UsageError("give a RECIPE to train, or --resume RUN_DIR to continue a run.")
@@ -125,11 +125,11 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
                                "cannot be combined with it.")
     loaded = load_recipe(recipe, overrides) if recipe is not None else None
     if loaded is not None:
-        from tfaccel.input_paths import check_input_paths
+        from tfaccel.config.input_paths import check_input_paths
 
         check_input_paths(loaded, source=recipe)  # before TensorFlow: a missing path is quick
     _quiet_tensorflow()
-    from tfaccel import runner
+    from tfaccel.training import run as runner
 
     if resume_dir is not None:
         result = runner.train(loaded, () if loaded is not None else overrides,
@@ -166,7 +166,7 @@ def launch(workers, hosts, index, port, train_args):
     exit code is the first failing worker's (0 when all succeed). SIGTERM is passed on to
     every worker: they checkpoint at the same step and exit 143.
     """
-    from tfaccel import launch as launcher
+    from tfaccel.cli import launch as launcher
 
     if workers is not None and (hosts is not None or index is not None):
         raise click.UsageError("give --workers (this machine) or --hosts with --index "
@@ -198,8 +198,8 @@ def launch(workers, hosts, index, port, train_args):
 @handle_errors
 def validate(recipe, overrides, show):
     """Check RECIPE without TensorFlow: keys, types, ranges, and that input paths exist."""
-    from tfaccel.input_paths import check_input_paths
-    from tfaccel.recipe import dump_recipe, load_recipe
+    from tfaccel.config.input_paths import check_input_paths
+    from tfaccel.config.recipe import dump_recipe, load_recipe
 
     loaded = load_recipe(recipe, overrides)
     check_input_paths(loaded, source=recipe)
@@ -228,11 +228,11 @@ def bench(recipe, overrides, batches, repeats, no_epochs):
     the same source through a truly sequential tf.data pipeline, with the ratio; then a cold
     epoch versus a second (cached) epoch.
     """
-    from tfaccel.recipe import load_recipe
+    from tfaccel.config.recipe import load_recipe
 
     loaded = load_recipe(recipe, overrides)
     _quiet_tensorflow()
-    from tfaccel.bench import bench_data_config, format_table
+    from tfaccel.tools.bench import bench_data_config, format_table
 
     result = bench_data_config(loaded.data, global_batch_size=loaded.training.global_batch_size,
                                seed=loaded.seed, num_batches=batches, epochs=not no_epochs,
@@ -277,13 +277,13 @@ def export(run_dir, export_format, quantize, out, preprocessing, per_tensor, str
     printed and written to OUT/export.json. LiteRT and ONNX need `pip install
     'tfaccel[export]'`.
     """
-    from tfaccel.exporting import check_arguments
+    from tfaccel.tools.export import check_arguments
 
     # A wrong format or mode is reported before TensorFlow loads.
     check_arguments(format=export_format, quantize=quantize, preprocessing=preprocessing,
                     per_tensor=per_tensor, strip=strip)
     _quiet_tensorflow()
-    from tfaccel.exporting import export as run_export, format_report
+    from tfaccel.tools.export import export as run_export, format_report
 
     report = run_export(run_dir, format=export_format, quantize=quantize, out=out,
                         preprocessing=preprocessing, per_tensor=per_tensor, strip=strip,
@@ -311,11 +311,11 @@ def doctor(recipe, overrides, steps, repeats, try_suggestions, as_json):
     for input (verdict thresholds as in the TensorFlow profiler: under 5% compute-bound,
     5-20% moderately input-bound, 20% or more input-bound).
     """
-    from tfaccel.recipe import load_recipe
+    from tfaccel.config.recipe import load_recipe
 
     loaded = load_recipe(recipe, overrides)
     _quiet_tensorflow()
-    from tfaccel.doctor import diagnose, format_report
+    from tfaccel.tools.doctor import diagnose, format_report
 
     report = diagnose(loaded, steps=steps, repeats=repeats, try_suggestions=try_suggestions)
     if as_json:
@@ -340,7 +340,7 @@ def compare(run_dirs, plot_path, no_plot):
     The PNG needs matplotlib (pip install 'tfaccel[plot]'); without it the table is printed
     with a line saying so.
     """
-    from tfaccel.compare import compare as compare_runs
+    from tfaccel.tools.compare import compare as compare_runs
 
     result = compare_runs(run_dirs, plot_path=None if no_plot else plot_path)
     click.echo(result["table"])
@@ -387,12 +387,12 @@ def export_images(out_dir, dataset, split, limit, data_dir, image_format):
 @handle_errors
 def keys(markdown, json_schema):
     """List every recipe key with its default and meaning."""
-    from tfaccel.recipe import describe_keys
+    from tfaccel.config.recipe import describe_keys
 
     if json_schema:
         import json
 
-        from tfaccel.recipe_schema import json_schema as schema
+        from tfaccel.config.schema import json_schema as schema
 
         click.echo(json.dumps(schema(), indent=2))
         return
@@ -455,7 +455,7 @@ def data_service_dispatcher(port, work_dir):
 @handle_errors
 def data_service_worker(dispatcher, port, host):
     """Start a tf.data service worker and serve until Ctrl-C / SIGTERM (exit 0)."""
-    from tfaccel.recipe import parse_dispatcher_address
+    from tfaccel.config.recipe import parse_dispatcher_address
 
     try:
         parse_dispatcher_address(dispatcher)

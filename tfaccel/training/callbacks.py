@@ -11,10 +11,10 @@ from typing import Optional
 
 import keras
 
-from tfaccel import checkpoints as ckpt
-from tfaccel.errors import TfaccelError
-from tfaccel.run_dir import append_jsonl
-from tfaccel.training_state import add_metric_state, write_state_files
+from tfaccel.training import checkpoints as ckpt
+from tfaccel.errors import Preempted
+from tfaccel.training.run_dir import append_jsonl
+from tfaccel.training.training_state import add_metric_state, write_state_files
 
 
 class NonFiniteLossGuard(keras.callbacks.Callback):
@@ -112,15 +112,6 @@ class EpochMetricsLogger(keras.callbacks.Callback):
             record["non_finite_loss"] = True
         self.records.append(record)
         append_jsonl(self.path, record)
-
-
-class Preempted(TfaccelError):
-    """Training stopped on SIGTERM/SIGINT after saving a checkpoint; `--resume` continues."""
-
-    def __init__(self, message: str, *, signum: int, checkpoint: str):
-        super().__init__(message)
-        self.signum = signum
-        self.checkpoint = checkpoint
 
 
 class PreemptionSignals:
@@ -304,7 +295,7 @@ class ResumableEarlyStopping(keras.callbacks.EarlyStopping):
 class ResumableCheckpoints(keras.callbacks.Callback):
     """Saves resumable checkpoints at epoch ends, every N steps or minutes, and on a signal.
 
-    A checkpoint (see `tfaccel.checkpoints`) holds the weights and optimizer state, the RNG
+    A checkpoint (see `tfaccel.training.checkpoints`) holds the weights and optimizer state, the RNG
     states Keras' weights file leaves out, the epoch and the step within it, the metric sums
     of an unfinished epoch, the finished epochs' metrics and EarlyStopping's progress. The
     input position is the step count itself: the input pipeline is a pure function of

@@ -124,7 +124,7 @@ def bench_data_config(config, *, global_batch_size: int, seed: int = 0,
     if left_out:
         # The sequential baseline cannot run on a service, and the question here is the
         # pipeline's own speed: both contenders run in this process (the table says so).
-        from tfaccel.recipe import ServiceConfig
+        from tfaccel.config.recipe import ServiceConfig
 
         config = dataclasses.replace(config, service=ServiceConfig())
 

@@ -2,7 +2,7 @@
 
 Editors read it to complete and check recipes as they are typed (the YAML language server:
 a first line ``# yaml-language-server: $schema=tfaccel-recipe.schema.json``). The recipe
-dataclasses in `tfaccel.recipe` stay the one source of types, ranges, defaults and help
+dataclasses in `tfaccel.config.recipe` stay the one source of types, ranges, defaults and help
 text; this module only translates them.
 """
 
@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Any, Literal
 
-from tfaccel.recipe import Recipe
+from tfaccel.config.recipe import Recipe
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _SCALARS = {bool: "boolean", int: "integer", float: "number", str: "string"}

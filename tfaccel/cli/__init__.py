@@ -1,0 +1,1 @@
+"""The `tfaccel` command line: click commands (`main`) and the multi-worker launcher."""

@@ -1,0 +1,1 @@
+"""Recipes: frozen dataclasses, loading, validation, input paths and the batch plan (no TensorFlow)."""

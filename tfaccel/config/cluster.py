@@ -1,0 +1,84 @@
+"""THE cluster rule, TF-free: who the workers are and which one is the chief, from TF_CONFIG.
+
+TensorFlow orders a cluster's tasks as the "chief" job's (if any) then the "worker" job's,
+and the first is the chief (it writes checkpoints and summaries). The runner's role, the
+"auto" strategy choice and the data sharding all ask here, so the rule exists once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import List, Mapping, Tuple
+
+from tfaccel.errors import UserInputError
+
+# Jobs that take part in the all-reduce, in TensorFlow's order; evaluators do not.
+TRAINING_JOBS = ("chief", "worker")
+
+
+def task_order(cluster: Mapping) -> List[Tuple[str, int]]:
+    """The ``(job, index)`` of every training task of `cluster`, the chief first."""
+    return [(job, i) for job in TRAINING_JOBS for i in range(len(cluster.get(job) or ()))]
+
+
+def _tf_config() -> dict:
+    raw = os.environ.get("TF_CONFIG", "").strip()
+    if not raw:
+        return {}
+    try:
+        config = json.loads(raw)
+        if not isinstance(config.get("cluster", {}), dict):
+            raise ValueError("'cluster' is not an object")
+    except (ValueError, AttributeError) as error:
+        raise UserInputError(
+            f"TF_CONFIG is not valid JSON with a 'cluster' object ({error}): {raw[:200]!r}"
+        ) from None
+    return config
+
+
+def tf_config_tasks() -> int:
+    """Number of training tasks (chief + workers) TF_CONFIG names; 0 when it is unset."""
+    return len(task_order(_tf_config().get("cluster", {})))
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerRole:
+    """This process's place in a job: alone, or worker `index` of `count` (0 = chief)."""
+
+    index: int = 0
+    count: int = 1
+
+    @property
+    def multi_worker(self) -> bool:
+        """Whether several workers train together."""
+        return self.count > 1
+
+    @property
+    def chief(self) -> bool:
+        """Whether this process writes the run directory (worker 0, or the only one)."""
+        return self.index == 0
+
+
+def worker_role(strategy: str) -> WorkerRole:
+    """This process's role from TF_CONFIG, by TensorFlow's own rule (TF-free).
+
+    The chief is task 0 of a "chief" job when the cluster has one, else worker 0. Only
+    `strategy` "multi_worker" and "auto" (which picks multi_worker under a TF_CONFIG of
+    several tasks) make a multi-worker run; any other kind trains alone.
+    """
+    if strategy not in ("auto", "multi_worker"):
+        return WorkerRole()
+    config = _tf_config()
+    if not config:
+        return WorkerRole()
+    try:
+        task = config.get("task", {})
+        order = task_order(config.get("cluster", {}))
+        count = len(order)
+        index = order.index((task.get("type"), int(task.get("index", 0)))) if count else 0
+    except (ValueError, AttributeError, TypeError) as error:
+        raise UserInputError(f"TF_CONFIG does not name this task in its cluster "
+                             f"({error}): {os.environ.get('TF_CONFIG', '')[:200]!r}") from None
+    return WorkerRole(index=index, count=max(count, 1))

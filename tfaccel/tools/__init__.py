@@ -1,0 +1,1 @@
+"""Tools built on training and data: doctor, bench, compare and export."""

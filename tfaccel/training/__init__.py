@@ -1,0 +1,1 @@
+"""Training a recipe: the run, its checkpoints, resume state, callbacks and run directory."""
