@@ -178,6 +178,8 @@ def test_litert_int8_is_full_integer_and_checked_against_the_float_export(tiny, 
     assert report["float_ops"] == kept and report["integer_only"] is False
     interpreter = load_litert_interpreter(out / "model.tflite")
     # Raw float32 pixels in, as model.keras takes them; quantized after the preprocessing.
+    assert report["input"] == {"shape": [None, 8, 8, 3], "dtype": "float32",
+                               "is": "model.keras' input (tfaccel's models: raw 0-255 pixels)"}
     source = interpreter.get_input_details()[0]
     assert source["dtype"] == np.float32 and list(source["shape"][1:]) == [8, 8, 3]
     ops = [op["op_name"] for op in interpreter._get_ops_details()]
@@ -241,6 +243,7 @@ def test_litert_int8_smallest_options_are_checked_like_for_like(tiny, tmp_path):
     # The weightless leading layers went to preprocessing.keras, and with them the only
     # op that had no int8 kernel: the model file is integer-only.
     assert report["preprocessing_layers"] == ["rescaling", "per_image_standardization"]
+    assert report["input"]["is"].startswith("the output of preprocessing.keras")
     assert report["preprocessing_path"] == str(out / "preprocessing.keras")
     assert report["integer_only"] is True and report["float_ops"] == []
     assert report["float_preprocessing_ops"] == []

@@ -251,6 +251,7 @@ def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
         x_val = _run_keras(prefix, x_val)
         if calibration is not None:
             calibration = _run_keras(prefix, calibration)
+    details["input"] = _input_interface(model, preprocessing=options.preprocessing)
     artifact = staging / ARTIFACT_NAMES[format]
     details.update(_convert(model, artifact, format=format, quantize=quantize,
                             calibration=calibration, options=options))
@@ -300,6 +301,18 @@ def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
         **details,
     }
     return report
+
+
+def _input_interface(model, *, preprocessing: str) -> dict:
+    """What the exported model takes, for export.json: shape, dtype and what it is."""
+    if preprocessing == "outside":
+        what = (f"the output of {PREPROCESSING_FILE} (run it on model.keras' input first), "
+                "not raw pixels")
+    else:
+        what = "model.keras' input (tfaccel's models: raw 0-255 pixels)"
+    # The checks feed float32, and every format's file keeps a float32 input (LiteRT int8
+    # quantizes inside the graph).
+    return {"shape": list(model.inputs[0].shape), "dtype": "float32", "is": what}
 
 
 def load_float32_model(path: Path):
@@ -900,9 +913,9 @@ def format_report(report: dict) -> str:
                  f"{report['latency']['runs']} alternating runs on CPU.")
     kept = report.get("float_preprocessing_ops") or []
     if kept:
-        lines.append(f"Input preprocessing in float32 inside the model ({len(kept)} ops before "
-                     f"the first layer with weights, e.g. {kept[-1]}); the layers with "
-                     "weights are int8. The model takes what model.keras takes.")
+        lines.append(f"Kept float32: the {len(kept)} ops before the first layer with weights "
+                     "(the input preprocessing; float_preprocessing_ops in export.json). "
+                     "Every layer with weights is int8; the model takes model.keras' input.")
     others = [op for op in report.get("float_ops") or [] if op not in kept]
     if others:
         lines.append(f"Note: {len(others)} operation(s) without weights stay float32 (no "
