@@ -19,8 +19,9 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-CASES = ("litert:int8", "litert:int8:outside+per-tensor+strip", "litert:dynamic",
-         "litert:float16", "onnx:int8", "onnx:dynamic", "keras:int8")
+CASES = ("litert:int8", "litert:int8:per-tensor+strip", "litert:int8:outside",
+         "litert:int8:outside+per-tensor+strip", "litert:dynamic", "litert:float16",
+         "onnx:int8", "onnx:dynamic", "keras:int8")
 OPTIONS = {"outside": ("preprocessing", "outside"), "per-tensor": ("per_tensor", True),
            "strip": ("strip", True)}
 
@@ -157,6 +158,8 @@ def main() -> None:
     print(f"\n{report['validation_examples']} validation examples; latency: one example, "
           f"best of {args.runs} alternating runs of {args.calls} calls, CPU "
           "(LiteRT and ONNX Runtime on one thread).")
+    # Latency ratios depend on the CPU's int8 instructions: every table names the CPU.
+    print(f"CPU: {_cpu_flags()}.")
     for label, breakdown in breakdowns:
         print(f"\n{label}: bytes against its float32 file "
               "(tfaccel.tools.export.litert_size_breakdown):\n")

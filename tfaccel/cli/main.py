@@ -246,15 +246,17 @@ def bench(recipe, overrides, batches, repeats, no_epochs):
               help="saved_model, litert, onnx or keras.")
 @click.option("--quantize", default="none", show_default=True, metavar="MODE",
               help="none, dynamic, float16 or int8 (int8: full-integer, calibrated on a few "
-                   "hundred training examples; with keras/saved_model, Keras' "
+                   "hundred training examples; litert keeps the input preprocessing before "
+                   "the first layer with weights in float32; with keras/saved_model, Keras' "
                    "model.quantize('int8')).")
 @click.option("--out", default=None, type=click.Path(path_type=str),
               help="Folder to create for the export and its export.json (must not exist); "
                    "default RUN_DIR/exports/FORMAT-MODE.")
 @click.option("--preprocessing", default="inside", show_default=True, metavar="WHERE",
-              help="inside: the whole model. outside: the model from its first layer with "
-                   "weights on; the leading weightless layers (tfaccel's models: rescaling "
-                   "and per-image standardisation) go to preprocessing.keras beside it.")
+              help="inside: the whole model, raw pixels in. outside: the model from its "
+                   "first layer with weights on; the leading weightless layers (tfaccel's "
+                   "models: rescaling and per-image standardisation) go to "
+                   "preprocessing.keras beside it, and the export takes their output.")
 @click.option("--per-tensor", is_flag=True,
               help="int8 (litert, onnx): one scale per weight tensor instead of per output "
                    "channel (smaller; the report measures the accuracy).")

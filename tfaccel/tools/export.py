@@ -112,15 +112,18 @@ def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "no
         quantize: ``none``, ``dynamic``, ``float16`` or ``int8`` (see `SUPPORTED`).
             ``int8`` is calibrated on training examples read through the run's recipe
             without augmentation (LiteRT and ONNX), or is Keras' ``model.quantize("int8")``
-            (keras, saved_model).
+            (keras, saved_model). LiteRT ``int8`` keeps the ops before the first layer
+            with weights (the input preprocessing) in float32 and quantizes the rest;
+            the file takes what model.keras takes (float32 raw pixels).
         out: The folder to create for the export and its export.json; by default
             ``RUN_DIR/exports/<format>-<quantize>``. It must not exist yet.
         preprocessing: ``inside`` exports the whole model. ``outside`` exports it from the
             first layer with weights on: the leading weightless layers (tfaccel's models:
-            the 1/255 rescaling and the per-image standardisation, which int8 handles
-            poorly) are written as ``preprocessing.keras`` beside the export instead, and
-            the checks run them in float before the exported model (and before the float
-            model it is compared with, which leaves them out too).
+            the 1/255 rescaling and the per-image standardisation) are written as
+            ``preprocessing.keras`` beside the export instead, and the checks run them in
+            float before the exported model (and before the float model it is compared
+            with, which leaves them out too). The exported model then takes what
+            ``preprocessing.keras`` returns, not raw pixels.
         per_tensor: int8 (LiteRT, ONNX): one scale per weight tensor instead of one per
             output channel; smaller, and may cost accuracy (the report measures it).
         strip: LiteRT: leave out tensor names, signatures and the converter's metadata
@@ -248,6 +251,7 @@ def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
         x_val = _run_keras(prefix, x_val)
         if calibration is not None:
             calibration = _run_keras(prefix, calibration)
+    details["input"] = _input_interface(model, preprocessing=options.preprocessing)
     artifact = staging / ARTIFACT_NAMES[format]
     details.update(_convert(model, artifact, format=format, quantize=quantize,
                             calibration=calibration, options=options))
@@ -297,6 +301,18 @@ def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
         **details,
     }
     return report
+
+
+def _input_interface(model, *, preprocessing: str) -> dict:
+    """What the exported model takes, for export.json: shape, dtype and what it is."""
+    if preprocessing == "outside":
+        what = (f"the output of {PREPROCESSING_FILE} (run it on model.keras' input first), "
+                "not raw pixels")
+    else:
+        what = "model.keras' input (tfaccel's models: raw 0-255 pixels)"
+    # The checks feed float32, and every format's file keeps a float32 input (LiteRT int8
+    # quantizes inside the graph).
+    return {"shape": list(model.inputs[0].shape), "dtype": "float32", "is": what}
 
 
 def load_float32_model(path: Path):
@@ -512,12 +528,12 @@ def _convert_litert(model, artifact: Path, *, quantize: str, calibration,
         options["representative_dataset"] = representative_dataset
         # Integer kernels only; float input and output keep the model's interface.
         options["target_spec"] = {"supported_ops": [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]}
-        if per_tensor:
-            # The converter's own switch (it has no public one): one scale and zero point
-            # per weight tensor instead of per output channel.
-            options["_experimental_disable_per_channel"] = True
     try:
-        model.export(str(artifact), format="litert", verbose=False, **options)
+        if quantize == "int8":
+            kept_float = _export_litert_int8(model, artifact, options=options,
+                                             per_tensor=per_tensor)
+        else:
+            model.export(str(artifact), format="litert", verbose=False, **options)
     except Exception as error:  # the converter's own message names the op it rejects
         if quantize == "none":
             raise
@@ -526,9 +542,68 @@ def _convert_litert(model, artifact: Path, *, quantize: str, calibration,
     details = {}
     if quantize == "int8":
         details = _check_int8_litert(artifact)  # reads tensor names: before any strip
+        details["float_preprocessing_ops"] = [f"{op} ({tensor})" for op, tensor in kept_float]
     if strip:
         strip_litert_strings(artifact)
     return details
+
+
+def _export_litert_int8(model, artifact: Path, *, options: dict, per_tensor: bool) -> list:
+    """Writes an int8 .tflite: every layer with weights int8, the input preprocessing float32.
+
+    The converter's own two steps, split to pass one argument between them: calibration
+    (Keras' LiteRT export with the converter's ``_experimental_calibrate_only``, as LiteRT's
+    QuantizationDebugger runs it), then ``mlir_quantize`` with the ops of
+    `input_preprocessing_ops` denylisted (LiteRT's selective quantization).
+
+    Returns:
+        (op name, output tensor name) of each op left in float32 on purpose.
+    """
+    # The function the converter (and its QuantizationDebugger) quantizes with; the
+    # converter has no attribute that passes a denylist to it.
+    from tensorflow.lite.python.convert import mlir_quantize
+
+    model.export(str(artifact), format="litert", verbose=False,
+                 _experimental_calibrate_only=True, **options)
+    calibrated = artifact.read_bytes()
+    kept_float = input_preprocessing_ops(artifact)
+    # Quantized, the raw pixels and the per-image standardisation cost 5.80 accuracy points
+    # on the default recipe trained 3 epochs (README, Export): int8 steps of about one grey
+    # level on the input, and one scale for every image's variance and 1/sqrt, erase a
+    # low-contrast image. In float32 they are a few ops on one image.
+    artifact.write_bytes(mlir_quantize(
+        calibrated, disable_per_channel=per_tensor,
+        denylisted_nodes=[tensor for _, tensor in kept_float] or None))
+    return kept_float
+
+
+def input_preprocessing_ops(path: Path) -> list:
+    """(op name, output tensor name) of the ops of a float .tflite that precede its weights.
+
+    These are the ops computed from the model's input alone, before any layer with weights
+    (tfaccel's models: the 1/255 rescaling and the per-image standardisation, the layers
+    `split_preprocessing` moves out); the rest of the graph depends on a weighted op. A
+    graph whose output needs no weighted op has no such prefix: the list is empty.
+    """
+    interpreter = load_litert_interpreter(path)
+    names = {t["index"]: t["name"] for t in interpreter.get_tensor_details()}
+    operations = interpreter._get_ops_details()  # in execution (topological) order
+    produced = {index for op in operations for index in op["outputs"]}
+    from_input = {detail["index"] for detail in interpreter.get_input_details()}
+    found = []
+    for op in operations:
+        # Constants are neither produced by an op nor an input; every other input must
+        # come from the input through the prefix.
+        computed = [index for index in op["inputs"] if index in produced or index in
+                    from_input]
+        if (op["op_name"] in _WEIGHTED_OPS or not computed
+                or not all(index in from_input for index in computed)):
+            continue
+        from_input.update(op["outputs"])
+        # The converter names an op by its (first) output tensor; the denylist matches that.
+        found.append((op["op_name"], names[op["outputs"][0]]))
+    outputs = {detail["index"] for detail in interpreter.get_output_details()}
+    return [] if outputs & from_input else found
 
 
 def strip_litert_strings(path: Path) -> None:
@@ -549,10 +624,10 @@ def _check_int8_litert(artifact: Path) -> dict:
     """Float ops left in a full-integer .tflite: reported, or refused if they hold weights."""
     float_ops = float_operations(artifact)
     # The converter leaves an op without an int8 kernel in float (between DEQUANTIZE and
-    # QUANTIZE) without an error, even with TFLITE_BUILTINS_INT8 only. A small float island
-    # without weights is how LiteRT runs such ops (the default model's per-image
-    # standardisation has one NEG on 3 values per image): reported. A layer with weights
-    # left in float32 is not an int8 model: refused.
+    # QUANTIZE) without an error, even with TFLITE_BUILTINS_INT8 only. A float op without
+    # weights is reported (the input preprocessing is float32 on purpose; a small float
+    # island is how LiteRT runs an op it cannot quantize). A layer with weights left in
+    # float32 is not an int8 model: refused.
     weighted = [(op, tensor) for op, tensor in float_ops if op in _WEIGHTED_OPS]
     if weighted:
         shown = "; ".join(f"{op} ({tensor})" for op, tensor in weighted[:5])
@@ -837,10 +912,15 @@ def format_report(report: dict) -> str:
              for row in rows]
     lines.append(f"{report['validation_examples']} validation examples; latency: best of "
                  f"{report['latency']['runs']} alternating runs on CPU.")
-    if report.get("float_ops"):
-        lines.append(f"Note: {len(report['float_ops'])} operation(s) without weights stay "
-                     f"float32 (no int8 kernel in the converter): "
-                     f"{', '.join(report['float_ops'][:3])}.")
+    kept = report.get("float_preprocessing_ops") or []
+    if kept:
+        lines.append(f"Kept float32: the {len(kept)} ops before the first layer with weights "
+                     "(the input preprocessing; float_preprocessing_ops in export.json). "
+                     "Every layer with weights is int8; the model takes model.keras' input.")
+    others = [op for op in report.get("float_ops") or [] if op not in kept]
+    if others:
+        lines.append(f"Note: {len(others)} operation(s) without weights stay float32 (no "
+                     f"int8 kernel in the converter): {', '.join(others[:3])}.")
     if report.get("preprocessing") == "outside":
         lines.append(f"Preprocessing outside: both models take what {PREPROCESSING_FILE} "
                      f"({', '.join(report['preprocessing_layers'])}) returns; run it first.")
