@@ -347,3 +347,39 @@ def test_a_server_whose_shutdown_hangs_still_exits_0_after_the_grace_period():
         if process.poll() is None:
             process.kill()
             process.wait(timeout=10)
+
+
+def test_cli_dispatcher_and_worker_say_their_port_is_open_to_every_interface(monkeypatch):
+    # TensorFlow binds 0.0.0.0 and takes no bind address, without authentication: the
+    # commands must say so. Served "until a signal" that arrives at once.
+    from click.testing import CliRunner
+
+    from tfaccel.cli import main
+    from tfaccel.data import service as service_lib
+
+    def stop_at_once(server, **_):
+        server._stop()
+        return signal.SIGTERM
+
+    monkeypatch.setattr(service_lib, "serve_until_stopped", stop_at_once)
+    result = CliRunner().invoke(main, ["data-service", "dispatcher", "--port", "0"])
+    assert result.exit_code == 0, result.output
+    port = re.search(r"dispatcher listening on grpc://localhost:(\d+)", result.output).group(1)
+    assert (f"tfaccel: the tf.data service dispatcher opens port {port} on every network "
+            "interface (TensorFlow binds 0.0.0.0 and takes no other address), without "
+            "authentication; its workers run any pipeline a client sends, file reads and "
+            "writes included: keep it inside a trusted network or behind a firewall.\n"
+            ) in result.output
+
+    dispatcher, address = service_lib.start_dispatcher()
+    try:
+        result = CliRunner().invoke(main, ["data-service", "worker", "--dispatcher", address])
+    finally:
+        dispatcher._stop()
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    port = re.search(r"worker localhost:(\d+) listening on port", lines[0]).group(1)
+    assert lines[1].startswith(f"tfaccel: the tf.data service worker opens port {port} on "
+                               "every network interface (TensorFlow binds 0.0.0.0")
+    assert "without authentication; it runs any pipeline a client sends" in lines[1]
+    assert lines[1].endswith("keep it inside a trusted network or behind a firewall.")

@@ -2,6 +2,7 @@
 
 import io
 import json
+import re
 import sys
 import textwrap
 
@@ -214,3 +215,40 @@ def test_file_sources_shard_by_file_only_when_every_worker_gets_one(monkeypatch)
         "shard_policy": "off"}
     monkeypatch.setattr(sharding, "workers_in_scope", lambda: 1)
     assert sharding.choose_file_policy({}, num_files=1) == {"shard_policy": "auto"}
+
+
+def _open_port_lines(text):
+    return [line for line in text.splitlines() if "every network interface" in line]
+
+
+def test_a_cluster_node_says_its_port_is_open_to_every_interface(monkeypatch):
+    # `--hosts`/`--index` and SLURM both end in run_node. The worker itself is a no-op here:
+    # the line is the launcher's, said before the worker starts.
+    monkeypatch.setattr(launch, "worker_command", lambda args: [sys.executable, "-c", "pass"])
+    train = launch.TrainArgs(args=["train", "r.yaml"], run_dir=None, resume=False)
+    out = io.StringIO()
+    assert launch.run_node(train, hosts=["node1:2222", "node2:2223"], index=1, out=out) == 0
+    assert _open_port_lines(out.getvalue()) == [(
+        "[launch] worker 1's TensorFlow gRPC server opens port 2223 on every network "
+        "interface (TensorFlow binds 0.0.0.0 and takes no other address), without "
+        "authentication; it runs any graph or op a peer sends, file reads and writes "
+        "included: keep it inside a trusted network or behind a firewall.")]
+
+
+def test_a_local_launch_says_its_loopback_ports_are_open_to_every_interface(monkeypatch):
+    # TF_CONFIG names 127.0.0.1, yet TensorFlow's servers listen on *:PORT (seen with ss).
+    monkeypatch.setattr(launch, "worker_command", lambda args: [sys.executable, "-c", "pass"])
+    train = launch.TrainArgs(args=["train", "r.yaml"], run_dir=None, resume=False)
+    out = io.StringIO()
+    assert launch.run_local(train, workers=2, out=out) == 0
+    ports = re.search(r"2 worker\(s\) on 127\.0\.0\.1:(\d+), 127\.0\.0\.1:(\d+);",
+                      out.getvalue()).groups()
+    (line,) = _open_port_lines(out.getvalue())
+    assert line.startswith(f"[launch] the workers' TensorFlow gRPC servers open ports "
+                           f"{ports[0]}, {ports[1]} on every network interface")
+    assert "without authentication" in line
+    assert line.endswith("keep them inside a trusted network or behind a firewall.")
+    # One worker trains alone (no cluster, no server): nothing to say.
+    out = io.StringIO()
+    assert launch.run_local(train, workers=1, out=out) == 0
+    assert _open_port_lines(out.getvalue()) == []

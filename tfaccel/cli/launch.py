@@ -15,6 +15,7 @@ import time
 from typing import IO, List, Optional, Sequence
 
 from tfaccel.errors import UserInputError
+from tfaccel.open_ports import open_ports_note
 
 # After one worker fails, the others get this long to end on their own (TensorFlow's
 # coordination service reports the dead peer to them), then they are killed.
@@ -374,6 +375,11 @@ def run_local(train: TrainArgs, *, workers: int, out: IO[str] = sys.stdout,
                         grace_seconds=grace_seconds)
     where = f"run directory {train.run_dir}" if train.run_dir else "the run directory"
     group.say(f"{workers} worker(s) on {', '.join(hosts)}; worker 0 (chief) writes {where}.")
+    if workers > 1:  # one worker trains alone under "auto" and opens no server
+        # TF_CONFIG names 127.0.0.1, but TensorFlow's servers listen on every interface.
+        group.say(open_ports_note(server="the workers' TensorFlow gRPC servers",
+                                  ports=[_port(host) for host in hosts],
+                                  runs="they run any graph or op a peer sends"))
     code = group.run()
     if code in (128 + signal.SIGTERM, 128 + signal.SIGINT) and train.run_dir:
         group.say(f"resume with: tfaccel launch --workers {workers} -- train --resume "
@@ -391,4 +397,13 @@ def run_node(train: TrainArgs, *, hosts: Sequence[str], index: int,
     role = "the chief: it writes the run directory" if index == 0 else \
         "not the chief: its files go to a temporary folder"
     group.say(f"worker {index} of {len(hosts)} ({', '.join(hosts)}); {role}.")
+    if len(hosts) > 1:  # a cluster of one trains alone under "auto" and opens no server
+        group.say(open_ports_note(server=f"worker {index}'s TensorFlow gRPC server",
+                                  ports=[_port(hosts[index])],
+                                  runs="it runs any graph or op a peer sends"))
     return group.run()
+
+
+def _port(host: str) -> int:
+    """The port of a ``HOST:PORT`` entry (``[v6]:PORT`` included)."""
+    return int(host.rsplit(":", 1)[1])

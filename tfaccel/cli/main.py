@@ -164,7 +164,9 @@ def launch(workers, hosts, index, port, train_args):
     Each worker gets its TF_CONFIG; worker 0 (the chief) alone writes the run directory.
     Output lines are prefixed [w0], [w1], ... A worker that fails stops the others; the
     exit code is the first failing worker's (0 when all succeed). SIGTERM is passed on to
-    every worker: they checkpoint at the same step and exit 143.
+    every worker: they checkpoint at the same step and exit 143. Each worker's TensorFlow
+    gRPC server listens on its port on every network interface (even for --workers),
+    without authentication: use a trusted network or a firewall.
     """
     from tfaccel.cli import launch as launcher
 
@@ -414,8 +416,18 @@ def data_service():
 
     Start one dispatcher, then workers on any machines, then train with
     `--set data.service.dispatcher=HOST:PORT`. Each command serves until Ctrl-C or
-    SIGTERM and then exits with code 0.
+    SIGTERM and then exits with code 0. Their ports are open on every network interface
+    without authentication (TensorFlow takes no bind address), and the workers run any
+    pipeline a client sends: use them inside a trusted network or behind a firewall.
     """
+
+
+def _say_open_port(server: str, port: int, *, runs: str) -> None:
+    # After the address line, which scripts read first; the address says localhost, but
+    # TensorFlow listens on every interface.
+    from tfaccel.open_ports import open_ports_note
+
+    click.echo(f"tfaccel: {open_ports_note(server=server, ports=[port], runs=runs)}")
 
 
 def _serve(server, what: str) -> None:
@@ -429,7 +441,8 @@ def _serve(server, what: str) -> None:
 
 @data_service.command("dispatcher")
 @click.option("--port", type=click.IntRange(0, 65535), default=5050, show_default=True,
-              help="Port to listen on (0 picks a free one; the address is printed).")
+              help="Port to listen on, on every network interface (TensorFlow takes no "
+                   "bind address); 0 picks a free one; the address is printed.")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=str), default=None,
               help="Folder where the dispatcher journals its state, so a restarted "
                    "dispatcher recovers its jobs (TensorFlow's fault-tolerant mode).")
@@ -440,8 +453,11 @@ def data_service_dispatcher(port, work_dir):
     from tfaccel.data.service import start_dispatcher
 
     server, address = start_dispatcher(port=port, work_dir=work_dir)
+    bound = int(address.rsplit(":", 1)[1])
     click.echo(f"tfaccel: dispatcher listening on {address}; start workers with "
-               f"`tfaccel data-service worker --dispatcher HOST:{address.rsplit(':', 1)[1]}`.")
+               f"`tfaccel data-service worker --dispatcher HOST:{bound}`.")
+    _say_open_port("the tf.data service dispatcher", bound,
+                   runs="its workers run any pipeline a client sends")
     sys.stdout.flush()
     _serve(server, "dispatcher")
 
@@ -450,10 +466,12 @@ def data_service_dispatcher(port, work_dir):
 @click.option("--dispatcher", required=True, metavar="HOST:PORT",
               help="The dispatcher's address, HOST:PORT or grpc://HOST:PORT.")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
-              help="Port to listen on (0 picks a free one).")
+              help="Port to listen on, on every network interface (TensorFlow takes no "
+                   "bind address); 0 picks a free one.")
 @click.option("--host", default="localhost", show_default=True,
               help="The name or address under which trainers reach this worker; give the "
-                   "machine's name when trainers run elsewhere.")
+                   "machine's name when trainers run elsewhere. It does not choose the "
+                   "interface: TensorFlow listens on all of them.")
 @handle_errors
 def data_service_worker(dispatcher, port, host):
     """Start a tf.data service worker and serve until Ctrl-C / SIGTERM (exit 0)."""
@@ -467,8 +485,11 @@ def data_service_worker(dispatcher, port, host):
     from tfaccel.data.service import start_worker
 
     server, address = start_worker(dispatcher, port=port, host=host)
-    click.echo(f"tfaccel: worker {address} listening on port {address.rsplit(':', 1)[1]}, "
+    bound = int(address.rsplit(":", 1)[1])
+    click.echo(f"tfaccel: worker {address} listening on port {bound}, "
                f"serving dispatcher {parse_dispatcher_address(dispatcher)}.")
+    _say_open_port("the tf.data service worker", bound,
+                   runs="it runs any pipeline a client sends to its dispatcher")
     sys.stdout.flush()
     _serve(server, "worker")
 

@@ -95,6 +95,10 @@ def worker_salt() -> tf.Tensor:
 def start_dispatcher(*, port: int = 0, work_dir: Optional[str] = None):
     """Starts a tf.data service dispatcher in this process.
 
+    It listens on every network interface without authentication (TensorFlow takes no bind
+    address; see `tfaccel.open_ports`), and its workers run whatever pipeline a client
+    sends: only inside a trusted network or behind a firewall.
+
     Args:
         port: Port to listen on; 0 picks a free one.
         work_dir: A folder where the dispatcher journals its state; with it, a restarted
@@ -111,6 +115,10 @@ def start_dispatcher(*, port: int = 0, work_dir: Optional[str] = None):
 
 def start_worker(dispatcher: str, *, port: int = 0, host: str = "localhost"):
     """Starts a tf.data service worker in this process and registers it with `dispatcher`.
+
+    It listens on every network interface without authentication (TensorFlow takes no bind
+    address; `host` is only the name it is reached by) and runs whatever pipeline a client
+    sends: only inside a trusted network or behind a firewall.
 
     Args:
         dispatcher: ``grpc://HOST:PORT`` or ``HOST:PORT`` of the dispatcher.
