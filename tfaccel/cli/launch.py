@@ -15,7 +15,7 @@ import time
 from typing import IO, List, Optional, Sequence
 
 from tfaccel.errors import UserInputError
-from tfaccel.open_ports import open_ports_note
+from tfaccel.cli.open_ports import open_ports_note
 
 # After one worker fails, the others get this long to end on their own (TensorFlow's
 # coordination service reports the dead peer to them), then they are killed.

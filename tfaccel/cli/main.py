@@ -425,7 +425,7 @@ def data_service():
 def _say_open_port(server: str, port: int, *, runs: str) -> None:
     # After the address line, which scripts read first; the address says localhost, but
     # TensorFlow listens on every interface.
-    from tfaccel.open_ports import open_ports_note
+    from tfaccel.cli.open_ports import open_ports_note
 
     click.echo(f"tfaccel: {open_ports_note(server=server, ports=[port], runs=runs)}")
 
