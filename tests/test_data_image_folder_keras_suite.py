@@ -13,6 +13,7 @@ in the README's "Coming from Keras" section.
 
 import importlib
 import unittest
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,8 @@ keras_tests = importlib.import_module("keras.src.utils.image_dataset_utils_test"
 
 # Test method name -> why it fails on purpose (xfail, strict). Empty when every test passes.
 DIFFERENCES = {}
+GRAIN = ('`format="grain"` returns a Grain dataset, not `tf.data` (and Grain is not '
+         "installed)")
 
 
 def keras_signature(directory, *, verbose=True, data_format=None, format="tf", **kwargs):
@@ -52,8 +55,7 @@ def _cases():
     for name in names:
         marks = []
         if name.endswith("_grain"):
-            marks.append(pytest.mark.skip(reason="format='grain' returns a grain dataset, "
-                                                 "not tf.data (and grain is not installed)"))
+            marks.append(pytest.mark.skip(reason=GRAIN))
         elif name in DIFFERENCES:
             marks.append(pytest.mark.xfail(strict=True, reason=DIFFERENCES[name]))
         cases.append(pytest.param(name, marks=marks, id=name))
@@ -66,6 +68,17 @@ def test_the_keras_suite_is_found():
     assert "test_image_dataset_from_directory_shuffle_tf" in names
     assert len([n for n in names if not n.endswith("_grain")]) >= 15
     assert set(DIFFERENCES) <= set(names)
+
+
+def test_the_readme_table_lists_the_same_tests():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme[readme.index("**Judged by Keras' own tests.**"):]
+    grain = [p for p in _cases() if p.values[0].endswith("_grain")]
+    assert f"| every `*_grain` test ({len(grain)}) | skipped | {GRAIN} |" in table
+    for name, reason in DIFFERENCES.items():
+        assert f"| `{name}` | xfail | {reason} |" in table
+    if not DIFFERENCES:
+        assert "| (none) | xfail | no deliberate difference fails a Keras test |" in table
 
 
 @pytest.mark.parametrize("name", _cases())
