@@ -154,7 +154,15 @@ def test_image_folder_two_input_pipelines_shuffled_nondeterministic(tmp_path, se
     _assert_each_example_once(shares, ids)
 
 
-@pytest.mark.parametrize("build", ["arrays", "image_folder"])
+class _FourExamples:
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return np.float32(i), np.int64(0)
+
+
+@pytest.mark.parametrize("build", ["arrays", "image_folder", "python"])
 def test_data_sharded_sources_keep_a_fixed_order_under_multi_worker(tmp_path, monkeypatch,
                                                                      build):
     # Under a multi-worker strategy, experimental_distribute_dataset shards these sources by
@@ -170,6 +178,9 @@ def test_data_sharded_sources_keep_a_fixed_order_under_multi_worker(tmp_path, mo
         if build == "arrays":
             return data.from_arrays(np.zeros((4, 2), np.float32), np.zeros(4, np.int64),
                                     batch_size=2, deterministic=False)
+        if build == "python":  # was not fixed: workers could train on overlapping shares
+            return data.from_python(_FourExamples(), batch_size=2, workers=1, mode="thread",
+                                    deterministic=False)
         return data.from_image_folder(tmp_path, batch_size=1, image_size=(4, 4),
                                       deterministic=False)
 

@@ -84,6 +84,43 @@ def test_subset_both_and_validation_split_alias(folder):
     assert not set(train.file_paths) & set(val.file_paths)
     assert train.class_names == val.class_names == k_train.class_names
     assert sum(int(y.shape[0]) for _, y in val) == 3
+    # Keras' own files, in Keras' order (they were only the same counts before).
+    assert train.file_paths == k_train.file_paths and val.file_paths == k_val.file_paths
+
+
+@pytest.mark.parametrize("seed", [0, 3, 11])
+@pytest.mark.parametrize("subset", ["training", "validation"])
+def test_validation_split_holds_out_keras_files_one_subset_at_a_time(folder, subset, seed):
+    kwargs = dict(image_size=(8, 8), batch_size=4, validation_split=0.25, subset=subset,
+                  seed=seed)
+    ours = from_image_folder(folder, **kwargs)
+    theirs = keras.utils.image_dataset_from_directory(folder, verbose=False, **kwargs)
+    assert ours.file_paths == theirs.file_paths
+    # Both shuffle what they deliver: the same labels, in another order.
+    assert sorted(np.concatenate([y.numpy() for _, y in ours]).tolist()) == sorted(
+        np.concatenate([y.numpy() for _, y in theirs]).tolist())
+
+
+def test_validation_split_with_a_corrupt_file_still_holds_out_keras_files(folder, tmp_path):
+    # Keras lists the corrupt file and fails on it while decoding; tfaccel lists it too, so
+    # the permutation and the split are Keras', and leaves it out of its subset.
+    import shutil
+
+    copy = tmp_path / "pets"
+    shutil.copytree(folder, copy)
+    (copy / "dog" / "zz_broken.png").write_bytes(b"not a png")
+    kwargs = dict(image_size=(8, 8), batch_size=4, validation_split=0.25, seed=5)
+    for subset in ("training", "validation"):
+        ours = from_image_folder(copy, subset=subset, **kwargs)
+        theirs = keras.utils.image_dataset_from_directory(copy, subset=subset, verbose=False,
+                                                          **kwargs)
+        assert ours.file_paths == [p for p in theirs.file_paths if "zz_broken" not in p]
+
+
+def test_validation_split_with_shuffling_needs_a_seed_like_keras(folder):
+    with pytest.raises(UserInputError, match=r"needs a seed \(got seed=None\)"):
+        from_image_folder(folder, image_size=(8, 8), batch_size=4, validation_split=0.2,
+                          subset="training")
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -103,7 +140,8 @@ def test_subset_both_and_validation_split_alias(folder):
     ({"labels": [0] * 15, "class_names": ["cat"]},
      r'only pass `class_names` if `labels="inferred"` .* got labels=\[0, 0, 0, 0, 0, 0, '
      r"\.\.\.\] and class_names=\['cat'\]"),
-    ({"validation_split": 0.2, "subset": "training"}, "must provide a `seed` .* got seed=None"),
+    ({"validation_split": 0.2, "subset": "training"},
+     r"needs a seed \(got seed=None\): you must provide a `seed` argument"),
     ({"validation_split": 0.2}, "and inversely; got subset=None and validation_split=0.2"),
     ({"validation_split": 1.5, "subset": "training", "seed": 1},
      "`validation_split` must be between 0 and 1, got validation_split=1.5"),

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import pipeline, sharding
+from tfaccel.data import cache_files, order, pipeline, sharding
 from tfaccel.errors import DataError
 
 
@@ -18,8 +19,17 @@ def _length(x, name):
     return lengths.pop()
 
 
+def _content_digest(elements) -> str:
+    """A digest of the arrays' bytes, shapes and dtypes, in order (what a cache holds)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for array in tf.nest.flatten(elements):
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).data)
+    return digest.hexdigest()
+
+
 def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = None,
-                **options) -> tf.data.Dataset:
+                seed: Optional[int] = None, **options) -> tf.data.Dataset:
     """Builds batches from in-memory arrays.
 
     Example::
@@ -34,7 +44,10 @@ def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = N
         batch_size: The GLOBAL batch size.
         shuffle_buffer: Shuffle buffer in examples, 0 for no shuffling (as
             ``data.shuffle_buffer``). None (default): every example, a full shuffle each
-            epoch as ``model.fit(x, y)`` does.
+            epoch as ``model.fit(x, y)`` does. A smaller buffer first permutes the
+            arrays once, seeded (`tfaccel.data.order`), so arrays sorted by label still
+            give mixed batches after a cache.
+        seed: Seed of that permutation, of shuffling and augmentation.
         **options: Any keyword of `tfaccel.data.optimize` (augment, seed, deterministic,
             cache, private_threads, ...).
 
@@ -52,11 +65,20 @@ def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = N
         raise DataError("x is empty: from_arrays needs at least one example.")
     x = tf.nest.map_structure(np.asarray, x)
     elements = x if y is None else (x, np.asarray(y))
-    dataset = tf.data.Dataset.from_tensor_slices(elements)
     if shuffle_buffer is None:
         shuffle_buffer = n
+    if 0 < shuffle_buffer < n:
+        # A buffer smaller than the data mixes only neighbours: permute once, seeded, so
+        # arrays sorted by label still mix (a whole-data buffer needs no help).
+        permuted = order.permutation(n, order.resolve_seed(seed))
+        elements = tf.nest.map_structure(lambda a: a[permuted], elements)
+    if cache_files.is_file_cache(options.get("cache")):
+        options["cache_fingerprint"] = {"builder": "from_arrays",
+                                        "examples": f"{n}: {_content_digest(elements)}",
+                                        **options.get("cache_fingerprint", {})}
+    dataset = tf.data.Dataset.from_tensor_slices(elements)
     # In-memory data has no files to split: a multi-worker strategy must shard by element.
     options.setdefault("shard_policy", "data")
     sharding.fix_order_for_data_sharding(options)  # DATA sharding needs a fixed order
     return pipeline.optimize(dataset, batch_size=batch_size, shuffle_buffer=shuffle_buffer,
-                             **options)
+                             seed=seed, **options)

@@ -289,6 +289,13 @@ def _build_python(config, *, batch, common, train_opts, val_opts):
     source = load_python_source(config.path)
     random_access = python_source.is_random_access(source)
     kwargs = dict(workers=config.workers, mode=config.worker_mode, **common)
+    if cache_files.is_file_cache(config.cache):
+        # The recipe names the source by data.path: its module file is what can change
+        # (a subset wrapper's own code would hide it), with the split that picks examples.
+        kwargs["cache_fingerprint"] = {
+            "data.path": config.path, "module file": _python_module_digest(config.path),
+            "validation_fraction": config.validation_fraction,
+            "split seed": common["seed"] if config.validation_fraction else None}
     val_source = None
     if config.validation_fraction:
         if not random_access:
@@ -327,6 +334,15 @@ def _build_python(config, *, batch, common, train_opts, val_opts):
         "train_examples": len(source) if random_access else None,
         "validation_examples": None if val_source is None else len(val_source),
     }
+
+
+def _python_module_digest(spec: str) -> str:
+    """Names, size and modification time of the module file a ``module:attr`` comes from."""
+    module = spec.rsplit(":", 1)[0]
+    if module.endswith(".py") or os.sep in module:
+        return cache_files.files_digest([module if module.endswith(".py") else module + ".py"])
+    found = importlib.util.find_spec(module)
+    return cache_files.files_digest([found.origin] if found and found.origin else [])
 
 
 def _check_labels_in_pipeline(dataset, num_classes: int, *, where: str):
@@ -481,60 +497,4 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         info["train_examples_per_pass"] = shares.steps_per_pass * global_batch_size
     if worker[1] > 1:
         info["worker_sharding"] = "file" if shares is not None else "element"
-    if cache_files.is_file_cache(config.cache):
-        # Before anything reads the datasets: a stale or half-written cache is rebuilt.
-        _prepare_file_caches(config, seed=seed, train=train, has_validation=val is not None,
-                             worker=worker, shares=shares)
     return train, val, info
-
-
-# Keys that act after the cache (or not on the examples at all): changing them keeps it valid.
-_AFTER_THE_CACHE = frozenset({"cache", "shuffle_buffer", "augment", "num_parallel_calls",
-                              "workers", "worker_mode", "private_threads", "ram_budget_mb",
-                              "download", "num_classes"})
-
-
-def _prepare_file_caches(config, *, seed: int, train, has_validation: bool,
-                         worker=(0, 1), shares=None) -> None:
-    """Fingerprints each split's file cache with what its examples depend on."""
-    common = {f"data.{k}": v for k, v in dataclasses.asdict(config).items()
-              if k not in _AFTER_THE_CACHE}
-    if config.validation_fraction:
-        common["seed"] = seed  # the seeded held-out split decides which examples are cached
-    common["source files"] = _source_files_digest(config, train)
-    training = {**common, "split": "training"}
-    if worker[1] > 1:
-        # A worker's training cache holds what it reads: its own files, or all of them
-        # (split by element later); which one depends on the batch size, so it is recorded.
-        training["worker share"] = (
-            f"files {list(shares.files_of(worker[0]))} of {len(shares.counts)}"
-            if shares is not None else "every example (split by element)")
-    train_prefix, val_prefix = _cache_prefixes(config, worker)
-    cache_files.prepare_file_cache(train_prefix, fingerprint=training)
-    if has_validation:
-        cache_files.prepare_file_cache(val_prefix, fingerprint={**common, "split": "validation"})
-
-
-def _source_files_digest(config, train) -> str:
-    """Names, sizes and modification times of the files the examples are read from."""
-    if config.source in ("builtin", "tfds"):
-        info = train.info
-        directory = str(getattr(info, "data_dir", "") or "")
-        files = [os.path.join(directory, n) for n in sorted(os.listdir(directory))] \
-            if directory and os.path.isdir(directory) else []
-        return f"{info.full_name}: {cache_files.files_digest(files)}"
-    if config.source == "image_folder":
-        files = [os.path.join(root, name)
-                 for root, _, names in os.walk(config.path, followlinks=True)
-                 for name in names]
-        return cache_files.files_digest(files)
-    if config.source == "tfrecords":
-        return cache_files.files_digest(tfrecords.list_record_files(config.path))
-    if config.source == "arrays":
-        return cache_files.files_digest([config.path])
-    spec = config.path or ""
-    module = spec.rsplit(":", 1)[0]
-    if module.endswith(".py") or os.sep in module:
-        return cache_files.files_digest([module if module.endswith(".py") else module + ".py"])
-    found = importlib.util.find_spec(module)
-    return cache_files.files_digest([found.origin] if found and found.origin else [])

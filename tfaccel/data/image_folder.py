@@ -2,22 +2,47 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import operator
 import os
 import reprlib
 from concurrent.futures import ThreadPoolExecutor
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import FrozenSet, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from tfaccel.data import cache_files, images, jpeg_headers, pipeline, sharding, splits
+from tfaccel.data import (cache_files, images, jpeg_headers, order, pipeline, sharding,
+                          splits)
 from tfaccel.errors import DataError, UserInputError
 
 logger = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
 _SHOW_PATHS = 5  # how many skipped paths the one warning names
+# The default shuffle buffer after a cache: decoded images, so capped (memory). The folder's
+# one seeded permutation (data.order) is what mixes the classes, whatever the buffer.
+_CACHED_SHUFFLE_CAP = 10_000
+
+
+class Listing(NamedTuple):
+    """A listed image folder.
+
+    Attributes:
+        paths: Every file with an image extension, in Keras' listing order (classes in
+            order, then sorted folders and names), usable or not: the order both split
+            rules and the permutation count positions in.
+        labels: The integer label of each path.
+        class_names: The class of each label (None: listed without labels).
+        skipped: Files skipped: not named as images, or failing the header check.
+        unreadable: The image-named paths that failed the check (left out of every subset).
+    """
+
+    paths: List[str]
+    labels: List[int]
+    class_names: Optional[List[str]]
+    skipped: List[str]
+    unreadable: FrozenSet[str]
 
 
 def _looks_complete(path: str) -> bool:
@@ -83,19 +108,18 @@ def list_image_folder(path: str, *, verify: bool = True,
         follow_links: Descend into symbolic links to folders below each class folder.
         labels: As Keras' loader: ``"inferred"`` (from the class sub-folders), None (every
             image below `path`, sub-folders or not, without labels), or a list of integer
-            labels, one per image below `path` in sorted path order (the classes are then
-            the distinct labels, as strings).
+            labels, one per image-named file below `path` in Keras' listing order (the
+            classes are then the distinct labels, as strings).
 
     Returns:
-        ``(paths, labels, class_names, skipped)``: sorted image paths, their integer labels,
-        the sorted class names (None when `labels` is None), and the paths that were
-        skipped.
+        A `Listing`: every image-named path in Keras' order with its label, the class
+        names, the skipped files and which image-named files failed the check.
 
     Raises:
         DataError: `path` is missing or not a folder, has no class sub-folders, or holds no
             usable image.
         UserInputError: `class_names` are not sub-folders, or given with `labels` other
-            than "inferred"; a `labels` list of another length than the images.
+            than "inferred"; a `labels` list of another length than the image files.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -129,9 +153,11 @@ def list_image_folder(path: str, *, verify: bool = True,
     inferred: List[int] = []
     skipped: List[str] = []
     for label, name in enumerate(folders):
-        for root, dirs, files in os.walk(os.path.join(path, name) if name else path,
-                                         followlinks=follow_links):
-            dirs.sort()
+        # Keras' order: the walk's folders sorted by path, names sorted in each folder.
+        walk = sorted(os.walk(os.path.join(path, name) if name else path,
+                              followlinks=follow_links),
+                      key=lambda entry: entry[0])
+        for root, _, files in walk:
             for file in sorted(files):
                 full = os.path.join(root, file)
                 if file.startswith("."):
@@ -144,44 +170,109 @@ def list_image_folder(path: str, *, verify: bool = True,
     if labels is None:
         class_names = None
     elif labels != "inferred":
-        # Checked against every image file, before verification drops any: the list is
-        # aligned with the files as Keras lists them.
+        # One label per image-named file, unreadable ones included (as Keras counts them);
+        # an unreadable file is left out of a subset later with its own label.
         inferred, class_names = _given_labels(labels, path=path, found=len(paths),
                                               class_names=class_names)
-    labels = inferred
+    unreadable = frozenset()
     if verify and paths:
         # I/O-bound: threads overlap the small reads.
         with ThreadPoolExecutor(max_workers=16) as pool:
             ok = list(pool.map(_looks_complete, paths, chunksize=64))
+        unreadable = frozenset(p for p, good in zip(paths, ok) if not good)
         skipped.extend(p for p, good in zip(paths, ok) if not good)
-        paths = [p for p, good in zip(paths, ok) if good]
-        labels = [lab for lab, good in zip(labels, ok) if good]
-    if not paths:
+    if len(unreadable) == len(paths):
         raise DataError(
             f"No images found in image folder {path!r}: "
             + (f"its class sub-folders {folders} hold" if folders != [""] else "it holds")
             + f" no usable {'/'.join(e[1:] for e in IMAGE_EXTENSIONS)} image"
             + (f" ({len(skipped)} file(s) skipped, e.g. {skipped[:_SHOW_PATHS]})."
                if skipped else "."))
-    return paths, labels, class_names, skipped
+    return Listing(paths, inferred, class_names, skipped, unreadable)
 
 
-def _split(paths, labels, *, validation_fraction: float, subset: Optional[str], seed: int):
-    if not 0.0 <= validation_fraction < 1.0:
+def _check_split_arguments(*, validation_split, validation_fraction, subset, shuffled: bool,
+                           seed) -> None:
+    """Keras' rules (and wording) for `validation_split`, `subset` and `seed`.
+
+    They hold when the caller uses Keras' name `validation_split`; with tfaccel's
+    `validation_fraction` a missing seed still means 0 (both subsets agree).
+    """
+    if subset not in (None, "training", "validation", "both"):
+        raise UserInputError('`subset` must be either "training", "validation" or "both" '
+                             f"(or None: every image); got subset={subset!r}.")
+    if validation_split is None:
+        if not 0.0 <= validation_fraction < 1.0:
+            raise UserInputError(
+                f"validation_fraction must be in [0, 1), got {validation_fraction!r}.")
+        if subset is not None and not validation_fraction:
+            raise UserInputError(
+                "If `subset` is set, `validation_split` (or tfaccel's `validation_fraction`) "
+                f"must be set; got subset={subset!r} and validation_fraction="
+                f"{validation_fraction!r}.")
+        return
+    if validation_split and not 0 < validation_split < 1:
+        raise UserInputError("`validation_split` must be between 0 and 1, got "
+                             f"validation_split={validation_split!r}.")
+    if validation_fraction and validation_fraction != validation_split:
         raise UserInputError(
-            f"validation_fraction must be in [0, 1), got {validation_fraction!r}.")
-    if subset not in (None, "training", "validation"):
+            f"validation_split ({validation_split!r}) is Keras' name for "
+            f"validation_fraction ({validation_fraction!r}); give one of them.")
+    if bool(validation_split) != (subset is not None):
+        raise UserInputError("If `subset` is set, `validation_split` must be set, and "
+                             f"inversely; got subset={subset!r} and validation_split="
+                             f"{validation_split!r}.")
+    if validation_split and shuffled and seed is None:
         raise UserInputError(
-            f"subset must be None, 'training', 'validation' or 'both', got {subset!r}.")
-    if subset is not None and validation_fraction == 0.0:
-        raise UserInputError(f"subset={subset!r} needs validation_fraction > 0.")
-    if subset is None:
-        return paths, labels
-    # The one seeded rule (data.splits), so the two calls (training and validation) with
-    # the same seed get complementary, disjoint subsets.
-    train, val = splits.split_indices(len(paths), validation_fraction, seed, what="images")
-    chosen = val if subset == "validation" else train
-    return [paths[i] for i in chosen], [labels[i] for i in chosen]
+            "validation_split with shuffling needs a seed (got seed=None): you must provide "
+            "a `seed` argument, so that the training and validation subsets do not overlap "
+            "(as Keras' loader requires).")
+
+
+def _choose_files(listing: Listing, *, subset: Optional[str], validation_fraction: float,
+                  keras_split: bool, shuffled: bool, seed: Optional[int]):
+    """The ``(paths, labels)`` of `subset`, in the order they are decoded and cached.
+
+    Two held-out rules, one permutation (`data.order`):
+    - Keras' names (`keras_split`): Keras' own files. The whole listing is permuted with
+      Keras' seeded rule (when shuffling), the last ``int(validation_split * n)`` are held
+      out, and only then are unreadable files left out, so a folder with a corrupt file
+      still splits exactly as Keras splits it.
+    - `validation_fraction`: tfaccel's seeded rule (`data.splits`) on the usable files in
+      file order, then the subset is permuted (when shuffling).
+    Either way a shuffled subset reaches the cache in a seeded random order, so a shuffle
+    buffer of any size after the cache sees every class.
+    """
+    paths, labels = list(listing.paths), list(listing.labels)
+    if keras_split:
+        if shuffled:
+            permuted = order.permutation(len(paths), order.resolve_seed(seed))
+            paths, labels = [paths[i] for i in permuted], [labels[i] for i in permuted]
+        if subset is not None:
+            held_out = int(validation_fraction * len(paths))
+            if not 0 < held_out < len(paths):
+                raise DataError(
+                    f"validation_split={validation_fraction} of {len(paths)} images holds "
+                    f"out {held_out}, leaving no {'validation' if held_out == 0 else 'training'} "
+                    "images; use more images or another validation_split.")
+            cut = len(paths) - held_out
+            keep = slice(cut, None) if subset == "validation" else slice(None, cut)
+            paths, labels = paths[keep], labels[keep]
+        usable = [i for i, p in enumerate(paths) if p not in listing.unreadable]
+        return [paths[i] for i in usable], [labels[i] for i in usable]
+    usable = [i for i, p in enumerate(paths) if p not in listing.unreadable]
+    paths, labels = [paths[i] for i in usable], [labels[i] for i in usable]
+    if subset is not None:
+        # The one seeded rule (data.splits), so the two calls (training and validation) with
+        # the same seed get complementary, disjoint subsets.
+        train, val = splits.split_indices(len(paths), validation_fraction,
+                                          0 if seed is None else seed, what="images")
+        chosen = val if subset == "validation" else train
+        paths, labels = [paths[i] for i in chosen], [labels[i] for i in chosen]
+    if shuffled:
+        permuted = order.permutation(len(paths), order.resolve_seed(seed))
+        paths, labels = [paths[i] for i in permuted], [labels[i] for i in permuted]
+    return paths, labels
 
 
 def decode_image(data, channels: int):
@@ -345,40 +436,6 @@ def _labels_as(labels: List[int], *, label_mode: Optional[str], num_classes: int
     return tf.reshape(tf.constant(labels, tf.float32), [-1, 1])  # binary
 
 
-def _check_split_arguments(*, validation_split, validation_fraction, subset, shuffle, seed):
-    """Keras' rules (and wording) for `validation_split`, `subset` and `seed`.
-
-    They hold when the caller uses Keras' name `validation_split`; with tfaccel's
-    `validation_fraction` a missing seed still means 0 (both subsets agree).
-    """
-    if subset not in (None, "training", "validation", "both"):
-        raise UserInputError('`subset` must be either "training", "validation" or "both" '
-                             f"(or None: every image); got subset={subset!r}.")
-    if validation_split is None:
-        if subset is not None and not validation_fraction:
-            raise UserInputError(
-                "If `subset` is set, `validation_split` (or tfaccel's `validation_fraction`) "
-                f"must be set; got subset={subset!r} and validation_fraction="
-                f"{validation_fraction!r}.")
-        return
-    if validation_split and not 0 < validation_split < 1:
-        raise UserInputError("`validation_split` must be between 0 and 1, got "
-                             f"validation_split={validation_split!r}.")
-    if validation_fraction and validation_fraction != validation_split:
-        raise UserInputError(
-            f"validation_split ({validation_split!r}) is Keras' name for "
-            f"validation_fraction ({validation_fraction!r}); give one of them.")
-    if bool(validation_split) != (subset is not None):
-        raise UserInputError("If `subset` is set, `validation_split` must be set, and "
-                             f"inversely; got subset={subset!r} and validation_split="
-                             f"{validation_split!r}.")
-    if validation_split and shuffle is not False and seed is None:
-        raise UserInputError(
-            "If using `validation_split` and shuffling the data, you must provide a `seed` "
-            "argument, so that the training and validation subsets do not overlap; got "
-            "seed=None.")
-
-
 def _keras_arguments(*, label_mode, labels, color_mode, channels, interpolation, shuffle,
                      shuffle_buffer):
     """Checks Keras-style arguments (with Keras' wording) and maps them onto our own."""
@@ -456,11 +513,20 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
     `interpolation`, `crop_to_aspect_ratio`, `pad_to_aspect_ratio`, `follow_links`,
     `validation_split`, `subset` and `shuffle` mean what they mean there, with Keras' checks
     and error wording (a `UserInputError` is a `ValueError`), and the result has the same
-    `element_spec`, class names and labels. Differences: the held-out split is tfaccel's
-    one seeded rule (`tfaccel.data.splits`), so the two subsets hold the same counts as
-    Keras' but not the same files; `follow_links` defaults to True; Keras' `verbose`,
-    `data_format` and `format` are not taken (no "Found N files" line, channels-last
-    images, a `tf.data.Dataset`).
+    `element_spec`, class names and labels. With Keras' names (`validation_split`,
+    `subset`, `seed`) the subsets hold exactly Keras' files: the listing is permuted by
+    Keras' seeded rule and the last ``int(validation_split * n)`` are held out.
+    `validation_fraction` keeps tfaccel's own seeded rule (`tfaccel.data.splits`,
+    round(fraction * n) held out). Differences: a validation subset of ``subset="both"`` is
+    not shuffled; `follow_links` defaults to True; Keras' `verbose`, `data_format` and
+    `format` are not taken (no "Found N files" line, channels-last images, a
+    `tf.data.Dataset`).
+
+    Whenever it shuffles, the listing (or the chosen subset) is permuted once, seeded
+    (`tfaccel.data.order`), before decoding and caching: a folder sorted by class still
+    gives batches of every class with a cache and a shuffle buffer smaller than the data.
+    A file `cache` is fingerprinted with the files (names, sizes, times), their order and
+    every decode setting, and rebuilt when any of them changes.
 
     Args:
         path: Root folder; each sub-folder is a class, classes are sorted by name.
@@ -470,12 +536,13 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         validation_fraction: Share of images held out when `subset` is given.
         subset: None (all images), ``"training"``, ``"validation"`` or ``"both"`` (the
             pair, from one listing of the folder).
-        seed: Seeds the train/validation split (None: 0, so both calls agree; Keras' name
-            `validation_split` asks for a seed when shuffling, as Keras does), shuffling and
-            augmentation (None: different every run).
-        shuffle_buffer: Shuffle buffer in examples, 0 for no shuffling: over file paths
-            before decoding (cheap) without `cache`, over decoded images after the cache
-            with it. None: every image without a cache, up to 10,000 with one.
+        seed: Seeds the listing's permutation, shuffling and augmentation (None: different
+            every run), and tfaccel's validation_fraction split (None: 0, so both calls
+            agree). Keras' validation_split with shuffling needs it, as in Keras.
+        shuffle_buffer: Shuffle buffer in examples, 0 for no shuffling (file order kept):
+            over file paths before decoding (cheap) without `cache`, over decoded images
+            after the cache with it. None: every image without a cache, up to 10,000 with
+            one. Any size above 0 first permutes the listing once, seeded.
         cache: None, ``"memory"`` or a file path; see `tfaccel.data.optimize`.
         verify: Check every file's header and ending before training (reads ~2 KiB each).
         listing: The result of `list_image_folder(path)`, to list a folder once for both
@@ -493,9 +560,9 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         follow_links: Descend into symbolic links to folders.
         labels: "inferred" (from the sub-folders), None (every image below `path`, in any
             sub-folder or none, without labels; ``label_mode=None`` means the same, as in
-            Keras), or a list of integer labels, one per image file below `path` in sorted
-            path order (class names: the distinct labels as strings). A file skipped as
-            unreadable drops its label with it.
+            Keras), or a list of integer labels, one per image file below `path` in Keras'
+            listing order (class names: the distinct labels as strings). A file skipped as
+            unreadable is left out with its label.
         color_mode: Keras' name for `channels`: "grayscale", "rgb" or "rgba".
         validation_split: Keras' name for `validation_fraction`.
         shuffle: Keras' switch: False is `shuffle_buffer=0`; True keeps `shuffle_buffer`.
@@ -520,48 +587,70 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         UserInputError: A bad argument value.
     """
     pipeline.check_builder_options(options, builder=from_image_folder)
+    keras_split = validation_split is not None  # Keras' names choose Keras' files
     label_mode, labels, channels, interpolation, shuffle_buffer = _keras_arguments(
         label_mode=label_mode, labels=labels, color_mode=color_mode, channels=channels,
         interpolation=interpolation, shuffle=shuffle, shuffle_buffer=shuffle_buffer)
-    _check_split_arguments(validation_split=validation_split,
-                           validation_fraction=validation_fraction, subset=subset,
-                           shuffle=shuffle, seed=seed)
-    if validation_split is not None:
-        validation_fraction = validation_split
     if channels not in (1, 3, 4):
         raise UserInputError(f"channels must be 1, 3 or 4, got {channels!r}.")
     height, width = _image_size(image_size)
+    # One seeded permutation of the listing whenever the data is shuffled at all, so the
+    # cache holds a mixed order (data.order); shuffle=False / shuffle_buffer=0 keeps it.
+    shuffled = shuffle_buffer != 0
+    _check_split_arguments(validation_split=validation_split,
+                           validation_fraction=validation_fraction, subset=subset,
+                           shuffled=shuffled, seed=seed)
+    if keras_split:
+        validation_fraction = validation_split
     listing = listing or list_image_folder(path, verify=verify, class_names=class_names,
                                            follow_links=follow_links, labels=labels)
+    if isinstance(labels, (list, tuple)) and cache_files.is_file_cache(cache):
+        # Given labels (Keras' labels=[...]) are cached with the images; inferred ones
+        # follow from the files and class names, which the cache records already.
+        options["cache_fingerprint"] = {
+            "labels": hashlib.sha256(repr(list(labels)).encode()).hexdigest()[:16],
+            **options.get("cache_fingerprint", {})}
+    if label_mode == "binary" and len(listing.class_names) != 2:
+        raise UserInputError(f'When passing `label_mode="binary"`, there must be exactly 2 '
+                             f"classes; {path!r} has {len(listing.class_names)}: "
+                             f"class_names={listing.class_names}.")
+    if listing.skipped:
+        logger.warning("Skipped %d file(s) in %s that are not readable JPEG/PNG/GIF/BMP "
+                       "images, e.g. %s", len(listing.skipped), path,
+                       listing.skipped[:_SHOW_PATHS])
+    build = dict(listing=listing, batch_size=batch_size, image_size=(height, width),
+                 channels=channels, label_mode=label_mode, interpolation=interpolation,
+                 crop_to_aspect_ratio=crop_to_aspect_ratio,
+                 pad_to_aspect_ratio=pad_to_aspect_ratio, jpeg_dct_scaling=jpeg_dct_scaling,
+                 verified=verify, seed=seed, shuffled=shuffled, deterministic=deterministic)
+    choose = dict(validation_fraction=validation_fraction, keras_split=keras_split,
+                  shuffled=shuffled, seed=seed)
     if subset == "both":
         # Keras' pair, from one listing (the folder is read and checked once); each subset
-        # caches into its own files, by the same rule as a recipe's splits.
+        # caches into its own files, by the same rule as a recipe's splits. The validation
+        # subset is not shuffled, but its files are chosen from the same permuted listing.
         train_cache, validation_cache = cache_files.split_prefixes(cache)
-        both = dict(batch_size=batch_size, image_size=(height, width), channels=channels,
-                    validation_fraction=validation_fraction, seed=seed,
-                    listing=listing, label_mode=label_mode, interpolation=interpolation,
-                    crop_to_aspect_ratio=crop_to_aspect_ratio,
-                    pad_to_aspect_ratio=pad_to_aspect_ratio,
-                    jpeg_dct_scaling=jpeg_dct_scaling, deterministic=deterministic,
-                    **options)
-        return (from_image_folder(path, subset="training", shuffle_buffer=shuffle_buffer,
-                                  cache=train_cache, **both),
-                from_image_folder(path, subset="validation", shuffle_buffer=0,
-                                  cache=validation_cache, **both))
-    paths, labels, class_names, skipped = listing
-    if label_mode == "binary" and len(class_names) != 2:
-        raise UserInputError(f'When passing `label_mode="binary"`, there must be exactly 2 '
-                             f"classes; {path!r} has {len(class_names)}: "
-                             f"class_names={class_names}.")
-    if skipped:
-        logger.warning("Skipped %d file(s) in %s that are not readable JPEG/PNG/GIF/BMP "
-                       "images, e.g. %s", len(skipped), path, skipped[:_SHOW_PATHS])
-    paths, labels = _split(paths, labels, validation_fraction=validation_fraction,
-                           subset=subset, seed=0 if seed is None else seed)
+        return (_folder_dataset(*_choose_files(listing, subset="training", **choose),
+                                shuffle_buffer=shuffle_buffer, cache=train_cache, **build,
+                                **options),
+                _folder_dataset(*_choose_files(listing, subset="validation", **choose),
+                                shuffle_buffer=0, cache=validation_cache, **build,
+                                **dict(options)))
+    return _folder_dataset(*_choose_files(listing, subset=subset, **choose),
+                           shuffle_buffer=shuffle_buffer, cache=cache, **build, **options)
 
-    jpeg_plan, per_file = _jpeg_plan(paths, image_size=(height, width), channels=channels,
+
+def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int],
+                    image_size, channels: int, label_mode, interpolation: str,
+                    crop_to_aspect_ratio: bool, pad_to_aspect_ratio: bool,
+                    jpeg_dct_scaling: bool, verified: bool, seed: Optional[int],
+                    shuffled: bool, deterministic: Optional[bool],
+                    shuffle_buffer: Optional[int], cache, **options):
+    """The pipeline of one subset's chosen files (see `from_image_folder`)."""
+    class_names = listing.class_names
+    jpeg_plan, per_file = _jpeg_plan(paths, image_size=image_size, channels=channels,
                                      crop_to_aspect_ratio=crop_to_aspect_ratio,
-                                     jpeg_dct_scaling=jpeg_dct_scaling, verified=verify)
+                                     jpeg_dct_scaling=jpeg_dct_scaling, verified=verified)
     elements = tf.constant(paths)
     if per_file is not None:
         elements = {"path": elements, "jpeg_plan": tf.constant(per_file, tf.int32)}
@@ -571,8 +660,8 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
     dataset = tf.data.Dataset.from_tensor_slices(elements)
     if shuffle_buffer is None:
         # Default: every image (a few bytes of path each without a cache; after a cache,
-        # up to 10,000 decoded images).
-        shuffle_buffer = min(len(paths), 10_000) if cache else len(paths)
+        # up to _CACHED_SHUFFLE_CAP decoded images: the permuted listing mixes the rest).
+        shuffle_buffer = min(len(paths), _CACHED_SHUFFLE_CAP) if cache else len(paths)
     if deterministic is None:
         # Unshuffled, examples come in the order of `file_paths` (as Keras' loader with
         # shuffle=False), so predictions can be matched to their files; with a seed, the
@@ -588,6 +677,19 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         # Without a cache the buffer holds paths, not pixels: shuffling N paths before
         # decoding is the same N-example buffer for a few bytes per image.
         source_shuffle, shuffle_buffer = shuffle_buffer, 0
+    elif cache_files.is_file_cache(cache):
+        # Everything the cached examples depend on: the files (names, sizes, times), the
+        # order they were permuted into, and every setting of the decode before the cache.
+        options["cache_fingerprint"] = {
+            "builder": "from_image_folder",
+            "source files": cache_files.files_digest(paths),
+            "order": order.describe(paths, seed=seed, shuffled=shuffled),
+            "image_size": list(image_size), "channels": channels,
+            "label_mode": label_mode,
+            "class_names": None if class_names is None else list(class_names),
+            "interpolation": interpolation, "crop_to_aspect_ratio": crop_to_aspect_ratio,
+            "pad_to_aspect_ratio": pad_to_aspect_ratio, "jpeg_dct_scaling": jpeg_dct_scaling,
+            **options.get("cache_fingerprint", {})}
     # Paths are in memory (no reader dataset for FILE sharding to find), so a multi-worker
     # strategy shards by element; distribute_datasets_from_function (input_context) shards the
     # path list before decoding, which is cheaper.
@@ -597,7 +699,7 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         # Without a cache the uint8 round trip only adds work (a cast back to float per
         # batch): measured 2-4% of a JPEG pipeline's throughput on 2 cores.
         dataset, batch_size=batch_size,
-        map_fn=make_decoder(image_size=(height, width), channels=channels,
+        map_fn=make_decoder(image_size=image_size, channels=channels,
                             keep_uint8=bool(cache) or shuffle_buffer > 0,
                             interpolation=interpolation,
                             crop_to_aspect_ratio=crop_to_aspect_ratio,
@@ -608,5 +710,5 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         **options)
     dataset.class_names = class_names if label_mode is not None else None  # as Keras
     dataset.file_paths = paths
-    dataset.skipped_files = skipped
+    dataset.skipped_files = listing.skipped
     return dataset

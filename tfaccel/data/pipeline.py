@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from typing import Callable, Optional, Sequence, Union
 
@@ -12,6 +13,8 @@ import tensorflow as tf
 from tfaccel.data import augment as augment_lib
 from tfaccel.data import cache_files
 from tfaccel.errors import UserInputError
+
+logger = logging.getLogger(__name__)
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -136,6 +139,31 @@ def sequential_options() -> tf.data.Options:
     options.experimental_optimization.inject_prefetch = False
     options.experimental_optimization.parallel_batch = False
     return options
+
+
+# File caches this process has said it cannot fingerprint (said once each).
+_UNFINGERPRINTED: set = set()
+
+
+def _prepare_file_cache(cache, fingerprint: Optional[dict]) -> str:
+    """Fingerprints and locks a file cache before anything reads it (`cache_files`).
+
+    The builders pass what their examples depend on; a plain dataset handed to `optimize`
+    cannot be looked into, so without a `cache_fingerprint` it is said once that a change of
+    its input is not detected (the cache is still locked and repaired after a kill).
+    """
+    prefix = cache_files.cache_prefix(cache)
+    if fingerprint is None:
+        if prefix not in _UNFINGERPRINTED:
+            _UNFINGERPRINTED.add(prefix)
+            logger.warning(
+                "tfaccel.data.optimize(cache=%r) cannot know when its input dataset "
+                "changes, so a cache built earlier is reused as it is: pass "
+                "cache_fingerprint={...} (whatever the examples depend on: file names and "
+                "times, settings before the cache) to have it rebuilt when that changes, or "
+                "use a tfaccel.data.from_* builder, which does so itself.", prefix)
+        fingerprint = {}
+    return cache_files.prepare_file_cache(prefix, fingerprint=fingerprint, key="cache")
 
 
 def _cache(dataset: tf.data.Dataset, cache) -> tf.data.Dataset:
@@ -396,7 +424,8 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
              ignore_decode_errors: bool = False,
              sequential: bool = False,
              stream: Optional[EpochStream] = None,
-             service=None) -> tf.data.Dataset:
+             service=None,
+             cache_fingerprint: Optional[dict] = None) -> tf.data.Dataset:
     """Applies the standard tail to a dataset of examples and returns batches for `fit`.
 
     The order is fixed because each step only stays correct and fast in this place:
@@ -433,7 +462,11 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
             loaders do with ``batch_size=None``; `augment` then takes only a callable
             with ``augment_on="example"``.
         map_fn: Per-example decode/resize function, run as a parallel map before the cache.
-        cache: None, ``"memory"``, or a file path (or directory) for an on-disk cache.
+        cache: None, ``"memory"``, or a file path (or directory) for an on-disk cache. A
+            file cache is fingerprinted and locked (`tfaccel.data.cache_files`): rebuilt,
+            with a message, when `cache_fingerprint` differs from the one it was built with
+            or a killed run left it half written; refused while another live process
+            writes it.
         shuffle_buffer: Shuffle buffer size in examples; 0 turns shuffling off.
         augment: A list of names from ``augment.AUGMENTATIONS`` ("flip", "flip_vertical",
             "crop", "brightness", "contrast"), or a callable
@@ -461,6 +494,9 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
             service (see above). In ``parallel_epochs`` mode a stream's seeds are salted
             per worker, so workers make different passes instead of the same batches; the
             order in which batches arrive is never fixed.
+        cache_fingerprint: A JSON-able dict of everything the cached examples depend on
+            (the builders pass their files and decode settings). None: the input cannot
+            be looked into; said once per cache, and the cache is reused as it is.
 
     Returns:
         A `tf.data.Dataset` of batches.
@@ -488,6 +524,9 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
                              "shuffle after the cache with shuffle_buffer instead.")
     if sequential and stream is not None:
         raise UserInputError("sequential=True (the benchmark baseline) takes no stream.")
+    if cache_files.is_file_cache(cache):
+        # Before anything reads it: a stale or half-written cache is rebuilt.
+        cache = _prepare_file_cache(cache, cache_fingerprint)
     if service is not None:
         _check_service(service, sequential=sequential, stream=stream, seed=seed,
                        shuffle_buffer=shuffle_buffer, augment=augment)

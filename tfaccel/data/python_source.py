@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
+import logging
 import multiprocessing
 import pickle
 from typing import Callable, Optional
@@ -10,9 +12,40 @@ from typing import Callable, Optional
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import _workers, pipeline
+from tfaccel.data import _workers, cache_files, order, pipeline, sharding
 from tfaccel.data._workers import WorkerError  # noqa: F401  (re-exported)
 from tfaccel.errors import UserInputError
+
+
+logger = logging.getLogger(__name__)
+
+
+def _code_of(obj) -> str:
+    """Where `obj`'s code lives: qualified name and its module file's size and time."""
+    kind = obj if inspect.isclass(obj) or inspect.isfunction(obj) else type(obj)
+    name = f"{getattr(kind, '__module__', '?')}.{getattr(kind, '__qualname__', '?')}"
+    try:
+        file = inspect.getsourcefile(kind)
+    except TypeError:
+        file = None
+    return f"{name} ({cache_files.files_digest([file]) if file else 'no source file'})"
+
+
+def _cache_fingerprint(source, transform, *, indices, seed, shuffled, options) -> dict:
+    """What a file cache of a Python source can know it depends on (see `from_python`)."""
+    given = options.get("cache_fingerprint")
+    if given is None:
+        logger.warning(
+            "from_python(cache=%r): the cache is rebuilt when the source's or transform's "
+            "code, its length or the order changes, but tfaccel cannot see the data the "
+            "source reads; pass cache_fingerprint={...} naming it (files, versions) to have "
+            "the cache rebuilt when that changes.", options.get("cache"))
+    return {"builder": "from_python", "source": _code_of(source),
+            "transform": None if transform is None else _code_of(transform),
+            "examples": None if indices is None else len(indices),
+            "order": None if indices is None else order.describe(indices, seed=seed,
+                                                                  shuffled=shuffled),
+            **(given or {})}
 
 
 def is_random_access(source) -> bool:
@@ -166,6 +199,17 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
     chunk_signature = tf.nest.map_structure(
         lambda s: tf.TensorSpec([None, *s.shape], s.dtype), output_signature)
     epochs = itertools.count()
+    buffer = options.get("shuffle_buffer", 0)
+    # A random-access source indexed in a sorted order (by class) is read in one seeded
+    # permutation when a shuffle buffer smaller than it follows (data.order), so a cache
+    # before that buffer holds a mixed order; `shuffle=True` permutes anew every epoch.
+    fixed_order = None
+    if random_access and not shuffle and 0 < buffer < len(source):
+        fixed_order = order.permutation(len(source), order.resolve_seed(seed))
+    if cache_files.is_file_cache(options.get("cache")):
+        options["cache_fingerprint"] = _cache_fingerprint(
+            source, transform, indices=fixed_order if random_access else None,
+            seed=seed, shuffled=fixed_order is not None, options=options)
     ctx = options.pop("input_context", None)
     share = (0, 1)
     if ctx is not None and ctx.num_input_pipelines > 1:
@@ -178,14 +222,18 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
                                  "that all pipelines permute alike and their shares stay "
                                  "disjoint.")
     options["input_context"] = ctx
+    options["deterministic"] = deterministic
+    # A multi-worker strategy splits this dataset by element (below): every worker must
+    # then see the same order, the workers' chunks included.
+    deterministic = sharding.fix_order_for_data_sharding(options)["deterministic"]
 
     def epoch_order(epoch):
-        order = np.arange(len(source))
+        indices = np.arange(len(source)) if fixed_order is None else fixed_order
         if shuffle:
             # Same permutation on every input pipeline (same seed), then disjoint shares.
-            order = np.random.default_rng(None if seed is None else [seed, epoch]) \
-                .permutation(order)
-        return order[share[0]::share[1]]
+            indices = np.random.default_rng(None if seed is None else [seed, epoch]) \
+                .permutation(indices)
+        return indices[share[0]::share[1]]
 
     def generate_in_process():
         # The sequential baseline: the same source and transform, one example at a time in
@@ -237,5 +285,4 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(size))
     # A generator cannot be split by files; a multi-worker strategy must shard by element.
     options.setdefault("shard_policy", "data")
-    return pipeline.optimize(dataset, batch_size=batch_size, seed=seed,
-                             deterministic=deterministic, **options)
+    return pipeline.optimize(dataset, batch_size=batch_size, seed=seed, **options)

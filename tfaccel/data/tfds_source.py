@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from typing import Optional, Sequence
@@ -9,7 +10,7 @@ from typing import Optional, Sequence
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from tfaccel.data import images, pipeline, sharding
+from tfaccel.data import cache_files, images, pipeline, sharding
 from tfaccel.errors import DataError
 
 
@@ -161,6 +162,11 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
     num_examples = _split_size(builder, split, dataset)
     if keys is not None:
         dataset = dataset.map(lambda ex: (ex[input_key], ex[label_key]))
+    if cache_files.is_file_cache(options.get("cache")):
+        options["cache_fingerprint"] = _cache_fingerprint(
+            builder, split=split, keys=keys, as_supervised=as_supervised,
+            image_size=image_size, seed=seed, shuffled=bool(shuffle_buffer),
+            input_context=input_context, given=options.get("cache_fingerprint"))
     map_fn = None
     if image_size is not None:
         size = [int(v) for v in image_size]
@@ -185,6 +191,25 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
     dataset.num_examples = num_examples
     dataset.info = builder.info
     return dataset
+
+
+def _cache_fingerprint(builder, *, split, keys, as_supervised, image_size, seed, shuffled,
+                       input_context, given) -> dict:
+    """Everything a file cache of `split` depends on: the prepared files and the settings."""
+    info = builder.info
+    directory = str(getattr(info, "data_dir", "") or "")
+    files = ([os.path.join(directory, n) for n in sorted(os.listdir(directory))]
+             if directory and os.path.isdir(directory) else [])
+    return {"builder": "from_tfds",
+            "source files": f"{info.full_name}: {cache_files.files_digest(files)}",
+            "split": split, "keys": None if keys is None else list(keys),
+            "as_supervised": as_supervised,
+            "image_size": None if image_size is None else [int(v) for v in image_size],
+            # TFDS shuffles the file order (seeded) before the cache when shuffling.
+            "order": f"files shuffled with seed {seed}" if shuffled else "file order",
+            "input share": None if input_context is None else [
+                input_context.input_pipeline_id, input_context.num_input_pipelines],
+            **(given or {})}
 
 
 def _split_size(builder, split: str, dataset) -> Optional[int]:

@@ -10,7 +10,7 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from tfaccel.data import image_folder, images, pipeline, sharding
+from tfaccel.data import cache_files, image_folder, images, order, pipeline, sharding
 from tfaccel.errors import DataError, UserInputError
 
 _COMPRESSIONS = (None, "", "GZIP", "ZLIB")
@@ -230,6 +230,16 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         options["input_context"] = pipeline.batch_only_context(ctx)
     else:
         options["input_context"] = ctx
+    if cache_files.is_file_cache(options.get("cache")):
+        # The files this pipeline reads (names, sizes, times), their order and the parse
+        # and decode settings: everything the cached examples depend on.
+        options["cache_fingerprint"] = {
+            "builder": "from_tfrecords", "source files": cache_files.files_digest(files),
+            "order": order.describe(files, seed=seed, shuffled=bool(shuffle_buffer)),
+            "features": {k: repr(v) for k, v in spec.items()}, "label_key": label_key,
+            "input_key": input_key, "compression": compression,
+            "image_size": None if image_size is None else [int(v) for v in image_size],
+            "channels": channels, **options.get("cache_fingerprint", {})}
     file_ds = tf.data.Dataset.from_tensor_slices(files)
     if shuffle_buffer:
         # In a resumable stream (options["stream"]) the file order is the same every pass
