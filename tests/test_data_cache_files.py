@@ -229,6 +229,23 @@ def test_image_folder_decode_setting_change_rebuilds_the_file_cache(tmp_path, ca
     assert "(changed: image_size)" in capsys.readouterr().out
 
 
+def test_image_folder_given_labels_are_part_of_the_file_cache(tmp_path, capsys):
+    # Keras' labels=[...] are cached with the images: other labels must rebuild the cache.
+    from tfaccel import data
+
+    _png_folder(tmp_path / "imgs", 0, 4)
+    cache = str(tmp_path / "c")
+
+    def labels_read(given):
+        ds = data.from_image_folder(tmp_path / "imgs", batch_size=4, image_size=(2, 2),
+                                    cache=cache, shuffle=False, labels=given)
+        return [v for _, y in ds for v in y.numpy().tolist()]  # a whole epoch: cache written
+
+    assert labels_read([0, 1, 0, 1]) == [0, 1, 0, 1]
+    assert labels_read([1, 1, 0, 0]) == [1, 1, 0, 0]  # not the cached labels
+    assert "(changed: labels)" in capsys.readouterr().out
+
+
 def test_tfrecords_file_cache_sees_a_new_file(tmp_path):
     from tfaccel import data
 

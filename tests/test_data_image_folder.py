@@ -111,7 +111,7 @@ def test_bad_arguments(folder):
     with pytest.raises(UserInputError, match="channels"):
         data.from_image_folder(folder, batch_size=2, image_size=(4, 4), channels=2)
     with pytest.raises(UserInputError, match="image_size"):
-        data.from_image_folder(folder, batch_size=2, image_size=4)
+        data.from_image_folder(folder, batch_size=2, image_size="4x4")
     with pytest.raises(UserInputError, match="validation_fraction"):
         data.from_image_folder(folder, batch_size=2, image_size=(4, 4), subset="training")
 

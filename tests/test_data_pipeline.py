@@ -145,6 +145,38 @@ def test_bad_arguments_name_the_argument(kwargs, message):
         data.from_arrays(x, y, **kwargs)
 
 
+def test_batch_size_none_skips_only_the_batch_stage():
+    # Keras' loaders yield single examples with batch_size=None; the cast and prefetch stay.
+    x, y = _images(6)
+    ds = data.optimize(tf.data.Dataset.from_tensor_slices((x, y)), batch_size=None,
+                       shuffle_buffer=6, seed=0, cache="memory", deterministic=True)
+    assert ds.element_spec == (tf.TensorSpec((8, 8, 3), tf.float32),
+                               tf.TensorSpec((), tf.int64))
+    examples = list(ds)
+    assert sorted(int(label) for _, label in examples) == list(range(6))
+    for image, label in examples:
+        np.testing.assert_array_equal(image.numpy(), x[int(label)].astype(np.float32))
+
+    def add_one(features, label, seed):
+        return features + 1.0, label
+
+    ds = data.optimize(tf.data.Dataset.from_tensor_slices((x, y)), batch_size=None,
+                       augment=add_one, augment_on="example", deterministic=True)
+    np.testing.assert_array_equal(next(iter(ds))[0].numpy(), x[0] + 1.0)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"augment": ["flip"]}, r"batch_size=None \(no batches\) cannot run augment=\['flip'\] "
+                            r"with augment_on='batch'"),
+    ({"stream": data.EpochStream()}, r"batch_size=None cannot make a stream "
+                                     r"\(EpochStream\(first_pass=0"),
+])
+def test_batch_size_none_refuses_what_counts_batches(kwargs, message):
+    x, y = _images(4)
+    with pytest.raises(UserInputError, match=message):
+        data.optimize(tf.data.Dataset.from_tensor_slices((x, y)), batch_size=None, **kwargs)
+
+
 def test_arrays_of_different_lengths_or_empty():
     with pytest.raises(DataError, match="4 examples but y has 3"):
         data.from_arrays(np.zeros((4, 2)), np.zeros(3), batch_size=2)

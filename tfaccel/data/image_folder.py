@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import operator
 import os
+import reprlib
 from concurrent.futures import ThreadPoolExecutor
-from typing import FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
+from typing import FrozenSet, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
@@ -30,14 +33,14 @@ class Listing(NamedTuple):
             order, then sorted folders and names), usable or not: the order both split
             rules and the permutation count positions in.
         labels: The integer label of each path.
-        class_names: The class of each label.
+        class_names: The class of each label (None: listed without labels).
         skipped: Files skipped: not named as images, or failing the header check.
         unreadable: The image-named paths that failed the check (left out of every subset).
     """
 
     paths: List[str]
     labels: List[int]
-    class_names: List[str]
+    class_names: Optional[List[str]]
     skipped: List[str]
     unreadable: FrozenSet[str]
 
@@ -72,8 +75,30 @@ def _looks_complete(path: str) -> bool:
     return False
 
 
+def _given_labels(labels: Sequence[int], *, path: str, found: int,
+                  class_names) -> Tuple[List[int], List[str]]:
+    """Checks Keras' ``labels=[...]`` (one per listed image) and names its classes."""
+    if class_names is not None:
+        raise UserInputError(
+            'You can only pass `class_names` if `labels="inferred"` (given labels name '
+            f"their own classes); got labels={reprlib.repr(labels)} and "
+            f"class_names={class_names!r}.")
+    if len(labels) != found:
+        raise UserInputError(
+            f"Expected the lengths of `labels` to match the number of files in {path!r}: "
+            f"len(labels) is {len(labels)} while {found} image files were found (sorted "
+            f"by path); got labels={reprlib.repr(labels)}.")
+    try:
+        labels = [operator.index(v) for v in labels]
+    except TypeError:
+        raise UserInputError(f"labels must be integers, got labels="
+                             f"{reprlib.repr(labels)}.") from None
+    return labels, [str(v) for v in sorted(set(labels))]  # as Keras names them
+
+
 def list_image_folder(path: str, *, verify: bool = True,
-                      class_names: Optional[Sequence[str]] = None, follow_links: bool = True):
+                      class_names: Optional[Sequence[str]] = None, follow_links: bool = True,
+                      labels: Union[str, Sequence[int], None] = "inferred"):
     """Lists the images of a class-per-sub-folder tree, skipping what cannot be an image.
 
     Args:
@@ -81,6 +106,10 @@ def list_image_folder(path: str, *, verify: bool = True,
         verify: Check each file's magic bytes and ending (see `_looks_complete`).
         class_names: Only these sub-folders, labelled in this order (as Keras' loader).
         follow_links: Descend into symbolic links to folders below each class folder.
+        labels: As Keras' loader: ``"inferred"`` (from the class sub-folders), None (every
+            image below `path`, sub-folders or not, without labels), or a list of integer
+            labels, one per image-named file below `path` in Keras' listing order (the
+            classes are then the distinct labels, as strings).
 
     Returns:
         A `Listing`: every image-named path in Keras' order with its label, the class
@@ -89,34 +118,44 @@ def list_image_folder(path: str, *, verify: bool = True,
     Raises:
         DataError: `path` is missing or not a folder, has no class sub-folders, or holds no
             usable image.
+        UserInputError: `class_names` are not sub-folders, or given with `labels` other
+            than "inferred"; a `labels` list of another length than the image files.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
         raise DataError(f"Image folder path {path!r} does not exist.")
     if not os.path.isdir(path):
         raise DataError(f"Image folder path {path!r} is not a folder.")
+    if labels is None and class_names is not None:
+        raise UserInputError(f"When `labels=None` (no labels), argument `class_names` "
+                             f"cannot be specified; got class_names={class_names!r}.")
     found = sorted(d for d in os.listdir(path)
                    if not d.startswith(".") and os.path.isdir(os.path.join(path, d)))
-    if class_names is not None:
+    if labels != "inferred":
+        folders = [""]  # Keras indexes every image below the root then
+    elif class_names is not None:
         class_names = list(class_names)
         missing = [c for c in class_names if c not in found]
         if missing or len(set(class_names)) != len(class_names):
             raise UserInputError(
-                f"class_names must name distinct sub-folders of {path!r}; got {class_names!r}"
+                f"The `class_names` passed did not match the sub-folders of {path!r}: they "
+                f"must name distinct sub-folders; got class_names={class_names!r}"
                 + (f", and {missing} are not among its sub-folders {found}" if missing else "")
                 + ".")
+        folders = class_names
     else:
-        class_names = found
-    if not class_names:
+        folders = class_names = found
+    if not folders:
         raise DataError(
             f"Image folder {path!r} has no class sub-folders: put each class's images in "
             f"its own sub-folder, e.g. {os.path.join(path, 'cat', '001.jpg')!r}.")
     paths: List[str] = []
-    labels: List[int] = []
+    inferred: List[int] = []
     skipped: List[str] = []
-    for label, name in enumerate(class_names):
+    for label, name in enumerate(folders):
         # Keras' order: the walk's folders sorted by path, names sorted in each folder.
-        walk = sorted(os.walk(os.path.join(path, name), followlinks=follow_links),
+        walk = sorted(os.walk(os.path.join(path, name) if name else path,
+                              followlinks=follow_links),
                       key=lambda entry: entry[0])
         for root, _, files in walk:
             for file in sorted(files):
@@ -125,9 +164,16 @@ def list_image_folder(path: str, *, verify: bool = True,
                     continue
                 if file.lower().endswith(IMAGE_EXTENSIONS):
                     paths.append(full)
-                    labels.append(label)
+                    inferred.append(label)
                 else:
                     skipped.append(full)
+    if labels is None:
+        class_names = None
+    elif labels != "inferred":
+        # One label per image-named file, unreadable ones included (as Keras counts them);
+        # an unreadable file is left out of a subset later with its own label.
+        inferred, class_names = _given_labels(labels, path=path, found=len(paths),
+                                              class_names=class_names)
     unreadable = frozenset()
     if verify and paths:
         # I/O-bound: threads overlap the small reads.
@@ -137,22 +183,50 @@ def list_image_folder(path: str, *, verify: bool = True,
         skipped.extend(p for p, good in zip(paths, ok) if not good)
     if len(unreadable) == len(paths):
         raise DataError(
-            f"Image folder {path!r} has class sub-folders {class_names} but no usable "
-            f"{'/'.join(e[1:] for e in IMAGE_EXTENSIONS)} image"
+            f"No images found in image folder {path!r}: "
+            + (f"its class sub-folders {folders} hold" if folders != [""] else "it holds")
+            + f" no usable {'/'.join(e[1:] for e in IMAGE_EXTENSIONS)} image"
             + (f" ({len(skipped)} file(s) skipped, e.g. {skipped[:_SHOW_PATHS]})."
                if skipped else "."))
-    return Listing(paths, labels, class_names, skipped, unreadable)
+    return Listing(paths, inferred, class_names, skipped, unreadable)
 
 
-def _check_subset(*, validation_fraction: float, subset: Optional[str]) -> None:
-    if not 0.0 <= validation_fraction < 1.0:
+def _check_split_arguments(*, validation_split, validation_fraction, subset, shuffled: bool,
+                           seed) -> None:
+    """Keras' rules (and wording) for `validation_split`, `subset` and `seed`.
+
+    They hold when the caller uses Keras' name `validation_split`; with tfaccel's
+    `validation_fraction` a missing seed still means 0 (both subsets agree).
+    """
+    if subset not in (None, "training", "validation", "both"):
+        raise UserInputError('`subset` must be either "training", "validation" or "both" '
+                             f"(or None: every image); got subset={subset!r}.")
+    if validation_split is None:
+        if not 0.0 <= validation_fraction < 1.0:
+            raise UserInputError(
+                f"validation_fraction must be in [0, 1), got {validation_fraction!r}.")
+        if subset is not None and not validation_fraction:
+            raise UserInputError(
+                "If `subset` is set, `validation_split` (or tfaccel's `validation_fraction`) "
+                f"must be set; got subset={subset!r} and validation_fraction="
+                f"{validation_fraction!r}.")
+        return
+    if validation_split and not 0 < validation_split < 1:
+        raise UserInputError("`validation_split` must be between 0 and 1, got "
+                             f"validation_split={validation_split!r}.")
+    if validation_fraction and validation_fraction != validation_split:
         raise UserInputError(
-            f"validation_fraction must be in [0, 1), got {validation_fraction!r}.")
-    if subset not in (None, "training", "validation"):
+            f"validation_split ({validation_split!r}) is Keras' name for "
+            f"validation_fraction ({validation_fraction!r}); give one of them.")
+    if bool(validation_split) != (subset is not None):
+        raise UserInputError("If `subset` is set, `validation_split` must be set, and "
+                             f"inversely; got subset={subset!r} and validation_split="
+                             f"{validation_split!r}.")
+    if validation_split and shuffled and seed is None:
         raise UserInputError(
-            f"subset must be None, 'training', 'validation' or 'both', got {subset!r}.")
-    if subset is not None and validation_fraction == 0.0:
-        raise UserInputError(f"subset={subset!r} needs validation_fraction > 0.")
+            "validation_split with shuffling needs a seed (got seed=None): you must provide "
+            "a `seed` argument, so that the training and validation subsets do not overlap "
+            "(as Keras' loader requires).")
 
 
 def _choose_files(listing: Listing, *, subset: Optional[str], validation_fraction: float,
@@ -289,7 +363,8 @@ def _decode_planned(data, index, channels: int):
 
 def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool = True,
                  interpolation: str = "bilinear", crop_to_aspect_ratio: bool = False,
-                 jpeg_dct_scaling: bool = False, jpeg_plan=None):
+                 pad_to_aspect_ratio: bool = False, jpeg_dct_scaling: bool = False,
+                 jpeg_plan=None):
     """Returns ``fn(source, label) -> (image [H, W, channels], label)`` (or ``fn(source)``).
 
     With `keep_uint8` the image is uint8 (for a cache); otherwise float32 in [0, 255].
@@ -303,8 +378,13 @@ def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool
             `jpeg_dct_scaling` every image's header is read again while decoding
             (`decode_image_for_size`).
     """
+    images.check_aspect_ratio_options(crop_to_aspect_ratio=crop_to_aspect_ratio,
+                                      pad_to_aspect_ratio=pad_to_aspect_ratio)
+    # A padded image keeps all its pixels, so the JPEG scale is chosen as without the
+    # aspect-ratio options (never smaller than the fitted image needs).
     resize_options = dict(interpolation=interpolation,
-                          crop_to_aspect_ratio=crop_to_aspect_ratio)
+                          crop_to_aspect_ratio=crop_to_aspect_ratio,
+                          pad_to_aspect_ratio=pad_to_aspect_ratio)
 
     def decode(source, label=None):
         if jpeg_plan == "per_file":
@@ -359,50 +439,62 @@ def _labels_as(labels: List[int], *, label_mode: Optional[str], num_classes: int
     return tf.reshape(tf.constant(labels, tf.float32), [-1, 1])  # binary
 
 
-def _keras_arguments(*, label_mode, labels, color_mode, channels, validation_split,
-                     validation_fraction, shuffle, shuffle_buffer, interpolation):
-    """Checks Keras-style arguments and maps them onto this builder's own."""
-    if labels not in ("inferred", None):
-        raise UserInputError(f"labels must be 'inferred' or None (labels come from the "
-                             f"sub-folders), got {labels!r}.")
-    if labels is None:
-        label_mode = None
+def _keras_arguments(*, label_mode, labels, color_mode, channels, interpolation, shuffle,
+                     shuffle_buffer):
+    """Checks Keras-style arguments (with Keras' wording) and maps them onto our own."""
+    if not (labels in ("inferred", None) or isinstance(labels, (list, tuple))):
+        raise UserInputError(
+            "`labels` argument should be a list/tuple of integer labels, one per image file "
+            'in sorted path order, "inferred" (from the sub-folders) or None (no labels); '
+            f"got labels={reprlib.repr(labels)}.")
     if label_mode not in LABEL_MODES:
-        raise UserInputError(f"label_mode must be one of {LABEL_MODES}, got {label_mode!r}.")
+        raise UserInputError(f"`label_mode` argument must be one of {LABEL_MODES}, got "
+                             f"label_mode={label_mode!r}.")
+    if labels is None or label_mode is None:
+        labels, label_mode = None, None  # either means: images only (as Keras)
     if color_mode is not None:
         if color_mode not in _COLOR_MODES:
-            raise UserInputError(f"color_mode must be one of {sorted(_COLOR_MODES)}, got "
-                                 f"{color_mode!r}.")
+            raise UserInputError(f"`color_mode` must be one of {sorted(_COLOR_MODES)}, got "
+                                 f"color_mode={color_mode!r}.")
         channels = _COLOR_MODES[color_mode]
-    if validation_split is not None:
-        if validation_fraction and validation_fraction != validation_split:
-            raise UserInputError(
-                f"validation_split ({validation_split!r}) is Keras' name for "
-                f"validation_fraction ({validation_fraction!r}); give one of them.")
-        validation_fraction = validation_split
     if shuffle is not None:
         if shuffle is False:
             shuffle_buffer = 0
         elif shuffle is not True:
             raise UserInputError(f"shuffle must be True or False, got {shuffle!r}.")
+    if isinstance(interpolation, str):
+        interpolation = interpolation.lower()  # as Keras
     if interpolation not in images.INTERPOLATIONS:
         raise UserInputError(f"interpolation must be one of {images.INTERPOLATIONS}, got "
                              f"{interpolation!r}.")
-    return label_mode, channels, validation_fraction, shuffle_buffer
+    return label_mode, labels, channels, interpolation, shuffle_buffer
 
 
-def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
+def _image_size(image_size) -> Tuple[int, int]:
+    if isinstance(image_size, int) and not isinstance(image_size, bool):
+        return image_size, image_size  # Keras' square shorthand
+    try:
+        height, width = (int(v) for v in image_size)
+    except (TypeError, ValueError):
+        raise UserInputError(f"image_size must be (height, width) or one int for a square, "
+                             f"got image_size={image_size!r}.") from None
+    return height, width
+
+
+def from_image_folder(path, *, batch_size: Optional[int] = 32,
+                      image_size: Union[int, Sequence[int]] = (256, 256),
                       channels: int = 3, validation_fraction: float = 0.0,
                       subset: Optional[str] = None, seed: Optional[int] = None,
                       shuffle_buffer: Optional[int] = None, cache=None, verify: bool = True,
                       listing: Optional[tuple] = None, label_mode: Optional[str] = "int",
                       class_names: Optional[Sequence[str]] = None,
                       interpolation: str = "bilinear", crop_to_aspect_ratio: bool = False,
-                      follow_links: bool = True, labels: Optional[str] = "inferred",
+                      pad_to_aspect_ratio: bool = False, follow_links: bool = True,
+                      labels: Union[str, Sequence[int], None] = "inferred",
                       color_mode: Optional[str] = None,
                       validation_split: Optional[float] = None,
                       shuffle: Optional[bool] = None, jpeg_dct_scaling: bool = True,
-                      **options):
+                      deterministic: Optional[bool] = None, **options):
     """Builds batches from ``path/<class name>/<image>`` files.
 
     Example::
@@ -418,15 +510,20 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
     Files that are not images, and images that are corrupt or cut short, are skipped and
     counted in ONE warning (count and first paths) before training starts.
 
-    A drop-in for `keras.utils.image_dataset_from_directory`: `label_mode`, `class_names`,
-    `color_mode`, `interpolation`, `crop_to_aspect_ratio`, `follow_links`, `labels`
-    ("inferred"/None), `validation_split`, `subset="both"` and `shuffle` mean what they mean
-    there, and the result has the same `element_spec`, class names and labels. With Keras'
-    names (`validation_split`, `subset`, `seed`) the subsets hold exactly Keras' files: the
-    listing is permuted by Keras' seeded rule and the last ``int(validation_split * n)``
-    are held out. `validation_fraction` keeps tfaccel's own seeded rule
-    (`tfaccel.data.splits`, round(fraction * n) held out). Differences: a validation subset
-    of ``subset="both"`` is not shuffled; `follow_links` defaults to True.
+    A drop-in for `keras.utils.image_dataset_from_directory` (Keras' own tests of it run
+    against this function: tests/test_data_image_folder_keras_suite.py): `batch_size`,
+    `image_size` (and their defaults), `labels`, `label_mode`, `class_names`, `color_mode`,
+    `interpolation`, `crop_to_aspect_ratio`, `pad_to_aspect_ratio`, `follow_links`,
+    `validation_split`, `subset` and `shuffle` mean what they mean there, with Keras' checks
+    and error wording (a `UserInputError` is a `ValueError`), and the result has the same
+    `element_spec`, class names and labels. With Keras' names (`validation_split`,
+    `subset`, `seed`) the subsets hold exactly Keras' files: the listing is permuted by
+    Keras' seeded rule and the last ``int(validation_split * n)`` are held out.
+    `validation_fraction` keeps tfaccel's own seeded rule (`tfaccel.data.splits`,
+    round(fraction * n) held out). Differences: a validation subset of ``subset="both"`` is
+    not shuffled; `follow_links` defaults to True; Keras' `verbose`, `data_format` and
+    `format` are not taken (no "Found N files" line, channels-last images, a
+    `tf.data.Dataset`).
 
     Whenever it shuffles, the listing (or the chosen subset) is permuted once, seeded
     (`tfaccel.data.order`), before decoding and caching: a folder sorted by class still
@@ -436,11 +533,12 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
 
     Args:
         path: Root folder; each sub-folder is a class, classes are sorted by name.
-        batch_size: The GLOBAL batch size.
-        image_size: ``(height, width)`` every image is resized to.
+        batch_size: The GLOBAL batch size; None yields single images (unbatched), as Keras.
+        image_size: ``(height, width)`` every image is resized to, or one int for a square.
         channels: 1 (grey), 3 (RGB) or 4 (RGBA).
         validation_fraction: Share of images held out when `subset` is given.
-        subset: None (all images), ``"training"`` or ``"validation"``.
+        subset: None (all images), ``"training"``, ``"validation"`` or ``"both"`` (the
+            pair, from one listing of the folder).
         seed: Seeds the listing's permutation, shuffling and augmentation (None: different
             every run), and tfaccel's validation_fraction split (None: 0, so both calls
             agree). Keras' validation_split with shuffling needs it, as in Keras.
@@ -454,13 +552,20 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
             subsets (None lists it here).
         label_mode: "int" (int32 [B]), "categorical" (one-hot float32 [B, classes]),
             "binary" (float32 [B, 1], two classes only) or None (images alone).
-        class_names: Use only these sub-folders, labelled in this order.
+        class_names: Use only these sub-folders, labelled in this order (only with
+            ``labels="inferred"``).
         interpolation: Resize method: bilinear, nearest, bicubic, area, lanczos3, lanczos5,
             gaussian or mitchellcubic.
         crop_to_aspect_ratio: Take the largest centred crop of the target aspect ratio
             before resizing, instead of distorting the image.
+        pad_to_aspect_ratio: Resize the whole image to fit and pad it with black bars,
+            instead of distorting it (not with `crop_to_aspect_ratio`).
         follow_links: Descend into symbolic links to folders.
-        labels: "inferred" (from the sub-folders) or None (same as label_mode=None).
+        labels: "inferred" (from the sub-folders), None (every image below `path`, in any
+            sub-folder or none, without labels; ``label_mode=None`` means the same, as in
+            Keras), or a list of integer labels, one per image file below `path` in Keras'
+            listing order (class names: the distinct labels as strings). A file skipped as
+            unreadable is left out with its label.
         color_mode: Keras' name for `channels`: "grayscale", "rgb" or "rgba".
         validation_split: Keras' name for `validation_fraction`.
         shuffle: Keras' switch: False is `shuffle_buffer=0`; True keeps `shuffle_buffer`.
@@ -468,10 +573,15 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
             when the target is at most that fraction of it in both sides, then resize:
             several times less decoding work for photos resized small, slightly different
             (smoother) pixels than a full decode. False: always decode in full, like Keras.
+        deterministic: Keep the element order fixed (see `tfaccel.data.optimize`). None:
+            fixed when a `seed` is given (the same seed gives the same order, as Keras'
+            loader does) or when not shuffling (order of `file_paths`); otherwise the
+            parallel decode hands out whichever image is ready first, which is faster.
         **options: Any other keyword of `tfaccel.data.optimize`.
 
     Returns:
-        A `tf.data.Dataset` of ``(images float32 [B, H, W, C] in [0, 255], labels)`` with
+        A `tf.data.Dataset` of ``(images float32 [B, H, W, C] in [0, 255], labels)`` (no
+        B with ``batch_size=None``; uint8 with ``interpolation="nearest"``, as Keras) with
         attributes ``class_names``, ``file_paths`` and ``skipped_files``; with
         ``subset="both"`` a ``(training, validation)`` pair of them.
 
@@ -481,41 +591,41 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
     """
     pipeline.check_builder_options(options, builder=from_image_folder)
     keras_split = validation_split is not None  # Keras' names choose Keras' files
-    label_mode, channels, validation_fraction, shuffle_buffer = _keras_arguments(
+    label_mode, labels, channels, interpolation, shuffle_buffer = _keras_arguments(
         label_mode=label_mode, labels=labels, color_mode=color_mode, channels=channels,
-        validation_split=validation_split, validation_fraction=validation_fraction,
-        shuffle=shuffle, shuffle_buffer=shuffle_buffer, interpolation=interpolation)
+        interpolation=interpolation, shuffle=shuffle, shuffle_buffer=shuffle_buffer)
     if channels not in (1, 3, 4):
         raise UserInputError(f"channels must be 1, 3 or 4, got {channels!r}.")
-    try:
-        height, width = (int(v) for v in image_size)
-    except (TypeError, ValueError):
-        raise UserInputError(
-            f"image_size must be (height, width), got {image_size!r}.") from None
-    if subset == "both" and not validation_fraction:
-        raise UserInputError("subset='both' needs validation_split (validation_fraction) > 0.")
-    _check_subset(validation_fraction=validation_fraction,
-                  subset=None if subset == "both" else subset)
+    height, width = _image_size(image_size)
     # One seeded permutation of the listing whenever the data is shuffled at all, so the
     # cache holds a mixed order (data.order); shuffle=False / shuffle_buffer=0 keeps it.
     shuffled = shuffle_buffer != 0
-    if keras_split and subset is not None and shuffled and seed is None:
-        raise UserInputError(
-            "validation_split with shuffling needs a seed (got seed=None), so that the "
-            "training and validation subsets do not overlap (as Keras' loader requires).")
+    _check_split_arguments(validation_split=validation_split,
+                           validation_fraction=validation_fraction, subset=subset,
+                           shuffled=shuffled, seed=seed)
+    if keras_split:
+        validation_fraction = validation_split
     listing = listing or list_image_folder(path, verify=verify, class_names=class_names,
-                                           follow_links=follow_links)
+                                           follow_links=follow_links, labels=labels)
+    if isinstance(labels, (list, tuple)) and cache_files.is_file_cache(cache):
+        # Given labels (Keras' labels=[...]) are cached with the images; inferred ones
+        # follow from the files and class names, which the cache records already.
+        options["cache_fingerprint"] = {
+            "labels": hashlib.sha256(repr(list(labels)).encode()).hexdigest()[:16],
+            **options.get("cache_fingerprint", {})}
     if label_mode == "binary" and len(listing.class_names) != 2:
-        raise UserInputError(f"label_mode='binary' needs exactly 2 classes; {path!r} has "
-                             f"{len(listing.class_names)}: {listing.class_names}.")
+        raise UserInputError(f'When passing `label_mode="binary"`, there must be exactly 2 '
+                             f"classes; {path!r} has {len(listing.class_names)}: "
+                             f"class_names={listing.class_names}.")
     if listing.skipped:
         logger.warning("Skipped %d file(s) in %s that are not readable JPEG/PNG/GIF/BMP "
                        "images, e.g. %s", len(listing.skipped), path,
                        listing.skipped[:_SHOW_PATHS])
     build = dict(listing=listing, batch_size=batch_size, image_size=(height, width),
                  channels=channels, label_mode=label_mode, interpolation=interpolation,
-                 crop_to_aspect_ratio=crop_to_aspect_ratio, jpeg_dct_scaling=jpeg_dct_scaling,
-                 verified=verify, seed=seed, shuffled=shuffled)
+                 crop_to_aspect_ratio=crop_to_aspect_ratio,
+                 pad_to_aspect_ratio=pad_to_aspect_ratio, jpeg_dct_scaling=jpeg_dct_scaling,
+                 verified=verify, seed=seed, shuffled=shuffled, deterministic=deterministic)
     choose = dict(validation_fraction=validation_fraction, keras_split=keras_split,
                   shuffled=shuffled, seed=seed, input_context=options.get("input_context"))
     if subset == "both":
@@ -533,11 +643,12 @@ def from_image_folder(path, *, batch_size: int, image_size: Sequence[int],
                            shuffle_buffer=shuffle_buffer, cache=cache, **build, **options)
 
 
-def _folder_dataset(paths, labels, *, listing: Listing, batch_size: int, image_size,
-                    channels: int, label_mode, interpolation: str,
-                    crop_to_aspect_ratio: bool, jpeg_dct_scaling: bool, verified: bool,
-                    seed: Optional[int], shuffled: bool, shuffle_buffer: Optional[int],
-                    cache, **options):
+def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int],
+                    image_size, channels: int, label_mode, interpolation: str,
+                    crop_to_aspect_ratio: bool, pad_to_aspect_ratio: bool,
+                    jpeg_dct_scaling: bool, verified: bool, seed: Optional[int],
+                    shuffled: bool, deterministic: Optional[bool],
+                    shuffle_buffer: Optional[int], cache, **options):
     """The pipeline of one subset's chosen files (see `from_image_folder`)."""
     class_names = listing.class_names
     jpeg_plan, per_file = _jpeg_plan(paths, image_size=image_size, channels=channels,
@@ -554,10 +665,13 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: int, image_s
         # Default: every image (a few bytes of path each without a cache; after a cache,
         # up to _CACHED_SHUFFLE_CAP decoded images: the permuted listing mixes the rest).
         shuffle_buffer = min(len(paths), _CACHED_SHUFFLE_CAP) if cache else len(paths)
-    if shuffle_buffer == 0:
+    if deterministic is None:
         # Unshuffled, examples come in the order of `file_paths` (as Keras' loader with
-        # shuffle=False), so predictions can be matched to their files.
-        options.setdefault("deterministic", True)
+        # shuffle=False), so predictions can be matched to their files; with a seed, the
+        # same seed gives the same order, as a Keras user expects. Otherwise parallel
+        # stages hand out whichever image is ready first (faster).
+        deterministic = shuffle_buffer == 0 or seed is not None
+    options["deterministic"] = deterministic
     if interpolation == "nearest":
         # Keras' loader keeps the decoder's uint8 for nearest-neighbour resizing.
         options.setdefault("image_dtype", None)
@@ -574,9 +688,10 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: int, image_s
             "source files": cache_files.files_digest(paths),
             "order": order.describe(paths, seed=seed, shuffled=shuffled),
             "image_size": list(image_size), "channels": channels,
-            "label_mode": label_mode, "class_names": list(class_names),
+            "label_mode": label_mode,
+            "class_names": None if class_names is None else list(class_names),
             "interpolation": interpolation, "crop_to_aspect_ratio": crop_to_aspect_ratio,
-            "jpeg_dct_scaling": jpeg_dct_scaling,
+            "pad_to_aspect_ratio": pad_to_aspect_ratio, "jpeg_dct_scaling": jpeg_dct_scaling,
             **options.get("cache_fingerprint", {})}
     # Paths are in memory (no reader dataset for FILE sharding to find), so a multi-worker
     # strategy shards by element; distribute_datasets_from_function (input_context) shards the
@@ -591,6 +706,7 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: int, image_s
                             keep_uint8=bool(cache) or shuffle_buffer > 0,
                             interpolation=interpolation,
                             crop_to_aspect_ratio=crop_to_aspect_ratio,
+                            pad_to_aspect_ratio=pad_to_aspect_ratio,
                             jpeg_dct_scaling=jpeg_dct_scaling, jpeg_plan=jpeg_plan),
         cache=cache, shuffle_buffer=shuffle_buffer, source_shuffle=source_shuffle, seed=seed,
         ignore_decode_errors=True,

@@ -6,6 +6,8 @@ from typing import Sequence
 
 import tensorflow as tf
 
+from tfaccel.errors import UserInputError
+
 
 def to_uint8(image: tf.Tensor) -> tf.Tensor:
     """Rounds (half to even, like NumPy) and clips float pixels to uint8 in [0, 255].
@@ -20,14 +22,33 @@ INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "area", "lanczos3", "lanczos
                   "gaussian", "mitchellcubic")
 
 
+def check_aspect_ratio_options(*, crop_to_aspect_ratio: bool, pad_to_aspect_ratio: bool):
+    """Refuses cropping and padding at once (Keras' rule and wording).
+
+    Callers that build a tf.data map call it before tracing too: raised inside the traced
+    function, the error would reach the user wrapped in autograph's StagingError.
+    """
+    if crop_to_aspect_ratio and pad_to_aspect_ratio:
+        raise UserInputError(
+            "Only one of `pad_to_aspect_ratio`, `crop_to_aspect_ratio` can be set to `True`; "
+            f"got pad_to_aspect_ratio={pad_to_aspect_ratio!r} and "
+            f"crop_to_aspect_ratio={crop_to_aspect_ratio!r}.")
+
+
 def resize(image: tf.Tensor, size: Sequence[int], *, interpolation: str = "bilinear",
-           crop_to_aspect_ratio: bool = False) -> tf.Tensor:
+           crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False) -> tf.Tensor:
     """Resizes to `size` ([height, width]) as Keras' image loaders do (float pixels).
 
     With `crop_to_aspect_ratio` the largest centred crop of the target aspect ratio is taken
-    first (Keras' `smart_resize` arithmetic), so the image is not distorted.
+    first (Keras' `smart_resize` arithmetic), so the image is not distorted. With
+    `pad_to_aspect_ratio` the whole image is resized to fit and centred between black bars
+    (`tf.image.resize_with_pad`, what Keras' loader calls), also without distortion.
     """
     height, width = (int(v) for v in size)
+    check_aspect_ratio_options(crop_to_aspect_ratio=crop_to_aspect_ratio,
+                               pad_to_aspect_ratio=pad_to_aspect_ratio)
+    if pad_to_aspect_ratio:
+        return tf.image.resize_with_pad(image, height, width, method=interpolation)
     if crop_to_aspect_ratio:
         shape = tf.shape(image)
         h, w = shape[0], shape[1]

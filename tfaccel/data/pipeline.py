@@ -289,7 +289,7 @@ def _per_op_determinism(deterministic: bool, *, parallel, stream: bool) -> Optio
 class _Plan:
     """Everything `optimize` decided from its arguments, so each stage reads only this."""
 
-    batch: int
+    batch: Optional[int]  # None: no batch stage
     drop: bool
     names: tuple
     custom: Optional[Callable]
@@ -334,6 +334,8 @@ def _augment_examples(dataset, plan: _Plan, seeds):
 
 def _batch(dataset, plan: _Plan):
     """Stage 5: batch (drop_remainder under a strategy: equal shapes on every replica)."""
+    if plan.batch is None:  # batch_size=None: examples one by one
+        return dataset
     if _has_unknown_dims(dataset.element_spec):
         # Variable-length features (e.g. TFRecord `kind: var`) batch as RaggedTensors.
         return dataset.ragged_batch(plan.batch, drop_remainder=plan.drop)
@@ -403,7 +405,7 @@ def check_builder_options(options: dict, *, builder: Callable) -> None:
                 f"{', '.join(sorted(known))}.")
 
 
-def optimize(dataset: tf.data.Dataset, *, batch_size: int,
+def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
              map_fn: Optional[Callable] = None,
              cache=None,
              shuffle_buffer: int = 0,
@@ -455,7 +457,10 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
         dataset: A dataset of examples: ``(features, label)`` pairs or features alone. With
             `stream` it must yield the same order on every iteration (no reshuffling of
             its own).
-        batch_size: The GLOBAL batch size (all replicas together).
+        batch_size: The GLOBAL batch size (all replicas together). None: no batch stage,
+            the dataset yields single examples (still cast and prefetched), as Keras'
+            loaders do with ``batch_size=None``; `augment` then takes only a callable
+            with ``augment_on="example"``.
         map_fn: Per-example decode/resize function, run as a parallel map before the cache.
         cache: None, ``"memory"``, or a file path (or directory) for an on-disk cache. A
             file cache is fingerprinted and locked (`tfaccel.data.cache_files`): rebuilt,
@@ -499,8 +504,13 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
     Raises:
         UserInputError: An argument has a bad value.
     """
-    batch, drop = resolve_batch(batch_size, drop_remainder=drop_remainder,
-                                input_context=input_context)
+    if batch_size is None:
+        _check_unbatched(augment=augment, augment_on=augment_on, stream=stream,
+                         input_context=input_context)
+        batch, drop = None, False
+    else:
+        batch, drop = resolve_batch(batch_size, drop_remainder=drop_remainder,
+                                    input_context=input_context)
     if augment_on not in ("batch", "example"):
         raise UserInputError(f"augment_on must be 'batch' or 'example', got {augment_on!r}.")
     if not isinstance(shuffle_buffer, int) or shuffle_buffer < 0:
@@ -569,6 +579,22 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: int,
     if not sequential:
         dataset = dataset.prefetch(AUTOTUNE)
     return dataset.with_options(options)
+
+
+def _check_unbatched(*, augment, augment_on: str, stream, input_context) -> None:
+    """Refuses what needs batches when ``batch_size=None`` (the stages that count them)."""
+    if augment and not (callable(augment) and augment_on == "example"):
+        # Named augmentations draw one set of random numbers per batch (vectorised).
+        raise UserInputError(
+            f"batch_size=None (no batches) cannot run augment={augment!r} with "
+            f"augment_on={augment_on!r}, which works on whole batches; pass a callable with "
+            "augment_on='example', or a batch_size.")
+    if stream is not None:
+        raise UserInputError(f"batch_size=None cannot make a stream ({stream!r}): a "
+                             "stream resumes at a batch; pass a batch_size.")
+    if input_context is not None:
+        raise UserInputError("batch_size=None cannot split a global batch among replicas "
+                             f"(input_context={input_context!r}); pass a batch_size.")
 
 
 def _check_service(service, *, sequential: bool, stream, seed, shuffle_buffer, augment):
