@@ -114,7 +114,7 @@ def main(argv=None):
     print(f"bench_resume: default recipe, {args.epochs} epoch(s) of 188 steps, float32, "
           f"best of {args.repeats} alternating runs; CPU with bf16: {cpu_has_bf16()}")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"| contender | fit s (best) | vs epoch ends only | checkpoints written | time in "
+    print("| contender | fit s (best) | vs epoch ends only | checkpoints written | time in "
           "checkpoint writes / fit time (best) | overhead of the step checkpoints |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name in contenders:

@@ -3,7 +3,6 @@
 import json
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from tfaccel.cli.main import main

@@ -290,7 +290,6 @@ def test_a_full_disk_while_training_fails_clearly_and_keeps_the_checkpoints(
         tmp_path, shapes_data_dir, monkeypatch):
     import keras
 
-    from tfaccel.training import run as runner
 
     real_save = keras.Model.save_weights
     calls = {"n": 0}
