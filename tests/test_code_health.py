@@ -42,3 +42,12 @@ def test_the_layer_contract_catches_an_upward_import(tmp_path):
 def test_ruff_finds_nothing():
     result = _run(sys.executable, "-m", "ruff", "check", "tfaccel", "tests", "benchmarks")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_docs_site_builds_strictly(tmp_path):
+    # mkdocs.yml is strict: a broken link or anchor, a page left out of the nav, or an API
+    # name in docs/api.md that no longer exists fails the build.
+    result = _run(sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                  str(tmp_path / "site"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "site" / "api" / "index.html").exists()

@@ -222,7 +222,8 @@ def test_image_folder_decode_setting_change_rebuilds_the_file_cache(tmp_path, ca
     cache = str(tmp_path / "c")
     first = data.from_image_folder(tmp_path / "imgs", batch_size=8, image_size=(2, 2),
                                    cache=cache, shuffle=False)
-    assert next(iter(first))[0].shape[1:3] == (2, 2)
+    assert [x.shape[1:3] for x, _ in first] == [(2, 2)]  # read to the end: cache complete
+    assert os.path.exists(cache + ".index")
     second = data.from_image_folder(tmp_path / "imgs", batch_size=8, image_size=(3, 3),
                                     cache=cache, shuffle=False)
     assert next(iter(second))[0].shape[1:3] == (3, 3)  # not the cached 2x2 images

@@ -8,7 +8,7 @@ a thin adapter that takes Keras' arguments and calls `tfaccel.data.from_image_fo
 
 A test that fails for a deliberate, documented difference is listed in `DIFFERENCES`
 (strict xfail: it must keep failing, so the list stays true); the same list is the table
-in the README's "Coming from Keras" section.
+in docs/data.md's "Coming from Keras" section.
 """
 
 import importlib
@@ -70,8 +70,8 @@ def test_the_keras_suite_is_found():
     assert set(DIFFERENCES) <= set(names)
 
 
-def test_the_readme_table_lists_the_same_tests():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_the_docs_table_lists_the_same_tests():
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "data.md").read_text()
     table = readme[readme.index("**Judged by Keras' own tests.**"):]
     grain = [p for p in _cases() if p.values[0].endswith("_grain")]
     assert f"| every `*_grain` test ({len(grain)}) | skipped | {GRAIN} |" in table

@@ -354,7 +354,7 @@ def test_cli_dispatcher_and_worker_say_their_port_is_open_to_every_interface(mon
     # commands must say so. Served "until a signal" that arrives at once.
     from click.testing import CliRunner
 
-    from tfaccel.cli import main
+    from tfaccel.cli.main import main
     from tfaccel.data import service as service_lib
 
     def stop_at_once(server, **_):

@@ -29,14 +29,18 @@ def test_default_recipe_reaches_90_percent_for_every_seed(seed, tmp_path, shapes
 
 
 @pytest.mark.slow
-def test_default_recipe_clears_85_percent_in_half_its_epochs(tmp_path, shapes_data_dir):
-    """The CI share of the check above (the suite's time budget): the first 3 of 6 epochs.
+def test_default_recipe_clears_85_percent_in_two_thirds_of_its_epochs(tmp_path,
+                                                                      shapes_data_dir):
+    """The CI share of the check above (the suite's time budget): the first 4 of 6 epochs.
 
-    The recipe's learning rate is constant, so these are exactly the full run's first epochs:
-    measured 0.415, 0.826, 0.920 (seed 0) and 0.513, 0.749, 0.904 (seed 1).
+    The recipe's learning rate is constant, so these are exactly the full run's first epochs.
+    Epoch 3 sits on the steep part of the climb (0.826-0.920 measured; 0.8395 once in a
+    loaded full-suite run, 0.871 with runtime.deterministic), too close to the bound for a
+    check that must not flake; after epoch 4: 0.942 and 0.966 (seed 0, default
+    non-deterministic order), 0.982 deterministic.
     """
-    summary = _train_default(tmp_path, shapes_data_dir, "seed=0", "training.epochs=3")
-    assert summary["epochs_completed"] == 3
+    summary = _train_default(tmp_path, shapes_data_dir, "seed=0", "training.epochs=4")
+    assert summary["epochs_completed"] == 4
     assert summary["final_metrics"]["val_accuracy"] >= 0.85, summary["final_metrics"]
 
 
