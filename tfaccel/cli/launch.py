@@ -141,7 +141,7 @@ def prepare_train_args(args: Sequence[str], *, choose_run_dir: bool) -> TrainArg
 
     from tfaccel.cli import main as cli
     from tfaccel.config.recipe import load_recipe
-    from tfaccel.training.run_dir import create_run_dir
+    from tfaccel.training.run_dir import check_resume_target, create_run_dir
 
     args = list(args)
     if not args or args[0] != "train":
@@ -156,10 +156,8 @@ def prepare_train_args(args: Sequence[str], *, choose_run_dir: bool) -> TrainArg
     params = context.params
     if params["recipe"] is None and params["resume_dir"] is None:
         raise UserInputError("launch needs `-- train RECIPE` or `-- train --resume RUN_DIR`.")
+    check_resume_target(run_dir=params["run_dir"], resume=params["resume_dir"])
     if params["resume_dir"] is not None:
-        if params["run_dir"] is not None:
-            raise UserInputError("--resume continues a run in its own directory; --run-dir "
-                                 "cannot be combined with it.")
         return TrainArgs(args=args, run_dir=params["resume_dir"], resume=True)
     recipe = load_recipe(params["recipe"], params["overrides"])  # a mistake shows here once
     if params["run_dir"] is not None or not choose_run_dir:

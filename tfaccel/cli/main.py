@@ -120,9 +120,9 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
 
     if recipe is None and resume_dir is None:
         raise click.UsageError("give a RECIPE to train, or --resume RUN_DIR to continue a run.")
-    if resume_dir is not None and run_dir is not None:
-        raise click.UsageError("--resume continues a run in its own directory; --run-dir "
-                               "cannot be combined with it.")
+    from tfaccel.training.run_dir import check_resume_target
+
+    check_resume_target(run_dir=run_dir, resume=resume_dir)
     loaded = load_recipe(recipe, overrides) if recipe is not None else None
     if loaded is not None:
         from tfaccel.config.input_paths import check_input_paths

@@ -26,7 +26,7 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
     """
     data = recipe.data
     path = data.path
-    if not path or _remote(path):
+    if not path or is_remote(path):
         return
     if data.source == "image_folder":
         if not os.path.exists(path):
@@ -49,8 +49,8 @@ def _check_python_source(spec: str, *, source: str) -> None:
         raise RecipeError(f"{source}: data.path for source python must be 'module:attribute' "
                           f"or 'file.py:attribute', got {spec!r}.")
     module = spec.rsplit(":", 1)[0]
-    if module.endswith(".py") or os.sep in module:
-        file = module if module.endswith(".py") else module + ".py"
+    file = python_source_file(spec)
+    if file is not None:
         if not os.path.isfile(file):
             raise RecipeError(f"{source}: data.path: the python source file {file!r} does "
                               "not exist.")
@@ -64,5 +64,26 @@ def _check_python_source(spec: str, *, source: str) -> None:
                           "(is it on PYTHONPATH, or did you mean a 'file.py:attribute' path?).")
 
 
-def _remote(path: str) -> bool:
-    return "://" in path
+def is_remote(path: str) -> bool:
+    """THE remote-path rule: a URL such as ``gs://bucket/...`` is TensorFlow's to resolve."""
+    return "://" in str(path)
+
+
+def python_source_file(spec: str):
+    """THE python-source rule: the file of a ``file.py:attr`` (or ``dir/file:attr``) spec.
+
+    Returns:
+        The ``.py`` file path, or None for an import path ``package.module:attr``.
+    """
+    module = str(spec).rsplit(":", 1)[0]
+    if module.endswith(".py") or "/" in module or os.sep in module:
+        return module if module.endswith(".py") else module + ".py"
+    return None
+
+
+def is_file_cache(cache) -> bool:
+    """THE file-cache rule: whether a cache setting names files on disk.
+
+    None, empty, False, True and "memory" do not; anything else is a path prefix.
+    """
+    return cache not in (None, False, True, "", "memory")

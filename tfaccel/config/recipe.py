@@ -13,6 +13,7 @@ from typing import Any, Literal, Optional
 
 import yaml
 
+from tfaccel.config import input_paths
 from tfaccel.errors import RecipeError, UserInputError, closest_match
 
 SOURCES = ("builtin", "tfds", "image_folder", "tfrecords", "arrays", "python")
@@ -549,7 +550,7 @@ def _check_service(recipe: Recipe, *, source: str) -> None:
             "Python code in this process (from_generator / py_function), which TensorFlow "
             f"cannot serialise to the service's workers ({SERVICE_ISSUE}). Write the data "
             "to TFRecords (or an image folder) first, or leave data.service.dispatcher empty.")
-    if data.cache and data.cache != "memory":
+    if input_paths.is_file_cache(data.cache):
         raise RecipeError(
             f"{source}: data.cache {data.cache!r} (a file) cannot be used with a tf.data "
             "service: each service worker would write the same cache file. Use memory (each "
@@ -589,7 +590,7 @@ def _resolve_paths(recipe: Recipe, base_dir: Path) -> Recipe:
             continue
         if f.name == "path" and data.source == "python":
             module, _, attribute = value.rpartition(":")
-            if module.endswith(".py") or "/" in module:  # `file.py:callable`: a file path
+            if input_paths.python_source_file(value) is not None:  # `file.py:callable`
                 changes[f.name] = f"{_resolve_path(module, base_dir)}:{attribute}"
             continue  # otherwise `package.module:callable`, an import path
         changes[f.name] = _resolve_path(value, base_dir)
@@ -597,7 +598,7 @@ def _resolve_paths(recipe: Recipe, base_dir: Path) -> Recipe:
 
 
 def _resolve_path(value: str, base_dir: Path) -> str:
-    if "://" in value:
+    if input_paths.is_remote(value):
         return value  # a remote URL such as gs://bucket/...: TensorFlow resolves it
     expanded = os.path.expanduser(value)
     if os.path.isabs(expanded):

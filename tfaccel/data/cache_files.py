@@ -9,6 +9,7 @@ import os
 import re
 from typing import Iterable, Optional
 
+from tfaccel.config.input_paths import is_file_cache  # noqa: F401 (the one rule, used here)
 from tfaccel.errors import DataError
 
 FINGERPRINT_SUFFIX = ".tfaccel.json"
@@ -22,9 +23,6 @@ DIRECTORY_PREFIX = "tfdata_cache"
 _PREPARED: dict = {}
 
 
-def is_file_cache(cache) -> bool:
-    """Whether `cache` names files on disk (not None, empty, True or "memory")."""
-    return cache not in (None, False, True, "", "memory")
 
 
 def cache_prefix(cache) -> str:

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from tfaccel.data import (arrays, cache_files, image_folder, pipeline, python_source,
                           sharding, splits, tfds_source, tfrecords)
+from tfaccel.config import input_paths
 from tfaccel.data.service import ServiceTarget
 from tfaccel.errors import DataError
 
@@ -250,9 +251,9 @@ def load_python_source(spec: str):
         raise DataError(f"data.path for source python must be 'module:attribute', got "
                         f"{spec!r}.")
     module_name, attribute = spec.rsplit(":", 1)
+    file = input_paths.python_source_file(spec)
     try:
-        if module_name.endswith(".py") or os.sep in module_name:
-            file = module_name if module_name.endswith(".py") else module_name + ".py"
+        if file is not None:
             name = os.path.splitext(os.path.basename(file))[0]
             module_spec = importlib.util.spec_from_file_location(name, file)
             if module_spec is None or not os.path.exists(file):
@@ -338,10 +339,10 @@ def _build_python(config, *, batch, common, train_opts, val_opts):
 
 def _python_module_digest(spec: str) -> str:
     """Names, size and modification time of the module file a ``module:attr`` comes from."""
-    module = spec.rsplit(":", 1)[0]
-    if module.endswith(".py") or os.sep in module:
-        return cache_files.files_digest([module if module.endswith(".py") else module + ".py"])
-    found = importlib.util.find_spec(module)
+    file = input_paths.python_source_file(spec)
+    if file is not None:
+        return cache_files.files_digest([file])
+    found = importlib.util.find_spec(spec.rsplit(":", 1)[0])
     return cache_files.files_digest([found.origin] if found and found.origin else [])
 
 

@@ -113,9 +113,10 @@ def bench_data_config(config, *, global_batch_size: int, seed: int = 0,
     """
     import dataclasses
 
+    from tfaccel.data import cache_files
     from tfaccel.data.config import build_datasets
 
-    if config.cache and config.cache != "memory":
+    if cache_files.is_file_cache(config.cache):
         # Timing stops iterators early; a file cache left half-written would block the next
         # run, so the benchmark caches in memory instead.
         config = dataclasses.replace(config, cache="memory")

@@ -86,10 +86,8 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
     # runs the same code (saving is a collective there) into a scratch folder removed at
     # the end, and reads checkpoints from the run directory when resuming.
     lock = scratch = None
+    run_files.check_resume_target(run_dir=run_dir, resume=resume)
     if resume is not None:
-        if run_dir is not None:
-            raise UserInputError(f"give run_dir ({run_dir!r}) or resume ({str(resume)!r}), "
-                                 "not both: a resumed run continues in its own directory.")
         requested = None if recipe_or_path is None else _as_recipe(recipe_or_path, overrides)
         request = plan_resume(resume, requested=requested,
                               overrides=overrides if requested is None else ())

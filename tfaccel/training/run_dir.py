@@ -77,3 +77,17 @@ def append_jsonl(path: Path, record: dict) -> None:
         stream.write(json.dumps(record, default=float) + "\n")
         stream.flush()
         os.fsync(stream.fileno())
+
+
+def check_resume_target(*, run_dir, resume) -> None:
+    """THE rule of where a run writes: a resumed run continues in its own directory.
+
+    `tfaccel train`, `tfaccel launch -- train` and `tfaccel.train` all ask here.
+
+    Raises:
+        UserInputError: Both a run directory and a run to resume were given.
+    """
+    if resume is not None and run_dir is not None:
+        raise UserInputError(
+            f"--resume ({str(resume)!r}) continues a run in its own directory; --run-dir "
+            f"({str(run_dir)!r}) cannot be combined with it.")
