@@ -226,3 +226,29 @@ def test_recipe_and_build_model_give_the_same_model_parameter_message():
             models.build_model("small_cnn", input_shape=(8, 8, 3), num_classes=3, **params)
         message = error_of({"model": {"name": "small_cnn", "params": params}})
         assert message == f"r.yaml: model (name 'small_cnn', params): {direct.value}"
+
+
+def test_the_recipe_allows_exactly_the_values_each_registry_implements():
+    # The recipe (TF-free, so `validate` stays fast) lists allowed values itself; each list
+    # must equal what the layer that implements them accepts, or a recipe that validates
+    # would fail at run time (or a new registry entry stay unreachable from recipes).
+    import typing
+
+    from tfaccel.config import recipe as recipe_lib
+    from tfaccel.data import augment, config as data_config
+    from tfaccel.data import service
+    from tfaccel.engine import precision, strategy
+
+    def allowed(cls, key):
+        hint = typing.get_type_hints(cls)[key]
+        if typing.get_origin(hint) is list:
+            hint = typing.get_args(hint)[0]
+        return set(typing.get_args(hint))
+
+    assert allowed(recipe_lib.DataConfig, "source") == set(recipe_lib.SOURCES) == {
+        "builtin", "tfds", *data_config._BUILDERS}
+    assert allowed(recipe_lib.DataConfig, "augment") == set(recipe_lib.AUGMENTATIONS) == set(
+        augment.AUGMENTATIONS)
+    assert allowed(recipe_lib.RuntimeConfig, "strategy") == set(strategy.STRATEGY_KINDS)
+    assert allowed(recipe_lib.RuntimeConfig, "precision") == set(precision.POLICIES)
+    assert service.PROCESSING_MODES is recipe_lib.PROCESSING_MODES  # one list, imported
