@@ -56,7 +56,7 @@ def main():
     if args.workload == "recipe":
         import dataclasses
 
-        from tfaccel.data.config import build_datasets
+        from tfaccel.data.from_recipe import build_datasets
         from tfaccel.config.recipe import load_recipe
 
         recipe = load_recipe(DEFAULT_RECIPE)

@@ -101,7 +101,7 @@ def start_methods(workers, repeats=3):
     This is what each epoch pays, since a pool lives for one epoch. Run it as a script:
     spawn and forkserver re-import the main module in every worker.
     """
-    from tfaccel.data import _workers
+    from tfaccel.data.sources import _workers
 
     tf.reduce_sum(tf.ones([4]))  # TensorFlow's thread pools are running, as in training
     source = HeavySource(64, 1)

@@ -30,7 +30,7 @@ import tensorflow as tf  # noqa: E402
 
 from tfaccel import datasets  # noqa: E402
 from tfaccel.data import service as service_lib  # noqa: E402
-from tfaccel.data.config import build_datasets  # noqa: E402
+from tfaccel.data.from_recipe import build_datasets  # noqa: E402
 from tfaccel.data.pipeline import EpochStream  # noqa: E402
 from tfaccel.config.recipe import ServiceConfig, load_recipe  # noqa: E402
 

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from tfaccel.data import cache_files
-from tfaccel.data.config import build_datasets
+from tfaccel.data.from_recipe import build_datasets
 from tfaccel.errors import DataError
 from tfaccel.config.recipe import DataConfig
 
@@ -94,7 +94,7 @@ def test_turning_shuffling_on_rebuilds_a_cache_made_in_file_order(tmp_path, caps
 KILLED_WRITER = textwrap.dedent("""
     import os, sys
     import tensorflow as tf
-    from tfaccel.data.config import build_datasets
+    from tfaccel.data.from_recipe import build_datasets
     from tfaccel.config.recipe import DataConfig
     config = DataConfig(source="arrays", path=sys.argv[1], cache=sys.argv[2],
                         shuffle_buffer=0, validation_split=None)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfaccel.data.config import build_datasets
+from tfaccel.data.from_recipe import build_datasets
 from tfaccel.errors import DataError
 from tfaccel.config.recipe import DataConfig
 

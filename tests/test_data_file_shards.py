@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from tfaccel.data import EpochStream, cache_files, sharding
-from tfaccel.data.config import build_datasets, worker_file_shares
+from tfaccel.data.from_recipe import build_datasets, worker_file_shares
 from tfaccel.errors import DataError
 from tfaccel.config.recipe import recipe_from_dict
 

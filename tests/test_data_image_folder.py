@@ -72,7 +72,7 @@ def test_corrupt_and_non_image_files_are_skipped_with_one_warning(folder, caplog
     good = (folder / "dog" / "0.jpg").read_bytes()
     (folder / "dog" / "cut.jpg").write_bytes(good[: len(good) // 2])
     (folder / "dog" / "empty.png").write_bytes(b"")
-    with caplog.at_level(logging.WARNING, logger="tfaccel.data.image_folder"):
+    with caplog.at_level(logging.WARNING, logger="tfaccel.data.sources.image_folder"):
         ds = data.from_image_folder(folder, batch_size=4, image_size=(4, 4))
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1

@@ -3,7 +3,8 @@
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import image_folder, images
+from tfaccel.data import images
+from tfaccel.data.sources import image_folder
 
 
 def _png():

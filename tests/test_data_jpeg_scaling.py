@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tfaccel.data import from_image_folder, jpeg_headers
-from tfaccel.data.image_folder import decode_image_for_size
+from tfaccel.data.sources.image_folder import decode_image_for_size
 
 
 def _photo(height, width, seed=0):

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tfaccel import data
 from tfaccel.data import order
-from tfaccel.data.config import build_datasets
+from tfaccel.data.from_recipe import build_datasets
 from tfaccel.config.recipe import DataConfig
 
 CLASSES = 4
@@ -78,7 +78,7 @@ def test_image_folder_default_buffer_with_cache_mixes_beyond_the_buffer(sorted_f
                                                                        monkeypatch):
     # The default buffer after a cache is capped (10,000 in production): a folder larger
     # than the cap is the case that failed; the cap is shrunk here to stand for it.
-    from tfaccel.data import image_folder
+    from tfaccel.data.sources import image_folder
 
     monkeypatch.setattr(image_folder, "_CACHED_SHUFFLE_CAP", SMALL_BUFFER)
     train = data.from_image_folder(sorted_folder, batch_size=BATCH, image_size=(4, 4),

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import pysource_helpers
 from tfaccel import data
-from tfaccel.data import _workers
+from tfaccel.data.sources import _workers
 from tfaccel.errors import UserInputError
 
 

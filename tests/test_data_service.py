@@ -125,7 +125,7 @@ def test_a_named_job_is_joined_so_a_resumed_stream_gets_its_own_name(service):
     # and reads ITS elements (here range(100) continues instead of range(50) starting).
     import tensorflow as tf
 
-    from tfaccel.data.config import _train_tail
+    from tfaccel.data.from_recipe import _train_tail
     from tfaccel.data.pipeline import EpochStream
     from tfaccel.config.recipe import DataConfig, ServiceConfig
 

@@ -123,7 +123,7 @@ def _python_config(tmp_path, kind, **keys):
 
 
 def _build(config, stream=None):
-    from tfaccel.data.config import build_datasets
+    from tfaccel.data.from_recipe import build_datasets
 
     return build_datasets(config, global_batch_size=8, num_replicas=1, seed=4,
                           deterministic=True, stream=stream)[0]
@@ -186,7 +186,7 @@ def test_an_image_folder_takes_data_shuffle_buffer_as_given(tmp_path, cache):
 def test_an_image_folder_with_a_validation_split_is_listed_once(tmp_path, monkeypatch):
     import dataclasses
 
-    from tfaccel.data import image_folder
+    from tfaccel.data.sources import image_folder
     from tfaccel.config.recipe import DataConfig
 
     folder = _image_folder(tmp_path)
@@ -197,7 +197,7 @@ def test_an_image_folder_with_a_validation_split_is_listed_once(tmp_path, monkey
     config = dataclasses.replace(DataConfig(), source="image_folder", path=str(folder),
                                  image_size=[4, 4], validation_fraction=0.25,
                                  validation_split=None)
-    from tfaccel.data.config import build_datasets
+    from tfaccel.data.from_recipe import build_datasets
 
     _, _, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,
                                 deterministic=True)

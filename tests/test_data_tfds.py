@@ -141,7 +141,7 @@ def test_from_tfds_under_tfds_mock_data(name, shape):
 def test_a_recipe_builds_tfds_data_under_mock_data():
     import tensorflow_datasets as tfds
 
-    from tfaccel.data.config import build_datasets
+    from tfaccel.data.from_recipe import build_datasets
     from tfaccel.config.recipe import DataConfig
 
     with tfds.testing.mock_data(num_examples=12):
@@ -162,7 +162,7 @@ def test_tfds_files_are_divided_among_workers_before_the_stream(tmp_path):
     import tensorflow as tf
 
     from tfaccel.data import EpochStream
-    from tfaccel.data.config import build_datasets, worker_file_shares
+    from tfaccel.data.from_recipe import build_datasets, worker_file_shares
     from tfaccel.config.recipe import DataConfig
 
     builder = TinyDigits(data_dir=str(tmp_path))

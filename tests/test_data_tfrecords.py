@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tfaccel import data
-from tfaccel.data.tfrecords import check_record_file
+from tfaccel.data.sources.tfrecords import check_record_file
 from tfaccel.errors import DataError, UserInputError
 
 

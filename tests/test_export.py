@@ -375,7 +375,7 @@ def test_int8_calibration_reads_training_data_without_augmentation(tiny, monkeyp
     recipe = load_recipe(tiny["run_dir"] / "recipe.yaml")
     assert list(recipe.data.augment) == ["flip"]
     seen = {}
-    from tfaccel.data import config as data_config
+    from tfaccel.data import from_recipe as data_config
 
     real = data_config.build_datasets
 

@@ -459,7 +459,7 @@ def test_validation_split_unevenly_between_workers_reports_the_whole_split(tmp_p
     # Six files of different sizes, two held out: on 2 workers TensorFlow splits validation
     # by file, so one worker has more batches than the other. The job must neither hang nor
     # report a per-worker average: its val_accuracy is the saved model's on the whole split.
-    from tfaccel.data.config import build_datasets
+    from tfaccel.data.from_recipe import build_datasets
     from tfaccel.config.recipe import load_recipe
 
     _write_feature_records(tmp_path / "recs", [700, 560, 430, 310, 190, 70])

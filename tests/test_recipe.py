@@ -235,7 +235,8 @@ def test_the_recipe_allows_exactly_the_values_each_registry_implements():
     import typing
 
     from tfaccel.config import recipe as recipe_lib
-    from tfaccel.data import augment, config as data_config
+    from tfaccel.data import augment
+    from tfaccel.data import from_recipe as data_config
     from tfaccel.data import service
     from tfaccel.engine import precision, strategy
 

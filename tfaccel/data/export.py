@@ -7,7 +7,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from tfaccel.data import tfds_source
+from tfaccel.data.sources import tfds as tfds_source
 from tfaccel.errors import DataError, UserInputError
 
 _ENCODERS = {

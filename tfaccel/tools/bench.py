@@ -114,7 +114,7 @@ def bench_data_config(config, *, global_batch_size: int, seed: int = 0,
     import dataclasses
 
     from tfaccel.data import cache_files
-    from tfaccel.data.config import build_datasets
+    from tfaccel.data.from_recipe import build_datasets
 
     if cache_files.is_file_cache(config.cache):
         # Timing stops iterators early; a file cache left half-written would block the next

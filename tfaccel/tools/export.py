@@ -403,7 +403,7 @@ def _data_config(recipe):
 
 
 def _build(recipe):
-    from tfaccel.data.config import build_datasets
+    from tfaccel.data.from_recipe import build_datasets
 
     return build_datasets(_data_config(recipe), global_batch_size=min(
         recipe.training.global_batch_size, 256), num_replicas=1, seed=recipe.seed,

@@ -287,7 +287,7 @@ def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool,
     each worker reads only its own files, through `distribute_datasets_from_function`.
     Any other source gives the strategy one stream of global batches to split by element.
     """
-    from tfaccel.data.config import build_datasets
+    from tfaccel.data.from_recipe import build_datasets
     from tfaccel.data.pipeline import EpochStream, drops_remainder
 
     def build(stream, input_context=None):
@@ -341,7 +341,7 @@ def _file_sharding(recipe: Recipe, plan: BatchPlan, *, strategy):
     if strategy is None:
         return None
     from tfaccel.data import sharding
-    from tfaccel.data.config import worker_file_shares
+    from tfaccel.data.from_recipe import worker_file_shares
 
     index, workers = sharding.worker_of(strategy)
     if workers < 2:

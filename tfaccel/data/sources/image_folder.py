@@ -12,8 +12,7 @@ from typing import FrozenSet, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from tfaccel.data import (cache_files, images, jpeg_headers, order, pipeline, sharding,
-                          splits)
+from tfaccel.data import cache_files, images, jpeg_headers, order, pipeline, sharding, splits
 from tfaccel.errors import DataError, UserInputError
 
 logger = logging.getLogger(__name__)

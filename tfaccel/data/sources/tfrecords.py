@@ -10,7 +10,8 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from tfaccel.data import cache_files, image_folder, images, order, pipeline, sharding
+from tfaccel.data import cache_files, images, order, pipeline, sharding
+from tfaccel.data.sources import image_folder
 from tfaccel.errors import DataError, UserInputError
 
 _COMPRESSIONS = (None, "", "GZIP", "ZLIB")

@@ -12,8 +12,9 @@ from typing import Callable, Optional
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import _workers, cache_files, order, pipeline, sharding
-from tfaccel.data._workers import WorkerError  # noqa: F401  (re-exported)
+from tfaccel.data import cache_files, order, pipeline, sharding
+from tfaccel.data.sources import _workers
+from tfaccel.data.sources._workers import WorkerError  # noqa: F401  (re-exported)
 from tfaccel.errors import UserInputError
 
 

@@ -12,8 +12,12 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import (arrays, cache_files, image_folder, pipeline, python_source,
-                          sharding, splits, tfds_source, tfrecords)
+from tfaccel.data import cache_files, pipeline, sharding, splits
+from tfaccel.data.sources import arrays
+from tfaccel.data.sources import image_folder
+from tfaccel.data.sources import python as python_source
+from tfaccel.data.sources import tfds as tfds_source
+from tfaccel.data.sources import tfrecords
 from tfaccel.config import input_paths
 from tfaccel.data.service import ServiceTarget
 from tfaccel.errors import DataError
