@@ -247,7 +247,7 @@ def test_the_recipe_allows_exactly_the_values_each_registry_implements():
         return set(typing.get_args(hint))
 
     assert allowed(recipe_lib.DataConfig, "source") == set(recipe_lib.SOURCES) == {
-        "builtin", "tfds", *data_config._BUILDERS}
+        *data_config.SOURCES}
     assert allowed(recipe_lib.DataConfig, "augment") == set(recipe_lib.AUGMENTATIONS) == set(
         augment.AUGMENTATIONS)
     assert allowed(recipe_lib.RuntimeConfig, "strategy") == set(strategy.STRATEGY_KINDS)

@@ -174,14 +174,13 @@ def _prepare_builtin_once(data) -> None:
     Otherwise every local worker would generate it into the same TFDS folder at once. Runs
     in a child process, so the launcher itself never holds TensorFlow in memory.
     """
-    if data.source != "builtin" or data.name not in (None, "tfaccel_shapes"):
+    from tfaccel import datasets
+
+    if data.source != "builtin" or data.name not in (None, datasets.NAME):
         return
-    root = data.data_dir or os.environ.get("TFDS_DATA_DIR") or os.path.expanduser(
-        "~/tensorflow_datasets")
-    if any(os.path.isfile(os.path.join(root, "tfaccel_shapes", version, "dataset_info.json"))
-           for version in (os.listdir(os.path.join(root, "tfaccel_shapes"))
-                           if os.path.isdir(os.path.join(root, "tfaccel_shapes")) else ())):
+    if datasets.is_prepared(data.data_dir):
         return
+    root = data.data_dir or "the default TFDS data directory"
     code = ("from tfaccel import datasets; import sys; "
             "datasets.prepare(data_dir=sys.argv[1] if len(sys.argv) > 1 else None)")
     env = dict(os.environ)

@@ -9,6 +9,7 @@ import traceback
 
 import click
 
+from tfaccel import datasets
 from tfaccel._version import __version__
 from tfaccel.errors import Preempted, TfaccelError, UserInputError
 
@@ -357,7 +358,7 @@ def compare(run_dirs, plot_path, no_plot):
 
 @main.command("export-images")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=str))
-@click.option("--dataset", default="tfaccel_shapes", show_default=True,
+@click.option("--dataset", default=datasets.NAME, show_default=True,
               help="TFDS dataset to export (prepared; the built-in one is prepared on use).")
 @click.option("--split", default="train", show_default=True, help="TFDS split expression.")
 @click.option("--limit", type=click.IntRange(min=1), default=None,

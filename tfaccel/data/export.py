@@ -7,6 +7,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from tfaccel import datasets
 from tfaccel.data.sources import tfds as tfds_source
 from tfaccel.errors import DataError, UserInputError
 
@@ -17,7 +18,7 @@ _ENCODERS = {
 }
 
 
-def export_image_folder(out_dir, *, dataset: str = "tfaccel_shapes", split: str = "train",
+def export_image_folder(out_dir, *, dataset: str = datasets.NAME, split: str = "train",
                         limit: Optional[int] = None, data_dir: Optional[str] = None,
                         image_format: str = "png", download: bool = False,
                         overwrite: bool = False) -> dict:

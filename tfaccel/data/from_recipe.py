@@ -1,28 +1,16 @@
-"""Builds the train/validation datasets a recipe's data section describes."""
+"""Builds the train/validation datasets a recipe's data section describes, through its `Source`."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
-import os
-import sys
 from typing import Optional, Tuple
 
-import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import cache_files, pipeline, sharding, splits
-from tfaccel.data.sources import arrays
-from tfaccel.data.sources import image_folder
-from tfaccel.data.sources import python as python_source
-from tfaccel.data.sources import tfds as tfds_source
-from tfaccel.data.sources import tfrecords
-from tfaccel.config import input_paths
+from tfaccel.data import cache_files, pipeline, sharding
 from tfaccel.data.service import ServiceTarget
+from tfaccel.data.sources import arrays, base, image_folder, python, tfds, tfrecords
 from tfaccel.errors import DataError
-
-BUILTIN_DEFAULT = "tfaccel_shapes"
 
 
 def _common(config, *, seed: int, deterministic: bool, sequential: bool) -> dict:
@@ -78,302 +66,22 @@ def _val_tail(config, worker=(0, 1)) -> dict:
             "drop_remainder": False}
 
 
-def _tfds_splits(config, name) -> Tuple[str, Optional[str]]:
-    if config.validation_fraction:
-        # TFDS reads record files in order and slices by example index, so the held-out
-        # part is the split's tail, of exactly held_out_count examples (the one rule's
-        # count; whole-percent slicing rounded it).
-        base = config.train_split
-        builder = tfds_source.load_builder(name, data_dir=config.data_dir,
-                                           download=config.download)
-        n = builder.info.splits[base].num_examples
-        keep = n - splits.held_out_count(n, config.validation_fraction)
-        return f"{base}[:{keep}]", f"{base}[{keep}:]"
-    return config.train_split, (config.validation_split or None)
+# Every recipe source, by its data.source value (each module's `base.Source`).
+SOURCES = {name: cls for cls in (tfds.TfdsSource, image_folder.ImageFolderSource,
+                                 tfrecords.TfrecordsSource, arrays.ArraysSource,
+                                 python.PythonSource)
+           for name in cls.names}
 
 
-def _build_tfds(config, name, *, batch, common, train_opts, val_opts):
-    train_split, val_split = _tfds_splits(config, name)
-    kwargs = dict(data_dir=config.data_dir, download=config.download,
-                  image_size=config.image_size, keys=(config.image_key, config.label_key),
-                  **common)
-    train = tfds_source.from_tfds(name, split=train_split, batch_size=batch,
-                                  shuffle_buffer=config.shuffle_buffer, **kwargs, **train_opts)
-    val = None
-    if val_split:
-        val = tfds_source.from_tfds(name, split=val_split, batch_size=batch, shuffle_buffer=0,
-                                    **kwargs, **val_opts)
-    info = train.info
-    label = info.features[config.label_key]
-    num_classes = getattr(label, "num_classes", None) or getattr(config, "num_classes", None)
-    return train, val, {
-        "num_classes": num_classes,
-        "class_names": train.class_names,
-        "train_examples": train.num_examples,
-        "validation_examples": None if val is None else val.num_examples,
-    }
-
-
-def _build_image_folder(config, *, batch, common, train_opts, val_opts):
-    # Listed (and every file's header checked) once, for both subsets.
-    listing = image_folder.list_image_folder(config.path)
-    kwargs = dict(image_size=config.image_size, channels=config.channels, listing=listing,
-                  jpeg_dct_scaling=config.jpeg_dct_scaling, **common)
-    fraction = config.validation_fraction
-    train = image_folder.from_image_folder(
-        config.path, batch_size=batch, validation_fraction=fraction,
-        subset="training" if fraction else None,
-        shuffle_buffer=config.shuffle_buffer, **kwargs, **train_opts)
-    val = None
-    if fraction:
-        val = image_folder.from_image_folder(
-            config.path, batch_size=batch, validation_fraction=fraction, subset="validation",
-            shuffle_buffer=0, **kwargs, **val_opts)
-    return train, val, {
-        "num_classes": len(train.class_names),
-        "class_names": train.class_names,
-        "train_examples": len(train.file_paths),
-        "validation_examples": None if val is None else len(val.file_paths),
-    }
-
-
-def _tfrecord_files(config, seed: int) -> Tuple[list, list]:
-    """The training and validation record files, in read order."""
-    files = tfrecords.list_record_files(config.path)
-    if not config.validation_fraction:
-        return files, []
-    # Held out by whole files (the one seeded rule over files), so no record is ever read
-    # by both.
-    train_idx, val_idx = splits.split_indices(len(files), config.validation_fraction, seed,
-                                              what="TFRecord files")
-    return [files[i] for i in train_idx], [files[i] for i in val_idx]
-
-
-def _build_tfrecords(config, *, batch, common, train_opts, val_opts):
-    spec, _ = tfrecords.parse_feature_spec(config.features)
-    input_key = config.image_key if config.image_key in spec else None
-    kwargs = dict(features=config.features, label_key=config.label_key, input_key=input_key,
-                  compression=config.compression, image_size=config.image_size,
-                  channels=config.channels, verify=config.verify_records, **common)
-    files, val_files = _tfrecord_files(config, common["seed"])
-    train = tfrecords.from_tfrecords(files, batch_size=batch,
-                                     shuffle_buffer=config.shuffle_buffer, **kwargs, **train_opts)
-    val = None
-    if val_files:
-        val = tfrecords.from_tfrecords(val_files, batch_size=batch, shuffle_buffer=0,
-                                       **kwargs, **val_opts)
-    counts = (train.num_examples, None if val is None else val.num_examples)
-    if config.verify_records or config.num_classes is None:
-        # Every split's labels, not the training files' alone: a class seen only in
-        # validation would otherwise crash (CPU) or give NaN (GPU) there.
-        low, high = _tfrecord_label_range(files + val_files, config)
-        num_classes = classes_for_labels(low, high, num_classes=config.num_classes,
-                                         where=repr(config.path))
-    else:
-        # Nothing read up front (verify_records: false with num_classes given): the labels
-        # are checked as they stream, like a python source's.
-        num_classes = config.num_classes
-        where = f"TFRecord files {config.path!r}"
-        train = _check_labels_in_pipeline(train, num_classes, where=f"{where} (training)")
-        if val is not None:
-            val = _check_labels_in_pipeline(val, num_classes, where=f"{where} (validation)")
-    return train, val, {
-        "num_classes": num_classes,
-        "class_names": None,
-        "train_examples": counts[0],
-        "validation_examples": counts[1],
-    }
-
-
-def _tfrecord_label_range(files, config):
-    """One pass over the label feature only: (smallest, largest) label."""
-    spec = {config.label_key: tfrecords.parse_feature_spec(config.features)[0][config.label_key]}
-    records = tf.data.TFRecordDataset(files, compression_type=config.compression or "",
-                                      num_parallel_reads=tf.data.AUTOTUNE)
-    labels = records.batch(1024).map(lambda r: tf.io.parse_example(r, spec)[config.label_key])
-    low, high = None, None
-    for batch in labels.as_numpy_iterator():
-        if batch.size:
-            low = int(np.min(batch)) if low is None else min(low, int(np.min(batch)))
-            high = int(np.max(batch)) if high is None else max(high, int(np.max(batch)))
-    if high is None:
-        raise DataError(f"No labels found in {config.path!r}; set data.num_classes.")
-    return low, high
-
-
-def classes_for_labels(low: int, high: int, *, num_classes, where: str) -> int:
-    """THE label rule: labels are 0..num_classes-1 (inferred as largest + 1 if not given).
+def source_for(config, *, seed: int) -> base.Source:
+    """The `Source` of a recipe's data section.
 
     Raises:
-        DataError: A label is negative or not below the given `data.num_classes`.
+        DataError: `data.source` names no source.
     """
-    if low < 0:
-        raise DataError(f"{where} holds label {low}; labels must be integers from 0 to "
-                        "data.num_classes - 1.")
-    if num_classes is None:
-        return high + 1
-    if high >= num_classes:
-        raise DataError(f"{where} holds label {high} but data.num_classes is {num_classes}; "
-                        f"labels must be below it (set data.num_classes: {high + 1} or more, "
-                        "or fix the labels).")
-    return num_classes
-
-
-def _build_arrays(config, *, batch, common, train_opts, val_opts):
-    path = config.path
-    if not os.path.exists(path):
-        raise DataError(f"Arrays file {path!r} does not exist.")
-    with np.load(path, allow_pickle=False) as npz:
-        if "x" not in npz or "y" not in npz:
-            raise DataError(f"Arrays file {path!r} must hold arrays named 'x' and 'y'; it has "
-                            f"{sorted(npz.files)}.")
-        x, y = npz["x"], npz["y"]
-    num_classes = classes_for_labels(int(np.min(y)), int(np.max(y)),
-                                     num_classes=config.num_classes, where=repr(path)) \
-        if len(y) else config.num_classes
-    val = None
-    if config.validation_fraction:
-        train_idx, val_idx = splits.split_indices(len(x), config.validation_fraction,
-                                                  common["seed"])
-        x, y, vx, vy = x[train_idx], y[train_idx], x[val_idx], y[val_idx]
-        val = arrays.from_arrays(vx, vy, batch_size=batch, shuffle_buffer=0, **common,
-                                 **val_opts)
-    train = arrays.from_arrays(x, y, batch_size=batch,
-                               shuffle_buffer=min(config.shuffle_buffer, len(x)), **common,
-                               **train_opts)
-    return train, val, {
-        "num_classes": num_classes,
-        "class_names": None,
-        "train_examples": len(x),
-        "validation_examples": None if val is None else len(val_idx),
-    }
-
-
-def load_python_source(spec: str):
-    """Imports ``module:attribute`` (or ``path/to/file.py:attribute``) and returns the object."""
-    if ":" not in spec:
-        raise DataError(f"data.path for source python must be 'module:attribute', got "
-                        f"{spec!r}.")
-    module_name, attribute = spec.rsplit(":", 1)
-    file = input_paths.python_source_file(spec)
-    try:
-        if file is not None:
-            name = os.path.splitext(os.path.basename(file))[0]
-            module_spec = importlib.util.spec_from_file_location(name, file)
-            if module_spec is None or not os.path.exists(file):
-                raise DataError(f"Python source file {file!r} does not exist.")
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules.setdefault(name, module)
-            module_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise DataError(f"Cannot import {module_name!r} for data.path {spec!r}: {err}") \
-            from None
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise DataError(f"Module {module_name!r} has no attribute {attribute!r} "
-                        f"(data.path {spec!r}).") from None
-
-
-class _Subset:
-    """A random-access view of some indices of another random-access source."""
-
-    def __init__(self, source, indices):
-        self.source, self.indices = source, indices
-
-    def __len__(self):
-        return len(self.indices)
-
-    def __getitem__(self, i):
-        return self.source[int(self.indices[i])]
-
-
-def _build_python(config, *, batch, common, train_opts, val_opts):
-    source = load_python_source(config.path)
-    random_access = python_source.is_random_access(source)
-    kwargs = dict(workers=config.workers, mode=config.worker_mode, **common)
-    if cache_files.is_file_cache(config.cache):
-        # The recipe names the source by data.path: its module file is what can change
-        # (a subset wrapper's own code would hide it), with the split that picks examples.
-        kwargs["cache_fingerprint"] = {
-            "data.path": config.path, "module file": _python_module_digest(config.path),
-            "validation_fraction": config.validation_fraction,
-            "split seed": common["seed"] if config.validation_fraction else None}
-    val_source = None
-    if config.validation_fraction:
-        if not random_access:
-            raise DataError("data.validation_fraction needs a random-access python source "
-                            "(__len__/__getitem__); a generator source cannot be split.")
-        train_idx, val_idx = splits.split_indices(len(source), config.validation_fraction,
-                                            common["seed"])
-        source, val_source = _Subset(source, train_idx), _Subset(source, val_idx)
-    # data.shuffle_buffer means the same for every source: a buffer of examples, shuffled
-    # per pass (from the pass's seed in a resumable stream). The source's own per-epoch
-    # permutation (`shuffle=True`) is not used here: it depends on how many epochs this
-    # process has read, so a resumed run would continue in another order.
-    train = python_source.from_python(
-        source, batch_size=batch, shuffle=False, shuffle_buffer=config.shuffle_buffer,
-        **kwargs, **train_opts)
-    val = None
-    if val_source is not None:
-        val = python_source.from_python(val_source, batch_size=batch, **kwargs, **val_opts)
-    original = source.source if isinstance(source, _Subset) else source
-    num_classes = (getattr(config, "num_classes", None)
-                   or getattr(original, "num_classes", None))
-    class_names = getattr(original, "class_names", None)
-    if num_classes is None and class_names:
-        num_classes = len(class_names)
-    if num_classes is None:
-        raise DataError(f"Cannot tell the number of classes of python source {config.path!r}: "
-                        "set data.num_classes, or give the source a num_classes attribute.")
-    # A python source's labels are seen only while streaming: checked there, every split.
-    where = f"python source {config.path!r}"
-    train = _check_labels_in_pipeline(train, int(num_classes), where=f"{where} (training)")
-    if val is not None:
-        val = _check_labels_in_pipeline(val, int(num_classes), where=f"{where} (validation)")
-    return train, val, {
-        "num_classes": int(num_classes),
-        "class_names": list(class_names) if class_names else None,
-        "train_examples": len(source) if random_access else None,
-        "validation_examples": None if val_source is None else len(val_source),
-    }
-
-
-def _python_module_digest(spec: str) -> str:
-    """Names, size and modification time of the module file a ``module:attr`` comes from."""
-    file = input_paths.python_source_file(spec)
-    if file is not None:
-        return cache_files.files_digest([file])
-    found = importlib.util.find_spec(spec.rsplit(":", 1)[0])
-    return cache_files.files_digest([found.origin] if found and found.origin else [])
-
-
-def _check_labels_in_pipeline(dataset, num_classes: int, *, where: str):
-    """Stops the pipeline with a message naming the label when one is outside 0..n-1."""
-    spec = dataset.element_spec
-    if not (isinstance(spec, tuple) and len(spec) >= 2 and isinstance(spec[1], tf.TensorSpec)
-            and spec[1].dtype.is_integer):
-        return dataset  # no integer label tensor to check (dict or float targets)
-
-    def check(*element):
-        labels = element[1]
-        bad = "{} holds a label outside 0..{} (data.num_classes is {}): labels must be " \
-              "integers from 0 to data.num_classes - 1.".format(where, num_classes - 1,
-                                                                 num_classes)
-        with tf.control_dependencies([
-                tf.debugging.assert_non_negative(labels, message=bad),
-                tf.debugging.assert_less(labels, tf.cast(num_classes, labels.dtype),
-                                         message=bad)]):
-            labels = tf.identity(labels)
-        return (element[0], labels) + tuple(element[2:])
-
-    return dataset.map(check)
-
-
-_BUILDERS = {"image_folder": _build_image_folder, "tfrecords": _build_tfrecords,
-             "arrays": _build_arrays, "python": _build_python}
+    if config.source not in SOURCES:
+        raise DataError(f"data.source {config.source!r} is not one of {', '.join(SOURCES)}.")
+    return SOURCES[config.source](config, seed=seed)
 
 
 def worker_file_shares(config, *, workers: int, global_batch_size: int,
@@ -393,20 +101,10 @@ def worker_file_shares(config, *, workers: int, global_batch_size: int,
     Returns:
         The `sharding.FileShares`, or None for a source without files.
     """
-    if config.source == "tfrecords":
-        files, _ = _tfrecord_files(config, seed)
-        counts = ([tfrecords.check_record_file(f, config.compression or None) for f in files]
-                  if config.verify_records else None)
-        what = "TFRecord files"
-    elif config.source in ("builtin", "tfds"):
-        name = config.name or (BUILTIN_DEFAULT if config.source == "builtin" else None)
-        split, _ = _tfds_splits(config, name)
-        builder = tfds_source.load_builder(name, data_dir=config.data_dir,
-                                           download=config.download)
-        counts = tfds_source.file_example_counts(builder, split)
-        what = f"TFDS {name!r} {split} files"
-    else:
+    known = source_for(config, seed=seed).file_counts()
+    if known is None:
         return None
+    counts, what = known
     return sharding.plan_file_shares(counts, workers=workers,
                                      global_batch_size=global_batch_size, what=what)
 
@@ -464,18 +162,15 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     else:
         worker = sharding.worker_in_scope()
     common = _common(config, seed=seed, deterministic=deterministic, sequential=sequential)
-    kwargs = dict(batch=global_batch_size, common=common,
-                  train_opts=_train_tail(config, num_replicas, stream=stream,
-                                         input_context=input_context, worker=worker),
-                  val_opts=_val_tail(config, worker))
-    if config.source in ("builtin", "tfds"):
-        name = config.name or (BUILTIN_DEFAULT if config.source == "builtin" else None)
-        train, val, info = _build_tfds(config, name, **kwargs)
-    elif config.source in _BUILDERS:
-        train, val, info = _BUILDERS[config.source](config, **kwargs)
-    else:
-        raise DataError(f"data.source {config.source!r} is not one of builtin, tfds, "
-                        f"{', '.join(_BUILDERS)}.")
+    built = source_for(config, seed=seed).build(
+        batch_size=global_batch_size, common=common,
+        train_options=_train_tail(config, num_replicas, stream=stream,
+                                  input_context=input_context, worker=worker),
+        validation_options=_val_tail(config, worker))
+    train, val = built.train, built.validation
+    info = {"num_classes": built.num_classes, "class_names": built.class_names,
+            "train_examples": built.train_examples,
+            "validation_examples": built.validation_examples}
     features_spec = train.element_spec[0] if isinstance(train.element_spec, tuple) \
         else train.element_spec
     if isinstance(features_spec, dict):

@@ -20,7 +20,27 @@ NUM_CLASSES = len(CLASS_NAMES)
 IMAGE_SHAPE = (32, 32, 3)
 SPLIT_SIZES = {"train": 12_000, "test": 2_000}
 
-__all__ = ["NAME", "CLASS_NAMES", "NUM_CLASSES", "IMAGE_SHAPE", "SPLIT_SIZES", "prepare"]
+__all__ = ["NAME", "CLASS_NAMES", "NUM_CLASSES", "IMAGE_SHAPE", "SPLIT_SIZES", "is_prepared",
+           "prepare"]
+
+
+def is_prepared(data_dir=None) -> bool:
+    """Whether ``tfaccel_shapes`` is prepared in the TFDS data directory (TensorFlow-free).
+
+    TFDS writes ``NAME/VERSION/dataset_info.json`` last when it prepares a dataset, so its
+    presence in any version folder means a complete one. The launcher asks this before it
+    starts workers, without importing TensorFlow.
+
+    Args:
+      data_dir: TFDS data directory; ``None`` means TFDS's default (``$TFDS_DATA_DIR`` or
+        ``~/tensorflow_datasets``).
+    """
+    import os
+
+    root = os.path.join(data_dir or os.environ.get("TFDS_DATA_DIR")
+                        or os.path.expanduser("~/tensorflow_datasets"), NAME)
+    versions = os.listdir(root) if os.path.isdir(root) else ()
+    return any(os.path.isfile(os.path.join(root, v, "dataset_info.json")) for v in versions)
 
 
 def prepare(data_dir=None):

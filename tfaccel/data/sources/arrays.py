@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import cache_files, order, pipeline, sharding
+from tfaccel.data import cache_files, order, pipeline, sharding, splits
+from tfaccel.data.sources import base
 from tfaccel.errors import DataError
 
 
@@ -83,3 +85,37 @@ def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = N
     sharding.fix_order_for_data_sharding(options)  # DATA sharding needs a fixed order
     return pipeline.optimize(dataset, batch_size=batch_size, shuffle_buffer=shuffle_buffer,
                              seed=seed, **options)
+
+
+class ArraysSource(base.Source):
+    """``data.source: arrays``: an ``.npz`` file holding arrays named x and y."""
+
+    names = ("arrays",)
+
+    def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
+        config = self.config
+        path = config.path
+        if not os.path.exists(path):
+            raise DataError(f"Arrays file {path!r} does not exist.")
+        with np.load(path, allow_pickle=False) as npz:
+            if "x" not in npz or "y" not in npz:
+                raise DataError(f"Arrays file {path!r} must hold arrays named 'x' and 'y'; "
+                                f"it has {sorted(npz.files)}.")
+            x, y = npz["x"], npz["y"]
+        num_classes = base.classes_for_labels(
+            int(np.min(y)), int(np.max(y)), num_classes=config.num_classes,
+            where=repr(path)) if len(y) else config.num_classes
+        val, val_examples = None, None
+        if config.validation_fraction:
+            train_idx, val_idx = splits.split_indices(len(x), config.validation_fraction,
+                                                      self.seed)
+            x, y, vx, vy = x[train_idx], y[train_idx], x[val_idx], y[val_idx]
+            val = from_arrays(vx, vy, batch_size=batch_size, shuffle_buffer=0, **common,
+                              **validation_options)
+            val_examples = len(val_idx)
+        train = from_arrays(x, y, batch_size=batch_size,
+                            shuffle_buffer=min(config.shuffle_buffer, len(x)), **common,
+                            **train_options)
+        return base.Built(train=train, validation=val, num_classes=num_classes,
+                          class_names=None, train_examples=len(x),
+                          validation_examples=val_examples)

@@ -13,6 +13,7 @@ from typing import FrozenSet, List, NamedTuple, Optional, Sequence, Tuple, Union
 import tensorflow as tf
 
 from tfaccel.data import cache_files, images, jpeg_headers, order, pipeline, sharding, splits
+from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError
 
 logger = logging.getLogger(__name__)
@@ -714,3 +715,28 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
     dataset.file_paths = paths
     dataset.skipped_files = listing.skipped
     return dataset
+
+
+class ImageFolderSource(base.Source):
+    """``data.source: image_folder``: class sub-folders, listed and checked once for both splits."""
+
+    names = ("image_folder",)
+
+    def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
+        config = self.config
+        listing = list_image_folder(config.path)
+        kwargs = dict(image_size=config.image_size, channels=config.channels, listing=listing,
+                      jpeg_dct_scaling=config.jpeg_dct_scaling, **common)
+        fraction = config.validation_fraction
+        train = from_image_folder(
+            config.path, batch_size=batch_size, validation_fraction=fraction,
+            subset="training" if fraction else None,
+            shuffle_buffer=config.shuffle_buffer, **kwargs, **train_options)
+        val = None
+        if fraction:
+            val = from_image_folder(
+                config.path, batch_size=batch_size, validation_fraction=fraction,
+                subset="validation", shuffle_buffer=0, **kwargs, **validation_options)
+        return base.Built(train=train, validation=val, num_classes=len(train.class_names),
+                          class_names=train.class_names, train_examples=len(train.file_paths),
+                          validation_examples=None if val is None else len(val.file_paths))

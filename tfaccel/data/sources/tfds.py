@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from tfaccel.data import cache_files, images, pipeline, sharding
+from tfaccel.data import cache_files, images, pipeline, sharding, splits
+from tfaccel import datasets
+from tfaccel.data.sources import base
 from tfaccel.errors import DataError
 
 
@@ -24,8 +26,6 @@ def load_builder(name: str, *, data_dir: Optional[str] = None, download: bool = 
         DataError: The name is unknown, or the dataset is not prepared in `data_dir` and
             `download` is False (the message says how to prepare it).
     """
-    from tfaccel import datasets
-
     if name == datasets.NAME:
         # Built-in: generated locally (no network) and prepared once, so always allowed.
         return datasets.prepare(data_dir=data_dir)
@@ -240,3 +240,59 @@ def _file_count(builder, split: str) -> int:
         return len(builder.info.splits[split].file_instructions)
     except (KeyError, ValueError, AttributeError, TypeError):
         return 1
+
+
+BUILTIN_DEFAULT = datasets.NAME  # data.source: builtin without data.name
+
+
+class TfdsSource(base.Source):
+    """``data.source: tfds`` (a catalogue dataset, `data.name`) or ``builtin``."""
+
+    names = ("builtin", "tfds")
+
+    @property
+    def dataset_name(self) -> Optional[str]:
+        """The TFDS name: `data.name`, or the built-in dataset for ``builtin``."""
+        config = self.config
+        return config.name or (BUILTIN_DEFAULT if config.source == "builtin" else None)
+
+    def _builder(self):
+        return load_builder(self.dataset_name, data_dir=self.config.data_dir,
+                            download=self.config.download)
+
+    def splits(self) -> Tuple[str, Optional[str]]:
+        """The training and validation split expressions."""
+        config = self.config
+        if config.validation_fraction:
+            # TFDS reads record files in order and slices by example index, so the held-out
+            # part is the split's tail, of exactly held_out_count examples (the one rule's
+            # count; whole-percent slicing rounded it).
+            base_split = config.train_split
+            n = self._builder().info.splits[base_split].num_examples
+            keep = n - splits.held_out_count(n, config.validation_fraction)
+            return f"{base_split}[:{keep}]", f"{base_split}[{keep}:]"
+        return config.train_split, (config.validation_split or None)
+
+    def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
+        config, name = self.config, self.dataset_name
+        train_split, val_split = self.splits()
+        kwargs = dict(data_dir=config.data_dir, download=config.download,
+                      image_size=config.image_size, keys=(config.image_key, config.label_key),
+                      **common)
+        train = from_tfds(name, split=train_split, batch_size=batch_size,
+                          shuffle_buffer=config.shuffle_buffer, **kwargs, **train_options)
+        val = None
+        if val_split:
+            val = from_tfds(name, split=val_split, batch_size=batch_size, shuffle_buffer=0,
+                            **kwargs, **validation_options)
+        label = train.info.features[config.label_key]
+        num_classes = getattr(label, "num_classes", None) or getattr(config, "num_classes",
+                                                                     None)
+        return base.Built(train=train, validation=val, num_classes=num_classes,
+                          class_names=train.class_names, train_examples=train.num_examples,
+                          validation_examples=None if val is None else val.num_examples)
+
+    def file_counts(self):
+        split, _ = self.splits()
+        return (file_example_counts(self._builder(), split),
+                f"TFDS {self.dataset_name!r} {split} files")

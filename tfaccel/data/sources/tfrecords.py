@@ -8,9 +8,11 @@ import struct
 import zlib
 from typing import Mapping, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import cache_files, images, order, pipeline, sharding
+from tfaccel.data import cache_files, images, order, pipeline, sharding, splits
+from tfaccel.data.sources import base
 from tfaccel.data.sources import image_folder
 from tfaccel.errors import DataError, UserInputError
 
@@ -286,3 +288,82 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
     dataset.num_examples = num_examples
     return dataset
 
+
+
+class TfrecordsSource(base.Source):
+    """``data.source: tfrecords``: files held out whole, labels checked up front or streaming."""
+
+    names = ("tfrecords",)
+
+    def files(self) -> Tuple[list, list]:
+        """The training and validation record files, in read order."""
+        config = self.config
+        files = list_record_files(config.path)
+        if not config.validation_fraction:
+            return files, []
+        # Held out by whole files (the one seeded rule over files), so no record is ever
+        # read by both.
+        train_idx, val_idx = splits.split_indices(len(files), config.validation_fraction,
+                                                  self.seed, what="TFRecord files")
+        return [files[i] for i in train_idx], [files[i] for i in val_idx]
+
+    def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
+        config = self.config
+        spec, _ = parse_feature_spec(config.features)
+        input_key = config.image_key if config.image_key in spec else None
+        kwargs = dict(features=config.features, label_key=config.label_key,
+                      input_key=input_key, compression=config.compression,
+                      image_size=config.image_size, channels=config.channels,
+                      verify=config.verify_records, **common)
+        files, val_files = self.files()
+        train = from_tfrecords(files, batch_size=batch_size,
+                               shuffle_buffer=config.shuffle_buffer, **kwargs, **train_options)
+        val = None
+        if val_files:
+            val = from_tfrecords(val_files, batch_size=batch_size, shuffle_buffer=0,
+                                 **kwargs, **validation_options)
+        # Read now: the label check below wraps the datasets (attributes do not follow).
+        counts = (train.num_examples, None if val is None else val.num_examples)
+        if config.verify_records or config.num_classes is None:
+            # Every split's labels, not the training files' alone: a class seen only in
+            # validation would otherwise crash (CPU) or give NaN (GPU) there.
+            low, high = self._label_range(files + val_files)
+            num_classes = base.classes_for_labels(low, high, num_classes=config.num_classes,
+                                                  where=repr(config.path))
+        else:
+            # Nothing read up front (verify_records: false with num_classes given): the
+            # labels are checked as they stream, like a python source's.
+            num_classes = config.num_classes
+            where = f"TFRecord files {config.path!r}"
+            train = base.check_labels_in_pipeline(train, num_classes,
+                                                  where=f"{where} (training)")
+            if val is not None:
+                val = base.check_labels_in_pipeline(val, num_classes,
+                                                    where=f"{where} (validation)")
+        return base.Built(train=train, validation=val, num_classes=num_classes,
+                          class_names=None, train_examples=counts[0],
+                          validation_examples=counts[1])
+
+    def _label_range(self, files):
+        """One pass over the label feature only: (smallest, largest) label."""
+        config = self.config
+        spec = {config.label_key: parse_feature_spec(config.features)[0][config.label_key]}
+        records = tf.data.TFRecordDataset(files, compression_type=config.compression or "",
+                                          num_parallel_reads=tf.data.AUTOTUNE)
+        labels = records.batch(1024).map(
+            lambda r: tf.io.parse_example(r, spec)[config.label_key])
+        low, high = None, None
+        for batch in labels.as_numpy_iterator():
+            if batch.size:
+                low = int(np.min(batch)) if low is None else min(low, int(np.min(batch)))
+                high = int(np.max(batch)) if high is None else max(high, int(np.max(batch)))
+        if high is None:
+            raise DataError(f"No labels found in {config.path!r}; set data.num_classes.")
+        return low, high
+
+    def file_counts(self):
+        config = self.config
+        files, _ = self.files()
+        counts = ([check_record_file(f, config.compression or None) for f in files]
+                  if config.verify_records else None)
+        return counts, "TFRecord files"

@@ -1,0 +1,114 @@
+"""The one interface a recipe's `data.source` implements, and the label rule all sources share.
+
+In the spirit of big_vision's `DataSource`: a source knows its examples (how many, in which
+files, which labels) and builds each split with its `from_*` builder; the pipeline's tail
+options (cache, augmentation, stream, service) come from the caller, `data.from_recipe`,
+which is the only place that reads the recipe's other sections.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import ClassVar, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+from tfaccel.errors import DataError
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+    """What a source built: the two pipelines and what it knows of its data.
+
+    Attributes:
+        train: The training dataset of batches.
+        validation: The validation dataset, or None without a validation split.
+        num_classes: Classes of the labels (None: not known).
+        class_names: Names of the classes, or None.
+        train_examples: Examples in the training split (None: not declared).
+        validation_examples: Examples in the validation split, or None.
+    """
+
+    train: tf.data.Dataset
+    validation: Optional[tf.data.Dataset]
+    num_classes: Optional[int]
+    class_names: Optional[list]
+    train_examples: Optional[int]
+    validation_examples: Optional[int]
+
+
+class Source(abc.ABC):
+    """A recipe's data source: the recipe's data section turned into builder calls.
+
+    Subclasses name the `data.source` values they serve in `names`, build both splits in
+    `build`, and, when the training split is a list of files whose example counts are
+    known, say so in `file_counts` (workers of a job may then each read their own files).
+    """
+
+    names: ClassVar[Tuple[str, ...]] = ()
+
+    def __init__(self, config, *, seed: int):
+        """Keeps the recipe's `DataConfig` and seed (it seeds held-out splits and order)."""
+        self.config = config
+        self.seed = seed
+
+    @abc.abstractmethod
+    def build(self, *, batch_size: int, common: dict, train_options: dict,
+              validation_options: dict) -> Built:
+        """Builds the training and validation pipelines.
+
+        Args:
+            batch_size: The global batch size.
+            common: Options of the standard tail both splits take (seed, parallelism...).
+            train_options: The training split's own tail options (cache, augment, stream,
+                input context, service).
+            validation_options: The validation split's own tail options.
+        """
+
+    def file_counts(self) -> Optional[Tuple[Optional[Sequence[int]], str]]:
+        """``(examples of each training file in read order, or None, what they are)``.
+
+        None (the default): the source has no files to divide among workers.
+        """
+        return None
+
+
+def classes_for_labels(low: int, high: int, *, num_classes, where: str) -> int:
+    """THE label rule: labels are 0..num_classes-1 (inferred as largest + 1 if not given).
+
+    Raises:
+        DataError: A label is negative or not below the given `data.num_classes`.
+    """
+    if low < 0:
+        raise DataError(f"{where} holds label {low}; labels must be integers from 0 to "
+                        "data.num_classes - 1.")
+    if num_classes is None:
+        return high + 1
+    if high >= num_classes:
+        raise DataError(f"{where} holds label {high} but data.num_classes is {num_classes}; "
+                        f"labels must be below it (set data.num_classes: {high + 1} or more, "
+                        "or fix the labels).")
+    return num_classes
+
+
+def check_labels_in_pipeline(dataset, num_classes: int, *, where: str):
+    """Stops the pipeline with a message naming the label when one is outside 0..n-1."""
+    spec = dataset.element_spec
+    if not (isinstance(spec, tuple) and len(spec) >= 2 and isinstance(spec[1], tf.TensorSpec)
+            and spec[1].dtype.is_integer):
+        return dataset  # no integer label tensor to check (dict or float targets)
+
+    def check(*element):
+        labels = element[1]
+        bad = "{} holds a label outside 0..{} (data.num_classes is {}): labels must be " \
+              "integers from 0 to data.num_classes - 1.".format(where, num_classes - 1,
+                                                                 num_classes)
+        with tf.control_dependencies([
+                tf.debugging.assert_non_negative(labels, message=bad),
+                tf.debugging.assert_less(labels, tf.cast(num_classes, labels.dtype),
+                                         message=bad)]):
+            labels = tf.identity(labels)
+        return (element[0], labels) + tuple(element[2:])
+
+    return dataset.map(check)
