@@ -552,56 +552,70 @@ def _run_epoch(pool: Pool, epoch: int, *, random_access: bool, order=None, chunk
     (random access) or round-robin over workers (generator sources); otherwise each result
     is yielded as soon as it arrives and the free worker gets the next chunk.
     """
-    n = pool.workers
     if random_access:
-        chunks = [order[i:i + chunk_size] for i in range(0, len(order), chunk_size)]
-        next_chunk = 0
-        per_worker = [[] for _ in range(n)]
+        yield from _random_access_epoch(pool, epoch, order=order, chunk_size=chunk_size,
+                                        deterministic=deterministic, prefetch=prefetch)
+    else:
+        yield from _generator_epoch(pool, epoch, chunk_size=chunk_size,
+                                    deterministic=deterministic, prefetch=prefetch)
+
+
+def _random_access_epoch(pool: Pool, epoch: int, *, order, chunk_size: int,
+                         deterministic: bool, prefetch: int) -> Iterator[List[np.ndarray]]:
+    """Random-access sources: chunks of indices, each answered with exactly its examples."""
+    n = pool.workers
+    chunks = [order[i:i + chunk_size] for i in range(0, len(order), chunk_size)]
+    next_chunk = 0
+    per_worker = [[] for _ in range(n)]
+    if deterministic:
+        for c in range(len(chunks)):
+            per_worker[c % n].append(c)
+    in_flight = 0
+
+    def dispatch(worker_id):
+        nonlocal next_chunk, in_flight
         if deterministic:
-            for c in range(len(chunks)):
-                per_worker[c % n].append(c)
-        in_flight = 0
-
-        def dispatch(worker_id):
-            nonlocal next_chunk, in_flight
-            if deterministic:
-                if per_worker[worker_id]:
-                    c = per_worker[worker_id].pop(0)
-                    pool.submit(worker_id, epoch, c, chunks[c])
-                    in_flight += 1
-            elif next_chunk < len(chunks):
-                pool.submit(worker_id, epoch, next_chunk, chunks[next_chunk])
-                next_chunk += 1
+            if per_worker[worker_id]:
+                c = per_worker[worker_id].pop(0)
+                pool.submit(worker_id, epoch, c, chunks[c])
                 in_flight += 1
+        elif next_chunk < len(chunks):
+            pool.submit(worker_id, epoch, next_chunk, chunks[next_chunk])
+            next_chunk += 1
+            in_flight += 1
 
-        for w in range(n):
-            for _ in range(prefetch):
-                dispatch(w)
-        waiting, expected = {}, 0
-        answered = set()
-        while in_flight:
-            kind, worker_id, chunk_id, payload = pool.get(epoch)
-            in_flight -= 1
-            dispatch(worker_id)
-            arrays = unpack(payload) if kind == "chunk" else []
-            if chunk_id in answered or _rows(arrays) != len(chunks[chunk_id]):
-                raise WorkerError(
-                    f"Worker {worker_id} answered chunk {chunk_id} of {len(chunks[chunk_id])} "
-                    f"examples with {kind} {_rows(arrays)} examples"
-                    f"{' (a second time)' if chunk_id in answered else ''}.")
-            answered.add(chunk_id)
-            if not deterministic:
-                yield arrays
-                continue
-            waiting[chunk_id] = arrays
-            while expected in waiting:
-                yield waiting.pop(expected)
-                expected += 1
-        if len(answered) != len(chunks):
-            raise WorkerError(f"The epoch ended with {len(chunks) - len(answered)} of "
-                              f"{len(chunks)} chunks unanswered.")
-        return
+    for w in range(n):
+        for _ in range(prefetch):
+            dispatch(w)
+    waiting, expected = {}, 0
+    answered = set()
+    while in_flight:
+        kind, worker_id, chunk_id, payload = pool.get(epoch)
+        in_flight -= 1
+        dispatch(worker_id)
+        arrays = unpack(payload) if kind == "chunk" else []
+        if chunk_id in answered or _rows(arrays) != len(chunks[chunk_id]):
+            raise WorkerError(
+                f"Worker {worker_id} answered chunk {chunk_id} of {len(chunks[chunk_id])} "
+                f"examples with {kind} {_rows(arrays)} examples"
+                f"{' (a second time)' if chunk_id in answered else ''}.")
+        answered.add(chunk_id)
+        if not deterministic:
+            yield arrays
+            continue
+        waiting[chunk_id] = arrays
+        while expected in waiting:
+            yield waiting.pop(expected)
+            expected += 1
+    if len(answered) != len(chunks):
+        raise WorkerError(f"The epoch ended with {len(chunks) - len(answered)} of "
+                          f"{len(chunks)} chunks unanswered.")
 
+
+def _generator_epoch(pool: Pool, epoch: int, *, chunk_size: int, deterministic: bool,
+                     prefetch: int) -> Iterator[List[np.ndarray]]:
+    """Generator sources: each worker streams its own shard until it reports its end."""
+    n = pool.workers
     # Generator sources: worker w runs its own shard source(w, n); tasks are credits, and
     # each chunk is keyed (worker, k) for its k-th chunk.
     counters = [itertools.count() for _ in range(n)]
