@@ -60,44 +60,45 @@ def _write_run(directory, model, npz):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """One trained tiny run shared by the module: (run_dir, x, y, validation indices)."""
-    import keras
 
-    from tfaccel import models
     from tfaccel.data import splits
 
     root = tmp_path_factory.mktemp("export")
     x, y = _images(N_EXAMPLES, SEED)
     npz = root / "tiny.npz"
     np.savez(npz, x=x, y=y)
-    train_idx, val_idx = splits.split_indices(N_EXAMPLES, FRACTION, SEED)
-    keras.utils.set_random_seed(SEED)
-    model = models.build_model("small_cnn", input_shape=(8, 8, 3), num_classes=CLASSES,
-                               filters=(4, 8), dense_units=8)
-    model.compile(keras.optimizers.Adam(1e-2), "sparse_categorical_crossentropy")
-    model.fit(x[train_idx], y[train_idx], epochs=15, batch_size=32, verbose=0)
+    _, val_idx = splits.split_indices(N_EXAMPLES, FRACTION, SEED)
+    model = _trained_tiny_cnn(x, y)
     run_dir = _write_run(root / "run", model, npz)
     return {"run_dir": run_dir, "x": x, "y": y, "val_idx": val_idx, "npz": npz,
             "root": root, "model": model}
 
 
-@pytest.fixture(scope="module")
-def low_contrast(tmp_path_factory):
-    """A trained tiny run on `_low_contrast_images`: the run directory."""
+def _trained_tiny_cnn(x, y):
+    """A small_cnn trained 15 epochs on the training part of (x, y), the run's split."""
     import keras
 
     from tfaccel import models
     from tfaccel.data import splits
 
-    root = tmp_path_factory.mktemp("low-contrast")
-    x, y = _low_contrast_images(N_EXAMPLES, SEED)
-    np.savez(root / "low.npz", x=x, y=y)
     train_idx, _ = splits.split_indices(N_EXAMPLES, FRACTION, SEED)
     keras.utils.set_random_seed(SEED)
     model = models.build_model("small_cnn", input_shape=(8, 8, 3), num_classes=CLASSES,
                                filters=(4, 8), dense_units=8)
     model.compile(keras.optimizers.Adam(1e-2), "sparse_categorical_crossentropy")
     model.fit(x[train_idx], y[train_idx], epochs=15, batch_size=32, verbose=0)
-    return _write_run(root / "run", model, root / "low.npz")
+    return model
+
+
+@pytest.fixture(scope="module")
+def low_contrast(tmp_path_factory):
+    """A trained tiny run on `_low_contrast_images`: the run directory."""
+
+
+    root = tmp_path_factory.mktemp("low-contrast")
+    x, y = _low_contrast_images(N_EXAMPLES, SEED)
+    np.savez(root / "low.npz", x=x, y=y)
+    return _write_run(root / "run", _trained_tiny_cnn(x, y), root / "low.npz")
 
 
 def _keras_accuracy(tiny):
