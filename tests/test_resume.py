@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -200,11 +201,28 @@ def _tiny_run(tmp_path, shapes_data_dir, name="run", extra=()):
                         run_dir=str(tmp_path / name))
 
 
-def test_resume_extends_a_finished_run_and_refuses_other_changes(tmp_path, shapes_data_dir):
+@pytest.fixture(scope="module")
+def tiny_finished(tmp_path_factory, shapes_data_dir):
+    """One finished TINY run (2 epochs) for the module, read-only: (run dir, its epochs)."""
+    first = _tiny_run(tmp_path_factory.mktemp("tiny-finished"), shapes_data_dir)
+    return _read_only(first.run_dir), first.epochs
+
+
+def _copy_of(tiny_finished, tmp_path):
+    """A writable copy of the shared finished run in this test's own folder."""
+    source, epochs = tiny_finished
+    directory = tmp_path / "run"
+    shutil.copytree(source, directory)
+    for path in directory.rglob("*"):
+        if path.is_file():
+            path.chmod(0o644)
+    return directory, epochs
+
+
+def test_resume_extends_a_finished_run_and_refuses_other_changes(tmp_path, tiny_finished):
     from tfaccel import runner
 
-    first = _tiny_run(tmp_path, shapes_data_dir)
-    directory = first.run_dir
+    directory, first_epochs = _copy_of(tiny_finished, tmp_path)
     with pytest.raises(UserInputError, match="already finished .2 of 2 epoch"):
         runner.train(resume=directory)
     with pytest.raises(UserInputError) as caught:
@@ -219,31 +237,31 @@ def test_resume_extends_a_finished_run_and_refuses_other_changes(tmp_path, shape
     lines = (directory / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3]
     # The first two epochs are the original run's, untouched.
-    assert json.loads(lines[0]) == first.epochs[0]
+    assert json.loads(lines[0]) == first_epochs[0]
     assert yaml.safe_load((directory / "recipe.yaml").read_text())["training"]["epochs"] == 3
     assert extended.summary["status"] == "completed"
 
 
 def test_cli_resume_with_a_changed_recipe_exits_2_with_the_differences(tmp_path,
-                                                                      shapes_data_dir):
-    first = _tiny_run(tmp_path, shapes_data_dir, extra=["training.epochs=1"])
-    result = CliRunner().invoke(main, ["train", "--resume", str(first.run_dir),
+                                                                      tiny_finished):
+    directory, _ = _copy_of(tiny_finished, tmp_path)
+    result = CliRunner().invoke(main, ["train", "--resume", str(directory),
                                        "--set", "seed=5"])
     assert result.exit_code == 2, result.output
     assert "seed: 0 in the run, 5 requested" in result.output
     assert "Traceback" not in result.output
 
 
-def test_a_truncated_checkpoint_is_skipped_for_the_previous_one(tmp_path, shapes_data_dir,
+def test_a_truncated_checkpoint_is_skipped_for_the_previous_one(tmp_path, tiny_finished,
                                                                 capsys):
     from tfaccel import runner
 
-    first = _tiny_run(tmp_path, shapes_data_dir, extra=["training.epochs=2"])
-    newest = first.run_dir / "checkpoints" / "epoch-002"
+    directory, _ = _copy_of(tiny_finished, tmp_path)
+    newest = directory / "checkpoints" / "epoch-002"
     weights = newest / ckpt.WEIGHTS_FILE
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     capsys.readouterr()
-    resumed = runner.train(resume=first.run_dir, overrides=["training.epochs=3"])
+    resumed = runner.train(resume=directory, overrides=["training.epochs=3"])
     out = capsys.readouterr().out
     assert "checkpoint epoch-002 is skipped: model.weights.h5 does not match its checksum" in out
     assert "using the previous good checkpoint epoch-001" in out
