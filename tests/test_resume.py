@@ -116,14 +116,12 @@ def test_sigterm_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_dat
 
 
 @pytest.mark.slow
-def test_image_folder_sigterm_resume_equals_uninterrupted(tmp_path, shapes_data_dir):
-    from tfaccel.data import export_image_folder
-
-    export_image_folder(tmp_path / "images", split="train[:640]", data_dir=shapes_data_dir)
+def test_image_folder_sigterm_resume_equals_uninterrupted(tmp_path, shapes_image_subset):
+    images = shapes_image_subset(640)  # train[:640] as export_image_folder writes it
     recipe = tmp_path / "folder.yaml"
     recipe.write_text(yaml.safe_dump({
         "name": "folder", "seed": 3,
-        "data": {"source": "image_folder", "path": str(tmp_path / "images"),
+        "data": {"source": "image_folder", "path": str(images),
                  "image_size": [32, 32], "validation_fraction": 0.2, "cache": None,
                  "shuffle_buffer": 512, "augment": ["flip"]},
         "model": {"name": "small_cnn"},
