@@ -39,3 +39,46 @@ def shapes_data_dir(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("tfds")
     datasets.prepare(data_dir=str(data_dir))
     return str(data_dir)
+
+
+# How many of the built-in train images the shared image folder holds: what the shipped
+# image-folder recipe's learning test trains on (its comment's 4,000 images).
+SHAPES_IMAGES = 4000
+
+
+@pytest.fixture(scope="session")
+def shapes_image_folder(tmp_path_factory, shapes_data_dir):
+    """The first 4,000 `tfaccel_shapes` train images, exported once for the session.
+
+    `export_image_folder` writes ``<class>/<index>.png``, the index counting from 0 over the
+    split, so the first N files are exactly an export of ``train[:N]``. Read-only: a test that
+    needs fewer images, or a folder of its own, takes `shapes_image_subset`.
+    """
+    from tfaccel.data import export_image_folder
+
+    folder = tmp_path_factory.mktemp("shapes-images") / "images"
+    summary = export_image_folder(folder, limit=SHAPES_IMAGES, data_dir=shapes_data_dir)
+    assert summary["images"] == SHAPES_IMAGES
+    for path in folder.rglob("*.png"):
+        path.chmod(0o444)
+    return folder
+
+
+@pytest.fixture
+def shapes_image_subset(shapes_image_folder, tmp_path):
+    """``subset(n)``: a folder of this test's own holding the shared export's first n images
+    (hard links, read-only like the shared files): the same files an export of
+    ``train[:n]`` writes."""
+    import os
+
+    def subset(n):
+        assert 0 < n <= SHAPES_IMAGES
+        folder = tmp_path / f"images-{n}"
+        for class_dir in sorted(shapes_image_folder.iterdir()):
+            (folder / class_dir.name).mkdir(parents=True)
+            for image in class_dir.iterdir():
+                if int(image.stem) < n:
+                    os.link(image, folder / class_dir.name / image.name)
+        return folder
+
+    return subset

@@ -2,7 +2,9 @@
 
 Usage: python resume_driver.py '{"workdir": ..., "overrides": [...], "stop_at": N}'
 
-1. trains the recipe uninterrupted into workdir/full;
+1. trains the recipe uninterrupted into workdir/full, unless "reference" names the run
+   directory of that same uninterrupted run made before (read only: its model.keras and
+   metrics.jsonl are compared);
 2. trains it again into workdir/cut, sending SIGTERM to itself after `stop_at` optimizer
    steps (the runner checkpoints at the next step boundary and raises Preempted);
 3. resumes workdir/cut and prints how far the two runs' final weights and per-epoch
@@ -36,7 +38,13 @@ def main():
                 os.kill(os.getpid(), signal.SIGTERM)
 
     recipe, overrides = args["recipe"], args["overrides"]
-    full = train(recipe, overrides, run_dir=os.path.join(args["workdir"], "full"))
+    if args.get("reference"):
+        full_dir = args["reference"]
+        with open(os.path.join(full_dir, "metrics.jsonl")) as stream:
+            full_epochs = [json.loads(line) for line in stream]
+    else:
+        full = train(recipe, overrides, run_dir=os.path.join(args["workdir"], "full"))
+        full_dir, full_epochs = full.run_dir, full.epochs
     cut_dir = os.path.join(args["workdir"], "cut")
     report = {}
     try:
@@ -49,11 +57,11 @@ def main():
     with open(os.path.join(cut_dir, "summary.json")) as stream:
         report["status_after_stop"] = json.load(stream)["status"]
     resumed = train(resume=cut_dir)
-    a = keras.saving.load_model(os.path.join(full.run_dir, "model.keras"), compile=False)
+    a = keras.saving.load_model(os.path.join(full_dir, "model.keras"), compile=False)
     b = keras.saving.load_model(os.path.join(resumed.run_dir, "model.keras"), compile=False)
     report["weights_max_diff"] = max(float(np.max(np.abs(x - y)))
                                      for x, y in zip(a.get_weights(), b.get_weights()))
-    report["epochs_full"] = full.epochs
+    report["epochs_full"] = full_epochs
     report["epochs_resumed"] = resumed.epochs
     with open(os.path.join(cut_dir, "metrics.jsonl")) as stream:
         report["metrics_lines"] = [json.loads(line) for line in stream]

@@ -71,14 +71,32 @@ def _fit(*, optimizer, steps=None, strategy=None, steps_per_execution=1, jit_com
     return [w.numpy() for w in model.weights], history.history
 
 
+@pytest.fixture(scope="module")
+def _plain_adam_once():
+    """The plain single-device Adam fit of the MLP (float32), fitted once for the module."""
+    keras.mixed_precision.set_global_policy("float32")  # module fixtures come before autouse
+    weights, history = _fit(optimizer="adam")
+    for w in weights:
+        w.setflags(write=False)  # shared: compared with, never changed
+    return weights, history
+
+
+@pytest.fixture
+def plain_adam(_plain_adam_once):
+    """``_fit(optimizer="adam")``: (weights, history), a test's own copy of the shared fit."""
+    weights, history = _plain_adam_once
+    return [w.copy() for w in weights], {k: list(v) for k, v in history.items()}
+
+
 def _max_diff(a, b):
     assert len(a) == len(b)
     return max(float(np.abs(u - v).max()) for u, v in zip(a, b))
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-def test_contract_mirrored_k4_equals_plain_single_device(optimizer, logical_cpus):
-    plain, plain_history = _fit(optimizer=optimizer)
+def test_contract_mirrored_k4_equals_plain_single_device(optimizer, logical_cpus, request):
+    plain, plain_history = (request.getfixturevalue("plain_adam") if optimizer == "adam"
+                            else _fit(optimizer=optimizer))
     mirrored = make_strategy("mirrored", devices=logical_cpus)
     ours, history = _fit(optimizer=optimizer, steps=4, strategy=mirrored)
     assert _max_diff(plain, ours) <= FLOAT32_ATOL
@@ -86,8 +104,8 @@ def test_contract_mirrored_k4_equals_plain_single_device(optimizer, logical_cpus
     np.testing.assert_allclose(history["accuracy"], plain_history["accuracy"], rtol=1e-6)
 
 
-def test_contract_holds_with_steps_per_execution_2(logical_cpus):
-    plain, _ = _fit(optimizer="adam")
+def test_contract_holds_with_steps_per_execution_2(logical_cpus, plain_adam):
+    plain, _ = plain_adam
     mirrored = make_strategy("mirrored", devices=logical_cpus)
     ours, _ = _fit(optimizer="adam", steps=4, strategy=mirrored, steps_per_execution=2)
     assert _max_diff(plain, ours) <= FLOAT32_ATOL
@@ -110,15 +128,15 @@ def test_mixed_float16_uses_keras_loss_scale_optimizer():
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
 
 
-def test_jit_compile_on_one_device_equals_plain():
-    plain, _ = _fit(optimizer="adam")
+def test_jit_compile_on_one_device_equals_plain(plain_adam):
+    plain, _ = plain_adam
     ours, _ = _fit(optimizer="adam", steps=4, jit_compile=True)
     assert _max_diff(plain, ours) <= FLOAT32_ATOL
 
 
-def test_remainder_micro_batches_are_weighted_by_share(logical_cpus):
+def test_remainder_micro_batches_are_weighted_by_share(logical_cpus, plain_adam):
     # 32 / 3 -> micro-batches of 10, 11, 11; per replica 16 / 5 -> 3, 3, 3, 3, 4.
-    plain, _ = _fit(optimizer="adam")
+    plain, _ = plain_adam
     ours, _ = _fit(optimizer="adam", steps=3)
     assert _max_diff(plain, ours) <= FLOAT32_ATOL
     mirrored = make_strategy("mirrored", devices=logical_cpus)

@@ -27,7 +27,9 @@ def service():
     dispatcher, address = service_lib.start_dispatcher()
     workers = [service_lib.start_worker(address)[0] for _ in range(2)]
     yield address
-    for server in workers + [dispatcher]:
+    # Dispatcher first: stopped before it, a worker waited 5-27 s in _stop (measured here),
+    # after it each stops in ~0.02 s.
+    for server in [dispatcher] + workers:
         server._stop()
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,10 +39,16 @@ def _env():
     return env
 
 
-def _drive(tmp_path, overrides, *, stop_at, recipe=REPO / "recipes" / "default.yaml"):
-    """Runs tests/resume_driver.py (uninterrupted vs SIGTERM + resume) in a fresh process."""
+def _drive(tmp_path, overrides, *, stop_at, recipe=REPO / "recipes" / "default.yaml",
+           reference=None):
+    """Runs tests/resume_driver.py (uninterrupted vs SIGTERM + resume) in a fresh process.
+
+    `reference`: the run directory of the same recipe trained uninterrupted before (the
+    driver then compares with it instead of training it again).
+    """
     args = json.dumps({"workdir": str(tmp_path), "recipe": str(recipe),
-                       "overrides": overrides, "stop_at": stop_at})
+                       "overrides": overrides, "stop_at": stop_at,
+                       "reference": None if reference is None else str(reference)})
     done = subprocess.run([sys.executable, str(HERE / "resume_driver.py"), args],
                           capture_output=True, text=True, timeout=600, env=_env())
     result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
@@ -57,14 +64,47 @@ def _assert_same_epochs(full, resumed):
         assert a["examples"] == b["examples"]
 
 
+def _read_only(folder):
+    """Makes every file under `folder` read-only: a shared run is compared, never changed."""
+    for path in Path(folder).rglob("*"):
+        if path.is_file():
+            path.chmod(0o444)
+    return Path(folder)
+
+
+def _cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "tfaccel.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=_env(), cwd=REPO)
+
+
+def _sets(overrides):
+    return [a for override in overrides for a in ("--set", override)]
+
+
+@pytest.fixture(scope="module")
+def exact_reference(tmp_path_factory, shapes_data_dir):
+    """The default recipe with EXACT trained once uninterrupted, in a fresh process (op
+    determinism is process-wide), as `tfaccel train` leaves it; read-only. The SIGTERM and
+    SIGKILL resumes of the same recipe are both compared with it."""
+    run = tmp_path_factory.mktemp("exact-reference") / "full"
+    done = _cli("train", str(REPO / "recipes" / "default.yaml"), "--run-dir", str(run),
+                *_sets([f"data.data_dir={shapes_data_dir}", *EXACT]))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return _read_only(run)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["training.accumulation_steps=2",
                                         "model.params={dropout: 0.3}"]],
                          ids=["plain", "accumulation-dropout"])
-def test_sigterm_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_data_dir, extra):
+def test_sigterm_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_data_dir, extra,
+                                                           request):
     overrides = [f"data.data_dir={shapes_data_dir}"] + EXACT + extra
+    # The plain recipe is compared with the module's uninterrupted run of it (the SIGKILL
+    # test's too); the other configuration is trained uninterrupted by the driver.
+    reference = request.getfixturevalue("exact_reference") if not extra else None
     # 24 steps per epoch: SIGTERM after step 30 lands in the middle of epoch 2.
-    report, output = _drive(tmp_path, overrides, stop_at=30)
+    report, output = _drive(tmp_path, overrides, stop_at=30, reference=reference)
     assert report["preempted"] and report["signum"] == signal.SIGTERM
     assert report["status_after_stop"] == "preempted"
     assert report["checkpoint"] == "step-0000031"  # saved at the next step boundary
@@ -76,14 +116,12 @@ def test_sigterm_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_dat
 
 
 @pytest.mark.slow
-def test_image_folder_sigterm_resume_equals_uninterrupted(tmp_path, shapes_data_dir):
-    from tfaccel.data import export_image_folder
-
-    export_image_folder(tmp_path / "images", split="train[:640]", data_dir=shapes_data_dir)
+def test_image_folder_sigterm_resume_equals_uninterrupted(tmp_path, shapes_image_subset):
+    images = shapes_image_subset(640)  # train[:640] as export_image_folder writes it
     recipe = tmp_path / "folder.yaml"
     recipe.write_text(yaml.safe_dump({
         "name": "folder", "seed": 3,
-        "data": {"source": "image_folder", "path": str(tmp_path / "images"),
+        "data": {"source": "image_folder", "path": str(images),
                  "image_size": [32, 32], "validation_fraction": 0.2, "cache": None,
                  "shuffle_buffer": 512, "augment": ["flip"]},
         "model": {"name": "small_cnn"},
@@ -96,20 +134,15 @@ def test_image_folder_sigterm_resume_equals_uninterrupted(tmp_path, shapes_data_
     _assert_same_epochs(report["epochs_full"], report["epochs_resumed"])
 
 
-def _cli(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "tfaccel.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env=_env(), cwd=REPO)
-
-
 @pytest.mark.slow
-def test_sigkill_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_data_dir):
-    sets = []
-    for override in [f"data.data_dir={shapes_data_dir}"] + EXACT + [
-            "training.checkpoint_every_steps=4", "training.keep_checkpoints=2"]:
-        sets += ["--set", override]
+def test_sigkill_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_data_dir,
+                                                           exact_reference):
+    # Compared with the module's uninterrupted run of the same recipe without step
+    # checkpoints (the SIGTERM test's reference): writing checkpoints must not change
+    # training, so the killed and resumed run still equals it within TOLERANCE.
+    sets = _sets([f"data.data_dir={shapes_data_dir}"] + EXACT + [
+        "training.checkpoint_every_steps=4", "training.keep_checkpoints=2"])
     recipe = str(REPO / "recipes" / "default.yaml")
-    full = _cli("train", recipe, "--run-dir", str(tmp_path / "full"), *sets)
-    assert full.returncode == 0, full.stderr[-2000:]
 
     cut = tmp_path / "cut"
     process = subprocess.Popen([sys.executable, "-m", "tfaccel.cli", "train", recipe,
@@ -132,13 +165,13 @@ def test_sigkill_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_dat
 
     import keras
 
-    a = keras.saving.load_model(tmp_path / "full" / "model.keras", compile=False)
+    a = keras.saving.load_model(exact_reference / "model.keras", compile=False)
     b = keras.saving.load_model(cut / "model.keras", compile=False)
     diff = max(float(np.max(np.abs(x - y))) for x, y in zip(a.get_weights(), b.get_weights()))
     assert diff <= TOLERANCE
     lines = [json.loads(line) for line in (cut / "metrics.jsonl").read_text().splitlines()]
     full_lines = [json.loads(line)
-                  for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
+                  for line in (exact_reference / "metrics.jsonl").read_text().splitlines()]
     _assert_same_epochs(full_lines, lines)
     assert json.loads(summary.read_text())["status"] == "completed"
     # keep_checkpoints=2: only the two newest step checkpoints remain, epoch ones all.
@@ -166,11 +199,28 @@ def _tiny_run(tmp_path, shapes_data_dir, name="run", extra=()):
                         run_dir=str(tmp_path / name))
 
 
-def test_resume_extends_a_finished_run_and_refuses_other_changes(tmp_path, shapes_data_dir):
+@pytest.fixture(scope="module")
+def tiny_finished(tmp_path_factory, shapes_data_dir):
+    """One finished TINY run (2 epochs) for the module, read-only: (run dir, its epochs)."""
+    first = _tiny_run(tmp_path_factory.mktemp("tiny-finished"), shapes_data_dir)
+    return _read_only(first.run_dir), first.epochs
+
+
+def _copy_of(tiny_finished, tmp_path):
+    """A writable copy of the shared finished run in this test's own folder."""
+    source, epochs = tiny_finished
+    directory = tmp_path / "run"
+    shutil.copytree(source, directory)
+    for path in directory.rglob("*"):
+        if path.is_file():
+            path.chmod(0o644)
+    return directory, epochs
+
+
+def test_resume_extends_a_finished_run_and_refuses_other_changes(tmp_path, tiny_finished):
     from tfaccel.training import run as runner
 
-    first = _tiny_run(tmp_path, shapes_data_dir)
-    directory = first.run_dir
+    directory, first_epochs = _copy_of(tiny_finished, tmp_path)
     with pytest.raises(UserInputError, match="already finished .2 of 2 epoch"):
         runner.train(resume=directory)
     with pytest.raises(UserInputError) as caught:
@@ -185,31 +235,31 @@ def test_resume_extends_a_finished_run_and_refuses_other_changes(tmp_path, shape
     lines = (directory / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3]
     # The first two epochs are the original run's, untouched.
-    assert json.loads(lines[0]) == first.epochs[0]
+    assert json.loads(lines[0]) == first_epochs[0]
     assert yaml.safe_load((directory / "recipe.yaml").read_text())["training"]["epochs"] == 3
     assert extended.summary["status"] == "completed"
 
 
 def test_cli_resume_with_a_changed_recipe_exits_2_with_the_differences(tmp_path,
-                                                                      shapes_data_dir):
-    first = _tiny_run(tmp_path, shapes_data_dir, extra=["training.epochs=1"])
-    result = CliRunner().invoke(main, ["train", "--resume", str(first.run_dir),
+                                                                      tiny_finished):
+    directory, _ = _copy_of(tiny_finished, tmp_path)
+    result = CliRunner().invoke(main, ["train", "--resume", str(directory),
                                        "--set", "seed=5"])
     assert result.exit_code == 2, result.output
     assert "seed: 0 in the run, 5 requested" in result.output
     assert "Traceback" not in result.output
 
 
-def test_a_truncated_checkpoint_is_skipped_for_the_previous_one(tmp_path, shapes_data_dir,
+def test_a_truncated_checkpoint_is_skipped_for_the_previous_one(tmp_path, tiny_finished,
                                                                 capsys):
     from tfaccel.training import run as runner
 
-    first = _tiny_run(tmp_path, shapes_data_dir, extra=["training.epochs=2"])
-    newest = first.run_dir / "checkpoints" / "epoch-002"
+    directory, _ = _copy_of(tiny_finished, tmp_path)
+    newest = directory / "checkpoints" / "epoch-002"
     weights = newest / ckpt.WEIGHTS_FILE
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     capsys.readouterr()
-    resumed = runner.train(resume=first.run_dir, overrides=["training.epochs=3"])
+    resumed = runner.train(resume=directory, overrides=["training.epochs=3"])
     out = capsys.readouterr().out
     assert "checkpoint epoch-002 is skipped: model.weights.h5 does not match its checksum" in out
     assert "using the previous good checkpoint epoch-001" in out

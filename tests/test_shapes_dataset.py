@@ -57,8 +57,13 @@ def test_generate_draws_visible_shapes_on_varied_backgrounds():
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("tfds")
+def prepared(shapes_data_dir):
+    # The session's data dir (tests/conftest.py) is datasets.prepare run into a fresh folder:
+    # the preparation under test, shared rather than generated a second time. Called again
+    # here it reuses what is there (test_prepare_again_reuses_the_prepared_data checks it).
+    from pathlib import Path
+
+    data_dir = Path(shapes_data_dir)
     return data_dir, datasets.prepare(data_dir)
 
 

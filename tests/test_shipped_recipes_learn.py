@@ -39,14 +39,12 @@ def test_tfrecords_recipe_learns(tmp_path, shapes_data_dir):
 
 
 @pytest.mark.slow
-def test_image_folder_recipe_learns(tmp_path, shapes_data_dir):
-    from tfaccel.data import export_image_folder
-
+def test_image_folder_recipe_learns(tmp_path, shapes_image_folder):
     # The recipe as its comment runs it (4,000 images, 8 epochs, tf.data's parallel order as
     # users get it): measured 0.944-0.953. At batch 64 for 6 epochs it ended mid-climb and
     # landed anywhere in 0.58-0.80, which once failed this test's former 0.60 bound.
-    export_image_folder(tmp_path / "images", limit=4000, data_dir=shapes_data_dir)
-    epochs = _train(tmp_path, "image_folder.yaml", f"data.path={tmp_path / 'images'}")
+    # shapes_image_folder: the session's export of the first 4,000 train images (read-only).
+    epochs = _train(tmp_path, "image_folder.yaml", f"data.path={shapes_image_folder}")
     assert len(epochs) == 8 and epochs[-1]["val_accuracy"] >= 0.85, epochs
 
 

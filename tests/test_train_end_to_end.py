@@ -20,6 +20,10 @@ TINY = [
     "training.global_batch_size=32",
     "runtime.verbose=0",
 ]
+# For tests that check a path or a flag, not learning: a few dozen examples, one epoch
+# (appended after TINY, so these win).
+FEW = ["data.train_split=train[:64]", "data.validation_split=test[:64]",
+       "data.shuffle_buffer=64", "training.epochs=1"]
 
 
 @pytest.fixture
@@ -138,7 +142,10 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_what_was_written(tmp_path, 
     recipe, overrides = tiny_recipe(
         tmp_path, tfds_dir, extra="")
     overrides = overrides + ["optimizer.name=sgd", "optimizer.learning_rate=1e12",
-                             "training.epochs=2", "runtime.precision=float32"]
+                             "training.epochs=2", "runtime.precision=float32",
+                             # 8 batches an epoch: the guard stops at the first bad one
+                             "data.train_split=train[:256]", "data.shuffle_buffer=256",
+                             "data.validation_split=test[:64]"]
     run_dir = tmp_path / "nan-run"
     with pytest.raises(TrainingError) as caught:
         runner.train(str(recipe), overrides, run_dir=str(run_dir))
@@ -157,7 +164,8 @@ def test_cli_nan_loss_exits_1_without_traceback(tmp_path, tfds_dir):
     recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
     args = ["train", str(recipe), "--run-dir", str(tmp_path / "r")]
     for override in overrides + ["optimizer.name=sgd", "optimizer.learning_rate=1e12",
-                                 "training.epochs=1"]:
+                                 "training.epochs=1", "data.train_split=train[:256]",
+                                 "data.shuffle_buffer=256", "data.validation_split=test[:64]"]:
         args += ["--set", override]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1, result.output
@@ -170,7 +178,7 @@ def test_train_from_python_with_a_mapping(tmp_path, tfds_dir):
 
     result = tfaccel.train({"name": "py", "data": {"data_dir": tfds_dir},
                             "runtime": {"runs_dir": str(tmp_path / "runs"), "verbose": 0}},
-                           overrides=TINY + ["training.epochs=1"])
+                           overrides=TINY + FEW)
     assert result.run_dir.parent == tmp_path / "runs"
     assert result.summary["epochs_completed"] == 1
 
@@ -209,7 +217,8 @@ def test_mirrored_two_replicas_with_accumulation_through_the_runner(tmp_path, tf
     result = runner.train(str(recipe), overrides + [
         "runtime.strategy=mirrored", f"runtime.devices=[{', '.join(logical_cpus)}]",
         "training.accumulation_steps=2", "training.epochs=1", "runtime.precision=float32",
-        "training.steps_per_execution=2", "data.train_split=train[:640]"],
+        "training.steps_per_execution=2", "data.train_split=train[:640]",
+        "data.shuffle_buffer=640", "data.validation_split=test[:64]"],
         run_dir=str(tmp_path / "mirrored"))
     summary = result.summary
     assert summary["strategy"] == "mirrored" and summary["replicas"] == 2
@@ -241,7 +250,9 @@ def test_interrupt_keeps_metrics_and_marks_the_summary(tmp_path, tfds_dir):
     recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
     run_dir = tmp_path / "interrupted"
     with pytest.raises(KeyboardInterrupt):
-        runner.train(str(recipe), overrides + ["data.train_split=train[:256]"],
+        runner.train(str(recipe), overrides + ["data.train_split=train[:256]",
+                                               "data.shuffle_buffer=256",
+                                               "data.validation_split=test[:64]"],
                      run_dir=str(run_dir), callbacks=[CtrlCAtSecondEpoch()])
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["epochs_completed"] == 1
@@ -265,7 +276,8 @@ def test_steps_per_epoch_longer_than_the_data_repeats_it(tmp_path, tfds_dir):
     counter = CountBatches()
     recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
     result = runner.train(str(recipe), overrides + [
-        "data.train_split=train[:64]", "training.steps_per_epoch=5", "training.epochs=2",
+        "data.train_split=train[:64]", "data.shuffle_buffer=64",
+        "data.validation_split=test[:64]", "training.steps_per_epoch=5", "training.epochs=2",
         "runtime.tensorboard=false", "training.checkpoints=false"],
         run_dir=str(tmp_path / "steps"), callbacks=[counter])
     # 64 examples are 2 batches of 32; 2 epochs of 5 steps ran 10 steps on the repeated
@@ -317,7 +329,8 @@ def test_a_deterministic_run_leaves_op_determinism_as_it_found_it(tmp_path, tfds
 
     recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
     assert not op_determinism_enabled()
-    train(recipe, overrides + ["runtime.deterministic=true"], run_dir=str(tmp_path / "run"))
+    train(recipe, overrides + FEW + ["runtime.deterministic=true"],
+          run_dir=str(tmp_path / "run"))
     assert not op_determinism_enabled()
 
 
@@ -358,7 +371,8 @@ def test_early_stopping_reports_the_last_and_the_saved_epoch(tmp_path, tfds_dir)
     # A learning rate too small to change float32 weights: validation loss never improves
     # after epoch 1, so patience 1 stops after epoch 2 and restores epoch 1's weights.
     result = runner.train(str(recipe), overrides + [
-        "data.train_split=train[:128]", "optimizer.name=sgd", "optimizer.learning_rate=1e-30",
+        "data.train_split=train[:128]", "data.shuffle_buffer=128",
+        "data.validation_split=test[:64]", "optimizer.name=sgd", "optimizer.learning_rate=1e-30",
         "training.epochs=5", "training.early_stopping_patience=1", "runtime.precision=float32"],
         run_dir=str(tmp_path / "early"))
     summary = result.summary
