@@ -15,7 +15,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from tfaccel.training import run_dir as run_files
 from tfaccel.errors import UserInputError, closest_match
@@ -223,12 +223,52 @@ class ExportOptions:
     strip: bool = False
 
 
+@dataclasses.dataclass
+class _Prepared:
+    """The model to convert and the arrays that check it (after any split preprocessing)."""
+
+    model: Any
+    x_val: Any
+    y_val: Any
+    calibration: Any
+    details: dict
+
+
+@dataclasses.dataclass
+class _Measured:
+    """What the export and its float twin did on the same validation arrays."""
+
+    predictions: dict
+    latencies: dict
+    sizes: dict
+    details: dict
+
+
 def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
                  options: ExportOptions, calibration_examples: int,
                  validation_examples: Optional[int], latency_runs: int,
                  latency_calls: int) -> dict:
+    """Exports into `staging`: prepare -> convert -> measure -> report."""
+    prepared = _prepare(staging, directory=directory, format=format, quantize=quantize,
+                        options=options, calibration_examples=calibration_examples,
+                        validation_examples=validation_examples)
+    artifact = staging / ARTIFACT_NAMES[format]
+    prepared.details.update(_convert(prepared.model, artifact, format=format,
+                                     quantize=quantize, calibration=prepared.calibration,
+                                     options=options))
+    measured = _measure(artifact, prepared, staging=staging, format=format,
+                        quantize=quantize, options=options, latency_runs=latency_runs,
+                        latency_calls=latency_calls)
+    return _report(prepared, measured, directory=directory, format=format,
+                   quantize=quantize, latency_runs=latency_runs,
+                   latency_calls=latency_calls)
+
+
+def _prepare(staging: Path, *, directory: Path, format: str, quantize: str,
+             options: ExportOptions, calibration_examples: int,
+             validation_examples: Optional[int]) -> _Prepared:
+    """The run's float model, its validation (and calibration) arrays, split if asked."""
     import keras
-    import numpy as np
 
     from tfaccel.config.recipe import load_recipe
 
@@ -252,30 +292,50 @@ def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
         if calibration is not None:
             calibration = _run_keras(prefix, calibration)
     details["input"] = _input_interface(model, preprocessing=options.preprocessing)
-    artifact = staging / ARTIFACT_NAMES[format]
-    details.update(_convert(model, artifact, format=format, quantize=quantize,
-                            calibration=calibration, options=options))
+    return _Prepared(model=model, x_val=x_val, y_val=y_val, calibration=calibration,
+                     details=details)
+
+
+def _measure(artifact: Path, prepared: _Prepared, *, staging: Path, format: str,
+             quantize: str, options: ExportOptions, latency_runs: int,
+             latency_calls: int) -> _Measured:
+    """Predictions, latencies and sizes of the export beside a float export of the model."""
+    details = {}
     with tempfile.TemporaryDirectory(prefix=".float-", dir=staging.parent) as scratch:
         contenders = {"export": load_runtime(artifact, format=format)}
         float_artifact = artifact
         if quantize != "none":
             float_artifact = Path(scratch) / ARTIFACT_NAMES[format]
-            _convert(model, float_artifact, format=format, quantize="none", calibration=None,
-                     options=options)
+            _convert(prepared.model, float_artifact, format=format, quantize="none",
+                     calibration=None, options=options)
             contenders["float"] = load_runtime(float_artifact, format=format)
-        predictions = {name: _predict(runtime, x_val) for name, runtime in contenders.items()}
-        latencies = _latencies(contenders, x_val[:1], runs=latency_runs, calls=latency_calls)
+        predictions = {name: _predict(runtime, prepared.x_val)
+                       for name, runtime in contenders.items()}
+        latencies = _latencies(contenders, prepared.x_val[:1], runs=latency_runs,
+                               calls=latency_calls)
         sizes = {"export": _size_on_disk(artifact), "float": _size_on_disk(float_artifact)}
         if format == "litert":
             # Where the bytes go: on a small model, fixed overhead bounds the size ratio.
-            details = {**details, "size_breakdown": litert_size_breakdown(artifact),
+            details = {"size_breakdown": litert_size_breakdown(artifact),
                        "float_size_breakdown": litert_size_breakdown(float_artifact)}
-    labels = _as_class_indices(y_val)
+    return _Measured(predictions=predictions, latencies=latencies, sizes=sizes,
+                     details=details)
+
+
+def _report(prepared: _Prepared, measured: _Measured, *, directory: Path, format: str,
+            quantize: str, latency_runs: int, latency_calls: int) -> dict:
+    """The export's report (export.json): size, accuracy and latency against float."""
+    import keras
+    import numpy as np
+
+    predictions, latencies, sizes = measured.predictions, measured.latencies, measured.sizes
+    labels = _as_class_indices(prepared.y_val)
     top1 = {name: np.argmax(p, axis=-1) for name, p in predictions.items()}
-    float_name = "float" if "float" in contenders else "export"
+    float_name = "float" if "float" in predictions else "export"
     accuracy = float(np.mean(top1["export"] == labels))
     float_accuracy = float(np.mean(top1[float_name] == labels))
-    report = {
+    calibration = prepared.calibration
+    return {
         "format": format,
         "quantize": quantize,
         "size_bytes": sizes["export"],
@@ -298,9 +358,9 @@ def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
         "runtime": _runtime_name(format),
         "run_dir": str(directory),
         "versions": {"keras": keras.__version__, **_package_versions(format)},
-        **details,
+        **prepared.details,
+        **measured.details,
     }
-    return report
 
 
 def _input_interface(model, *, preprocessing: str) -> dict:
