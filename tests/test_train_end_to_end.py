@@ -444,3 +444,36 @@ def test_multi_worker_runs_keep_a_fixed_input_order():
     assert input_order_is_fixed(deterministic=False, strategy="multi_worker")
     assert not input_order_is_fixed(deterministic=False, strategy="mirrored")
     assert input_order_is_fixed(deterministic=True, strategy="default")
+
+
+def test_fit_shows_a_bar_on_a_terminal_and_one_line_per_epoch_in_a_log():
+    # Keras' bar redraws with carriage returns: fine on a terminal, hundreds of ANSI
+    # redraws per epoch in a log file or a scheduler's output.
+    import io
+
+    from tfaccel.training.run import fit_verbosity
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert fit_verbosity(None, stream=Terminal()) == 1
+    assert fit_verbosity(None, stream=io.StringIO()) == 2
+    assert [fit_verbosity(v, stream=Terminal()) for v in (0, 1, 2)] == [0, 1, 2]
+
+
+def test_a_cli_run_into_a_pipe_prints_one_line_per_epoch(tmp_path, tfds_dir):
+    import subprocess
+    import sys
+
+    recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
+    overrides = [o for o in overrides + FEW if not o.startswith("runtime.verbose")]
+    result = subprocess.run(
+        [sys.executable, "-m", "tfaccel.cli", "train", str(recipe), "--run-dir",
+         str(tmp_path / "run"), *[a for o in overrides for a in ("--set", o)],
+         "--set", "training.epochs=2"],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "\r" not in result.stdout and "\x1b[" not in result.stdout
+    epoch_lines = [line for line in result.stdout.splitlines() if " - val_accuracy: " in line]
+    assert len(epoch_lines) == 2, result.stdout[-3000:]

@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -572,8 +573,22 @@ def _fit(ctx: _RunContext, *, trained_model, data: _TrainData, outputs: _Outputs
                 stream, validation_data=data.validation,
                 initial_epoch=first_epoch, epochs=end_epoch, steps_per_epoch=steps_in_epoch,
                 validation_steps=training.validation_steps, callbacks=outputs.all,
-                verbose=ctx.recipe.runtime.verbose,
+                verbose=fit_verbosity(ctx.recipe.runtime.verbose),
                 shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
+
+
+def fit_verbosity(verbose: Optional[int], *, stream=None) -> int:
+    """Keras' `verbose` for `fit`: the recipe's, or by where the output goes when unset.
+
+    Keras' progress bar redraws one line with carriage returns: on a terminal that is one
+    line, in a log file or a scheduler's output hundreds of ANSI redraws per epoch. So
+    unset (None) means a bar on a terminal and one line per epoch anywhere else.
+    """
+    if verbose is not None:
+        return int(verbose)
+    stream = sys.stdout if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    return 1 if isatty is not None and isatty() else 2
 
 
 def _record_failure(ctx: _RunContext, error: BaseException, *, outputs: _Outputs,
