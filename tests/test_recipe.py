@@ -129,9 +129,9 @@ def test_missing_file_and_malformed_yaml(tmp_path):
 
 def test_unknown_model_and_model_param_are_rejected():
     # The same check (and message) as models.build_model's, at validation time.
-    assert "model (name 'small_cn', params): Unknown model name 'small_cn'. Did you mean " \
-        "'small_cnn'?" in error_of({"model": {"name": "small_cn"}})
-    assert "Unknown parameter 'dropuot' for model 'small_cnn'. Did you mean 'dropout'?" in \
+    assert "model (name 'small_cn', params): Unknown model name 'small_cn' (did you mean " \
+        "'small_cnn'?)." in error_of({"model": {"name": "small_cn"}})
+    assert "Unknown parameter 'dropuot' for model 'small_cnn' (did you mean 'dropout'?)." in \
         error_of({"model": {"name": "small_cnn", "params": {"dropuot": 0.1}}})
     # Values too, which validation did not check before.
     assert "model 'small_cnn' parameter 'dropout' must be a number in [0, 1), got 1.5" in \

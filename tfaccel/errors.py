@@ -10,6 +10,12 @@ def closest_match(word: str, choices: Iterable[str]) -> Optional[str]:
     return close[0] if close else None
 
 
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """THE did-you-mean hint: `` (did you mean 'x'?)`` for the closest choice, or ``""``."""
+    close = closest_match(word, choices)
+    return f" (did you mean {close!r}?)" if close else ""
+
+
 class TfaccelError(Exception):
     """Base class of every error tfaccel raises on purpose."""
 
