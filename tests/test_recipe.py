@@ -130,9 +130,9 @@ def test_missing_file_and_malformed_yaml(tmp_path):
 
 def test_unknown_model_and_model_param_are_rejected():
     # The same check (and message) as models.build_model's, at validation time.
-    assert "model (name 'small_cn', params): Unknown model name 'small_cn'. Did you mean " \
-        "'small_cnn'?" in error_of({"model": {"name": "small_cn"}})
-    assert "Unknown parameter 'dropuot' for model 'small_cnn'. Did you mean 'dropout'?" in \
+    assert "model (name 'small_cn', params): Unknown model name 'small_cn' (did you mean " \
+        "'small_cnn'?). Known models: " in error_of({"model": {"name": "small_cn"}})
+    assert "Unknown parameter 'dropuot' (did you mean 'dropout'?) for model 'small_cnn'." in \
         error_of({"model": {"name": "small_cnn", "params": {"dropuot": 0.1}}})
     # Values too, which validation did not check before.
     assert "model 'small_cnn' parameter 'dropout' must be a number in [0, 1), got 1.5" in \
@@ -278,3 +278,17 @@ def test_flatten_recipe_keeps_the_mapping_valued_keys_whole():
 def test_flatten_recipe_names_a_value_that_is_not_a_mapping():
     with pytest.raises(UserInputError, match=r"raw must be a mapping.*list \['a'\]"):
         flatten_recipe(["a"])
+
+
+def test_one_did_you_mean_hint_for_every_message():
+    from tfaccel.errors import did_you_mean
+
+    assert did_you_mean("sorce", ["seed", "source"]) == " (did you mean 'source'?)"
+    assert did_you_mean(3, [1, 2, 30]) == " (did you mean '30'?)"
+    assert did_you_mean("zzz", ["source"]) == ""
+    # No module words its own hint (recipe, models, data, export used four wordings).
+    package = Path(__file__).resolve().parents[1] / "tfaccel"
+    wording = [str(path.relative_to(package)) for path in sorted(package.rglob("*.py"))
+               if "did you mean {" in path.read_text(encoding="utf-8").lower()
+               or "get_close_matches" in path.read_text(encoding="utf-8")]
+    assert wording == ["errors.py"]

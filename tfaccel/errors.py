@@ -10,6 +10,16 @@ def closest_match(word: str, choices: Iterable[str]) -> Optional[str]:
     return close[0] if close else None
 
 
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """THE did-you-mean hint: ``" (did you mean 'x'?)"`` for the closest choice, else "".
+
+    Every error message that names an unknown value or key appends it, right after the
+    value it is about.
+    """
+    close = closest_match(word, choices)
+    return f" (did you mean {close!r}?)" if close else ""
+
+
 class TfaccelError(Exception):
     """Base class of every error tfaccel raises on purpose."""
 

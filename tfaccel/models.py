@@ -10,7 +10,7 @@ probabilities for ``sparse_categorical_crossentropy`` and stay numerically safe 
 import dataclasses
 from typing import Any, Callable, Mapping
 
-from tfaccel.errors import UserInputError, closest_match
+from tfaccel.errors import UserInputError, did_you_mean
 
 # keras.applications refuse inputs smaller than this (imagenet_utils.obtain_input_shape).
 _APPLICATION_MIN_SIZE = 32
@@ -269,15 +269,10 @@ def model_names():
     return sorted(MODELS)
 
 
-def _did_you_mean(value, choices):
-    close = closest_match(value, choices)
-    return f" Did you mean {close!r}?" if close else ""
-
-
 def _spec(name):
     if name not in MODELS:
         raise UserInputError(
-            f"Unknown model name {name!r}.{_did_you_mean(name, MODELS)} "
+            f"Unknown model name {name!r}{did_you_mean(name, MODELS)}. "
             f"Known models: {', '.join(model_names())}."
         )
     return MODELS[name]
@@ -326,8 +321,8 @@ def _check_param(model, key, value, default):
     if key in _CHOICES:
         if value not in _CHOICES[key]:
             raise UserInputError(
-                f"{where} must be one of {', '.join(map(repr, _CHOICES[key]))}, got {value!r}."
-                f"{_did_you_mean(value, _CHOICES[key])}"
+                f"{where} must be one of {', '.join(map(repr, _CHOICES[key]))}, got {value!r}"
+                f"{did_you_mean(value, _CHOICES[key])}."
             )
         return value
     if key == "dropout":
@@ -417,8 +412,8 @@ def check_params(name, params):
     if unknown:
         key = unknown[0]
         raise UserInputError(
-            f"Unknown parameter {key!r} for model {name!r}."
-            f"{_did_you_mean(key, spec.defaults)} "
+            f"Unknown parameter {key!r}{did_you_mean(key, spec.defaults)} for model "
+            f"{name!r}. "
             f"Known parameters: {', '.join(sorted(spec.defaults)) or '(none)'}."
         )
     return {key: _check_param(name, key, params.get(key, default), default)

@@ -14,7 +14,7 @@ from typing import Any, Literal, Optional
 import yaml
 
 from tfaccel.config import input_paths
-from tfaccel.errors import RecipeError, UserInputError, closest_match
+from tfaccel.errors import RecipeError, UserInputError, did_you_mean
 
 SOURCES = ("builtin", "tfds", "image_folder", "tfrecords", "arrays", "python")
 AUGMENTATIONS = ("flip", "flip_vertical", "crop", "brightness", "contrast", "rotate90")
@@ -328,7 +328,7 @@ def _check_override_path(keys: list[str], override: str) -> None:
         if key not in names:
             prefix = ".".join(keys[:depth])
             raise RecipeError(f"--set {override!r}: unknown key "
-                              f"{_join(prefix, key)!r}{_did_you_mean(key, names)}.")
+                              f"{_join(prefix, key)!r}{did_you_mean(key, names)}.")
         cls = typing.get_type_hints(cls)[key]
 
 
@@ -428,7 +428,7 @@ def _build(cls, raw: Any, prefix: str, *, source: str):
     for key in raw:
         if not isinstance(key, str) or key not in fields_by_name:
             raise RecipeError(f"{source}: unknown key {_join(prefix, str(key))!r}"
-                              f"{_did_you_mean(str(key), list(fields_by_name))}.")
+                              f"{did_you_mean(str(key), list(fields_by_name))}.")
     hints = typing.get_type_hints(cls)
     values = {}
     for name, f in fields_by_name.items():
@@ -463,7 +463,7 @@ def _convert(value: Any, hint: Any, key_path: str, *, source: str):
     if origin is Literal:
         if value not in args:
             choices = ", ".join(str(a) for a in args)
-            hint_text = _did_you_mean(str(value), [str(a) for a in args])
+            hint_text = did_you_mean(str(value), [str(a) for a in args])
             raise RecipeError(f"{source}: {key_path} must be one of {choices}; got "
                               f"{_describe(value)}{hint_text}.")
         return value
@@ -659,11 +659,6 @@ def _resolve_path(value: str, base_dir: Path) -> str:
     if os.path.isabs(expanded):
         return expanded
     return str((base_dir / expanded).resolve())
-
-
-def _did_you_mean(word: str, choices: list[str]) -> str:
-    close = closest_match(word, choices)
-    return f" (did you mean {close!r}?)" if close else ""
 
 
 def _join(prefix: str, key: str) -> str:

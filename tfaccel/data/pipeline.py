@@ -391,16 +391,15 @@ def check_builder_options(options: dict, *, builder: Callable) -> None:
     """
     import inspect
 
-    from tfaccel.errors import closest_match
+    from tfaccel.errors import did_you_mean
 
     known = set(inspect.signature(optimize).parameters) - {"dataset"}
     own = set(inspect.signature(builder).parameters) - {"options"}
     for name in options:
         if name not in known:
-            close = closest_match(name, sorted(known | own))
-            hint = f" (did you mean {close!r}?)" if close else ""
             raise UserInputError(
-                f"{builder.__name__}() got an unknown argument {name!r}{hint}: it takes its "
+                f"{builder.__name__}() got an unknown argument {name!r}"
+                f"{did_you_mean(name, sorted(known | own))}: it takes its "
                 "own arguments (see its docstring) and those of tfaccel.data.optimize: "
                 f"{', '.join(sorted(known))}.")
 

@@ -19,7 +19,7 @@ from typing import Callable, Optional, Union
 
 from tfaccel import atomic
 from tfaccel.training import run_dir as run_files
-from tfaccel.errors import UserInputError, closest_match
+from tfaccel.errors import UserInputError, did_you_mean
 
 FORMATS = ("saved_model", "litert", "onnx", "keras")
 QUANTIZE_MODES = ("none", "dynamic", "float16", "int8")
@@ -62,10 +62,8 @@ def check_arguments(*, format: str, quantize: str, preprocessing: str = "inside"
             format's tooling lacks, or an option the format or mode does not have.
     """
     if format not in FORMATS:
-        hint = closest_match(format, FORMATS)
         raise UserInputError(f"unknown export format {format!r}; choose one of "
-                             f"{', '.join(FORMATS)}" + (f" (did you mean {hint!r}?)" if hint
-                                                        else "") + ".")
+                             f"{', '.join(FORMATS)}{did_you_mean(format, FORMATS)}.")
     if quantize not in QUANTIZE_MODES:
         raise UserInputError(f"unknown quantize mode {quantize!r}; choose one of "
                              f"{', '.join(QUANTIZE_MODES)}.")
