@@ -72,10 +72,24 @@ def test_train_on_a_missing_recipe_exits_2(runner, tmp_path):
 
 
 def test_keys_lists_every_recipe_key(runner):
+    # Against the registry (describe_keys) and, independently, the keys a resolved default
+    # recipe has: a key missing from the listing, or listed twice, or a section listed as a
+    # key, fails.
+    from tfaccel.config.recipe import Recipe, describe_keys, flatten_recipe, recipe_to_dict
+
     result = runner.invoke(main, ["keys"])
     assert result.exit_code == 0
-    assert "training.global_batch_size" in result.output
-    assert "runtime.precision" in result.output
+    listed = [line.split()[0] for line in result.output.splitlines() if line.strip()]
+    registry = [key for key, _, _ in describe_keys()]
+    assert listed == registry
+    assert listed == list(flatten_recipe(recipe_to_dict(Recipe())))
+    assert len(listed) == len(set(listed)) > 50
+    rows = {line.split()[0]: line for line in result.output.splitlines() if line.strip()}
+    for key, default, help_text in describe_keys():
+        assert rows[key].split(maxsplit=2)[1] == (default or "-").split()[0], key
+        assert rows[key].endswith(help_text), key
+    markdown = runner.invoke(main, ["keys", "--markdown"]).output.splitlines()
+    assert [row.split("`")[1] for row in markdown[2:]] == registry
 
 
 def test_models_lists_the_registry(runner):

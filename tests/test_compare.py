@@ -8,6 +8,7 @@ import yaml
 from click.testing import CliRunner
 
 from tfaccel.cli.main import main
+from tfaccel.errors import UserInputError
 from tfaccel.tools.compare import compare, differing_settings, load_run
 
 
@@ -84,3 +85,27 @@ def test_a_folder_that_is_not_a_run_exits_2_naming_it(tmp_path, two_runs):
     result = CliRunner().invoke(main, ["compare", str(two_runs[0]), str(stray), "--no-plot"])
     assert result.exit_code == 2
     assert str(stray) in result.output and "not a tfaccel run directory" in result.output
+
+
+def test_a_mapping_valued_key_is_one_row_like_every_recipe_key(tmp_path):
+    # The rows are recipe keys (flatten_recipe, as resume compares): data.features and
+    # model.params are one setting each, shown whole.
+    runs = [_fake_run(tmp_path / name, lr=0.001, batch=64, losses=[1.0], speed=500)
+            for name in ("a", "b")]
+    for run, shape in zip(runs, ([32, 32, 3], [28, 28, 1])):
+        recipe = yaml.safe_load((run / "recipe.yaml").read_text())
+        recipe["data"]["features"] = {"image": {"dtype": "uint8", "shape": shape}}
+        recipe["model"]["params"] = {"dropout": 0.1 if shape[0] == 32 else 0.2}
+        (run / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    loaded = [load_run(p) for p in runs]
+    assert differing_settings(loaded) == ["data.features", "model.params"]
+    table = compare(runs, plot_path=None)["table"].splitlines()
+    assert ('| data.features | {"image": {"dtype": "uint8", "shape": [32, 32, 3]}} | '
+            '{"image": {"dtype": "uint8", "shape": [28, 28, 1]}} |') in table
+
+
+def test_a_recipe_that_is_not_a_mapping_exits_2(tmp_path):
+    run = _fake_run(tmp_path / "a", lr=0.001, batch=64, losses=[1.0], speed=500)
+    (run / "recipe.yaml").write_text("- just\n- a list\n")
+    with pytest.raises(UserInputError, match="recipe.yaml is not a mapping"):
+        load_run(run)

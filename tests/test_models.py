@@ -54,7 +54,7 @@ def test_model_params_returns_defaults_as_a_fresh_dict():
 
 
 def test_unknown_model_name_suggests_the_closest():
-    expected = r"Unknown model name 'small_cn' \(did you mean 'small_cnn'\?\)\."
+    expected = r"Unknown model name 'small_cn' \(did you mean 'small_cnn'\?\)\. Known models: "
     with pytest.raises(UserInputError, match=expected):
         models.model_params("small_cn")
     with pytest.raises(UserInputError, match=r"'resnet_50' \(did you mean 'resnet50'\?\)"):
@@ -62,8 +62,8 @@ def test_unknown_model_name_suggests_the_closest():
 
 
 def test_unknown_param_names_it_and_suggests_the_closest():
-    with pytest.raises(UserInputError, match=r"Unknown parameter 'filter' for model 'small_cnn' "
-                                             r"\(did you mean 'filters'\?\)\."):
+    with pytest.raises(UserInputError, match=r"Unknown parameter 'filter' \(did you mean "
+                                             r"'filters'\?\) for model 'small_cnn'\. "):
         models.build_model("small_cnn", input_shape=(32, 32, 3), num_classes=4, filter=[8])
 
 
@@ -74,7 +74,7 @@ def test_unknown_param_names_it_and_suggests_the_closest():
         ("small_cnn", {"filters": []}, r"'filters' must be a non-empty list of .*got \[\]"),
         ("mlp", {"hidden_units": [64, "x"]}, r"'hidden_units' must be .*got \[64, 'x'\]"),
         ("small_cnn", {"batch_norm": "yes"}, r"'batch_norm' must be true or false, got 'yes'"),
-        ("small_cnn", {"normalization": "perimage"}, r"'perimage' \(did you mean 'per_image'\?\)\."),
+        ("small_cnn", {"normalization": "perimage"}, r"got 'perimage' \(did you mean 'per_image'\?\)\.$"),
         ("resnet_small", {"stages": 0}, r"'stages' must be an integer >= 1, got 0"),
         ("resnet50", {"image_size": 16}, r"'image_size' must be .*>= 32, got 16"),
         ("efficientnet_b0", {"bn_momentum": 1.0}, r"'bn_momentum' must be a number in "

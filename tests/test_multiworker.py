@@ -133,7 +133,7 @@ def test_patched_build_and_steps_take_per_replica_values_on_two_replicas(monkeyp
 
     from tfaccel.engine import keras_compat
 
-    monkeypatch.setattr(keras_compat, "_is_multi_worker", lambda strategy: True)
+    monkeypatch.setattr(keras_compat.cluster, "is_multi_worker", lambda strategy: True)
     strategy = tf.distribute.MirroredStrategy(
         logical_cpus, cross_device_ops=tf.distribute.ReductionToOneDevice())
     with strategy.scope():

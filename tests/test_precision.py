@@ -58,14 +58,30 @@ def test_auto_on_gpus_follows_compute_capability(monkeypatch):
     assert precision.resolve_precision("auto") == "float32"
 
 
-@pytest.mark.parametrize("has_bf16", [True, False])
-def test_an_explicit_policy_wins_over_what_auto_would_pick(monkeypatch, cpu_only_host,
-                                                           has_bf16):
-    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: has_bf16)
-    auto = precision.resolve_precision("auto")
-    assert auto == ("mixed_bfloat16" if has_bf16 else "float32")
-    for name in ("float32", "mixed_float16", "mixed_bfloat16"):
-        assert precision.resolve_precision(name) == name
+@pytest.mark.parametrize("flags,auto", [("avx512f avx512_bf16", "mixed_bfloat16"),
+                                        ("amx_tile amx_bf16", "mixed_bfloat16"),
+                                        ("avx2 avx512f", "float32")])
+def test_every_policy_is_set_on_both_kinds_of_cpu_and_an_explicit_one_wins(
+        monkeypatch, tmp_path, cpu_only_host, flags, auto):
+    # The real CPU-feature probe reads a fake /proc/cpuinfo: a CPU with bfloat16
+    # instructions and one without, whatever this machine has.
+    monkeypatch.setattr(precision.cpu_has_bf16, "__defaults__", (_cpuinfo(tmp_path, flags),))
+    compute = {"float32": "float32", "mixed_float16": "float16",
+               "mixed_bfloat16": "bfloat16"}
+    for asked in ("auto", "float32", "mixed_float16", "mixed_bfloat16"):
+        expected = auto if asked == "auto" else asked  # an explicit name is never overridden
+        keras.mixed_precision.set_global_policy("float32")
+        if expected == "mixed_float16":  # the CPU-only warning (tensorflow#45441)
+            with pytest.warns(RuntimeWarning, match="45441"):
+                assert precision.set_precision(asked) == expected
+        else:
+            assert precision.set_precision(asked) == expected
+        assert keras.mixed_precision.global_policy().name == expected
+        layer = keras.layers.Dense(2)
+        assert (layer.compute_dtype, layer.variable_dtype) == (compute[expected], "float32")
+        # Setting float32 back restores plain layers (nothing of the policy lingers).
+        assert precision.set_precision("float32") == "float32"
+        assert keras.layers.Dense(2).compute_dtype == "float32"
 
 
 def test_unknown_policy_names_value_and_choices():

@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tfaccel.errors import RecipeError
-from tfaccel.config.recipe import (Recipe, apply_overrides, describe_keys, dump_recipe, load_recipe,
-                            recipe_from_dict)
+from tfaccel.errors import RecipeError, UserInputError
+from tfaccel.config.recipe import (Recipe, apply_overrides, describe_keys, dump_recipe,
+                                   flatten_recipe, load_recipe, mapping_keys, recipe_from_dict,
+                                   recipe_to_dict)
 
 
 def write(tmp_path: Path, text: str, name: str = "recipe.yaml") -> Path:
@@ -130,8 +131,8 @@ def test_missing_file_and_malformed_yaml(tmp_path):
 def test_unknown_model_and_model_param_are_rejected():
     # The same check (and message) as models.build_model's, at validation time.
     assert "model (name 'small_cn', params): Unknown model name 'small_cn' (did you mean " \
-        "'small_cnn'?)." in error_of({"model": {"name": "small_cn"}})
-    assert "Unknown parameter 'dropuot' for model 'small_cnn' (did you mean 'dropout'?)." in \
+        "'small_cnn'?). Known models: " in error_of({"model": {"name": "small_cn"}})
+    assert "Unknown parameter 'dropuot' (did you mean 'dropout'?) for model 'small_cnn'." in \
         error_of({"model": {"name": "small_cnn", "params": {"dropuot": 0.1}}})
     # Values too, which validation did not check before.
     assert "model 'small_cnn' parameter 'dropout' must be a number in [0, 1), got 1.5" in \
@@ -219,7 +220,6 @@ def test_json_schema_agrees_with_validation_on_empty_sections():
 def test_recipe_and_build_model_give_the_same_model_parameter_message():
     # One check (models.check_params): validation adds only the file and section in front.
     from tfaccel import models
-    from tfaccel.errors import UserInputError
 
     for params in ({"dropuot": 0.1}, {"dropout": 1.5}, {"filters": "wide"}):
         with pytest.raises(UserInputError) as direct:
@@ -253,3 +253,43 @@ def test_the_recipe_allows_exactly_the_values_each_registry_implements():
     assert allowed(recipe_lib.RuntimeConfig, "strategy") == set(strategy.STRATEGY_KINDS)
     assert allowed(recipe_lib.RuntimeConfig, "precision") == set(precision.POLICIES)
     assert service.PROCESSING_MODES is recipe_lib.PROCESSING_MODES  # one list, imported
+
+
+def test_flatten_recipe_gives_exactly_the_keys_describe_keys_lists():
+    flat = flatten_recipe(recipe_to_dict(Recipe()))
+    assert list(flat) == [key for key, _, _ in describe_keys()]
+    assert flat["training.epochs"] == Recipe().training.epochs
+    assert flat["data.service.dispatcher"] == Recipe().data.service.dispatcher
+
+
+def test_flatten_recipe_keeps_the_mapping_valued_keys_whole():
+    assert mapping_keys() == ("data.features", "model.params")
+    features = {"image": {"dtype": "uint8", "shape": [32, 32, 3], "kind": "image"}}
+    raw = {"model": {"name": "mlp", "params": {"width": 64}},
+           "data": {"features": features, "service": {}}}
+    assert flatten_recipe(raw) == {"model.name": "mlp", "model.params": {"width": 64},
+                                   "data.features": features, "data.service": {}}
+    # Told to walk into everything, it does (an explicit choice, not the rule's default).
+    assert flatten_recipe(raw, whole=()) == {
+        "model.name": "mlp", "model.params.width": 64, "data.features.image.dtype": "uint8",
+        "data.features.image.shape": [32, 32, 3], "data.features.image.kind": "image",
+        "data.service": {}}
+
+
+def test_flatten_recipe_names_a_value_that_is_not_a_mapping():
+    with pytest.raises(UserInputError, match=r"raw must be a mapping.*list \['a'\]"):
+        flatten_recipe(["a"])
+
+
+def test_one_did_you_mean_hint_for_every_message():
+    from tfaccel.errors import did_you_mean
+
+    assert did_you_mean("sorce", ["seed", "source"]) == " (did you mean 'source'?)"
+    assert did_you_mean(3, [1, 2, 30]) == " (did you mean '30'?)"
+    assert did_you_mean("zzz", ["source"]) == ""
+    # No module words its own hint (recipe, models, data, export used four wordings).
+    package = Path(__file__).resolve().parents[1] / "tfaccel"
+    wording = [str(path.relative_to(package)) for path in sorted(package.rglob("*.py"))
+               if "did you mean {" in path.read_text(encoding="utf-8").lower()
+               or "get_close_matches" in path.read_text(encoding="utf-8")]
+    assert wording == ["errors.py"]

@@ -398,3 +398,19 @@ def test_cli_sigterm_saves_a_checkpoint_and_exits_143(tmp_path, shapes_data_dir)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [line["epoch"] for line in lines] == [1, 2, 3]
+
+
+def test_recipe_differences_name_recipe_keys_and_keep_model_params_whole():
+    # One difference per recipe key (flatten_recipe): a changed model.params is one entry
+    # holding both whole mappings, not one entry per parameter.
+    from tfaccel.config.recipe import recipe_from_dict
+    from tfaccel.training.resume import recipe_differences
+
+    saved = recipe_from_dict({"model": {"name": "mlp", "params": {"hidden_units": [32]}}})
+    requested = recipe_from_dict({"model": {"name": "mlp", "params": {"hidden_units": [64]}},
+                                  "training": {"epochs": 7}, "seed": 3})
+    assert recipe_differences(saved, requested) == [
+        ("model.params", {"hidden_units": [32]}, {"hidden_units": [64]}),
+        ("seed", 0, 3),
+        ("training.epochs", saved.training.epochs, 7)]
+    assert recipe_differences(saved, saved) == []

@@ -21,10 +21,33 @@ def test_constants_import_without_tensorflow():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_constants_describe_the_data():
-    assert datasets.CLASS_NAMES == ("circle", "square", "triangle", "cross")
-    assert datasets.IMAGE_SHAPE == (32, 32, 3)
-    assert datasets.SPLIT_SIZES == {"train": 12_000, "test": 2_000}
+def test_constants_describe_the_generated_data():
+    # The TF-free constants recipe validation reads, checked against what the generator
+    # makes (the builder's splits: test_prepare_writes_both_splits_with_declared_features).
+    images, labels = _generate.generate(64, seed=0)
+    assert images.shape[1:] == datasets.IMAGE_SHAPE
+    assert sorted(set(labels.tolist())) == list(range(datasets.NUM_CLASSES))
+    assert len(datasets.CLASS_NAMES) == datasets.NUM_CLASSES
+
+
+def test_each_label_draws_the_shape_its_class_name_says():
+    # Points around a shape of radius 10 centred at 0, upright: which of them fall inside
+    # tells a circle, a square, an (upward-pointing) triangle and a cross apart.
+    points = np.array([(8.2, 8.2),    # a square's corner: outside the circle
+                       (0.0, 9.5),    # the circle's and the cross's edge, past the square's
+                       (6.5, 6.5),    # inside the circle and the square only
+                       (0.0, -10.5)],  # the triangle's apex only
+                      np.float32)
+    inside_by_shape = {"circle": [0, 1, 1, 0], "square": [1, 0, 1, 0],
+                       "triangle": [0, 0, 0, 1], "cross": [0, 1, 0, 0]}
+    n = datasets.NUM_CLASSES
+    dx = np.broadcast_to(points[:, 0], (n, 1, len(points))).astype(np.float32)
+    dy = np.broadcast_to(points[:, 1], (n, 1, len(points))).astype(np.float32)
+    distance = _generate._signed_distance(np.arange(n), dx, dy,
+                                          np.full((n, 1, 1), 10, np.float32),
+                                          np.zeros((n, 1, 1), np.float32))
+    inside = (distance[:, 0] < 0).astype(int).tolist()
+    assert inside == [inside_by_shape[name] for name in datasets.CLASS_NAMES]
 
 
 def test_generate_shapes_dtypes_and_exact_balance():
@@ -71,10 +94,8 @@ def test_prepare_writes_both_splits_with_declared_features(prepared):
     _, builder = prepared
     info = builder.info
     assert info.name == datasets.NAME
-    assert {name: split.num_examples for name, split in info.splits.items()} == {
-        "train": 12_000,
-        "test": 2_000,
-    }
+    assert {name: split.num_examples for name, split in info.splits.items()} == \
+        datasets.SPLIT_SIZES
     assert tuple(info.features["image"].shape) == datasets.IMAGE_SHAPE
     assert info.features["label"].names == list(datasets.CLASS_NAMES)
     assert info.supervised_keys == ("image", "label")

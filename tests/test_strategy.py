@@ -140,3 +140,64 @@ def test_mirrored_on_gpu_devices_leaves_the_cross_device_op_to_tensorflow(monkey
     assert seen == {"devices": ["/gpu:0", "/gpu:1"], "cross_device_ops": None}  # NCCL where present
     strategy_module._mirrored(["/cpu:0", "/cpu:1"])
     assert isinstance(seen["cross_device_ops"], tf.distribute.ReductionToOneDevice)
+
+
+def _collective_strategy(cluster_spec, *, task_type="worker", task_id=0):
+    """A MultiWorkerMirroredStrategy as the rule sees it (class and cluster resolver),
+    without starting TensorFlow's collectives in the test process."""
+    import types
+
+    import tensorflow as tf
+
+    strategy = object.__new__(tf.distribute.MultiWorkerMirroredStrategy)
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(cluster_spec), task_type=task_type, task_id=task_id)
+    strategy._extended = types.SimpleNamespace(_cluster_resolver=resolver)
+    return strategy
+
+
+def test_one_multi_worker_rule_for_data_engine_and_training(logical_cpus, monkeypatch):
+    # config.cluster.strategy_role is THE rule; sharding (data), keras_compat (engine) and
+    # the throughput monitor (training) all follow it.
+    import tensorflow as tf
+
+    from tfaccel.config import cluster
+    from tfaccel.data import sharding
+    from tfaccel.engine import keras_compat
+    from tfaccel.training.throughput import ThroughputMonitor
+
+    workers = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]}
+    cases = [
+        (tf.distribute.get_strategy(), (0, 1)),
+        (tf.distribute.MirroredStrategy(logical_cpus), (0, 1)),
+        (_collective_strategy({}), (0, 1)),  # no TF_CONFIG: one worker
+        (_collective_strategy({"worker": ["127.0.0.1:2"]}), (0, 1)),
+        (_collective_strategy(workers, task_type="chief"), (0, 3)),
+        (_collective_strategy(workers, task_type="worker", task_id=1), (2, 3)),
+    ]
+    for strategy, (index, count) in cases:
+        role = cluster.strategy_role(strategy)
+        assert (role.index, role.count) == (index, count), strategy
+        assert cluster.is_multi_worker(strategy) is (count > 1)
+        assert sharding.worker_of(strategy) == (index, count)
+
+    class Model:  # what keras_compat and the monitor read of a model
+        jit_compile = False
+
+    for strategy, (_, count) in cases[2:]:
+        model = Model()
+        model.distribute_strategy = strategy
+        for name in ("_maybe_symbolic_build", "train_step", "test_step"):
+            setattr(model, name, lambda *a, **k: None)
+        before = model.train_step
+        keras_compat.patch_for_multi_worker(model)
+        assert (model.train_step is not before) is (count > 1)
+        if count > 1:
+            monitor = ThroughputMonitor()
+            monitor.attach(model, strategy=strategy)
+            assert monitor.unavailable_reason == "MultiWorkerMirroredStrategy"
+    monkeypatch.setattr(tf.distribute, "has_strategy", lambda: True)
+    for strategy, (_, count) in cases:
+        monkeypatch.setattr(tf.distribute, "get_strategy", lambda s=strategy: s)
+        assert sharding.multi_worker_in_scope() is (count > 1)
+        assert sharding.worker_in_scope()[1] == count

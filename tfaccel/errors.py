@@ -11,7 +11,11 @@ def closest_match(word: str, choices: Iterable[str]) -> Optional[str]:
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """THE did-you-mean hint: `` (did you mean 'x'?)`` for the closest choice, or ``""``."""
+    """THE did-you-mean hint: ``" (did you mean 'x'?)"`` for the closest choice, else "".
+
+    Every error message that names an unknown value or key appends it, right after the
+    value it is about.
+    """
     close = closest_match(word, choices)
     return f" (did you mean {close!r}?)" if close else ""
 

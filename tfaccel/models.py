@@ -412,8 +412,8 @@ def check_params(name, params):
     if unknown:
         key = unknown[0]
         raise UserInputError(
-            f"Unknown parameter {key!r} for model {name!r}"
-            f"{did_you_mean(key, spec.defaults)}. "
+            f"Unknown parameter {key!r}{did_you_mean(key, spec.defaults)} for model "
+            f"{name!r}. "
             f"Known parameters: {', '.join(sorted(spec.defaults)) or '(none)'}."
         )
     return {key: _check_param(name, key, params.get(key, default), default)

@@ -82,3 +82,37 @@ def worker_role(strategy: str) -> WorkerRole:
         raise UserInputError(f"TF_CONFIG does not name this task in its cluster "
                              f"({error}): {os.environ.get('TF_CONFIG', '')[:200]!r}") from None
     return WorkerRole(index=index, count=max(count, 1))
+
+
+def strategy_role(strategy) -> WorkerRole:
+    """This process's role in `strategy`'s cluster: THE "is this multi-worker" rule.
+
+    Several workers only under a MultiWorkerMirroredStrategy whose cluster names more than
+    one training task; any other strategy, and a MultiWorkerMirroredStrategy without a
+    cluster (one worker, no TF_CONFIG), trains alone. The index is TensorFlow's own (the
+    chief first, then the workers): the ``input_pipeline_id`` that
+    `distribute_datasets_from_function` gives this worker.
+
+    Args:
+        strategy: A `tf.distribute.Strategy` (the default strategy included).
+
+    Returns:
+        The `WorkerRole`; ``.multi_worker`` says whether several workers train together.
+    """
+    # Imported here, not at the top: config/ stays TensorFlow-free, and a strategy
+    # exists only once TensorFlow is loaded.
+    import tensorflow as tf
+
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return WorkerRole()
+    resolver = strategy.cluster_resolver
+    order = task_order(resolver.cluster_spec().as_dict() if resolver is not None else {})
+    if len(order) < 2:
+        return WorkerRole()
+    task = (getattr(resolver, "task_type", None), getattr(resolver, "task_id", None))
+    return WorkerRole(index=order.index(task) if task in order else 0, count=len(order))
+
+
+def is_multi_worker(strategy) -> bool:
+    """Whether several workers train together under `strategy` (see `strategy_role`)."""
+    return strategy_role(strategy).multi_worker

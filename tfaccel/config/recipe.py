@@ -349,6 +349,61 @@ def describe_keys() -> list[tuple[str, str, str]]:
     return _describe_section(Recipe, "")
 
 
+def mapping_keys() -> tuple[str, ...]:
+    """The recipe keys whose value is a mapping of its own (``data.features``,
+    ``model.params``): one setting each, not sections to walk into."""
+    return tuple(key for key, hint in _key_hints(Recipe, "")
+                 if dict in (typing.get_origin(hint), *map(typing.get_origin,
+                                                           typing.get_args(hint))))
+
+
+def flatten_recipe(raw: typing.Mapping, *,
+                   whole: typing.Collection[str] | None = None) -> dict[str, Any]:
+    """THE dotted view of a recipe: ``{"training.epochs": 10, "model.params": {...}, ...}``.
+
+    Sections are walked into; the keys in `whole` are kept as one value each, so a
+    recipe's flat keys are exactly the keys `describe_keys` lists. An empty mapping is kept
+    as a value too (a key never vanishes). `tfaccel train --resume` compares recipes key by
+    key with it, and `tfaccel compare` shows the keys whose values differ.
+
+    Args:
+        raw: A recipe as plain data: `recipe_to_dict`'s, or a recipe.yaml as loaded.
+        whole: Dotted keys not to walk into; None means `mapping_keys()`.
+
+    Returns:
+        The settings by dotted key, in the recipe's order.
+    """
+    if not isinstance(raw, typing.Mapping):
+        raise UserInputError(f"flatten_recipe: raw must be a mapping (a recipe as plain "
+                             f"data), got {_describe(raw)}.")
+    whole = frozenset(mapping_keys() if whole is None else whole)
+    flat: dict[str, Any] = {}
+
+    def walk(mapping: typing.Mapping, prefix: str) -> None:
+        for key, value in mapping.items():
+            key_path = _join(prefix, str(key))
+            if isinstance(value, typing.Mapping) and value and key_path not in whole:
+                walk(value, key_path)
+            else:
+                flat[key_path] = value
+
+    walk(raw, "")
+    return flat
+
+
+def _key_hints(cls, prefix: str) -> list[tuple[str, Any]]:
+    """Every recipe key under `cls` as (dotted path, type hint), in declaration order."""
+    rows = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key_path = _join(prefix, f.name)
+        if dataclasses.is_dataclass(hints[f.name]):
+            rows.extend(_key_hints(hints[f.name], key_path))
+        else:
+            rows.append((key_path, hints[f.name]))
+    return rows
+
+
 def _describe_section(cls, prefix: str) -> list[tuple[str, str, str]]:
     rows = []
     hints = typing.get_type_hints(cls)
@@ -606,8 +661,6 @@ def _resolve_path(value: str, base_dir: Path) -> str:
     if os.path.isabs(expanded):
         return expanded
     return str((base_dir / expanded).resolve())
-
-
 
 
 def _join(prefix: str, key: str) -> str:

@@ -9,6 +9,7 @@ import os
 import re
 from typing import Iterable, Optional
 
+from tfaccel import atomic
 from tfaccel.config.input_paths import is_file_cache  # noqa: F401 (the one rule, used here)
 from tfaccel.errors import DataError
 from tfaccel.messages import say
@@ -74,12 +75,8 @@ def _read_fingerprint(prefix: str) -> Optional[dict]:
 
 
 def _write_fingerprint(prefix: str, fingerprint: dict) -> None:
-    temporary = prefix + FINGERPRINT_SUFFIX + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(fingerprint, handle, indent=1, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, prefix + FINGERPRINT_SUFFIX)
+    atomic.write_file(prefix + FINGERPRINT_SUFFIX,
+                      json.dumps(fingerprint, indent=1, sort_keys=True))
 
 
 def _changed_keys(recorded: dict, wanted: dict) -> list:

@@ -397,9 +397,9 @@ def check_builder_options(options: dict, *, builder: Callable) -> None:
     own = set(inspect.signature(builder).parameters) - {"options"}
     for name in options:
         if name not in known:
-            hint = did_you_mean(name, sorted(known | own))
             raise UserInputError(
-                f"{builder.__name__}() got an unknown argument {name!r}{hint}: it takes its "
+                f"{builder.__name__}() got an unknown argument {name!r}"
+                f"{did_you_mean(name, sorted(known | own))}: it takes its "
                 "own arguments (see its docstring) and those of tfaccel.data.optimize: "
                 f"{', '.join(sorted(known))}.")
 

@@ -11,10 +11,9 @@ from tfaccel.config import cluster
 
 
 def multi_worker_in_scope() -> bool:
-    """Whether the strategy in scope is a MultiWorkerMirroredStrategy."""
-    return (tf.distribute.has_strategy()
-            and isinstance(tf.distribute.get_strategy(),
-                           tf.distribute.MultiWorkerMirroredStrategy))
+    """Whether several workers train together under the strategy in scope
+    (`tfaccel.config.cluster.is_multi_worker`)."""
+    return tf.distribute.has_strategy() and cluster.is_multi_worker(tf.distribute.get_strategy())
 
 
 def fix_order_for_data_sharding(options: dict) -> dict:
@@ -39,17 +38,11 @@ def worker_of(strategy) -> Tuple[int, int]:
     """``(index, count)`` of this worker in `strategy`'s cluster; ``(0, 1)`` alone.
 
     The index is TensorFlow's own (the chief first, then the workers): the
-    ``input_pipeline_id`` that `distribute_datasets_from_function` gives this worker.
+    ``input_pipeline_id`` that `distribute_datasets_from_function` gives this worker
+    (`tfaccel.config.cluster.strategy_role`).
     """
-    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return 0, 1
-    resolver = strategy.cluster_resolver
-    spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
-    order = cluster.task_order(spec)
-    if len(order) < 2:
-        return 0, 1
-    task = (getattr(resolver, "task_type", None), getattr(resolver, "task_id", None))
-    return (order.index(task) if task in order else 0), len(order)
+    role = cluster.strategy_role(strategy)
+    return role.index, role.count
 
 
 def workers_in_scope() -> int:

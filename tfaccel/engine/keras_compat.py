@@ -5,6 +5,8 @@ import types
 import keras
 import tensorflow as tf
 
+from tfaccel.config import cluster
+
 
 def patch_for_multi_worker(model):
     """Make `model.fit`/`evaluate` work under a multi-worker MultiWorkerMirroredStrategy.
@@ -29,7 +31,7 @@ def patch_for_multi_worker(model):
         The same model, patched when needed.
     """
     strategy = model.distribute_strategy
-    if not _is_multi_worker(strategy):
+    if not cluster.is_multi_worker(strategy):
         return model
     original_build = model._maybe_symbolic_build
     original_train_step = model.train_step
@@ -66,10 +68,4 @@ def _logs_as_vectors(logs):
     return keras.tree.map_structure(
         lambda v: tf.reshape(v, [1]) if isinstance(v, tf.Tensor) and v.shape.rank == 0 else v,
         logs,
-    )
-
-
-def _is_multi_worker(strategy):
-    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and bool(
-        strategy.extended._in_multi_worker_mode()
     )

@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 import yaml
 
+from tfaccel.config.recipe import flatten_recipe
 from tfaccel.training import run_dir as run_files
 from tfaccel.errors import UserInputError
 
@@ -44,7 +45,10 @@ def load_run(path) -> Run:
                              f"{run_files.RECIPE_FILE}); give folders that `tfaccel train` "
                              "wrote.")
     try:
-        settings = _flatten(yaml.safe_load(recipe_file.read_text()) or {})
+        raw = yaml.safe_load(recipe_file.read_text()) or {}
+        if not isinstance(raw, dict):
+            raise ValueError(f"{run_files.RECIPE_FILE} is not a mapping")
+        settings = flatten_recipe(raw)
         summary_file = path / run_files.SUMMARY_FILE
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
         metrics_file = path / run_files.METRICS_FILE
@@ -56,17 +60,6 @@ def load_run(path) -> Run:
         if key in summary:
             settings[f"(resolved) {key}"] = summary[key]
     return Run(name=path.name, path=path, settings=settings, summary=summary, epochs=epochs)
-
-
-def _flatten(mapping: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in mapping.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value and name != "model.params":
-            out.update(_flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
 
 
 def differing_settings(runs: Sequence[Run]) -> list:

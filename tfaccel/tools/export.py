@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from tfaccel import atomic
 from tfaccel.training import run_dir as run_files
 from tfaccel.errors import UserInputError, did_you_mean
 
@@ -168,7 +169,8 @@ def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "no
             report["preprocessing_path"] = str(target / PREPROCESSING_FILE)
         run_files.write_json(staging / REPORT_FILE, report)
         try:
-            os.rename(staging, target)  # the whole folder appears at once, or not at all
+            # The whole folder appears at once, flushed to disk, or not at all.
+            atomic.publish_folder(staging, target)
         except OSError as error:
             raise UserInputError(f"cannot create --out {str(target)!r}: "
                                  f"{error.strerror or error}.") from None
@@ -200,8 +202,7 @@ def _staging_dir(target: Path) -> Path:
         raise UserInputError(f"--out {str(target)!r} already exists; tfaccel never overwrites "
                              "an export. Choose a new --out or remove that one.")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+        return atomic.new_staging_folder(target)
     except OSError as error:
         raise UserInputError(f"cannot create --out {str(target)!r}: "
                              f"{error.strerror or error} ({error.filename or target.parent!r})"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import shutil
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
+from tfaccel import atomic
 from tfaccel.errors import TrainingError, UserInputError
 
 FORMAT_VERSION = 1
@@ -52,19 +52,6 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _fsync_file(path: Path) -> None:
-    with path.open("rb") as stream:
-        os.fsync(stream.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_checkpoint(directory: Path, *, name: str, state: dict,
                      write_files: Callable[[Path], None]) -> Path:
     """Writes one checkpoint atomically: a temporary folder, fsync, then a rename.
@@ -85,27 +72,21 @@ def write_checkpoint(directory: Path, *, name: str, state: dict,
         TrainingError: The checkpoint could not be written (e.g. the disk is full); what
             was written of it is removed and earlier checkpoints are untouched.
     """
-    directory.mkdir(parents=True, exist_ok=True)
     final = directory / name
-    temporary = directory / f"{_TEMP_PREFIX}{name}-{os.getpid()}"
+
+    def fill(folder: Path) -> None:
+        write_files(folder)
+        files = sorted(p.name for p in folder.iterdir())
+        checked = {**state, "format": FORMAT_VERSION,
+                   "files": {f: _sha256(folder / f) for f in files}}
+        (folder / STATE_FILE).write_text(json.dumps(checked, indent=1, default=float),
+                                         encoding="utf-8")
+
     try:
-        if temporary.exists():
-            shutil.rmtree(temporary)
-        temporary.mkdir()
-        write_files(temporary)
-        files = sorted(p.name for p in temporary.iterdir())
-        state = {**state, "format": FORMAT_VERSION,
-                 "files": {f: _sha256(temporary / f) for f in files}}
-        (temporary / STATE_FILE).write_text(json.dumps(state, indent=1, default=float),
-                                            encoding="utf-8")
-        for f in files + [STATE_FILE]:
-            _fsync_file(temporary / f)
-        if final.exists():
-            shutil.rmtree(final)  # the same position written again (e.g. after a resume)
-        os.rename(temporary, final)
-        _fsync_dir(directory)
+        # replace=True: the same position written again (e.g. after a resume).
+        atomic.write_folder(final, write=fill, staging_prefix=f"{_TEMP_PREFIX}{name}-",
+                            replace=True)
     except OSError as error:
-        shutil.rmtree(temporary, ignore_errors=True)
         raise TrainingError(
             f"could not write checkpoint {final}: {error.strerror or error}. Training "
             f"stopped; the earlier checkpoints in {directory} are intact "

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 from tfaccel.training import run_dir as run_files
 from tfaccel.errors import UserInputError
-from tfaccel.config.recipe import Recipe, load_recipe, recipe_to_dict
+from tfaccel.config.recipe import Recipe, flatten_recipe, load_recipe, recipe_to_dict
 
 # The one key a resume may change: more epochs extend a run. Anything else would make the
 # continued run a different experiment than the one its checkpoints belong to.
@@ -54,20 +54,10 @@ class RunLock:
             self._fd = None
 
 
-def _flatten(mapping: dict, prefix: str = "") -> dict:
-    flat = {}
-    for key, value in mapping.items():
-        path = f"{prefix}.{key}" if prefix else key
-        if isinstance(value, dict) and key != "params" and key != "features":
-            flat.update(_flatten(value, path))
-        else:
-            flat[path] = value
-    return flat
-
-
 def recipe_differences(saved: Recipe, requested: Recipe) -> list:
     """``[(key, saved value, requested value)]`` for every key that differs."""
-    old, new = _flatten(recipe_to_dict(saved)), _flatten(recipe_to_dict(requested))
+    old = flatten_recipe(recipe_to_dict(saved))
+    new = flatten_recipe(recipe_to_dict(requested))
     return [(key, old.get(key), new.get(key)) for key in sorted(set(old) | set(new))
             if old.get(key) != new.get(key)]
 

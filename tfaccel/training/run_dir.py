@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
+from tfaccel import atomic
 from tfaccel.errors import UserInputError
 
 RECIPE_FILE = "recipe.yaml"
@@ -57,13 +58,8 @@ def create_run_dir(*, name: str, runs_dir: str, run_dir: Optional[str] = None) -
 
 
 def write_text(path: Path, text: str) -> None:
-    """Writes a file atomically (temporary name, fsync, rename): a reader never sees half."""
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("w", encoding="utf-8") as stream:
-        stream.write(text)
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(temporary, path)
+    """Writes a file atomically (`tfaccel.atomic.write_file`): a reader never sees half."""
+    atomic.write_file(path, text)
 
 
 def write_json(path: Path, payload: Any) -> None:

@@ -9,6 +9,8 @@ from typing import Optional
 
 import keras
 
+from tfaccel.config import cluster
+
 # Keys this callback adds to each epoch's logs (metrics.jsonl, TensorBoard, summary.json).
 THROUGHPUT_KEYS = ("steps_per_sec", "step_time_ms", "input_wait_fraction",
                    "cpu_utilisation", "cpu_cores_used", "peak_rss_mb", "peak_device_mb")
@@ -42,8 +44,9 @@ class ThroughputMonitor(keras.callbacks.Callback):
 
     `input_wait_fraction` is None where this cannot be measured: with `jit_compile`
     (XLA cannot compile the timestamp op), under op determinism (`runtime.deterministic`:
-    TensorFlow refuses timestamps there) and under MultiWorkerMirroredStrategy (reading
-    the per-replica timer would be a collective inside a callback).
+    TensorFlow refuses timestamps there) and under MultiWorkerMirroredStrategy with several
+    workers (reading the per-replica timer would be a collective across workers inside a
+    callback).
     """
 
     def __init__(self, *, steps_per_execution: int = 1):
@@ -74,7 +77,7 @@ class ThroughputMonitor(keras.callbacks.Callback):
             self.unavailable_reason = "runtime.deterministic (op determinism forbids timestamps)"
             return
         strategy = strategy or tf.distribute.get_strategy()
-        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        if cluster.is_multi_worker(strategy):
             self.unavailable_reason = "MultiWorkerMirroredStrategy"
             return
         with strategy.scope():
