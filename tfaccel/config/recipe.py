@@ -391,29 +391,25 @@ def flatten_recipe(raw: typing.Mapping, *,
     return flat
 
 
-def _key_hints(cls, prefix: str) -> list[tuple[str, Any]]:
-    """Every recipe key under `cls` as (dotted path, type hint), in declaration order."""
-    rows = []
+def _leaf_fields(cls, prefix: str):
+    """Yields ``(dotted path, field, type hint)`` of every recipe key under `cls`, in order."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         key_path = _join(prefix, f.name)
         if dataclasses.is_dataclass(hints[f.name]):
-            rows.extend(_key_hints(hints[f.name], key_path))
+            yield from _leaf_fields(hints[f.name], key_path)
         else:
-            rows.append((key_path, hints[f.name]))
-    return rows
+            yield key_path, f, hints[f.name]
+
+
+def _key_hints(cls, prefix: str) -> list[tuple[str, Any]]:
+    """Every recipe key under `cls` as (dotted path, type hint), in declaration order."""
+    return [(key_path, hint) for key_path, _, hint in _leaf_fields(cls, prefix)]
 
 
 def _describe_section(cls, prefix: str) -> list[tuple[str, str, str]]:
-    rows = []
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        key_path = _join(prefix, f.name)
-        if dataclasses.is_dataclass(hints[f.name]):
-            rows.extend(_describe_section(hints[f.name], key_path))
-        else:
-            rows.append((key_path, _yaml_scalar(_default_of(f)), f.metadata.get("help", "")))
-    return rows
+    return [(key_path, _yaml_scalar(_default_of(f)), f.metadata.get("help", ""))
+            for key_path, f, _ in _leaf_fields(cls, prefix)]
 
 
 # ---------------------------------------------------------------------------------------
