@@ -16,7 +16,7 @@ def _run(*command):
 
 def test_imports_point_down_the_layers():
     # setup.cfg [importlinter]: cli -> tools -> training -> data|engine -> config ->
-    # models|datasets -> errors. An upward import (e.g. data importing training) fails here.
+    # models|datasets -> errors|messages. An upward import (e.g. data importing training) fails here.
     lint = shutil.which("lint-imports")
     if lint is None:
         pytest.fail("lint-imports is not installed: pip install -e '.[test]'")

@@ -11,6 +11,7 @@ from typing import Iterable, Optional
 
 from tfaccel.config.input_paths import is_file_cache  # noqa: F401 (the one rule, used here)
 from tfaccel.errors import DataError
+from tfaccel.messages import say
 
 FINGERPRINT_SUFFIX = ".tfaccel.json"
 LOCK_SUFFIX = ".tfaccel.lock"
@@ -144,8 +145,8 @@ def prepare_file_cache(cache, *, fingerprint: dict, key: str = "data.cache") -> 
     if reason is not None:
         for path in files:
             os.remove(path)
-        print(f"tfaccel: {key} {prefix!r} {reason}; it is deleted and rebuilt in this run's "
-              "first epoch.", flush=True)
+        say(f"{key} {prefix!r} {reason}; it is deleted and rebuilt in this run's "
+            "first epoch.")
     if recorded != wanted or reason is not None:
         _write_fingerprint(prefix, wanted)
     # Shared from now on: other processes may read the cache alongside this one.

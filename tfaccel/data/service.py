@@ -12,6 +12,7 @@ from typing import Optional
 import tensorflow as tf
 
 from tfaccel.errors import TfaccelError, UserInputError
+from tfaccel.messages import say
 from tfaccel.config.recipe import PROCESSING_MODES, parse_dispatcher_address
 
 _service = tf.data.experimental.service
@@ -173,8 +174,8 @@ def serve_until_stopped(server, *, grace_seconds: float = 10.0) -> int:
     stopper.start()
     stopper.join(grace_seconds)
     if stopper.is_alive():
-        print(f"tfaccel: the server did not stop within {grace_seconds:g} s (requests in "
-              "flight); exiting anyway.", flush=True)
+        say(f"the server did not stop within {grace_seconds:g} s (requests in "
+            "flight); exiting anyway.")
         sys.stderr.flush()
         # Not sys.exit: the server's destructor would wait on the same shutdown again.
         os._exit(0)

@@ -6,6 +6,7 @@ import tensorflow_datasets as tfds
 
 from tfaccel import datasets as _catalog
 from tfaccel.datasets import _generate
+from tfaccel.messages import say
 
 # Fixed so every machine prepares byte-identical data; each split gets its own stream.
 SEED = 20_240_917
@@ -71,8 +72,8 @@ def prepare(data_dir=None):
         return builder
     # One line instead of TFDS's "Downloading and preparing ... Unknown size" and its
     # progress bars: nothing is downloaded, and generation takes seconds.
-    print(f"tfaccel: preparing the built-in dataset {builder.name} in {builder.data_dir} "
-          "(once; no download)...", flush=True)
+    say(f"preparing the built-in dataset {builder.name} in {builder.data_dir} "
+        "(once; no download)...")
     tfds.disable_progress_bar()
     builder.download_and_prepare(
         download_config=tfds.download.DownloadConfig(

@@ -18,6 +18,7 @@ from tfaccel.training import run_dir as run_files
 from tfaccel._version import __version__
 from tfaccel.config.batching import BatchPlan, plan_batches
 from tfaccel.errors import DataError, TrainingError, UserInputError
+from tfaccel.messages import say
 from tfaccel.config.cluster import WorkerRole, worker_role
 from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
 from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
@@ -200,8 +201,8 @@ def _train_with(ctx: _RunContext) -> RunResult:
                         replicas=ctx.strategy.num_replicas_in_sync,
                         accumulation_steps=training.accumulation_steps,
                         micro_batch_size=training.micro_batch_size)
-    print(f"tfaccel: {ctx.strategy_info['strategy']} on {ctx.strategy_info['replicas']} "
-          f"replica(s), precision {ctx.precision}, {plan.describe()}.", flush=True)
+    say(f"{ctx.strategy_info['strategy']} on {ctx.strategy_info['replicas']} "
+        f"replica(s), precision {ctx.precision}, {plan.describe()}.")
     _check_data_service(recipe, strategy=ctx.strategy_info["strategy"])
     with ctx.strategy.scope():  # the data layer shards by the strategy in scope
         data = build_data(recipe, plan, deterministic=input_order_is_fixed(
@@ -215,14 +216,14 @@ def _train_with(ctx: _RunContext) -> RunResult:
 
         with ctx.strategy.scope():  # optimizer variables are created here when missing
             restored = restore_state(trained_model, checkpoint)
-        print(f"tfaccel: resuming from checkpoint {checkpoint.path.name}: epoch "
-              f"{checkpoint.epoch + 1}, step {checkpoint.step_in_epoch} of "
-              f"{data.steps_per_epoch}.", flush=True)
+        say(f"resuming from checkpoint {checkpoint.path.name}: epoch "
+            f"{checkpoint.epoch + 1}, step {checkpoint.step_in_epoch} of "
+            f"{data.steps_per_epoch}.")
         if recipe.data.service.dispatcher:
-            print("tfaccel: the input comes from a tf.data service, which hands out batches "
-                  "in the order its workers finish them: weights, optimizer and step count "
-                  "resume exactly, the data position only approximately (see the README, "
-                  "tf.data service).", flush=True)
+            say("the input comes from a tf.data service, which hands out batches "
+                "in the order its workers finish them: weights, optimizer and step count "
+                "resume exactly, the data position only approximately (see the README, "
+                "tf.data service).")
     outputs = _make_callbacks(ctx, data=data, plan=plan, checkpoint=checkpoint,
                               restored=restored)
     outputs.monitor.attach(trained_model, strategy=ctx.strategy)
@@ -310,9 +311,9 @@ def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool,
     if per_pass is None:
         per_pass, per_pass_examples = _count_pass(build(None)[0])
         train_examples = per_pass_examples
-        print(f"tfaccel: the training source does not declare its size; one pass counted: "
-              f"{per_pass_examples} examples in {per_pass} batches (set "
-              "training.steps_per_epoch to skip this count).", flush=True)
+        say(f"the training source does not declare its size; one pass counted: "
+            f"{per_pass_examples} examples in {per_pass} batches (set "
+            "training.steps_per_epoch to skip this count).")
     if per_pass == 0:
         raise DataError(
             f"the training split has {train_examples} examples, fewer than one global batch "
@@ -350,7 +351,7 @@ def _file_sharding(recipe: Recipe, plan: BatchPlan, *, strategy):
                                 global_batch_size=plan.global_batch_size, seed=recipe.seed)
     if shares is None:
         return None  # arrays, image folders, Python sources: by element
-    print(f"tfaccel: {shares.describe(index)}", flush=True)
+    say(shares.describe(index))
     if not shares.by_file:
         return None
     import tensorflow as tf
@@ -399,15 +400,14 @@ def _count_pass(dataset) -> tuple:
 def _find_checkpoint(ctx: _RunContext) -> Optional[ckpt.Checkpoint]:
     checkpoint, skipped = ckpt.latest_checkpoint(ctx.resume_from / run_files.CHECKPOINTS_DIR)
     for message in skipped:
-        print(f"tfaccel: {message}.", flush=True)
+        say(f"{message}.")
     if checkpoint is None:
-        print(f"tfaccel: {ctx.directory} has no usable checkpoint yet; the run starts over "
-              "from the beginning in the same directory.", flush=True)
+        say(f"{ctx.directory} has no usable checkpoint yet; the run starts over "
+            "from the beginning in the same directory.")
         for name in (run_files.METRICS_FILE, run_files.SUMMARY_FILE):
             (ctx.directory / name).unlink(missing_ok=True)
     elif skipped:
-        print(f"tfaccel: using the previous good checkpoint {checkpoint.path.name}.",
-              flush=True)
+        say(f"using the previous good checkpoint {checkpoint.path.name}.")
     return checkpoint
 
 
