@@ -11,16 +11,17 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 from tfaccel.training import checkpoints as ckpt
 from tfaccel.training import run_dir as run_files
 from tfaccel._version import __version__
 from tfaccel.config.batching import BatchPlan, plan_batches
-from tfaccel.errors import DataError, TrainingError, UserInputError
+from tfaccel.errors import TrainingError, UserInputError
 from tfaccel.messages import say
 from tfaccel.config.cluster import WorkerRole, worker_role
 from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
+from tfaccel.training.inputs import TrainData, build_data, input_order_is_fixed  # noqa: F401 (tools use them from here)
 from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
 
 
@@ -83,37 +84,9 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         Preempted: SIGTERM/SIGINT stopped training after saving a checkpoint.
     """
     started = time.perf_counter()
-    # In a multi-worker run only the chief writes the run directory; every other worker
-    # runs the same code (saving is a collective there) into a scratch folder removed at
-    # the end, and reads checkpoints from the run directory when resuming.
-    lock = scratch = None
-    run_files.check_resume_target(run_dir=run_dir, resume=resume)
-    if resume is not None:
-        requested = None if recipe_or_path is None else _as_recipe(recipe_or_path, overrides)
-        request = plan_resume(resume, requested=requested,
-                              overrides=overrides if requested is None else ())
-        recipe, directory = request.recipe, request.directory
-        role = _checked_role(recipe)
-        shown = directory
-        if role.chief:
-            lock = RunLock(directory).acquire()
-            if request.extended_from is not None:
-                run_files.write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
-        else:
-            directory = scratch = _scratch_dir(role)
-    else:
-        if recipe_or_path is None:
-            raise UserInputError("train needs a recipe (a path, a mapping or a Recipe).")
-        recipe = _as_recipe(recipe_or_path, overrides)
-        role = _checked_role(recipe)
-        if role.chief:
-            directory = shown = _new_run_dir(recipe, run_dir)
-            lock = RunLock(directory).acquire()
-        else:
-            directory = scratch = _scratch_dir(role)
-            shown = Path(run_dir) if run_dir is not None else None
-        run_files.write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
-
+    opened = _open_run(recipe_or_path, overrides, run_dir=run_dir, resume=resume)
+    recipe, role, directory, shown = opened.recipe, opened.role, opened.directory, opened.shown
+    lock, scratch = opened.lock, opened.scratch
     runtime = recipe.runtime
     # Thread pools must be set before anything initialises TensorFlow's devices.
     from tfaccel.engine.threads import configure_threads
@@ -161,6 +134,56 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
 
 
 @dataclasses.dataclass
+class _OpenedRun:
+    """The first step of `train`: the recipe, this worker's role and where it writes."""
+
+    recipe: Recipe
+    role: WorkerRole
+    directory: Path  # where this process writes: the run directory or a worker's scratch
+    shown: Optional[Path]  # the run directory as the user knows it (the chief's)
+    lock: Optional[RunLock]
+    scratch: Optional[Path]  # a non-chief worker's scratch folder, removed at the end
+
+
+def _open_run(recipe_or_path, overrides: Sequence[str], *, run_dir: Optional[str],
+              resume) -> _OpenedRun:
+    """Resolves the recipe (new or resumed), takes the run directory's lock, writes recipe.yaml."""
+    # In a multi-worker run only the chief writes the run directory; every other worker
+    # runs the same code (saving is a collective there) into a scratch folder removed at
+    # the end, and reads checkpoints from the run directory when resuming.
+    lock = scratch = None
+    run_files.check_resume_target(run_dir=run_dir, resume=resume)
+    if resume is not None:
+        requested = None if recipe_or_path is None else _as_recipe(recipe_or_path, overrides)
+        request = plan_resume(resume, requested=requested,
+                              overrides=overrides if requested is None else ())
+        recipe, directory = request.recipe, request.directory
+        role = _checked_role(recipe)
+        shown = directory
+        if role.chief:
+            lock = RunLock(directory).acquire()
+            if request.extended_from is not None:
+                run_files.write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
+        else:
+            directory = scratch = _scratch_dir(role)
+    else:
+        if recipe_or_path is None:
+            raise UserInputError("train needs a recipe (a path, a mapping or a Recipe).")
+        recipe = _as_recipe(recipe_or_path, overrides)
+        role = _checked_role(recipe)
+        if role.chief:
+            directory = shown = _new_run_dir(recipe, run_dir)
+            lock = RunLock(directory).acquire()
+        else:
+            directory = scratch = _scratch_dir(role)
+            shown = Path(run_dir) if run_dir is not None else None
+        run_files.write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
+
+    return _OpenedRun(recipe=recipe, role=role, directory=directory, shown=shown, lock=lock,
+                      scratch=scratch)
+
+
+@dataclasses.dataclass
 class _RunContext:
     """What every step of a run reads: decided once in `train`."""
 
@@ -181,18 +204,6 @@ class _RunContext:
         """Whether this run continues an earlier one's checkpoint."""
         return self.resume_from is not None
     profile: Optional[tuple] = None
-
-
-@dataclasses.dataclass
-class _TrainData:
-    """The training input as a function of the resume point, and what it is made of."""
-
-    make_stream: Callable  # global_step -> dataset of batches starting at that step
-    validation: object
-    info: dict
-    steps_per_epoch: int
-    batches_per_pass: int
-    examples_per_epoch: int
 
 
 def _train_with(ctx: _RunContext) -> RunResult:
@@ -268,135 +279,6 @@ def _check_data_service(recipe: Recipe, *, strategy: str) -> None:
             "supported yet; use one trainer, or leave data.service.dispatcher empty.")
 
 
-def input_order_is_fixed(*, deterministic: bool, strategy: str) -> bool:
-    """Whether the input pipeline must keep a fixed element order.
-
-    Always under MultiWorkerMirroredStrategy: sources without files (arrays, image-folder
-    paths, Python sources) are split among workers by element (tf.data's DATA sharding),
-    where each worker keeps every k-th element of the same pipeline; TensorFlow documents
-    this as unsafe with a non-deterministic order (workers could overlap or miss examples).
-    """
-    return deterministic or strategy == "multi_worker"
-
-
-def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool,
-               strategy=None) -> _TrainData:
-    """Builds the validation set and a function giving the training stream at any step.
-
-    Under a multi-worker `strategy`, a file source whose files divide evenly among the
-    workers (`data.config.worker_file_shares`) is split by file before the stream is built:
-    each worker reads only its own files, through `distribute_datasets_from_function`.
-    Any other source gives the strategy one stream of global batches to split by element.
-    """
-    from tfaccel.data.config import build_datasets
-    from tfaccel.data.pipeline import EpochStream, drops_remainder
-
-    def build(stream, input_context=None):
-        return build_datasets(recipe.data, global_batch_size=plan.global_batch_size,
-                              num_replicas=plan.replicas, seed=recipe.seed,
-                              deterministic=deterministic, stream=stream,
-                              input_context=input_context)
-
-    by_file = _file_sharding(recipe, plan, strategy=strategy)
-    if by_file is not None:
-        return _build_data_by_file(build, recipe=recipe, strategy=strategy, plan=plan,
-                                   context=by_file)
-    first_stream, validation, info = build(EpochStream())
-    drop = drops_remainder(plan.replicas)
-    # The data layer's own count (the one drop rule), or one counted pass when the source
-    # cannot tell its size.
-    per_pass, per_pass_examples = info.get("steps_per_epoch"), info.get(
-        "train_examples_per_pass")
-    train_examples = info.get("train_examples")
-    if per_pass is None:
-        per_pass, per_pass_examples = _count_pass(build(None)[0])
-        train_examples = per_pass_examples
-        say(f"the training source does not declare its size; one pass counted: "
-            f"{per_pass_examples} examples in {per_pass} batches (set "
-            "training.steps_per_epoch to skip this count).")
-    if per_pass == 0:
-        raise DataError(
-            f"the training split has {train_examples} examples, fewer than one global batch "
-            f"of {plan.global_batch_size}"
-            + (f" (with {plan.replicas} replicas the last partial batch is dropped)"
-               if drop else "") + "; lower training.global_batch_size or add data.")
-    steps = recipe.training.steps_per_epoch or per_pass
-    examples = steps * plan.global_batch_size if recipe.training.steps_per_epoch \
-        else per_pass_examples
-    first_built = {"stream": first_stream}
-
-    def make_stream(global_step: int):
-        # The resume point in data terms: which pass, how many of its batches are done.
-        pass_index, skip = divmod(global_step, per_pass)
-        if pass_index == 0 and skip == 0 and first_built.get("stream") is not None:
-            return first_built.pop("stream")  # built above already
-        return build(EpochStream(first_pass=pass_index, skip_batches=skip))[0]
-
-    return _TrainData(make_stream=make_stream, validation=validation, info=info,
-                      steps_per_epoch=steps, batches_per_pass=per_pass,
-                      examples_per_epoch=examples)
-
-
-def _file_sharding(recipe: Recipe, plan: BatchPlan, *, strategy):
-    """This worker's input context when the training files are divided by file, else None."""
-    if strategy is None:
-        return None
-    from tfaccel.data import sharding
-    from tfaccel.data.config import worker_file_shares
-
-    index, workers = sharding.worker_of(strategy)
-    if workers < 2:
-        return None
-    shares = worker_file_shares(recipe.data, workers=workers,
-                                global_batch_size=plan.global_batch_size, seed=recipe.seed)
-    if shares is None:
-        return None  # arrays, image folders, Python sources: by element
-    say(shares.describe(index))
-    if not shares.by_file:
-        return None
-    import tensorflow as tf
-
-    # The context distribute_datasets_from_function gives this worker (TF's numbering).
-    return tf.distribute.InputContext(num_input_pipelines=workers, input_pipeline_id=index,
-                                      num_replicas_in_sync=plan.replicas)
-
-
-def _build_data_by_file(build: Callable, *, recipe: Recipe, strategy, plan: BatchPlan,
-                        context) -> _TrainData:
-    """`build_data` for a stream split by file: one per-worker stream per resume point."""
-    from tfaccel.data.pipeline import EpochStream
-
-    _, validation, info = build(EpochStream(), context)
-    per_pass = info["steps_per_epoch"]  # the same on every worker
-    steps = recipe.training.steps_per_epoch or per_pass
-    # Each worker's stream yields per-replica batches; its local replicas take one each
-    # per step, so a step is `local` batches of this worker's stream.
-    local = plan.replicas // context.num_input_pipelines
-
-    def make_stream(global_step: int):
-        pass_index, skip = divmod(global_step, per_pass)
-        stream = EpochStream(first_pass=pass_index, skip_batches=skip * local,
-                             batches_per_pass=per_pass * local)
-        # Keras' fit takes the distributed dataset as it is: no rebatching, no autoshard.
-        return strategy.distribute_datasets_from_function(
-            lambda input_context: build(stream, input_context)[0])
-
-    return _TrainData(make_stream=make_stream, validation=validation, info=info,
-                      steps_per_epoch=steps, batches_per_pass=per_pass,
-                      examples_per_epoch=steps * plan.global_batch_size)
-
-
-def _count_pass(dataset) -> tuple:
-    """(batches, examples) of one pass over a dataset of batches."""
-    import tensorflow as tf
-
-    batches = examples = 0
-    for batch in dataset:
-        batches += 1
-        examples += int(tf.shape(tf.nest.flatten(batch)[0])[0])
-    return batches, examples
-
-
 def _find_checkpoint(ctx: _RunContext) -> Optional[ckpt.Checkpoint]:
     checkpoint, skipped = ckpt.latest_checkpoint(ctx.resume_from / run_files.CHECKPOINTS_DIR)
     for message in skipped:
@@ -411,7 +293,7 @@ def _find_checkpoint(ctx: _RunContext) -> Optional[ckpt.Checkpoint]:
     return checkpoint
 
 
-def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: _TrainData):
+def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData):
     """The recipe's Keras model and its accumulation wrapper, compiled in `strategy`'s scope.
 
     What `train` fits, built the same way for other tools (`tfaccel doctor`).
@@ -459,7 +341,7 @@ class _Outputs:
     all: list
 
 
-def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
+def _make_callbacks(ctx: _RunContext, *, data: TrainData, plan: BatchPlan,
                     checkpoint: Optional[ckpt.Checkpoint], restored: dict) -> _Outputs:
     import keras
 
@@ -540,7 +422,7 @@ def _make_callbacks(ctx: _RunContext, *, data: _TrainData, plan: BatchPlan,
                     signals=signals, all=callbacks)
 
 
-def _fit(ctx: _RunContext, *, trained_model, data: _TrainData, outputs: _Outputs,
+def _fit(ctx: _RunContext, *, trained_model, data: TrainData, outputs: _Outputs,
          checkpoint: Optional[ckpt.Checkpoint]) -> None:
     """Runs `fit` once, or twice when resuming inside an epoch (its rest, then the others).
 
@@ -577,7 +459,7 @@ def _fit(ctx: _RunContext, *, trained_model, data: _TrainData, outputs: _Outputs
 
 
 def _record_failure(ctx: _RunContext, error: BaseException, *, outputs: _Outputs,
-                    plan: BatchPlan, data: _TrainData, fit_seconds: float) -> None:
+                    plan: BatchPlan, data: TrainData, fit_seconds: float) -> None:
     """Writes summary.json with the status of a run that did not complete."""
     import tensorflow as tf
 
@@ -651,7 +533,7 @@ def describe_op_error(error) -> str:
     return " ".join(kept[:3]) or type(error).__name__
 
 
-def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: _TrainData,
+def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: TrainData,
              fit_seconds: float, early_stopping=None) -> dict:
     import keras
     import tensorflow as tf
