@@ -16,13 +16,14 @@ from typing import Optional, Sequence, Union
 from tfaccel.training import checkpoints as ckpt
 from tfaccel.training import run_dir as run_files
 from tfaccel._version import __version__
-from tfaccel.config.batching import BatchPlan, plan_batches
+from tfaccel.config.batching import BatchPlan
 from tfaccel.errors import TrainingError, UserInputError
 from tfaccel.messages import say
 from tfaccel.config.cluster import WorkerRole, worker_role
 from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
 from tfaccel.training.inputs import TrainData, build_data, input_order_is_fixed  # noqa: F401 (tools use them from here)
 from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
+from tfaccel.training.session import Session, open_session
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,34 +88,13 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
     opened = _open_run(recipe_or_path, overrides, run_dir=run_dir, resume=resume)
     recipe, role, directory, shown = opened.recipe, opened.role, opened.directory, opened.shown
     lock, scratch = opened.lock, opened.scratch
-    runtime = recipe.runtime
-    # Thread pools must be set before anything initialises TensorFlow's devices.
-    from tfaccel.engine.threads import configure_threads
-
-    threads = configure_threads(intra_op=runtime.intra_op_threads,
-                                inter_op=runtime.inter_op_threads)
-
-    import keras
-
-    from tfaccel.engine.precision import set_precision
-    from tfaccel.engine.strategy import describe_strategy, make_strategy
-
-    from tfaccel.engine.determinism import op_determinism_enabled, set_op_determinism
-
-    keras.utils.set_random_seed(recipe.seed)
-    previous_determinism = op_determinism_enabled()
-    if runtime.deterministic:
-        set_op_determinism(True)
-    previous_policy = keras.mixed_precision.global_policy().name
     try:
-        strategy = make_strategy(runtime.strategy, devices=runtime.devices)
-        context = _RunContext(recipe=recipe, directory=directory, strategy=strategy,
-                              strategy_info=describe_strategy(strategy),
-                              precision=set_precision(runtime.precision), threads=threads,
-                              started=started, extra_callbacks=list(callbacks),
-                              resume_from=Path(resume) if resume is not None else None,
-                              role=role, shown_dir=shown, profile=profile)
-        return _train_with(context)
+        with open_session(recipe) as session:
+            context = _RunContext(recipe=recipe, directory=directory, session=session,
+                                  started=started, extra_callbacks=list(callbacks),
+                                  resume_from=Path(resume) if resume is not None else None,
+                                  role=role, shown_dir=shown, profile=profile)
+            return _train_with(context)
     except UserInputError:
         # A mistake found before training (missing data, a bad batch plan): do not leave a
         # run directory that holds nothing but the recipe.
@@ -127,10 +107,6 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
             lock.release()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-        # The policy is process-global; leave it as we found it for library users.
-        keras.mixed_precision.set_global_policy(previous_policy)
-        if op_determinism_enabled() != previous_determinism:
-            set_op_determinism(previous_determinism)
 
 
 @dataclasses.dataclass
@@ -189,36 +165,46 @@ class _RunContext:
 
     recipe: Recipe
     directory: Path
-    strategy: object
-    strategy_info: dict
-    precision: str
-    threads: dict
+    session: Session  # strategy, precision, threads and batch plan, set for the run
     started: float
     extra_callbacks: list
     resume_from: Optional[Path]  # the run directory whose checkpoint is continued
     role: WorkerRole
     shown_dir: Optional[Path]  # the run directory as the user knows it (the chief's)
+    profile: Optional[tuple] = None
+
+    @property
+    def strategy(self):
+        """The run's `tf.distribute` strategy."""
+        return self.session.strategy
+
+    @property
+    def strategy_info(self) -> dict:
+        """`describe_strategy`'s dict of the run's strategy."""
+        return self.session.strategy_info
+
+    @property
+    def precision(self) -> str:
+        """The Keras precision policy in force."""
+        return self.session.precision
+
+    @property
+    def threads(self) -> dict:
+        """The thread pools in force."""
+        return self.session.threads
 
     @property
     def resuming(self) -> bool:
         """Whether this run continues an earlier one's checkpoint."""
         return self.resume_from is not None
-    profile: Optional[tuple] = None
 
 
 def _train_with(ctx: _RunContext) -> RunResult:
-    recipe, training = ctx.recipe, ctx.recipe.training
-    plan = plan_batches(global_batch_size=training.global_batch_size,
-                        replicas=ctx.strategy.num_replicas_in_sync,
-                        accumulation_steps=training.accumulation_steps,
-                        micro_batch_size=training.micro_batch_size)
+    recipe, plan = ctx.recipe, ctx.session.plan
     say(f"{ctx.strategy_info['strategy']} on {ctx.strategy_info['replicas']} "
         f"replica(s), precision {ctx.precision}, {plan.describe()}.")
     _check_data_service(recipe, strategy=ctx.strategy_info["strategy"])
-    with ctx.strategy.scope():  # the data layer shards by the strategy in scope
-        data = build_data(recipe, plan, deterministic=input_order_is_fixed(
-            deterministic=recipe.runtime.deterministic,
-            strategy=ctx.strategy_info["strategy"]), strategy=ctx.strategy)
+    data = ctx.session.build_data()
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
     trained_model, model = build_model(recipe, strategy=ctx.strategy, plan=plan, data=data)
     restored = {"metrics": [], "best_weights": None}
