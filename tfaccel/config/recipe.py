@@ -205,8 +205,10 @@ class RuntimeConfig:
         "runs", "Folder that receives one new run directory per run (relative to the "
         "working directory).")
     tensorboard: bool = _key(True, "Write TensorBoard event files.")
-    verbose: int = _key(1, "Keras fit verbosity: 0 silent, 1 progress bar, 2 one line per epoch.",
-                        minimum=0, maximum=2)
+    verbose: Optional[int] = _key(
+        None, "Keras fit verbosity: 0 silent, 1 progress bar, 2 one line per epoch; empty: 1 "
+        "on a terminal, 2 when stdout is a file or a pipe (a log, a scheduler).",
+        minimum=0, maximum=2)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -440,8 +441,28 @@ def _fit(ctx: _RunContext, *, trained_model, data: TrainData, outputs: _Outputs,
                 stream, validation_data=data.validation,
                 initial_epoch=first_epoch, epochs=end_epoch, steps_per_epoch=steps_in_epoch,
                 validation_steps=training.validation_steps, callbacks=outputs.all,
-                verbose=ctx.recipe.runtime.verbose,
+                verbose=fit_verbosity(ctx.recipe.runtime.verbose),
                 shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
+
+
+def fit_verbosity(verbose: Optional[int], *, stream=None) -> int:
+    """Keras `fit`'s `verbose`: the recipe's, else a progress bar only on a terminal.
+
+    Written to a file or a pipe (a log file, a scheduler), Keras' bar becomes a line per
+    update full of escape codes; one line per epoch (2) reads better there.
+
+    Args:
+        verbose: `runtime.verbose` as the recipe sets it (None: not set).
+        stream: Where Keras writes (default `sys.stdout`).
+
+    Returns:
+        0, 1 or 2.
+    """
+    if verbose is not None:
+        return verbose
+    stream = sys.stdout if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    return 1 if isatty is not None and isatty() else 2
 
 
 def _record_failure(ctx: _RunContext, error: BaseException, *, outputs: _Outputs,
