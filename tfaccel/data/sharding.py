@@ -17,6 +17,20 @@ def multi_worker_in_scope() -> bool:
                            tf.distribute.MultiWorkerMirroredStrategy))
 
 
+def order_must_be_fixed(*, multi_worker: bool) -> bool:
+    """The one rule: element (DATA) sharding among workers needs a fixed element order.
+
+    Under MultiWorkerMirroredStrategy a source without files to divide (arrays, image-folder
+    paths, Python sources) is split by element: each worker keeps every k-th element of the
+    same pipeline, which TensorFlow documents as unsafe with a non-deterministic order
+    (workers could overlap or miss examples).
+
+    Args:
+        multi_worker: Whether the job runs under a multi-worker strategy.
+    """
+    return multi_worker
+
+
 def fix_order_for_data_sharding(options: dict) -> dict:
     """Forces ``deterministic=True`` when a multi-worker strategy will shard by element.
 
@@ -30,7 +44,8 @@ def fix_order_for_data_sharding(options: dict) -> dict:
         options: The keyword options a builder passes to `pipeline.optimize` (changed in
             place and returned).
     """
-    if options.get("input_context") is None and multi_worker_in_scope():
+    if options.get("input_context") is None and order_must_be_fixed(
+            multi_worker=multi_worker_in_scope()):
         options["deterministic"] = True
     return options
 

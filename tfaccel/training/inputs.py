@@ -26,12 +26,12 @@ class TrainData:
 def input_order_is_fixed(*, deterministic: bool, strategy: str) -> bool:
     """Whether the input pipeline must keep a fixed element order.
 
-    Always under MultiWorkerMirroredStrategy: sources without files (arrays, image-folder
-    paths, Python sources) are split among workers by element (tf.data's DATA sharding),
-    where each worker keeps every k-th element of the same pipeline; TensorFlow documents
-    this as unsafe with a non-deterministic order (workers could overlap or miss examples).
+    When `runtime.deterministic` asks for it, and whenever the data layer's rule says so
+    (`data.sharding.order_must_be_fixed`: a multi-worker job may split by element).
     """
-    return deterministic or strategy == "multi_worker"
+    from tfaccel.data import sharding
+
+    return deterministic or sharding.order_must_be_fixed(multi_worker=strategy == "multi_worker")
 
 
 def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool,
