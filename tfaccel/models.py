@@ -29,7 +29,8 @@ class ModelSpec:
     defaults: Mapping[str, Any]
     summary: str
     # What the model takes: "images" (height, width, channels), "features" (any shape, e.g.
-    # the MLP) or "tokens" (int ids of any length, 0 = padding).
+    # the MLP), "sequences" (timesteps, channels) of floats where timesteps may be None
+    # (audio waveforms, time-series windows) or "tokens" (int ids of any length, 0 = padding).
     inputs: str = "images"
 
 
@@ -393,11 +394,18 @@ def _check_param(model, key, value, default):
     return value
 
 
-def _check_shape(input_shape, num_classes, *, images=True):
+_EXPECTED_SHAPES = {"images": "(height, width, channels)", "features": "a shape",
+                    "sequences": "(timesteps, channels), timesteps None for any length"}
+
+
+def _check_shape(input_shape, num_classes, *, inputs="images"):
     shape = tuple(input_shape) if isinstance(input_shape, (list, tuple)) else None
-    rank_ok = shape is not None and (len(shape) == 3 if images else len(shape) >= 1)
-    if not rank_ok or not all(_is_int(d) and d > 0 for d in shape):
-        expected = "(height, width, channels)" if images else "a shape"
+    rank = {"images": 3, "sequences": 2}.get(inputs)
+    rank_ok = shape is not None and (len(shape) == rank if rank else len(shape) >= 1)
+    # Only a sequence's length may be open (each batch as long as its own longest).
+    sizes = shape[1:] if rank_ok and inputs == "sequences" and shape[0] is None else shape
+    if not rank_ok or not all(_is_int(d) and d > 0 for d in sizes):
+        expected = _EXPECTED_SHAPES[inputs]
         raise UserInputError(
             f"input_shape must be {expected} of positive integers, got {input_shape!r}."
         )
@@ -435,8 +443,8 @@ def build_model(name, *, input_shape, num_classes, **params):
             raise UserInputError(f"model {name!r} needs vocab_size (the number of token ids); "
                                  "a recipe sets it from the adapted vocabulary.")
         return spec.build(input_shape=input_shape, num_classes=num_classes, **merged)
-    # The MLP flattens whatever it gets; every other model needs images.
-    shape = _check_shape(input_shape, num_classes, images=spec.inputs == "images")
+    # The MLP flattens whatever it gets; sequence models take (timesteps, channels).
+    shape = _check_shape(input_shape, num_classes, inputs=spec.inputs)
     return spec.build(input_shape=shape, num_classes=num_classes, **merged)
 
 
