@@ -89,16 +89,27 @@ def test_suggestions_follow_the_recipe_and_the_measurements():
 
     recipe = recipe_from_dict({"data": {"source": "image_folder", "path": ".",
                                         "image_size": [32, 32], "cache": None,
-                                        "num_parallel_calls": 1}},
+                                        "num_parallel_calls": 1},
+                               "training": {"steps_per_execution": 1}},
                               base_dir=".")
+    auto = {"steps": 5, "reason": "measured", "overhead_ms": 0.5, "step_ms": 5.0}
     report = {"input_wait_fraction": 0.6, "model_examples_per_sec": 1000.0,
               "pipeline_examples_per_sec": 200.0, "fit_examples_per_sec": 190.0,
-              "framework_overhead_fraction": 0.3, "settings": {"precision": "float32"}}
+              "framework_overhead_fraction": 0.3, "settings": {"precision": "float32"},
+              "steps_per_execution": {"recipe": 1, "auto_choice": auto}}
     ranked = suggest(recipe, report, cpu_bf16=True, replicas=1)
     keys = [s["key"] for s in ranked]
     assert keys[:3] == ["data.cache", "data.num_parallel_calls", "data.private_threads"]
     assert "up to 5.3x" in ranked[0]["expected"]  # 1000 / 190: the model-alone ceiling
     assert keys.index("training.steps_per_execution") < keys.index("training.jit_compile")
+    calls = next(s for s in ranked if s["key"] == "training.steps_per_execution")
+    # What auto picks, and the gain of a 0.5 ms call cost spread over 5 steps of 5 ms.
+    assert calls["set"] == ["training.steps_per_execution=5"]
+    assert "up to 1.08x" in calls["expected"]
+    # A recipe on auto already gets it.
+    on_auto = dict(report, steps_per_execution={"recipe": "auto", "auto_choice": auto})
+    assert "training.steps_per_execution" not in [
+        s["key"] for s in suggest(recipe, on_auto, cpu_bf16=True, replicas=1)]
     assert "runtime.precision" in keys
     compute_bound = dict(report, input_wait_fraction=0.01)
     keys = [s["key"] for s in suggest(recipe, compute_bound, cpu_bf16=False, replicas=2)]

@@ -278,7 +278,9 @@ def test_steps_per_epoch_longer_than_the_data_repeats_it(tmp_path, tfds_dir):
     result = runner.train(str(recipe), overrides + [
         "data.train_split=train[:64]", "data.shuffle_buffer=64",
         "data.validation_split=test[:64]", "training.steps_per_epoch=5", "training.epochs=2",
-        "runtime.tensorboard=false", "training.checkpoints=false"],
+        "runtime.tensorboard=false", "training.checkpoints=false",
+        # Keras calls the batch hooks once per call into the train function.
+        "training.steps_per_execution=1"],
         run_dir=str(tmp_path / "steps"), callbacks=[counter])
     # 64 examples are 2 batches of 32; 2 epochs of 5 steps ran 10 steps on the repeated
     # data, and the optimizer really took 10 steps.

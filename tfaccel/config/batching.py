@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Optional
 
 from tfaccel.errors import UserInputError
+
+# The most steps per call `steps_per_execution: auto` picks (and the divisors a refusal lists
+# go up to 4 times that).
+MAX_STEPS_PER_EXECUTION = 32
 
 
 @dataclass(frozen=True)
@@ -75,3 +80,52 @@ def plan_batches(*, global_batch_size: int, replicas: int,
     return BatchPlan(global_batch_size=global_batch_size, replicas=replicas,
                      accumulation_steps=steps, per_replica_batch_size=per_replica,
                      micro_batch_size=per_replica // steps)
+
+
+# Keras runs `steps_per_execution` steps per call of its train function and calls the
+# callbacks once per call. Keras 3.15 counts an epoch in whole calls
+# (`range(0, steps_per_epoch, k)`) and each call runs k steps of an endless stream, so k must
+# divide the steps of an epoch: 2 per call over a 5-step epoch trained 6 steps per epoch, and
+# every epoch boundary, example count and resume point after it was off, silently. And
+# callbacks see only the last step of each call, so a checkpoint every N steps needs N to be
+# a multiple of k, or it is skipped.
+
+
+def divisors(n: int) -> list:
+    """The divisors of `n`, ascending."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _spoken(numbers: list) -> str:
+    text = [str(n) for n in numbers]
+    return text[0] if len(text) == 1 else ", ".join(text[:-1]) + " or " + text[-1]
+
+
+def check_steps_per_execution(steps: int, *, steps_per_epoch: int,
+                              every_steps: Optional[int] = None) -> None:
+    """Refuses a steps-per-call value that would silently train other steps than asked.
+
+    Args:
+        steps: `training.steps_per_execution` (a number).
+        steps_per_epoch: Optimizer steps of one epoch.
+        every_steps: `training.checkpoint_every_steps`, or None.
+
+    Raises:
+        UserInputError: `steps` does not divide `steps_per_epoch`, or `every_steps` is not
+            a multiple of it; the message names both numbers and the values that fit.
+    """
+    if steps_per_epoch % steps:
+        shown = [d for d in divisors(steps_per_epoch) if d <= MAX_STEPS_PER_EXECUTION * 4]
+        raise UserInputError(
+            f"training.steps_per_execution {steps} does not divide the {steps_per_epoch} "
+            f"steps of an epoch: Keras runs whole calls of {steps} steps, so each epoch would "
+            f"train {math.ceil(steps_per_epoch / steps) * steps} steps and every epoch "
+            "boundary, example count and resume point after the first would be off. Use a "
+            f"divisor of {steps_per_epoch} ({_spoken(shown)}), set training.steps_per_epoch "
+            f"to a multiple of {steps}, or steps_per_execution: auto (it picks a divisor).")
+    if every_steps and every_steps % steps:
+        raise UserInputError(
+            f"training.checkpoint_every_steps {every_steps} is not a multiple of "
+            f"training.steps_per_execution {steps}: callbacks see only the last step of "
+            f"each call of {steps}, so those checkpoints would be skipped. Make one a "
+            "multiple of the other, or use steps_per_execution: auto.")

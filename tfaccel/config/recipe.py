@@ -9,7 +9,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 import yaml
 
@@ -194,8 +194,11 @@ class TrainingConfig:
     metrics: list[str] = _key(default_factory=lambda: ["accuracy"],
                               help="Keras metric names.")
     jit_compile: bool = _key(False, "Compile the train step with XLA (one device).")
-    steps_per_execution: int = _key(
-        1, "Train steps run per call into the compiled function.", minimum=1)
+    steps_per_execution: Union[int, Literal["auto"]] = _key(
+        "auto", "Train steps run per call into the compiled function (a divisor of the "
+        "epoch's steps); auto measures the per-call cost in the first epoch and picks the "
+        "smallest divisor that brings it under 2% of a step (1 where it cannot measure).",
+        minimum=1)
     checkpoints: bool = _key(True, "Save a resumable checkpoint at the end of every epoch.")
     checkpoint_every_steps: Optional[int] = _key(
         None, "Also save a resumable checkpoint every N optimizer steps; empty for epoch ends "
@@ -484,6 +487,11 @@ def _convert(value: Any, hint: Any, key_path: str, *, source: str):
                 return None
         if len(non_none) == 1:
             return _convert(value, non_none[0], key_path, source=source)
+        for option in non_none:  # the first type that takes the value (int before "auto")
+            try:
+                return _convert(value, option, key_path, source=source)
+            except RecipeError:
+                continue
         fail(" or ".join(_type_name(a) for a in non_none))
     if origin is Literal:
         if value not in args:
@@ -582,6 +590,7 @@ def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
                      micro_batch_size=training.micro_batch_size)
     except UserInputError as error:
         raise RecipeError(f"{source}: training: {error}") from None
+    _check_steps_per_execution(training, source=source)
     _check_model_params(recipe.model, source=source)
     _check_service(recipe, source=source)
 
@@ -615,6 +624,22 @@ def parse_dispatcher_address(address: str) -> str:
         raise UserInputError(f"the dispatcher address {address!r} has no valid port "
                              f"({port!r}); a port is a number from 1 to 65535.")
     return f"grpc://{host}:{int(port)}"
+
+
+def _check_steps_per_execution(training: TrainingConfig, *, source: str) -> None:
+    """What the recipe alone decides of the steps per call (the runner checks the rest once
+    an epoch's steps are known)."""
+    from tfaccel.config.batching import check_steps_per_execution
+
+    steps = training.steps_per_execution
+    if steps == "auto":
+        return
+    try:
+        # An epoch's steps are known here only when the recipe sets them.
+        check_steps_per_execution(steps, steps_per_epoch=training.steps_per_epoch or steps,
+                                  every_steps=training.checkpoint_every_steps)
+    except UserInputError as error:
+        raise RecipeError(f"{source}: {error}") from None
 
 
 def _check_service(recipe: Recipe, *, source: str) -> None:

@@ -76,6 +76,8 @@ def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,
             "repeats": repeats,
             "autotune": pipeline["autotune"],
             "settings": doctor.settings(),
+            "steps_per_execution": _steps_per_execution(recipe, fit["per_call_cost"],
+                                                        steps_per_epoch=doctor.data.steps_per_epoch),
         }
         report["suggestions"] = suggest(recipe, report, cpu_bf16=doctor.cpu_bf16,
                                         replicas=doctor.replicas)
@@ -134,7 +136,10 @@ class _Measurements:
 
         trained_model, _ = build_model(recipe, strategy=self.strategy, plan=self.plan,
                                        data=self.data)
-        monitor = ThroughputMonitor(steps_per_execution=recipe.training.steps_per_execution)
+        from tfaccel.training.execution import initial_steps
+
+        monitor = ThroughputMonitor(
+            steps_per_execution=initial_steps(recipe.training.steps_per_execution))
         monitor.attach(trained_model, strategy=self.strategy)
         return trained_model, monitor
 
@@ -220,6 +225,7 @@ def _timed_fit(model, monitor, dataset, *, steps: int) -> dict:
         "examples_per_sec": figures["steps_per_sec"] * batch,
         "input_wait_fraction": figures.get("input_wait_fraction"),
         "framework_overhead_fraction": monitor.framework_overhead_fraction(),
+        "per_call_cost": monitor.per_call_cost(),
         "step_time_ms": figures["step_time_ms"],
         "cpu_utilisation": figures["cpu_utilisation"],
     }
@@ -315,13 +321,17 @@ def suggest(recipe: Recipe, report: dict, *, cpu_bf16: bool, replicas: int) -> l
                              "much faster, use fewer or cheaper ones",
                              "shows the augmentation's share of the input time", rank=0,
                              trial="pipeline"))
-    overhead = report.get("framework_overhead_fraction") or 0.0
-    if training.steps_per_execution == 1 and overhead >= 0.10:
-        models.append(_s(["training.steps_per_execution=8"],
-                         f"run 8 steps per call into the compiled function: "
-                         f"{overhead:.0%} of each step is per-call overhead",
-                         f"that overhead drops about 8x (up to {1 / (1 - overhead * 7 / 8):.2f}x"
-                         " steps/s)", rank=3, trial="model"))
+    calls = report.get("steps_per_execution") or {}
+    auto = calls.get("auto_choice")
+    if auto and calls["recipe"] != "auto" and auto["steps"] > calls["recipe"]:
+        k, before = auto["steps"], calls["recipe"]
+        cost, step = auto["overhead_ms"], auto["step_ms"]
+        models.append(_s([f"training.steps_per_execution={k}"],
+                         f"run {k} steps per call into the compiled function (what "
+                         f"steps_per_execution: auto picks here): a call costs {cost:.2f} ms "
+                         f"beyond its {step:.2f} ms step",
+                         f"up to {(cost / before + step) / (cost / k + step):.2f}x steps/s",
+                         rank=3, trial="model"))
     if report["settings"]["precision"] == "float32":
         if cpu_bf16:
             models.append(_s(["runtime.precision=mixed_bfloat16"],
@@ -344,6 +354,20 @@ def suggest(recipe: Recipe, report: dict, *, cpu_bf16: bool, replicas: int) -> l
     return ranked
 
 
+def _steps_per_execution(recipe: Recipe, cost: Optional[dict], *,
+                         steps_per_epoch: int) -> dict:
+    """The recipe's steps per call and what `auto` picks from the measured per-call cost."""
+    from tfaccel.training.execution import choose_steps_per_execution
+
+    out = {"recipe": recipe.training.steps_per_execution, "auto_choice": None}
+    if cost is not None:
+        out["auto_choice"] = choose_steps_per_execution(
+            overhead_seconds=cost["overhead_seconds"], step_seconds=cost["step_seconds"],
+            steps_per_epoch=steps_per_epoch,
+            every_steps=recipe.training.checkpoint_every_steps).as_dict()
+    return out
+
+
 def _s(overrides: Sequence[str], why: str, expected: str, *, rank: int,
        trial: Optional[str] = None) -> dict:
     return {"key": overrides[0].split("=", 1)[0], "set": list(overrides), "why": why,
@@ -364,6 +388,10 @@ def format_report(report: dict) -> str:
            if report["framework_overhead_fraction"] is not None else "unmeasured")
         + f" ({report['steps_timed']} steps timed each, best of {report['repeats']})",
         ""]
+    auto = (report.get("steps_per_execution") or {}).get("auto_choice")
+    if auto is not None:
+        lines[-1:-1] = [f"  steps per call: {report['steps_per_execution']['recipe']} in the "
+                        f"recipe; auto picks {auto['steps']} here ({auto['reason']})"]
     autotune = report["autotune"]
     if "stages" in autotune:
         lines.append(f"tf.data autotuner (CPU budget {autotune['cpu_budget']}):")

@@ -42,6 +42,29 @@ class NonFiniteLossGuard(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+class StopAfterEpoch(keras.callbacks.Callback):
+    """Ends a `fit` call after epoch `last` (counted from 0), as if it had asked for no more.
+
+    The runner trains in parts (the rest of a resumed epoch, `steps_per_execution: auto`'s
+    measured first epoch) but asks each part for the run's last epoch, so Keras' progress
+    says "Epoch 2/8", not "Epoch 1/1". Placed last among the callbacks, it can tell its own
+    stop from an earlier callback's (early stopping, the NaN guard).
+    """
+
+    def __init__(self, last: int):
+        super().__init__()
+        self.last = last
+        self.stopped = False  # this part reached its last epoch
+        self.stopped_by_others = False
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch < self.last:
+            return
+        self.stopped = True
+        self.stopped_by_others = bool(self.model.stop_training)
+        self.model.stop_training = True
+
+
 class EpochMetricsLogger(keras.callbacks.Callback):
     """Appends one JSON object per epoch to metrics.jsonl: losses, metrics and throughput.
 

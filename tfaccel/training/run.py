@@ -24,6 +24,7 @@ from tfaccel.config.cluster import WorkerRole, worker_role
 from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
 from tfaccel.training.inputs import TrainData, build_data, input_order_is_fixed  # noqa: F401 (tools use them from here)
 from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
+from tfaccel.training.execution import Choice, initial_steps
 from tfaccel.training.session import Session, open_session
 
 
@@ -173,6 +174,9 @@ class _RunContext:
     role: WorkerRole
     shown_dir: Optional[Path]  # the run directory as the user knows it (the chief's)
     profile: Optional[tuple] = None
+    # Steps per call into the train function: the recipe's, or `auto`'s choice once made.
+    steps_per_execution: int = 1
+    execution_choice: Optional[Choice] = None
 
     @property
     def resuming(self) -> bool:
@@ -186,6 +190,7 @@ def _train_with(ctx: _RunContext) -> RunResult:
         f"replica(s), precision {ctx.session.precision}, {plan.describe()}.")
     _check_data_service(recipe, strategy=ctx.session.strategy_info["strategy"])
     data = ctx.session.build_data()
+    _check_steps_per_execution(ctx, data)
     _keep_vocabulary(ctx, data)
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
     trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan, data=data)
@@ -235,6 +240,49 @@ def _train_with(ctx: _RunContext) -> RunResult:
     run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
     return RunResult(run_dir=ctx.shown_dir, summary=summary, epochs=outputs.logger.records,
                      chief=ctx.role.chief)
+
+
+def _check_steps_per_execution(ctx: _RunContext, data: TrainData) -> None:
+    """The recipe's steps per call against the epoch's steps, now that they are known."""
+    from tfaccel.config.batching import check_steps_per_execution
+
+    training = ctx.recipe.training
+    ctx.steps_per_execution = initial_steps(training.steps_per_execution)
+    if training.steps_per_execution != "auto":
+        check_steps_per_execution(training.steps_per_execution,
+                                  steps_per_epoch=data.steps_per_epoch,
+                                  every_steps=training.checkpoint_every_steps)
+
+
+def _choose_steps_per_execution(ctx: _RunContext, *, trained_model, data: TrainData,
+                                outputs: _Outputs) -> None:
+    """`steps_per_execution: auto`: the first `fit` measured; the rest runs with the choice.
+
+    Changing the steps per call retraces the train and test functions (Keras bakes the
+    count into them); the steps, their batches and their order are unchanged.
+    """
+    from tfaccel.training import execution
+
+    cost = outputs.monitor.per_call_cost()
+    if cost is None:
+        why = outputs.monitor.unavailable_reason or "too few steps in the first epoch"
+        choice = Choice(1, f"per-call cost unmeasured ({why}): one step per call")
+    else:
+        choice = execution.choose_steps_per_execution(
+            overhead_seconds=cost["overhead_seconds"], step_seconds=cost["step_seconds"],
+            steps_per_epoch=data.steps_per_epoch,
+            every_steps=ctx.recipe.training.checkpoint_every_steps)
+    ctx.execution_choice = choice
+    say(f"steps_per_execution auto: {choice.steps} ({choice.reason}).")
+    if choice.steps == ctx.steps_per_execution:
+        return
+    ctx.steps_per_execution = choice.steps
+    trained_model.steps_per_execution = choice.steps
+    trained_model.train_function = trained_model.test_function = None
+    outputs.monitor.steps_per_execution = choice.steps
+    for callback in outputs.all:
+        if hasattr(callback, "per_call"):  # ProfileSteps counts the steps of each call
+            callback.per_call = choice.steps
 
 
 def _keep_vocabulary(ctx: _RunContext, data: TrainData) -> None:
@@ -310,7 +358,7 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData):
         trained_model.compile(optimizer=optimizer, loss=training.loss,
                               metrics=list(training.metrics),
                               jit_compile=training.jit_compile,
-                              steps_per_execution=training.steps_per_execution)
+                              steps_per_execution=initial_steps(training.steps_per_execution))
         # A no-op except under multi-worker MultiWorkerMirroredStrategy (keras#20585).
         patch_for_multi_worker(trained_model)
     return trained_model, model
@@ -366,7 +414,8 @@ def _make_callbacks(ctx: _RunContext, *, data: TrainData, plan: BatchPlan,
 
     guard = NonFiniteLossGuard()
     # Before the logger and TensorBoard: its figures join the epoch's logs they write.
-    monitor = ThroughputMonitor(steps_per_execution=training.steps_per_execution)
+    monitor = ThroughputMonitor(
+        steps_per_execution=initial_steps(training.steps_per_execution))
     logger = EpochMetricsLogger(metrics_path, examples_per_epoch=data.examples_per_epoch,
                                 batch_size=plan.global_batch_size, guard=guard,
                                 steps_per_epoch=data.steps_per_epoch)
@@ -418,7 +467,8 @@ def _make_callbacks(ctx: _RunContext, *, data: TrainData, plan: BatchPlan,
                 f"{data.steps_per_epoch} steps); choose steps inside that range.")
         callbacks.append(ProfileSteps(start, end,
                                       logdir=ctx.directory / run_files.TENSORBOARD_DIR,
-                                      steps_per_execution=training.steps_per_execution,
+                                      steps_per_execution=initial_steps(
+                                          training.steps_per_execution),
                                       first_step=first))
     callbacks += ctx.extra_callbacks
     return _Outputs(guard=guard, monitor=monitor, logger=logger, checkpoints=checkpoints,
@@ -428,12 +478,17 @@ def _make_callbacks(ctx: _RunContext, *, data: TrainData, plan: BatchPlan,
 
 def _fit(ctx: _RunContext, *, trained_model, data: TrainData, outputs: _Outputs,
          checkpoint: Optional[ckpt.Checkpoint]) -> None:
-    """Runs `fit` once, or twice when resuming inside an epoch (its rest, then the others).
+    """Runs `fit` once, or in parts: the rest of an interrupted epoch, `auto`'s first epoch.
 
     Keras' `fit` has one `steps_per_epoch` for all epochs, so the rest of an interrupted
     epoch is its own `fit` call; the metric sums of its first part are put back by the
     checkpoint callback, so the epoch reports the same numbers as an uninterrupted one.
+    `steps_per_execution: auto` runs the first epoch as its own call too (one step per call,
+    measured), then the rest with its choice. Every part is asked for the run's last epoch
+    and stopped after its own, so Keras numbers the epochs of the whole run.
     """
+    from tfaccel.training.callbacks import StopAfterEpoch
+
     training = ctx.recipe.training
     steps = data.steps_per_epoch
     start = checkpoint.global_step if checkpoint else 0
@@ -444,23 +499,36 @@ def _fit(ctx: _RunContext, *, trained_model, data: TrainData, outputs: _Outputs,
         epoch += 1
     if epoch < training.epochs:
         segments.append((epoch, training.epochs, steps, epoch * steps))
+    auto = training.steps_per_execution == "auto"
+    if auto and len(segments) == 1 and training.epochs - epoch > 1:
+        # `auto` measures one step per call in the first epoch, then picks for the rest.
+        segments = [(epoch, epoch + 1, steps, epoch * steps),
+                    (epoch + 1, training.epochs, steps, (epoch + 1) * steps)]
     with outputs.signals, warnings.catch_warnings():
         # Keras warns "Your input ran out of data; interrupting training" whenever an
         # evaluation of unknown length (an image folder's, whose decode stage may skip a
         # bad file) reaches its end. Training reads an endless stream here, so the
         # warning can only ever be about that normal end of validation.
         warnings.filterwarnings("ignore", message="Your input ran out of data")
-        for first_epoch, end_epoch, steps_in_epoch, global_step in segments:
-            if outputs.guard.failure is not None or trained_model.stop_training:
-                break
+        for index, (first_epoch, end_epoch, steps_in_epoch, global_step) in \
+                enumerate(segments):
+            if index and auto:
+                _choose_steps_per_execution(ctx, trained_model=trained_model, data=data,
+                                            outputs=outputs)
             with ctx.session.strategy.scope():  # the data layer shards by the strategy in scope
                 stream = data.make_stream(global_step)
+            # Last in the list: it sees whether another callback stopped the run first.
+            stopper = StopAfterEpoch(end_epoch - 1)
             trained_model.fit(
                 stream, validation_data=data.validation,
-                initial_epoch=first_epoch, epochs=end_epoch, steps_per_epoch=steps_in_epoch,
-                validation_steps=training.validation_steps, callbacks=outputs.all,
+                initial_epoch=first_epoch, epochs=training.epochs,
+                steps_per_epoch=steps_in_epoch, validation_steps=training.validation_steps,
+                callbacks=outputs.all + [stopper],
                 verbose=fit_verbosity(ctx.recipe.runtime.verbose),
                 shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
+            if outputs.guard.failure is not None or stopper.stopped_by_others \
+                    or not stopper.stopped:
+                break
 
 
 def fit_verbosity(verbose: Optional[int], *, stream=None) -> int:
@@ -598,7 +666,10 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: TrainData
         **plan.as_dict(),  # replicas, accumulation steps, global/per-replica/micro batch
         "steps_per_epoch": data.steps_per_epoch,
         "jit_compile": recipe.training.jit_compile,
-        "steps_per_execution": recipe.training.steps_per_execution,
+        # The steps per call in force at the end (`auto`'s choice, and why, beside it).
+        "steps_per_execution": ctx.steps_per_execution,
+        **({"steps_per_execution_choice": ctx.execution_choice.as_dict()}
+           if ctx.execution_choice is not None else {}),
         "threads": ctx.session.threads,
         # "_"-keys hold objects for the run itself (the text vectorizer), not numbers.
         "dataset": {k: v for k, v in data.info.items()

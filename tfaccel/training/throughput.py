@@ -87,10 +87,12 @@ class ThroughputMonitor(keras.callbacks.Callback):
                 synchronization=tf.VariableSynchronization.ON_READ,
                 aggregation=tf.VariableAggregation.MEAN)
         original = model.train_step
-        timer, per_call = self._compute, float(max(self.steps_per_execution, 1))
+        timer = self._compute
 
         def timed_train_step(data):
             self._traces += 1  # Python runs only while tracing: marks calls that traced
+            # Read at trace time: `steps_per_execution: auto` retraces with its choice.
+            per_call = float(max(self.steps_per_execution, 1))
             # Keras inlines this step into its train function, so a timestamp without inputs
             # runs as soon as the function starts, while the batch is still being fetched.
             entry = tf.timestamp()
@@ -126,6 +128,10 @@ class ThroughputMonitor(keras.callbacks.Callback):
         self._wait_seconds = 0.0  # in-graph input wait of those calls
         self._compute_seconds = 0.0  # in-graph compute of those calls
         self._last_timer = (0.0, 0.0)
+        # Whole cycles of untraced calls (end of one call to the end of the next: Keras'
+        # loop, every callback, the dispatch, the steps): what more steps per call amortise.
+        self._last_call_end: Optional[float] = None
+        self._cycles = {"seconds": 0.0, "calls": 0, "wait": 0.0, "compute": 0.0}
 
     def _read_timer(self) -> tuple:
         if self._compute is None:
@@ -150,16 +156,25 @@ class ThroughputMonitor(keras.callbacks.Callback):
         self._call_start = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
-        seconds = time.perf_counter() - self._call_start
+        now = time.perf_counter()
+        seconds = now - self._call_start
         self._batches = max(self._batches, batch + 1)
         if self._compute is None:
             return
         timer = self._read_timer()
         if self._traces == self._traces_at_call:
+            wait, compute = timer[0] - self._last_timer[0], timer[1] - self._last_timer[1]
             self._call_seconds += seconds
-            self._wait_seconds += timer[0] - self._last_timer[0]
-            self._compute_seconds += timer[1] - self._last_timer[1]
+            self._wait_seconds += wait
+            self._compute_seconds += compute
+            if self._last_call_end is not None:
+                cycles = self._cycles
+                cycles["seconds"] += now - self._last_call_end
+                cycles["calls"] += 1
+                cycles["wait"] += wait
+                cycles["compute"] += compute
         self._last_timer = timer
+        self._last_call_end = now
 
     def on_test_begin(self, logs=None):
         if self._train_end is None:
@@ -206,6 +221,22 @@ class ThroughputMonitor(keras.callbacks.Callback):
             return None
         rest = self._call_seconds - self._wait_seconds - self._compute_seconds
         return min(max(rest / self._call_seconds, 0.0), 1.0)
+
+
+    def per_call_cost(self, *, min_calls: int = 3) -> Optional[dict]:
+        """This epoch's cost of a call beyond its steps, and a step's compute, in seconds.
+
+        ``{"overhead_seconds", "step_seconds", "calls"}`` averaged over the untraced calls
+        after the first of the epoch (whole cycles: the fit loop and every callback count);
+        None when unmeasured or fewer than `min_calls` calls were seen.
+        """
+        cycles = self._cycles
+        if self._compute is None or cycles["calls"] < min_calls:
+            return None
+        steps = cycles["calls"] * max(self.steps_per_execution, 1)
+        rest = cycles["seconds"] - cycles["wait"] - cycles["compute"]
+        return {"overhead_seconds": max(rest, 0.0) / cycles["calls"],
+                "step_seconds": cycles["compute"] / steps, "calls": cycles["calls"]}
 
 
 def peak_device_memory_mb() -> Optional[float]:
