@@ -10,7 +10,7 @@ import tensorflow as tf
 from tfaccel.data import cache_files, pipeline, sharding
 from tfaccel.data.service import ServiceTarget
 from tfaccel.data.sources import (arrays, base, csv_tables, image_folder, python, text_folder,
-                                  tfds, tfrecords)
+                                  text_lines, tfds, tfrecords)
 from tfaccel.errors import DataError
 
 
@@ -70,7 +70,8 @@ def _val_tail(config, worker=(0, 1)) -> dict:
 
 # Every recipe source, by its data.source value (each module's `base.Source`).
 SOURCES = {name: cls for cls in (tfds.TfdsSource, image_folder.ImageFolderSource,
-                                 text_folder.TextFolderSource, csv_tables.CsvSource,
+                                 text_folder.TextFolderSource, text_lines.TextLinesSource,
+                                 csv_tables.CsvSource,
                                  tfrecords.TfrecordsSource, arrays.ArraysSource,
                                  python.PythonSource)
            for name in cls.names}
