@@ -146,7 +146,8 @@ def _texts_to_ids(config, train, val, *, seed: int, global_batch_size: int, comm
 
 def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: int,
                    deterministic: bool, sequential: bool = False, stream=None,
-                   input_context: Optional[tf.distribute.InputContext] = None):
+                   input_context: Optional[tf.distribute.InputContext] = None,
+                   raw_texts: bool = False):
     """Builds the training and validation datasets of a recipe's data section.
 
     Args:
@@ -165,6 +166,8 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
             divided among the workers (`worker_file_shares` must allow it) and the training
             dataset yields this worker's per-replica batches; each pass of a `stream` makes
             the same number of batches on every worker. Validation is unchanged.
+        raw_texts: Keep a text source's strings (no vocabulary is adapted; what an
+            export that takes raw strings is checked on).
 
     Returns:
         ``(train_ds, val_ds_or_None, info)`` where info holds ``num_classes``,
@@ -206,7 +209,7 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     info = {"num_classes": built.num_classes, "class_names": built.class_names,
             "train_examples": built.train_examples,
             "validation_examples": built.validation_examples}
-    if _holds_texts(train.element_spec):
+    if _holds_texts(train.element_spec) and not raw_texts:
         train, val, info["text"], info["_vectorizer"] = _texts_to_ids(
             config, train, val, seed=seed, global_batch_size=global_batch_size,
             common=common)
