@@ -130,3 +130,24 @@ def test_accumulating_two_micro_batches_of_padded_texts_is_exact():
     assert len(weights[0]) == len(weights[1]) > 10
     for plain, accumulated in zip(*weights):
         np.testing.assert_allclose(plain, accumulated, atol=1e-5)
+
+
+def test_a_recipe_sizes_the_transformer_positions_from_data_text_max_length():
+    from tfaccel.config.recipe import recipe_from_dict
+    from tfaccel.training.run import _model_params
+
+    info = {"text": {"vocabulary_size": 10, "max_length": 40}}
+
+    def params(**model_params):
+        recipe = recipe_from_dict({"data": {"text": {"max_length": 40}},
+                                   "model": {"name": "text_transformer",
+                                             "params": model_params}})
+        return _model_params(recipe, info)
+
+    assert params() == {"vocab_size": 10, "max_length": 40}
+    assert params(max_length=64)["max_length"] == 64
+    with pytest.raises(UserInputError, match="model.params.max_length is 20 but "
+                                             "data.text.max_length keeps 40 tokens"):
+        params(max_length=20)
+    assert _model_params(recipe_from_dict({"model": {"name": "text_transformer"}}), {
+        "text": {"vocabulary_size": 10, "max_length": None}}) == {"vocab_size": 10}
