@@ -291,3 +291,40 @@ def test_text_batches_padded_to_the_longest_without_batch_by_length(tmp_path):
     train, _, info = _build(config, global_batch_size=30)
     widths = {int(ids.shape[1]) for ids, _ in train}
     assert widths == {10}  # every batch holds a 30-word text, cut to max_length
+
+
+@pytest.mark.parametrize("fraction, listings", [(0.0, 1), (0.25, 2)])
+def test_a_text_folder_is_listed_and_checked_once_per_split(tmp_path, monkeypatch, fraction,
+                                                            listings):
+    # The vocabulary is adapted on the files the training split listed and checked: not a
+    # third listing (and reading of every file) of its own.
+    from tfaccel.data.sources import class_folder
+
+    calls = []
+    listing = class_folder.list_class_folder
+    monkeypatch.setattr(class_folder, "list_class_folder",
+                        lambda *a, **k: calls.append(a) or listing(*a, **k))
+    config = DataConfig(source="text_folder", path=str(_text_folder(tmp_path / "texts")),
+                        validation_fraction=fraction, validation_split=None, cache=None)
+    train, _, info = _build(config, global_batch_size=8)
+    assert len(calls) == listings
+    assert info["text"]["vocabulary_size"] == 10 and _count(train) == 40 - int(40 * fraction)
+
+
+def test_text_lines_files_are_each_scanned_once(tmp_path, monkeypatch):
+    from tfaccel.data.sources import text_lines
+
+    scanned = []
+    scan = text_lines._scan
+    monkeypatch.setattr(text_lines, "_scan", lambda path, **k: scanned.append(path)
+                        or scan(path, **k))
+    for f in range(4):
+        (tmp_path / f"{f}.tsv").write_text("".join(f"{('a', 'b')[i % 2]}\tw{i} x{f}\n"
+                                                   for i in range(5)))
+    config = DataConfig(source="text_lines", path=str(tmp_path / "*.tsv"),
+                        validation_fraction=0.25, cache=None)
+    train, val, info = _build(config, global_batch_size=4)
+    assert sorted(scanned) == sorted(str(p) for p in tmp_path.glob("*.tsv"))
+    # Words w0..w4 of the 3 training files, their x<f>, padding and out-of-vocabulary.
+    assert info["text"]["vocabulary_size"] == 2 + 5 + 3
+    assert _count(train) == 15 and _count(val) == 5

@@ -160,3 +160,103 @@ def test_input_contexts_split_the_files_and_a_stream_resumes(tsv):
     resumed = _pairs(from_text_lines(str(root / "*.tsv"), **kwargs,
                                      stream=EpochStream(skip_batches=2, num_passes=1)))
     assert resumed == full[8:]
+
+
+# --------------------------------------------------------------------- data.source: text_lines
+
+WORDS = {"neg": "bad awful poor dull", "pos": "good great fine nice"}
+
+
+def _line_files(root, *, files=4, lines=(30, 25, 20, 15)):
+    """`files` files of ``label<TAB>text`` lines; a class's words give its label away."""
+    root.mkdir(parents=True, exist_ok=True)
+    for f in range(files):
+        rows = []
+        for i in range(lines[f]):
+            label = ("neg", "pos")[(f + i) % 2]
+            own = WORDS[label].split()
+            rows.append(f"{label}\t" + " ".join([own[i % 4], "the", "a", own[(i + 1) % 4]]
+                                                 * (1 + i % 5)))
+        (root / f"part-{f}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return str(root / "part-*.tsv")
+
+
+def _lines_recipe(tmp_path, path, **data):
+    import yaml
+
+    recipe = tmp_path / "lines.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": "lines", "seed": 0,
+        "data": {"source": "text_lines", "path": path, "validation_fraction": 0.25,
+                 "cache": "memory", "shuffle_buffer": 200, **data},
+        "model": {"name": "text_cnn", "params": {"embed_dim": 8, "filters": [16]}},
+        "optimizer": {"learning_rate": 0.01},
+        "training": {"epochs": 4, "global_batch_size": 16},
+        "runtime": {"precision": "float32", "verbose": 0, "tensorboard": False}}))
+    return recipe
+
+
+def test_a_text_lines_recipe_holds_out_whole_files_counts_every_line_and_learns(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from tfaccel.cli.main import main
+    from tfaccel.data import splits
+
+    pattern = _line_files(tmp_path / "lines")
+    files = [str(tmp_path / "lines" / f"part-{f}.tsv") for f in range(4)]
+    _, held_out = splits.held_out_files(files, 0.25, 0)  # the seeded rule: one whole file
+    lines = {file: count for file, count in zip(files, (30, 25, 20, 15))}
+    result = CliRunner().invoke(main, ["train", str(_lines_recipe(tmp_path, pattern)),
+                                       "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["class_names"] == ["neg", "pos"]
+    assert summary["dataset"]["validation_examples"] == sum(lines[f] for f in held_out)
+    assert summary["dataset"]["train_examples"] == 90 - sum(lines[f] for f in held_out)
+    # 10 words and padding and out-of-vocabulary.
+    assert summary["dataset"]["text"]["vocabulary_size"] == 12
+    assert summary["final_metrics"]["val_accuracy"] >= 0.9, summary["final_metrics"]
+
+
+def test_a_text_lines_recipe_names_a_missing_pattern_and_a_validation_label_unseen(tmp_path):
+    from click.testing import CliRunner
+
+    from tfaccel.cli.main import main
+    from tfaccel.config.recipe import DataConfig
+    from tfaccel.data.from_recipe import build_datasets
+
+    missing = str(tmp_path / "nowhere" / "*.tsv")
+    result = CliRunner().invoke(main, ["validate", str(_lines_recipe(tmp_path, missing))])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"data.path: the text lines pattern {missing!r} matches no file" in result.output
+    (tmp_path / "two").mkdir()
+    (tmp_path / "two" / "a.tsv").write_text("neg\tbad day\npos\tgood day\n")
+    (tmp_path / "two" / "b.tsv").write_text("meh\tso so day\n")
+    config = DataConfig(source="text_lines", path=str(tmp_path / "two" / "*.tsv"),
+                        validation_fraction=0.5)
+    with pytest.raises(DataError, match=r"b\.tsv' has label\(s\) \['meh'\] not in "
+                                        r"class_names=\['neg', 'pos'\]"):
+        build_datasets(config, global_batch_size=2, num_replicas=1, seed=0,
+                       deterministic=True)
+
+
+def test_bench_and_doctor_run_on_a_text_lines_recipe(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from tfaccel.cli.main import main
+
+    recipe = _lines_recipe(tmp_path, _line_files(tmp_path / "lines"))
+    bench = CliRunner().invoke(main, ["bench", str(recipe), "--batches", "3", "--repeats",
+                                      "1", "--no-epochs"])
+    assert bench.exit_code == 0, bench.output
+    assert "truly sequential" in bench.output and "padding" in bench.output
+    doctor = CliRunner().invoke(main, ["doctor", str(recipe), "--json", "--steps", "3",
+                                       "--repeats", "1"])
+    assert doctor.exit_code == 0, doctor.output
+    report = json.loads(doctor.output[doctor.output.index("{"):])
+    assert report["verdict"] in ("compute-bound", "moderately-input-bound", "input-bound")
+    assert report["pipeline_examples_per_sec"] > 0 and report["model_examples_per_sec"] > 0

@@ -70,3 +70,18 @@ def test_text_recipe_learns_with_its_vocabulary_and_batches_by_length(tmp_path):
     text = summary["dataset"]["text"]
     assert text["vocabulary_size"] == 642 and text["batch_by_length"] is True
     assert 0 < text["validation_padding_fraction"] < 0.3
+
+
+def test_text_recipe_learns_with_the_transformer(tmp_path):
+    # A quarter of the training texts, one epoch: measured validation accuracy 0.984 (chance
+    # 0.25) in about 5 s of training on 2 cores, accumulation of 2 micro-batches of padded
+    # texts under precision auto (mixed_bfloat16 on this CPU).
+    epochs = _train(tmp_path, "text.yaml", "model.name=text_transformer", "training.epochs=1",
+                    "data.train_split=train[:25%]", f"data.data_dir={tmp_path / 'tfds'}")
+    assert epochs[-1]["val_accuracy"] >= 0.8, epochs
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["dataset"]["train_examples"] == 2000 and summary["accumulation_steps"] == 2
+    import keras
+
+    model = keras.saving.load_model(tmp_path / "run" / "model.keras")  # no custom objects
+    assert model.name == "text_transformer" and model.get_layer("embedding").input_dim == 642

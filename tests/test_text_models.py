@@ -15,12 +15,15 @@ def _ids(batch=6, length=20, real=(20, 3, 11, 7, 15, 1), vocab=50):
     return ids
 
 
+TOKEN_MODELS = ("text_cnn", "text_transformer")
+
+
+@pytest.mark.parametrize("name", TOKEN_MODELS)
 @pytest.mark.parametrize("policy, atol", [("float32", 1e-6), ("mixed_bfloat16", 2e-2)])
-def test_text_cnn_predictions_do_not_depend_on_padding(policy, atol):
+def test_predictions_do_not_depend_on_padding(name, policy, atol):
     keras.mixed_precision.set_global_policy(policy)
     try:
-        model = models.build_model("text_cnn", input_shape=(None,), num_classes=4,
-                                   vocab_size=50)
+        model = models.build_model(name, input_shape=(None,), num_classes=4, vocab_size=50)
         ids = _ids()
         as_is = model.predict(ids, verbose=0)
         longer = model.predict(np.pad(ids, ((0, 0), (0, 25))), verbose=0)
@@ -47,8 +50,9 @@ def test_text_cnn_learns_a_word_that_marks_the_class():
 
 
 def test_token_models_need_a_vocabulary_size_and_check_it():
-    assert "text_cnn" in models.model_names()
-    assert models.model_params("text_cnn")["vocab_size"] is None
+    for name in TOKEN_MODELS:
+        assert name in models.model_names() and models.MODELS[name].inputs == "tokens"
+        assert models.model_params(name)["vocab_size"] is None
     with pytest.raises(UserInputError, match="model 'text_cnn' needs vocab_size"):
         models.build_model("text_cnn", input_shape=(None,), num_classes=2)
     with pytest.raises(UserInputError, match="parameter 'vocab_size' must be null .* got 2"):
@@ -74,3 +78,76 @@ def test_the_vectorizer_in_front_of_a_trained_model_takes_raw_strings(tmp_path):
     np.testing.assert_allclose(served(strings).numpy(), model(ids).numpy(), atol=1e-6)
     path = text_vectors.save_vocabulary(layer, tmp_path)
     assert open(path).read().splitlines() == layer.get_vocabulary()
+
+
+def test_the_transformer_reads_the_first_max_length_tokens_of_a_longer_text():
+    model = models.build_model("text_transformer", input_shape=(None,), num_classes=3,
+                               vocab_size=50, max_length=8)
+    ids = np.random.default_rng(2).integers(2, 50, (4, 30)).astype("int32")
+    longer = model.predict(ids, verbose=0)  # no error past the 8 position rows
+    np.testing.assert_allclose(longer, model.predict(ids[:, :8], verbose=0), atol=1e-6)
+    assert not np.allclose(longer, model.predict(ids[:, 1:9], verbose=0), atol=1e-3)
+    with pytest.raises(UserInputError, match="'embed_dim' must be a multiple of 'num_heads', "
+                                             "got embed_dim=10 and num_heads=4"):
+        models.check_params("text_transformer", {"embed_dim": 10, "num_heads": 4})
+    with pytest.raises(UserInputError, match="'max_length' must be an integer >= 1, got 0"):
+        models.check_params("text_transformer", {"max_length": 0})
+
+
+def test_a_saved_transformer_loads_back_without_custom_objects(tmp_path):
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:  # as a run under precision auto saves it
+        model = models.build_model("text_transformer", input_shape=(None,), num_classes=4,
+                                   vocab_size=50)
+        model.save(tmp_path / "model.keras")
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    ids = _ids()
+    np.testing.assert_allclose(loaded.predict(ids, verbose=0), model.predict(ids, verbose=0),
+                               atol=1e-6)
+
+
+def test_accumulating_two_micro_batches_of_padded_texts_is_exact():
+    # The recipe accumulates 2 micro-batches: each half of a batch padded to the whole
+    # batch's longest text. With the attention mask, that padding changes nothing, so
+    # the accumulated fit equals the plain one (SGD; no dropout, to compare weights).
+    from tfaccel.engine.accumulation import accumulate
+
+    rng = np.random.default_rng(4)
+    ids = _ids(batch=32, length=24, real=rng.integers(1, 25, 32).tolist())
+    labels = rng.integers(0, 3, 32)
+    weights = []
+    for steps in (None, 2):
+        keras.utils.set_random_seed(5)
+        model = models.build_model("text_transformer", input_shape=(None,), num_classes=3,
+                                   vocab_size=50, dropout=0.0)
+        trained = accumulate(model, steps) if steps else model
+        trained.compile(optimizer=keras.optimizers.SGD(0.1),
+                        loss="sparse_categorical_crossentropy")
+        trained.fit(ids, labels, batch_size=16, epochs=2, shuffle=False, verbose=0)
+        weights.append(model.get_weights())
+    assert len(weights[0]) == len(weights[1]) > 10
+    for plain, accumulated in zip(*weights):
+        np.testing.assert_allclose(plain, accumulated, atol=1e-5)
+
+
+def test_a_recipe_sizes_the_transformer_positions_from_data_text_max_length():
+    from tfaccel.config.recipe import recipe_from_dict
+    from tfaccel.training.run import _model_params
+
+    info = {"text": {"vocabulary_size": 10, "max_length": 40}}
+
+    def params(**model_params):
+        recipe = recipe_from_dict({"data": {"text": {"max_length": 40}},
+                                   "model": {"name": "text_transformer",
+                                             "params": model_params}})
+        return _model_params(recipe, info)
+
+    assert params() == {"vocab_size": 10, "max_length": 40}
+    assert params(max_length=64)["max_length"] == 64
+    with pytest.raises(UserInputError, match="model.params.max_length is 20 but "
+                                             "data.text.max_length keeps 40 tokens"):
+        params(max_length=20)
+    assert _model_params(recipe_from_dict({"model": {"name": "text_transformer"}}), {
+        "text": {"vocabulary_size": 10, "max_length": None}}) == {"vocab_size": 10}

@@ -80,6 +80,50 @@ def _build_text_cnn(*, input_shape, num_classes, vocab_size, embed_dim, filters,
                                              dropout=dropout), name="text_cnn")
 
 
+def _build_text_transformer(*, input_shape, num_classes, vocab_size, max_length, embed_dim,
+                            num_heads, ff_dim, num_layers, dropout):
+    """Token and learned position embeddings, Transformer encoder blocks, masked mean pooling.
+
+    Stock Keras layers and ops only, so a saved model.keras loads without custom objects.
+    Texts of any length are taken; the model reads the first `max_length` tokens of each
+    (the position embedding has one row per position, and a gather past its end would be
+    an error on a CPU and a silent zero on a GPU).
+    """
+    import keras
+    from keras import ops
+
+    del input_shape  # any length: each batch is as long as its own longest text
+    ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+    cut = ids[:, :max_length]
+    valid = ops.not_equal(cut, 0)  # padding is id 0, at the end of each text
+    # 0, 1, ..., length - 1 along each text, from the ids' own (open) length.
+    positions = ops.cumsum(ops.ones_like(cut), axis=1) - 1
+    x = keras.layers.Embedding(vocab_size, embed_dim, name="embedding")(cut)
+    x = x + keras.layers.Embedding(max_length, embed_dim, name="position_embedding")(positions)
+    if dropout:
+        x = keras.layers.Dropout(dropout)(x)
+    # A query attends to real tokens only; padding rows attend to them too and are then
+    # left out of the pooling, so padding never reaches a real token or the result.
+    attend = ops.logical_and(ops.expand_dims(valid, 1), ops.expand_dims(valid, 2))
+    for block in range(num_layers):
+        attended = keras.layers.MultiHeadAttention(
+            num_heads, embed_dim // num_heads, dropout=dropout,
+            name=f"attention_{block}")(x, x, attention_mask=attend)
+        x = keras.layers.LayerNormalization(epsilon=1e-6, name=f"norm_{block}_a")(x + attended)
+        hidden = keras.layers.Dense(ff_dim, activation="relu", name=f"ff_{block}_in")(x)
+        hidden = keras.layers.Dense(embed_dim, name=f"ff_{block}_out")(hidden)
+        if dropout:
+            hidden = keras.layers.Dropout(dropout)(hidden)
+        x = keras.layers.LayerNormalization(epsilon=1e-6, name=f"norm_{block}_b")(x + hidden)
+    # Masked mean: the sum over real tokens over their count (at least 1: an empty text
+    # pools to zeros rather than NaN).
+    weights = ops.expand_dims(ops.cast(valid, x.dtype), -1)
+    count = ops.maximum(ops.sum(weights, axis=1), 1.0)
+    x = ops.sum(x * weights, axis=1) / count
+    return keras.Model(ids, _classifier_head(keras, x, num_classes=num_classes,
+                                             dropout=dropout), name="text_transformer")
+
+
 def _build_mlp(*, input_shape, num_classes, hidden_units, dropout, normalization):
     import keras
 
@@ -254,6 +298,17 @@ MODELS = {
          "dropout": 0.2},
         "Token ids (0 = padding) -> Embedding, Conv1D layers, masked global max pooling, "
         "softmax; vocab_size follows a recipe's adapted vocabulary when left empty.",
+        inputs="tokens",
+    ),
+    "text_transformer": ModelSpec(
+        _build_text_transformer,
+        # Small enough for 2 CPU cores: one block of 2 heads over 64-wide embeddings.
+        {"vocab_size": None, "max_length": 512, "embed_dim": 64, "num_heads": 2,
+         "ff_dim": 128, "num_layers": 1, "dropout": 0.1},
+        "Token ids (0 = padding) -> token + learned position Embedding, Transformer "
+        "encoder blocks (MultiHeadAttention masked to real tokens, feed-forward, "
+        "LayerNormalization), masked mean pooling, softmax; reads the first max_length "
+        "tokens (a recipe's data.text.max_length when set).",
         inputs="tokens",
     ),
     "small_cnn": ModelSpec(
@@ -474,5 +529,11 @@ def check_params(name, params):
             f"{name!r}. "
             f"Known parameters: {', '.join(sorted(spec.defaults)) or '(none)'}."
         )
-    return {key: _check_param(name, key, params.get(key, default), default)
-            for key, default in spec.defaults.items()}
+    checked = {key: _check_param(name, key, params.get(key, default), default)
+               for key, default in spec.defaults.items()}
+    if "num_heads" in checked and checked["embed_dim"] % checked["num_heads"]:
+        # Each head gets embed_dim / num_heads of the width.
+        raise UserInputError(
+            f"model {name!r} parameter 'embed_dim' must be a multiple of 'num_heads', got "
+            f"embed_dim={checked['embed_dim']!r} and num_heads={checked['num_heads']!r}.")
+    return checked

@@ -12,10 +12,11 @@ from tfaccel.errors import RecipeError
 def check_input_paths(recipe, *, source: str = "recipe") -> None:
     """Checks that the data a recipe reads is there, before any TensorFlow is imported.
 
-    The image folder is a folder, the TFRecord pattern matches at least one file, the arrays
-    file exists, and the python source's file (or module) can be found. Remote paths
-    (``gs://...``) are left to TensorFlow, and a TFDS data_dir to TFDS (which creates it
-    when it prepares a dataset, and says how to prepare one that is missing).
+    The image or text folder is a folder, the TFRecord, CSV or text lines pattern matches at
+    least one file, the arrays file exists, and the python source's file (or module) can be
+    found. Remote paths (``gs://...``) are left to TensorFlow, and a TFDS data_dir to TFDS
+    (which creates it when it prepares a dataset, and says how to prepare one that is
+    missing).
 
     Args:
         recipe: A validated `Recipe` (paths already resolved against the recipe's folder).
@@ -35,9 +36,10 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
         if not os.path.isdir(path):
             raise RecipeError(f"{source}: data.path: the {kind} folder {path!r} is not a "
                               "folder.")
-    elif data.source in ("tfrecords", "csv"):
+    elif data.source in ("tfrecords", "csv", "text_lines"):
         if not glob.glob(path):
-            kind = "TFRecord" if data.source == "tfrecords" else "CSV"
+            kind = {"tfrecords": "TFRecord", "csv": "CSV", "text_lines": "text lines"}[
+                data.source]
             raise RecipeError(f"{source}: data.path: the {kind} pattern {path!r} matches no "
                               "file.")
     elif data.source == "arrays":

@@ -16,8 +16,8 @@ import yaml
 from tfaccel.config import input_paths
 from tfaccel.errors import RecipeError, UserInputError, did_you_mean
 
-SOURCES = ("builtin", "tfds", "image_folder", "text_folder", "csv", "tfrecords", "arrays",
-           "python")
+SOURCES = ("builtin", "tfds", "image_folder", "text_folder", "text_lines", "csv",
+           "tfrecords", "arrays", "python")
 AUGMENTATIONS = ("flip", "flip_vertical", "crop", "brightness", "contrast", "rotate90")
 # Augmentations made while decoding an image file (data.crops): image_folder only.
 DECODE_AUGMENTATIONS = ("random_resized_crop",)
@@ -80,16 +80,18 @@ class TextConfig:
 class DataConfig:
     """Where examples come from and how the tf.data pipeline treats them."""
 
-    source: Literal["builtin", "tfds", "image_folder", "text_folder", "csv", "tfrecords",
-                    "arrays", "python"] = _key(
+    source: Literal["builtin", "tfds", "image_folder", "text_folder", "text_lines", "csv",
+                    "tfrecords", "arrays", "python"] = _key(
         "builtin", "builtin (generated, no network), tfds, image_folder, text_folder (a .txt "
-        "file per example in class sub-folders), csv (CSV files with a header; label_key names "
+        "file per example in class sub-folders), text_lines (text files of one "
+        "label<TAB>text example per line), csv (CSV files with a header; label_key names "
         "the label column), tfrecords, arrays "
         "(.npz with x/y arrays) or python (a `module:callable` source run in worker processes).")
     name: Optional[str] = _key(
         None, "TFDS dataset name (source tfds), or the built-in dataset (default tfaccel_shapes).")
     path: Optional[str] = _key(
-        None, "image folder, TFRecord glob, .npz file, or `module:callable` for source python.",
+        None, "image or text folder, text lines, CSV or TFRecord file glob, .npz file, or "
+        "`module:callable` for source python.",
         path=True)
     data_dir: Optional[str] = _key(
         None, "TFDS data directory (TFDS's own default when empty).", path=True)
@@ -558,7 +560,8 @@ def _check_range(value: Any, metadata: dict, key_path: str, *, source: str) -> N
 
 def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
     data, training = recipe.data, recipe.training
-    if data.source in ("image_folder", "text_folder", "csv", "tfrecords", "arrays", "python") \
+    if data.source in ("image_folder", "text_folder", "text_lines", "csv", "tfrecords", "arrays",
+                       "python") \
             and not data.path:
         raise RecipeError(f"{source}: data.path is required when data.source is "
                           f"{data.source!r}.")

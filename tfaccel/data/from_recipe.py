@@ -10,7 +10,7 @@ import tensorflow as tf
 from tfaccel.data import cache_files, pipeline, sharding
 from tfaccel.data.service import ServiceTarget
 from tfaccel.data.sources import (arrays, base, csv_tables, image_folder, python, text_folder,
-                                  tfds, tfrecords)
+                                  text_lines, tfds, tfrecords)
 from tfaccel.errors import DataError
 
 
@@ -70,7 +70,8 @@ def _val_tail(config, worker=(0, 1)) -> dict:
 
 # Every recipe source, by its data.source value (each module's `base.Source`).
 SOURCES = {name: cls for cls in (tfds.TfdsSource, image_folder.ImageFolderSource,
-                                 text_folder.TextFolderSource, csv_tables.CsvSource,
+                                 text_folder.TextFolderSource, text_lines.TextLinesSource,
+                                 csv_tables.CsvSource,
                                  tfrecords.TfrecordsSource, arrays.ArraysSource,
                                  python.PythonSource)
            for name in cls.names}
@@ -118,11 +119,13 @@ def _holds_texts(spec) -> bool:
         and features.shape.rank == 1
 
 
-def _texts_to_ids(config, train, val, *, seed: int, global_batch_size: int, common: dict):
+def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batch_size: int,
+                  common: dict):
     """Token ids for a text source: Keras' TextVectorization adapted on the training split.
 
-    Adapted on one plain pass of the training split (no cache, stream or service), then
-    applied to whole batches of both splits, each padded to its own longest text.
+    Adapted on one plain pass of the training split (no cache, stream or service: the
+    source's `vocabulary_texts`, or the split built again), then applied to whole batches
+    of both splits, each padded to its own longest text.
 
     Returns:
         ``(train, val, text_info, layer)``.
@@ -130,10 +133,12 @@ def _texts_to_ids(config, train, val, *, seed: int, global_batch_size: int, comm
     from tfaccel.data import text_vectors
 
     texts = config.text
-    plain = dict(cache=None, augment=None, drop_remainder=False, batch_by_length=False)
-    adapt_on = source_for(config, seed=seed).build(
-        batch_size=global_batch_size, common=common, train_options=plain,
-        validation_options=plain).train
+    train, val = built.train, built.validation
+    adapt_on = source.vocabulary_texts(built, batch_size=global_batch_size)
+    if adapt_on is None:
+        plain = dict(cache=None, augment=None, drop_remainder=False, batch_by_length=False)
+        adapt_on = source.build(batch_size=global_batch_size, common=common,
+                                train_options=plain, validation_options=plain).train
     layer = text_vectors.adapt_vectorizer(adapt_on, max_tokens=texts.max_tokens)
     train = text_vectors.vectorize(train, layer, max_length=texts.max_length)
     if val is not None:
@@ -145,7 +150,8 @@ def _texts_to_ids(config, train, val, *, seed: int, global_batch_size: int, comm
 
 def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: int,
                    deterministic: bool, sequential: bool = False, stream=None,
-                   input_context: Optional[tf.distribute.InputContext] = None):
+                   input_context: Optional[tf.distribute.InputContext] = None,
+                   raw_texts: bool = False):
     """Builds the training and validation datasets of a recipe's data section.
 
     Args:
@@ -164,6 +170,8 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
             divided among the workers (`worker_file_shares` must allow it) and the training
             dataset yields this worker's per-replica batches; each pass of a `stream` makes
             the same number of batches on every worker. Validation is unchanged.
+        raw_texts: Keep a text source's strings (no vocabulary is adapted; what an
+            export that takes raw strings is checked on).
 
     Returns:
         ``(train_ds, val_ds_or_None, info)`` where info holds ``num_classes``,
@@ -196,7 +204,8 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     else:
         worker = sharding.worker_in_scope()
     common = _common(config, seed=seed, deterministic=deterministic, sequential=sequential)
-    built = source_for(config, seed=seed).build(
+    source = source_for(config, seed=seed)
+    built = source.build(
         batch_size=global_batch_size, common=common,
         train_options=_train_tail(config, num_replicas, stream=stream,
                                   input_context=input_context, worker=worker),
@@ -205,10 +214,9 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     info = {"num_classes": built.num_classes, "class_names": built.class_names,
             "train_examples": built.train_examples,
             "validation_examples": built.validation_examples}
-    if _holds_texts(train.element_spec):
+    if _holds_texts(train.element_spec) and not raw_texts:
         train, val, info["text"], info["_vectorizer"] = _texts_to_ids(
-            config, train, val, seed=seed, global_batch_size=global_batch_size,
-            common=common)
+            config, source, built, global_batch_size=global_batch_size, common=common)
     features_spec = train.element_spec[0] if isinstance(train.element_spec, tuple) \
         else train.element_spec
     if isinstance(features_spec, dict):

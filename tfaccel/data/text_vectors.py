@@ -90,9 +90,42 @@ def save_vocabulary(layer, directory) -> str:
     return path
 
 
-def with_vectorizer(model, layer):
-    """A model that takes raw strings: `layer` in front of the trained `model` (for export)."""
+def load_vectorizer(directory):
+    """The `TextVectorization` of a run directory's vocabulary (`save_vocabulary`'s file).
+
+    The same settings as `adapt_vectorizer`'s layer, so a text becomes the same ids.
+
+    Raises:
+        DataError: The directory has no vocabulary file.
+    """
+    import keras
+
+    path = os.path.join(os.fspath(directory), VOCABULARY_FILE)
+    try:
+        with open(path, encoding="utf-8") as stream:
+            # One token a line; split on "\n" only (splitlines would also cut at other
+            # Unicode line breaks a token may hold).
+            tokens = stream.read().split("\n")[:-1]
+    except FileNotFoundError:
+        raise DataError(f"{path!r} does not exist: the run's vocabulary is needed to turn "
+                        "texts into the token ids its model takes.") from None
+    return keras.layers.TextVectorization(vocabulary=tokens, output_mode="int",
+                                          output_sequence_length=None)
+
+
+def with_vectorizer(model, layer, *, max_length: Optional[int] = None):
+    """A model that takes raw strings: `layer` in front of the trained `model` (for export).
+
+    Args:
+        model: A trained token model (int ids, 0 for padding).
+        layer: The run's `TextVectorization` (`adapt_vectorizer` or `load_vectorizer`).
+        max_length: The run's data.text.max_length: keep at most this many tokens of each
+            text, as `vectorize` did in training (None: whole texts).
+    """
     import keras
 
     texts = keras.Input(shape=(), dtype="string", name="text")
-    return keras.Model(texts, model(layer(texts)), name=f"{model.name}_with_vectorizer")
+    ids = layer(texts)
+    if max_length is not None:
+        ids = ids[:, :max_length]
+    return keras.Model(texts, model(ids), name=f"{model.name}_with_vectorizer")

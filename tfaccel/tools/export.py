@@ -154,6 +154,8 @@ def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "no
         raise UserInputError(f"validation_examples must be a positive integer or None, got "
                              f"{validation_examples!r}.")
     directory = _check_run_dir(run_dir)
+    if is_text_run(directory):
+        check_text_export(format=format, quantize=quantize, preprocessing=preprocessing)
     check_dependencies(format)
     target = Path(out) if out is not None else directory / EXPORTS_DIR / f"{format}-{quantize}"
     staging = _staging_dir(target)
@@ -194,6 +196,38 @@ def _check_run_dir(run_dir) -> Path:
                              f"{run_files.RECIPE_FILE}; export reads the validation split and "
                              "the calibration data through the run's own recipe.")
     return directory
+
+
+def is_text_run(directory: Path) -> bool:
+    """Whether a run trained on texts: it kept the vocabulary its model's ids come from."""
+    from tfaccel.data.text_vectors import VOCABULARY_FILE
+
+    return (Path(directory) / VOCABULARY_FILE).is_file()
+
+
+def check_text_export(*, format: str, quantize: str, preprocessing: str) -> None:
+    """What the export of a text run (a model taking raw strings) supports.
+
+    Raises:
+        UserInputError: A format, quantization or preprocessing placement it does not.
+    """
+    if format in ("litert", "onnx"):
+        raise UserInputError(
+            f"--format {format} cannot export a text run: its exported model takes raw "
+            "strings through Keras' TextVectorization (string splitting and a vocabulary "
+            f"lookup table), which the {'LiteRT' if format == 'litert' else 'ONNX'} "
+            "converter does not convert. Use --format saved_model or --format keras (both "
+            "take raw strings).")
+    if quantize != "none":
+        raise UserInputError(
+            f"--quantize {quantize} is not supported for a text run yet (Keras cannot "
+            "quantize the TextVectorization in front of the model, and a quantized "
+            "MultiHeadAttention does not load back from a .keras file); use --quantize none.")
+    if preprocessing == "outside":
+        raise UserInputError(
+            "--preprocessing outside does not apply to a text run: its preprocessing is the "
+            "vocabulary lookup (vocabulary.txt in the run directory), kept inside the export "
+            "so that it takes raw strings; use --preprocessing inside.")
 
 
 def _staging_dir(target: Path) -> Path:
@@ -273,7 +307,15 @@ def _prepare(staging: Path, *, directory: Path, format: str, quantize: str,
 
     recipe = load_recipe(directory / run_files.RECIPE_FILE)
     model = load_float32_model(directory / run_files.MODEL_FILE)
-    x_val, y_val = _validation_arrays(recipe, limit=validation_examples)
+    texts = is_text_run(directory)
+    if texts:
+        from tfaccel.data import text_vectors
+
+        # The run's own vocabulary (and cut) in front: the export takes raw strings, and
+        # is checked on the validation split's strings.
+        model = text_vectors.with_vectorizer(model, text_vectors.load_vectorizer(directory),
+                                             max_length=recipe.data.text.max_length)
+    x_val, y_val = _validation_arrays(recipe, limit=validation_examples, texts=texts)
     calibration = None
     if quantize == "int8" and format in ("litert", "onnx"):
         calibration = _calibration_arrays(recipe, count=calibration_examples)
@@ -364,6 +406,10 @@ def _report(prepared: _Prepared, measured: _Measured, *, directory: Path, format
 
 def _input_interface(model, *, preprocessing: str) -> dict:
     """What the exported model takes, for export.json: shape, dtype and what it is."""
+    if model.inputs[0].dtype == "string":
+        return {"shape": list(model.inputs[0].shape), "dtype": "string",
+                "is": "raw texts, one string per example (the run's vocabulary.txt and "
+                      "data.text.max_length are inside the model)"}
     if preprocessing == "outside":
         what = (f"the output of {PREPROCESSING_FILE} (run it on model.keras' input first), "
                 "not raw pixels")
@@ -396,7 +442,10 @@ def load_float32_model(path: Path):
 
     def as_float32(layer):
         config = layer.get_config()
-        config["dtype"] = "float32"
+        # Keras ops in a functional graph (a token model's slice, mask and pooling) are
+        # cloned too, and take no dtype.
+        if isinstance(layer, keras.layers.Layer):
+            config["dtype"] = "float32"
         return layer.__class__.from_config(config)
 
     clone = keras.models.clone_model(model, clone_function=as_float32)
@@ -461,18 +510,18 @@ def _data_config(recipe):
     return dataclasses.replace(recipe.data, augment=[], cache="")
 
 
-def _build(recipe):
+def _build(recipe, *, raw_texts: bool = False):
     from tfaccel.data.from_recipe import build_datasets
 
     return build_datasets(_data_config(recipe), global_batch_size=min(
         recipe.training.global_batch_size, 256), num_replicas=1, seed=recipe.seed,
-        deterministic=True)
+        deterministic=True, raw_texts=raw_texts)
 
 
-def _validation_arrays(recipe, *, limit: Optional[int]):
+def _validation_arrays(recipe, *, limit: Optional[int], texts: bool = False):
     from tfaccel.errors import DataError
 
-    _, validation, _ = _build(recipe)
+    _, validation, _ = _build(recipe, raw_texts=texts)
     if validation is None:
         raise DataError("the run's recipe has no validation data (data.validation_split or "
                         "data.validation_fraction); export checks every model on it.")
@@ -508,7 +557,10 @@ def _take_examples(dataset, limit: Optional[int]):
         labels.append(batch[1])
     if not features:
         return np.zeros((0,), "float32"), np.zeros((0,), "int64")
-    return (np.concatenate(features).astype("float32"), np.concatenate(labels))
+    features = np.concatenate(features)
+    # Texts stay strings (bytes objects); every other feature is fed as float32.
+    return (features if features.dtype == object else features.astype("float32"),
+            np.concatenate(labels))
 
 
 def _as_class_indices(labels):

@@ -365,13 +365,23 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData):
 
 
 def _model_params(recipe: Recipe, info: dict) -> dict:
-    """`model.params`, with a token model's `vocab_size` taken from the adapted vocabulary."""
+    """`model.params`, with a token model's `vocab_size` taken from the adapted vocabulary
+    and its `max_length` (positions, text_transformer) from data.text.max_length when set."""
     from tfaccel import models
 
     params = dict(recipe.model.params)
     text = info.get("text")
-    if text is None or "vocab_size" not in models.model_params(recipe.model.name):
+    defaults = models.model_params(recipe.model.name)
+    if text is None or "vocab_size" not in defaults:
         return params
+    cut = text["max_length"]
+    if "max_length" in defaults and cut is not None:
+        if params.setdefault("max_length", cut) < cut:
+            raise UserInputError(
+                f"model.params.max_length is {params['max_length']} but data.text.max_length "
+                f"keeps {cut} tokens of each text; the model would read only the first "
+                f"{params['max_length']}. Leave model.params.max_length unset to follow "
+                "data.text.max_length, or lower data.text.max_length.")
     vocabulary = text["vocabulary_size"]
     if params.setdefault("vocab_size", vocabulary) < vocabulary:
         raise UserInputError(

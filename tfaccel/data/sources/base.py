@@ -66,6 +66,14 @@ class Source(abc.ABC):
             validation_options: The validation split's own tail options.
         """
 
+    def vocabulary_texts(self, built: Built, *, batch_size: int) -> Optional[tf.data.Dataset]:
+        """The training split's texts in plain batches, to adapt a vocabulary on.
+
+        Made from what `build` already listed and checked (no second listing or check of
+        the files); None (the default): the caller builds the split again, plainly.
+        """
+        return None
+
     def file_counts(self) -> Optional[Tuple[Optional[Sequence[int]], str]]:
         """``(examples of each training file in read order, or None, what they are)``.
 

@@ -249,3 +249,10 @@ class TextFolderSource(base.Source):
                           class_names=list(train.class_names),
                           train_examples=len(train.file_paths),
                           validation_examples=None if val is None else len(val.file_paths))
+
+    def vocabulary_texts(self, built, *, batch_size):
+        # The files the training split reads, checked once already by `build`; read as
+        # the recipe reads them (UTF-8, whole).
+        read = _reader(encoding=None, max_length=None)
+        return tf.data.Dataset.from_tensor_slices(list(built.train.file_paths)).map(
+            read, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size)

@@ -11,8 +11,8 @@ from typing import List, NamedTuple, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import cache_files, order, pipeline, sharding
-from tfaccel.data.sources import class_folder
+from tfaccel.data import cache_files, order, pipeline, sharding, splits
+from tfaccel.data.sources import base, class_folder
 from tfaccel.data.sources.text_folder import as_utf8, check_encoding
 from tfaccel.errors import DataError, UserInputError
 
@@ -410,3 +410,49 @@ def _parser(*, labels, names, separator: str, label_mode, encoding, max_length):
         return texts, _encode_label(index, label_mode=label_mode, num_classes=len(names))
 
     return parse
+
+
+class TextLinesSource(base.Source):
+    """``data.source: text_lines``: one example per line, ``label<TAB>text``.
+
+    `data.path` is a file or a glob (each sorted). Each line's label is its text before the
+    first tab (`from_text_lines`' ``labels="first_field"``); the class names are the labels
+    found in the training files, sorted, and a validation file with another label is a
+    `DataError` naming it. `data.validation_fraction` holds out whole files (the seeded
+    rule of `tfaccel.data.splits`), so no line is read by both splits.
+    """
+
+    names = ("text_lines",)
+
+    def files(self):
+        """The training and validation files, in listing order."""
+        return splits.held_out_files(list_text_files(self.config.path),
+                                     self.config.validation_fraction, self.seed,
+                                     what="text files")
+
+    def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
+        config = self.config
+        files, val_files = self.files()
+
+        def build(chosen, *, shuffle_buffer, options, class_names=None):
+            options = {k: v for k, v in options.items() if k != "augment" or v}
+            return from_text_lines(chosen, batch_size=batch_size, labels=FIRST_FIELD,
+                                   class_names=class_names, shuffle_buffer=shuffle_buffer,
+                                   **common, **options)
+
+        train = build(files, shuffle_buffer=config.shuffle_buffer, options=train_options)
+        val = None
+        if val_files:
+            # The training split's classes, in the same order: label i is the same class.
+            val = build(val_files, shuffle_buffer=0, options=validation_options,
+                        class_names=train.class_names)
+        return base.Built(train=train, validation=val, num_classes=len(train.class_names),
+                          class_names=list(train.class_names),
+                          train_examples=train.num_examples,
+                          validation_examples=None if val is None else val.num_examples)
+
+    def vocabulary_texts(self, built, *, batch_size):
+        # The training files and classes `build` found: no second scan of the files.
+        return from_text_lines(built.train.files, batch_size=batch_size, labels=FIRST_FIELD,
+                               class_names=built.train.class_names, verify=False,
+                               shuffle=False)
