@@ -11,6 +11,8 @@ from tfaccel.data import cache_files, pipeline, sharding
 from tfaccel.data.service import ServiceTarget
 from tfaccel.data.sources import (arrays, base, csv_tables, image_folder, python, text_folder,
                                   tfds, tfrecords)
+from tfaccel.data.sources.audio_folder import AudioFolderSource
+from tfaccel.data.sources.timeseries import TimeseriesSource
 from tfaccel.errors import DataError
 
 
@@ -72,7 +74,7 @@ def _val_tail(config, worker=(0, 1)) -> dict:
 SOURCES = {name: cls for cls in (tfds.TfdsSource, image_folder.ImageFolderSource,
                                  text_folder.TextFolderSource, csv_tables.CsvSource,
                                  tfrecords.TfrecordsSource, arrays.ArraysSource,
-                                 python.PythonSource)
+                                 python.PythonSource, AudioFolderSource, TimeseriesSource)
            for name in cls.names}
 
 
