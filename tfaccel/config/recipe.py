@@ -126,7 +126,8 @@ class DataConfig:
     validation_split: Optional[str] = _key(
         "test", "Split used for validation; empty for none (or use validation_fraction).")
     validation_fraction: float = _key(
-        0.0, "Fraction of the training data held out for validation (seeded; every source).",
+        0.0, "Fraction of the training data held out for validation (seeded; every source; "
+        "timeseries: the last rows, in time order).",
         minimum=0.0, exclusive_maximum=1.0)
     image_size: Optional[list[int]] = _key(
         None, "[height, width] images are resized to (image_folder; optional elsewhere).")

@@ -238,6 +238,7 @@ def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, 
                            sequence_stride=sequence_stride, sampling_rate=sampling_rate,
                            start_index=start_index, end_index=end_index, where=where)
     seed = _shuffle_rule(options, shuffle=shuffle, seed=seed, batch_size=batch_size)
+    count = len(starts)
     if seed is not None:
         starts = starts[order.permutation(len(starts), seed)]
     options.setdefault("deterministic", True)  # Keras' order (its maps keep order)
@@ -260,7 +261,7 @@ def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, 
                                                                     pipeline.AUTOTUNE),
                              deterministic=options["deterministic"]).prefetch(
                                  pipeline.AUTOTUNE)
-    windows.num_windows = len(starts)
+    windows.num_windows = count
     return windows
 
 
