@@ -529,7 +529,8 @@ class TimeseriesSource(base.Source):
             row = int(np.argmin(whole))
             raise DataError(
                 f"{where}: the label column {self.config.label_key!r} (data.label_key) holds "
-                f"{labels[row]!r} at row {row} (line {row + 2}), not an integer class. A "
+                f"{float(labels[row])!r} at row {row} (rows counted from 0 after the header), "
+                "not an integer class. A "
                 "recipe trains a classifier (integer labels 0..num_classes-1, sparse "
                 "categorical cross-entropy, softmax); regression on a float target is not "
                 "supported by recipes: use tfaccel.data.from_timeseries_csv in your own "
