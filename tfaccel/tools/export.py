@@ -396,7 +396,10 @@ def load_float32_model(path: Path):
 
     def as_float32(layer):
         config = layer.get_config()
-        config["dtype"] = "float32"
+        # keras.ops calls between layers (text_cnn's mask, seq_cnn's pooling) are
+        # Operations: they take no dtype policy, and a Cast's "dtype" is its target.
+        if isinstance(layer, keras.layers.Layer):
+            config["dtype"] = "float32"
         return layer.__class__.from_config(config)
 
     clone = keras.models.clone_model(model, clone_function=as_float32)
