@@ -67,6 +67,7 @@ def _run(*args):
 
 
 def _trained(tmp_path, recipe):
+    """Trains `recipe` into tmp_path/run: its summary and per-epoch metrics."""
     run_dir = tmp_path / "run"
     result = _run("train", recipe, "--run-dir", run_dir)
     assert result.exit_code == 0, result.output
@@ -107,6 +108,13 @@ def test_audio_folder_recipe_learns_tones_and_counts_every_file(tmp_path, tones)
     assert [e["examples"] for e in epochs] == [36] * 4  # every training file, every epoch
     # Three classes: chance is 1/3.
     assert summary["final_metrics"]["val_accuracy"] >= 0.9, epochs
+    # Exported with an open length; LiteRT resizes its input to each padded batch.
+    result = _run("export", tmp_path / "run", "--format", "litert", "--out", tmp_path / "lite")
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "lite" / "export.json").read_text())
+    assert report["input"]["shape"] == [None, None, 1]
+    assert report["validation_examples"] == 12 and report["top1_agreement"] == 1.0
+    assert report["max_abs_prob_diff"] < 1e-4
 
 
 def test_audio_batches_are_padded_to_their_own_longest_or_cut(tones):
