@@ -258,3 +258,19 @@ def test_bench_and_doctor_run_on_sequence_sources(both_recipes, source):
     report = json.loads(result.output[result.output.index("{"):])
     assert report["verdict"] in ("compute-bound", "moderately-input-bound", "input-bound")
     assert report["pipeline_examples_per_sec"] > 0 and report["model_examples_per_sec"] > 0
+
+
+def test_doctor_does_not_suggest_a_cache_that_a_time_series_does_not_take():
+    from tfaccel.tools.doctor import suggest
+
+    report = {"input_wait_fraction": 0.6, "model_examples_per_sec": 1000.0,
+              "pipeline_examples_per_sec": 200.0, "fit_examples_per_sec": 190.0,
+              "framework_overhead_fraction": 0.3, "settings": {"precision": "float32"}}
+    keys = {}
+    for source, extra in (("audio_folder", {}),
+                          ("timeseries", {"timeseries": {"sequence_length": 8}})):
+        recipe = recipe_from_dict({"data": {"source": source, "path": ".", "cache": None,
+                                            **extra}}, base_dir=".")
+        keys[source] = [s["key"] for s in suggest(recipe, report, cpu_bf16=False, replicas=1)]
+    assert keys["audio_folder"][0] == "data.cache"
+    assert "data.cache" not in keys["timeseries"] and keys["timeseries"]
