@@ -7,23 +7,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import audio_helpers
 import keras
 from tfaccel.data import EpochStream, from_audio_folder
 from tfaccel.data.sources.audio_folder import _decoder, read_wav_header
 from tfaccel.errors import DataError, UserInputError
 
 CLASSES = ("down", "go", "up")
-RATE = 8000
-
-
-def _wav(frames: int, channels: int = 2, rate: int = RATE, seed: int = 0) -> bytes:
-    audio = np.random.default_rng(seed).uniform(-1, 1, (frames, channels)).astype(np.float32)
-    return tf.audio.encode_wav(audio, rate).numpy()
-
-
-def _write(path, data: bytes):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+RATE = audio_helpers.RATE
+_wav, _write = audio_helpers.wav, audio_helpers.write
 
 
 @pytest.fixture(scope="module")

@@ -414,6 +414,36 @@ def test_mixed_precision_model_is_exported_in_float32(tiny, tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("name, shape, params", [
+    ("text_cnn", (None,), {"vocab_size": 30, "filters": (8,)}),
+    ("seq_cnn", (None, 1), {"filters": (8, 8)}),
+])
+def test_mixed_precision_model_with_keras_ops_is_loaded_in_float32(tmp_path, name, shape,
+                                                                   params):
+    # Models written with keras.ops between their layers (masks, masked pooling): the ops
+    # are Operations, not Layers, and take no dtype policy.
+    import keras
+
+    from tfaccel import models
+    from tfaccel.tools.export import load_float32_model
+
+    previous = keras.mixed_precision.global_policy().name
+    try:
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        model = models.build_model(name, input_shape=shape, num_classes=3, **params)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    model.save(tmp_path / "mixed.keras")
+    loaded = load_float32_model(tmp_path / "mixed.keras")
+    assert {layer.dtype_policy.name for layer in loaded.layers
+            if isinstance(layer, keras.layers.Layer)} == {"float32"}
+    rng = np.random.default_rng(0)
+    x = (rng.integers(0, 30, (4, 12)).astype("int32") if name == "text_cnn"
+         else rng.uniform(-1, 1, (4, 50, 1)).astype("float32"))
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0),
+                               atol=3e-2)
+
+
 def test_public_name_is_the_function_even_after_importing_the_module():
     import tfaccel.tools.export
 

@@ -124,6 +124,60 @@ def _build_text_transformer(*, input_shape, num_classes, vocab_size, max_length,
                                              dropout=dropout), name="text_transformer")
 
 
+def _trailing_mask(ops, x):
+    """1.0 up to each example's last non-zero timestep, 0.0 after it: ``[batch, time, 1]``.
+
+    A padded batch appends zeros, so the zeros after the last non-zero step are taken as
+    padding (a recording's own trailing silence too: it cannot be told from padding).
+    """
+    nonzero = ops.cast(ops.any(ops.not_equal(x, 0), axis=-1, keepdims=True), "float32")
+    # Reverse cumulative sum: > 0 wherever a non-zero step is at or after this one.
+    later = ops.flip(ops.cumsum(ops.flip(nonzero, axis=1), axis=1), axis=1)
+    return ops.cast(ops.greater(later, 0), "float32")
+
+
+def _masked_mean(ops, x, mask):
+    """Mean over time of the steps `mask` keeps (0 for an example with none)."""
+    count = ops.maximum(ops.sum(mask, axis=1), 1.0)
+    return ops.sum(x * mask, axis=1) / count
+
+
+def _build_seq_cnn(*, input_shape, num_classes, filters, kernel_size, strides, standardize,
+                   dropout):
+    """Masked per-example standardisation, strided causal Conv1D stages, masked pooling.
+
+    Predictions do not depend on zeros appended at the end (a padded batch): the mask
+    drops them from the statistics and the pooling, and causal convolutions (padded on the
+    left only, by an amount that does not depend on the length) compute every kept step
+    from kept steps alone. Equal up to float rounding; tests/test_sequence_models.py.
+    """
+    import keras
+    from keras import ops
+
+    inputs = keras.Input(shape=input_shape, name="sequence")
+    x = ops.cast(inputs, "float32")
+    mask = _trailing_mask(ops, x)
+    if standardize:
+        # Each example, each channel, to mean 0 and variance 1 over its own steps: raw WAV
+        # floats in [-1, 1] and raw time-series values (any scale) alike. Computed in
+        # float32 whatever the policy, before the first layer casts to it.
+        mean = _masked_mean(ops, x, mask)[:, None, :]
+        var = _masked_mean(ops, ops.square(x - mean), mask)[:, None, :]
+        x = (x - mean) * ops.rsqrt(var + 1e-6) * mask
+    for width in filters:
+        x = keras.layers.Conv1D(width, kernel_size, strides=strides, padding="causal",
+                                activation="relu")(x)
+        # Step j of a strided causal layer is computed from input steps up to j * strides:
+        # it is kept when that step was.
+        mask = mask[:, ::strides, :]
+    # Pooled in float32: a mean over thousands of steps in bfloat16 would lose digits.
+    x = ops.cast(x, "float32")
+    # ReLU outputs are >= 0, so the zeroed dropped steps never win the max.
+    x = keras.layers.Concatenate()([_masked_mean(ops, x, mask), ops.max(x * mask, axis=1)])
+    return keras.Model(inputs, _classifier_head(keras, x, num_classes=num_classes,
+                                                dropout=dropout), name="seq_cnn")
+
+
 def _build_mlp(*, input_shape, num_classes, hidden_units, dropout, normalization):
     import keras
 
@@ -310,6 +364,15 @@ MODELS = {
         "LayerNormalization), masked mean pooling, softmax; reads the first max_length "
         "tokens (a recipe's data.text.max_length when set).",
         inputs="tokens",
+    ),
+    "seq_cnn": ModelSpec(
+        _build_seq_cnn,
+        {"filters": (32, 64, 128), "kernel_size": 9, "strides": 4, "standardize": True,
+         "dropout": 0.1},
+        "Sequences (timesteps, channels) of any length: per-example standardisation, strided "
+        "causal Conv1D stages, masked mean and max pooling, softmax; trailing zeros "
+        "(padding) do not change a prediction.",
+        inputs="sequences",
     ),
     "small_cnn": ModelSpec(
         _build_small_cnn,

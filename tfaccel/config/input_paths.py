@@ -12,11 +12,11 @@ from tfaccel.errors import RecipeError
 def check_input_paths(recipe, *, source: str = "recipe") -> None:
     """Checks that the data a recipe reads is there, before any TensorFlow is imported.
 
-    The image or text folder is a folder, the TFRecord, CSV or text lines pattern matches at
-    least one file, the arrays file exists, and the python source's file (or module) can be
-    found. Remote paths (``gs://...``) are left to TensorFlow, and a TFDS data_dir to TFDS
-    (which creates it when it prepares a dataset, and says how to prepare one that is
-    missing).
+    The image, text or audio folder is a folder, the TFRecord, CSV or text lines pattern
+    matches at least one file, the arrays file (or the time series CSV file) exists, and the
+    python source's file (or module) can be found. Remote paths (``gs://...``) are left to
+    TensorFlow, and a TFDS data_dir to TFDS (which creates it when it prepares a dataset,
+    and says how to prepare one that is missing).
 
     Args:
         recipe: A validated `Recipe` (paths already resolved against the recipe's folder).
@@ -29,7 +29,7 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
     path = data.path
     if not path or is_remote(path):
         return
-    if data.source in ("image_folder", "text_folder"):
+    if data.source in ("image_folder", "text_folder", "audio_folder"):
         kind = data.source.split("_")[0]
         if not os.path.exists(path):
             raise RecipeError(f"{source}: data.path: the {kind} folder {path!r} does not exist.")
@@ -42,9 +42,10 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
                 data.source]
             raise RecipeError(f"{source}: data.path: the {kind} pattern {path!r} matches no "
                               "file.")
-    elif data.source == "arrays":
+    elif data.source in ("arrays", "timeseries"):
         if not os.path.isfile(path):
-            raise RecipeError(f"{source}: data.path: the arrays file {path!r} does not exist.")
+            kind = "arrays" if data.source == "arrays" else "time series CSV"
+            raise RecipeError(f"{source}: data.path: the {kind} file {path!r} does not exist.")
     elif data.source == "python":
         _check_python_source(path, source=source)
 

@@ -17,7 +17,7 @@ from tfaccel.config import input_paths
 from tfaccel.errors import RecipeError, UserInputError, did_you_mean
 
 SOURCES = ("builtin", "tfds", "image_folder", "text_folder", "text_lines", "csv",
-           "tfrecords", "arrays", "python")
+           "tfrecords", "arrays", "python", "audio_folder", "timeseries")
 AUGMENTATIONS = ("flip", "flip_vertical", "crop", "brightness", "contrast", "rotate90")
 # Augmentations made while decoding an image file (data.crops): image_folder only.
 DECODE_AUGMENTATIONS = ("random_resized_crop",)
@@ -77,22 +77,48 @@ class TextConfig:
 
 
 @dataclass(frozen=True)
+class AudioConfig:
+    """WAV files (source audio_folder): how long each waveform is."""
+
+    output_sequence_length: Optional[int] = _key(
+        None, "Cut or zero-pad every waveform to this many samples; empty: each batch is "
+        "zero-padded to its own longest waveform (see data.text.batch_by_length).", minimum=1)
+
+
+@dataclass(frozen=True)
+class TimeseriesConfig:
+    """Windows over the rows of a CSV file (source timeseries), each labelled by one row."""
+
+    sequence_length: Optional[int] = _key(
+        None, "Rows (timesteps) in each window; required for source timeseries.", minimum=1)
+    sequence_stride: int = _key(1, "Rows between the starts of two windows.", minimum=1)
+    sampling_rate: int = _key(1, "Rows between two steps of a window (2: every other row).",
+                              minimum=1)
+    columns: Optional[list[str]] = _key(
+        None, "The data columns (a window's channels); empty: every column but label_key.")
+    target_offset: int = _key(
+        0, "The label of the window starting at row i is row i + target_offset of label_key "
+        "(0: its first row; (sequence_length - 1) * sampling_rate: its last).", minimum=0)
+
+
+@dataclass(frozen=True)
 class DataConfig:
     """Where examples come from and how the tf.data pipeline treats them."""
 
     source: Literal["builtin", "tfds", "image_folder", "text_folder", "text_lines", "csv",
-                    "tfrecords", "arrays", "python"] = _key(
+                    "tfrecords", "arrays", "python", "audio_folder", "timeseries"] = _key(
         "builtin", "builtin (generated, no network), tfds, image_folder, text_folder (a .txt "
         "file per example in class sub-folders), text_lines (text files of one "
         "label<TAB>text example per line), csv (CSV files with a header; label_key names "
         "the label column), tfrecords, arrays "
-        "(.npz with x/y arrays) or python (a `module:callable` source run in worker processes).")
+        "(.npz with x/y arrays), python (a `module:callable` source run in worker processes), "
+        "audio_folder (a .wav file per example in class sub-folders) or timeseries (windows "
+        "of the rows of one CSV file; label_key names the integer label column).")
     name: Optional[str] = _key(
         None, "TFDS dataset name (source tfds), or the built-in dataset (default tfaccel_shapes).")
     path: Optional[str] = _key(
-        None, "image or text folder, text lines, CSV or TFRecord file glob, .npz file, or "
-        "`module:callable` for source python.",
-        path=True)
+        None, "image, text or audio folder, text lines, CSV or TFRecord file glob, .npz "
+        "file, time series CSV file, or `module:callable` for source python.", path=True)
     data_dir: Optional[str] = _key(
         None, "TFDS data directory (TFDS's own default when empty).", path=True)
     download: bool = _key(
@@ -101,7 +127,8 @@ class DataConfig:
     validation_split: Optional[str] = _key(
         "test", "Split used for validation; empty for none (or use validation_fraction).")
     validation_fraction: float = _key(
-        0.0, "Fraction of the training data held out for validation (seeded; every source).",
+        0.0, "Fraction of the training data held out for validation (seeded; every source; "
+        "timeseries: the last rows, in time order).",
         minimum=0.0, exclusive_maximum=1.0)
     image_size: Optional[list[int]] = _key(
         None, "[height, width] images are resized to (image_folder; optional elsewhere).")
@@ -111,7 +138,8 @@ class DataConfig:
     image_key: Optional[str] = _key(
         None, "Feature holding the input (tfds, tfrecords); empty: the TFDS dataset's own "
         "supervised input (image for tfaccel_shapes, text for tfaccel_phrases), else image.")
-    label_key: str = _key("label", "Feature holding the label (tfds, tfrecords).")
+    label_key: str = _key("label", "Feature holding the label (tfds, tfrecords), or the "
+                          "label column (csv, timeseries).")
     compression: Optional[Literal["GZIP", "ZLIB"]] = _key(
         None, "TFRecord compression: GZIP, ZLIB or empty.")
     jpeg_dct_scaling: bool = _key(
@@ -148,6 +176,10 @@ class DataConfig:
                                   help="tf.data service section.")
     text: TextConfig = _key(default_factory=TextConfig,
                             help="Text section (used when the input feature holds strings).")
+    audio: AudioConfig = _key(default_factory=AudioConfig,
+                              help="Audio section (source audio_folder).")
+    timeseries: TimeseriesConfig = _key(default_factory=TimeseriesConfig,
+                                        help="Time series section (source timeseries).")
 
 
 @dataclass(frozen=True)
@@ -561,8 +593,7 @@ def _check_range(value: Any, metadata: dict, key_path: str, *, source: str) -> N
 def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
     data, training = recipe.data, recipe.training
     if data.source in ("image_folder", "text_folder", "text_lines", "csv", "tfrecords", "arrays",
-                       "python") \
-            and not data.path:
+                       "python", "audio_folder", "timeseries") and not data.path:
         raise RecipeError(f"{source}: data.path is required when data.source is "
                           f"{data.source!r}.")
     if data.source == "tfds" and not data.name:
@@ -571,6 +602,13 @@ def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
     if data.source == "tfrecords" and not data.features:
         raise RecipeError(f"{source}: data.features (the TFRecord feature spec) is required "
                           "when data.source is 'tfrecords'.")
+    if data.source == "timeseries" and data.timeseries.sequence_length is None:
+        raise RecipeError(f"{source}: data.timeseries.sequence_length (rows in each window) "
+                          "is required when data.source is 'timeseries'.")
+    if data.augment and data.source in ("audio_folder", "timeseries"):
+        raise RecipeError(f"{source}: data.augment {data.augment[0]} is an image "
+                          f"augmentation: not with data.source {data.source!r}; leave "
+                          "data.augment empty.")
     if data.image_size is not None:
         if len(data.image_size) != 2 or any(s < 1 for s in data.image_size):
             raise RecipeError(f"{source}: data.image_size must be [height, width] with "

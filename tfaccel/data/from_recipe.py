@@ -11,6 +11,8 @@ from tfaccel.data import cache_files, pipeline, sharding
 from tfaccel.data.service import ServiceTarget
 from tfaccel.data.sources import (arrays, base, csv_tables, image_folder, python, text_folder,
                                   text_lines, tfds, tfrecords)
+from tfaccel.data.sources.audio_folder import AudioFolderSource
+from tfaccel.data.sources.timeseries import TimeseriesSource
 from tfaccel.errors import DataError
 
 
@@ -73,7 +75,7 @@ SOURCES = {name: cls for cls in (tfds.TfdsSource, image_folder.ImageFolderSource
                                  text_folder.TextFolderSource, text_lines.TextLinesSource,
                                  csv_tables.CsvSource,
                                  tfrecords.TfrecordsSource, arrays.ArraysSource,
-                                 python.PythonSource)
+                                 python.PythonSource, AudioFolderSource, TimeseriesSource)
            for name in cls.names}
 
 

@@ -286,7 +286,8 @@ def suggest(recipe: Recipe, report: dict, *, cpu_bf16: bool, replicas: int) -> l
     cores = available_cores()
     inputs, models = [], []
     if wait >= MODERATE:
-        if not data.cache:
+        # A time series' windows are gathered from rows in memory: no cache stage to add.
+        if not data.cache and data.source != "timeseries":
             inputs.append(_s(["data.cache=memory"], "cache the decoded examples (after decode, "
                              "before shuffle and augmentation)",
                              f"from the second epoch the pipeline skips reading and "

@@ -442,8 +442,8 @@ def load_float32_model(path: Path):
 
     def as_float32(layer):
         config = layer.get_config()
-        # Keras ops in a functional graph (a token model's slice, mask and pooling) are
-        # cloned too, and take no dtype.
+        # keras.ops calls between layers (text_cnn's mask, seq_cnn's pooling) are
+        # Operations: they take no dtype policy, and a Cast's "dtype" is its target.
         if isinstance(layer, keras.layers.Layer):
             config["dtype"] = "float32"
         return layer.__class__.from_config(config)
@@ -552,15 +552,19 @@ def _take_examples(dataset, limit: Optional[int]):
     if limit is not None:
         dataset = dataset.take(limit)
     features, labels = [], []
-    for batch in dataset.batch(256).prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
+    # Padded: sequences of different lengths (texts, waveforms) end in zeros, which
+    # tfaccel's sequence models ignore; fixed-size examples are batched as they are.
+    for batch in dataset.padded_batch(256).prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
         features.append(batch[0])
         labels.append(batch[1])
     if not features:
         return np.zeros((0,), "float32"), np.zeros((0,), "int64")
-    features = np.concatenate(features)
-    # Texts stay strings (bytes objects); every other feature is fed as float32.
-    return (features if features.dtype == object else features.astype("float32"),
-            np.concatenate(labels))
+    if features[0].dtype == object:  # texts stay strings (bytes objects)
+        return np.concatenate(features), np.concatenate(labels)
+    widest = np.max([f.shape[1:] for f in features], axis=0)
+    features = [np.pad(f, [(0, 0)] + [(0, w - n) for w, n in zip(widest, f.shape[1:])])
+                for f in features]
+    return (np.concatenate(features).astype("float32"), np.concatenate(labels))
 
 
 def _as_class_indices(labels):
@@ -932,13 +936,14 @@ def _litert_runtime(path: Path) -> Runtime:
     interpreter = load_litert_interpreter(path, num_threads=_RUNTIME_THREADS["litert"])
     source = interpreter.get_input_details()[0]
     target = interpreter.get_output_details()[0]
-    state = {"batch": None}
+    state = {"shape": None}
 
     def predict(x):
-        if state["batch"] != len(x):
-            interpreter.resize_tensor_input(source["index"], [len(x), *source["shape"][1:]])
+        # The whole shape: a sequence model's length is open too (shape_signature -1).
+        if state["shape"] != x.shape:
+            interpreter.resize_tensor_input(source["index"], list(x.shape))
             interpreter.allocate_tensors()
-            state["batch"] = len(x)
+            state["shape"] = x.shape
         value = x
         scale, zero_point = source["quantization"]
         if np.issubdtype(source["dtype"], np.integer) and scale:

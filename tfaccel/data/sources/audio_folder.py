@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -12,7 +13,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 import tensorflow as tf
 
 from tfaccel.data import pipeline
-from tfaccel.data.sources import class_folder
+from tfaccel.data.sources import base, class_folder
 from tfaccel.errors import DataError, UserInputError
 
 logger = logging.getLogger(__name__)
@@ -365,9 +366,9 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
     Returns:
         A `tf.data.Dataset` of ``(waveforms float32 [B, samples, channels], labels)``
         (waveforms alone with ``label_mode=None``; no B with ``batch_size=None``) with
-        attributes ``class_names``, ``file_paths``, ``skipped_files`` and
-        ``sample_rate`` (the files' rate; None without `verify`); with ``subset="both"``
-        a ``(training, validation)`` pair.
+        attributes ``class_names``, ``file_paths``, ``skipped_files``, ``sample_rate`` and
+        ``channels`` (the files' rate and channel count; None without `verify`); with
+        ``subset="both"`` a ``(training, validation)`` pair.
 
     Raises:
         DataError: Missing directory, no class sub-folders, a class sub-folder or the whole
@@ -393,6 +394,7 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
     if verbose:
         class_folder.say_found(listing)
     rates = {h.sample_rate for h in audio.headers.values()}
+    channels = {h.channels for h in audio.headers.values()}
     read = functools.partial(
         _audio_dataset, listing=listing, label_mode=label_mode, batch_size=batch_size,
         map_fn=_decoder(output_sequence_length=output_sequence_length, ragged=ragged,
@@ -401,6 +403,7 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
                      "output_sequence_length": output_sequence_length, "ragged": ragged},
         seed=seed, shuffled=shuffle_buffer != 0, deterministic=deterministic,
         sample_rate=rates.pop() if rates else None,
+        channels=channels.pop() if channels else None,
         headers=audio.headers if verify else None,
         # Every header was checked with the decoder's own rules, so no ignore_errors stage
         # (a serial stage); without the check, a file that fails is skipped there.
@@ -422,7 +425,8 @@ def _warn_skipped(audio: AudioListing, *, path) -> None:
 
 
 def _audio_dataset(paths: List[str], labels: List[int], *, sample_rate: Optional[int],
-                   headers: Optional[Dict[str, WavHeader]], **kwargs):
+                   channels: Optional[int], headers: Optional[Dict[str, WavHeader]],
+                   **kwargs):
     """The pipeline of one subset's chosen files (see `from_audio_folder`)."""
     per_file = None
     if headers is not None:  # where each file's samples are (see _decoder)
@@ -431,4 +435,39 @@ def _audio_dataset(paths: List[str], labels: List[int], *, sample_rate: Optional
                     "channels": [headers[p].channels for p in paths]}
     dataset = class_folder.paths_dataset(paths, labels, per_file=per_file, **kwargs)
     dataset.sample_rate = sample_rate
+    dataset.channels = channels
     return dataset
+
+
+class AudioFolderSource(base.Source):
+    """``data.source: audio_folder``: one 16-bit PCM ``.wav`` file per example, in class
+    sub-folders.
+
+    `data.validation_fraction` holds out Keras' files, as for text folders
+    (`class_folder.build_keras_splits`). Waveforms are cut or zero-padded to
+    `data.audio.output_sequence_length`, or each batch is zero-padded to its own longest
+    waveform (length-sorted batches with `data.text.batch_by_length`). Every file's header
+    is read up front: one sample rate and one channel count in the folder, or a
+    `DataError`.
+    """
+
+    names = ("audio_folder",)
+
+    def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
+        built = class_folder.build_keras_splits(
+            from_audio_folder, self.config, batch_size=batch_size, common=common,
+            train_options=train_options, validation_options=validation_options,
+            output_sequence_length=self.config.audio.output_sequence_length)
+        # Keras' spec leaves the channels unknown; a model's input needs them (the headers
+        # say how many: one count per folder).
+        channels = built.train.channels
+
+        def with_channels(dataset):
+            if dataset is None:
+                return None
+            length = self.config.audio.output_sequence_length
+            return dataset.map(lambda audio, label: (
+                tf.ensure_shape(audio, [None, length, channels]), label))
+
+        return dataclasses.replace(built, train=with_channels(built.train),
+                                   validation=with_channels(built.validation))

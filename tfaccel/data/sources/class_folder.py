@@ -15,6 +15,7 @@ from typing import (Callable, Dict, FrozenSet, List, NamedTuple, Optional, Seque
 import tensorflow as tf
 
 from tfaccel.data import cache_files, order, pipeline, sharding, splits
+from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError
 from tfaccel.messages import say
 
@@ -520,3 +521,42 @@ def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, labe
     dataset.file_paths = paths
     dataset.skipped_files = listing.skipped
     return dataset
+
+
+def build_keras_splits(builder: Callable, config, *, batch_size: int, common: dict,
+                       train_options: dict, validation_options: dict, **kwargs):
+    """A recipe's two splits of a class folder through its Keras drop-in `builder`.
+
+    THE recipe rule of the class-folder sources: `data.validation_fraction` holds out
+    Keras' files (``validation_split`` with the recipe's seed, ``subset="both"``), so the
+    splits come from one listing and permutation and never overlap; the validation split
+    is not shuffled.
+
+    Args:
+        builder: `from_text_folder`, `from_audio_folder`, ...
+        config: The recipe's `DataConfig` (path, validation_fraction, shuffle_buffer).
+        batch_size: The global batch size.
+        common: The tail options both splits take.
+        train_options: The training split's tail options.
+        validation_options: The validation split's tail options.
+        **kwargs: The builder's own arguments.
+
+    Returns:
+        A `base.Built`: the builder's datasets, the class names and the files of each split.
+    """
+    fraction = config.validation_fraction or None
+    split = dict(validation_split=fraction, subset="both") if fraction else {}
+
+    def build(options, which):
+        options = {k: v for k, v in options.items() if k != "augment" or v}
+        built = builder(config.path, batch_size=batch_size,
+                        shuffle_buffer=config.shuffle_buffer if which == 0 else 0,
+                        verbose=False, **split, **kwargs, **common, **options)
+        return built[which] if fraction else built
+
+    train = build(train_options, 0)
+    val = build(validation_options, 1) if fraction else None
+    return base.Built(train=train, validation=val, num_classes=len(train.class_names),
+                      class_names=list(train.class_names),
+                      train_examples=len(train.file_paths),
+                      validation_examples=None if val is None else len(val.file_paths))

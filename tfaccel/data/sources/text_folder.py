@@ -232,23 +232,9 @@ class TextFolderSource(base.Source):
     names = ("text_folder",)
 
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
-        config = self.config
-        fraction = config.validation_fraction or None
-        split = dict(validation_split=fraction, subset="both") if fraction else {}
-
-        def build(options, which):
-            options = {k: v for k, v in options.items() if k != "augment" or v}
-            built = from_text_folder(config.path, batch_size=batch_size,
-                                     shuffle_buffer=config.shuffle_buffer if which == 0 else 0,
-                                     verbose=False, **split, **common, **options)
-            return built[which] if fraction else built
-
-        train = build(train_options, 0)
-        val = build(validation_options, 1) if fraction else None
-        return base.Built(train=train, validation=val, num_classes=len(train.class_names),
-                          class_names=list(train.class_names),
-                          train_examples=len(train.file_paths),
-                          validation_examples=None if val is None else len(val.file_paths))
+        return class_folder.build_keras_splits(
+            from_text_folder, self.config, batch_size=batch_size, common=common,
+            train_options=train_options, validation_options=validation_options)
 
     def vocabulary_texts(self, built, *, batch_size):
         # The files the training split reads, checked once already by `build`; read as

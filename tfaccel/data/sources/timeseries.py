@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfaccel.data import order, pipeline, sharding
+from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError, did_you_mean
 
 # optimize's options that mean nothing here: the pipeline carries window start positions
@@ -190,7 +191,8 @@ def from_timeseries(data, targets, sequence_length: int, *, sequence_stride: int
 
     Returns:
         A `tf.data.Dataset` of ``(windows, targets)`` batches (or windows alone), windows
-        of shape ``[batch, sequence_length, *data.shape[1:]]`` in the data's dtype.
+        of shape ``[batch, sequence_length, *data.shape[1:]]`` in the data's dtype, with
+        the attribute ``num_windows`` (windows in one pass).
 
     Raises:
         UserInputError: An argument Keras refuses (Keras' wording), or an option that
@@ -236,6 +238,7 @@ def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, 
                            sequence_stride=sequence_stride, sampling_rate=sampling_rate,
                            start_index=start_index, end_index=end_index, where=where)
     seed = _shuffle_rule(options, shuffle=shuffle, seed=seed, batch_size=batch_size)
+    count = len(starts)
     if seed is not None:
         starts = starts[order.permutation(len(starts), seed)]
     options.setdefault("deterministic", True)  # Keras' order (its maps keep order)
@@ -252,10 +255,14 @@ def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, 
         return windows if targets is None else (windows, tf.gather(targets, first))
 
     if options.get("sequential"):  # the benchmarks' baseline: no parallel call, no prefetch
-        return starts.map(gather)
-    return starts.map(gather, num_parallel_calls=options.get("num_parallel_calls",
-                                                             pipeline.AUTOTUNE),
-                      deterministic=options["deterministic"]).prefetch(pipeline.AUTOTUNE)
+        windows = starts.map(gather)
+    else:
+        windows = starts.map(gather, num_parallel_calls=options.get("num_parallel_calls",
+                                                                    pipeline.AUTOTUNE),
+                             deterministic=options["deterministic"]).prefetch(
+                                 pipeline.AUTOTUNE)
+    windows.num_windows = count
+    return windows
 
 
 def _header(path: str, reader) -> List[str]:
@@ -425,7 +432,8 @@ def from_timeseries_csv(path, *, sequence_length: int,
         **options: As for `from_timeseries`.
 
     Returns:
-        A `tf.data.Dataset` of ``(windows, targets)`` batches (or windows alone).
+        A `tf.data.Dataset` of ``(windows, targets)`` batches (or windows alone), with the
+        attribute ``num_windows``.
 
     Raises:
         DataError: The file is missing or empty, a column is not in it (its columns are
@@ -443,3 +451,88 @@ def from_timeseries_csv(path, *, sequence_length: int,
                     seed=seed, start_index=start_index, end_index=end_index,
                     options=options, builder=from_timeseries_csv,
                     where=f"Time series CSV file {os.fspath(path)!r}")
+
+
+# The tail options a window pipeline does not take: it gathers windows from the rows in
+# memory (a cache would only copy them), and the named augmentations are for images.
+_RECIPE_OPTIONS_LEFT_OUT = ("cache", "augment", "batch_by_length")
+
+
+class TimeseriesSource(base.Source):
+    """``data.source: timeseries``: windows over the rows of one CSV file, each labelled.
+
+    The label of the window starting at row ``i`` is row ``i + target_offset`` of the
+    integer column `data.label_key` (recipes train classifiers: a column of other numbers
+    is refused). `data.validation_fraction` holds out the LAST ``int(fraction * rows)``
+    rows, in time order: training windows and their labels lie wholly before them,
+    validation windows and their labels wholly inside them, and the windows that would
+    straddle the boundary are left out. Training windows are shuffled (their start
+    positions, seeded); `data.cache` does not apply (the rows are in memory).
+    """
+
+    names = ("timeseries",)
+
+    def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
+        config, windows = self.config, self.config.timeseries
+        where = f"Time series CSV file {config.path!r}"
+        self._check_columns()
+        data, labels = read_timeseries_csv(config.path, columns=windows.columns,
+                                           targets=config.label_key)
+        labels = self._integer_labels(labels, where=where)
+        rows = len(data)
+        boundary = rows - int(config.validation_fraction * rows)
+
+        def split(first, last, options, *, shuffle, what):
+            options = {k: v for k, v in {**common, **options}.items()
+                       if k not in _RECIPE_OPTIONS_LEFT_OUT}
+            return _windows(
+                data[first:last], labels[first + windows.target_offset:last],
+                windows.sequence_length, sequence_stride=windows.sequence_stride,
+                sampling_rate=windows.sampling_rate, batch_size=batch_size,
+                shuffle=shuffle, seed=options.pop("seed"), start_index=None,
+                end_index=None, options=options, builder=from_timeseries_csv,
+                where=f"{what} of {where}")
+
+        shuffled = config.shuffle_buffer > 0
+        train = split(0, boundary, {**train_options, "shuffle_buffer": config.shuffle_buffer
+                                    if shuffled else None}, shuffle=shuffled,
+                      what=f"the training rows (0 to {boundary - 1})")
+        val = None
+        if boundary < rows:
+            val = split(boundary, rows, validation_options, shuffle=False,
+                        what=f"the validation rows (the last {rows - boundary}, from row "
+                             f"{boundary})")
+        num_classes = base.classes_for_labels(int(labels.min()), int(labels.max()),
+                                              num_classes=config.num_classes, where=where)
+        return base.Built(train=train, validation=val, num_classes=num_classes,
+                          class_names=None, train_examples=train.num_windows,
+                          validation_examples=None if val is None else val.num_windows)
+
+    def _check_columns(self) -> None:
+        """The label column among the data columns only where the window cannot see it."""
+        config, windows = self.config, self.config.timeseries
+        last_step = (windows.sequence_length - 1) * windows.sampling_rate
+        if windows.columns and config.label_key in windows.columns \
+                and windows.target_offset <= last_step:
+            raise UserInputError(
+                f"data.timeseries.columns {windows.columns} includes the label column "
+                f"{config.label_key!r} (data.label_key), and each window's label row (its "
+                f"row {windows.target_offset}, data.timeseries.target_offset) lies inside "
+                f"the window (rows 0 to {last_step}): the model would read its own label. "
+                "Leave the label column out of data.timeseries.columns, or set "
+                f"target_offset above {last_step} to forecast it.")
+
+    def _integer_labels(self, labels: np.ndarray, *, where: str) -> np.ndarray:
+        """The label column as int32, or a `DataError`: recipes train classifiers."""
+        whole = np.isfinite(labels) & (labels == np.round(labels))
+        if not whole.all():
+            row = int(np.argmin(whole))
+            raise DataError(
+                f"{where}: the label column {self.config.label_key!r} (data.label_key) holds "
+                f"{float(labels[row])!r} at row {row} (rows counted from 0 after the header), "
+                "not an integer class. A "
+                "recipe trains a classifier (integer labels 0..num_classes-1, sparse "
+                "categorical cross-entropy, softmax); regression on a float target is not "
+                "supported by recipes: use tfaccel.data.from_timeseries_csv in your own "
+                "Keras code for it.")
+        return labels.astype(np.int32)
