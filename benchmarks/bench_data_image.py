@@ -12,7 +12,7 @@ one, whatever the pipeline), so only the best of several says what a pipeline ca
 `--source 256 --size 160` is the second workload (larger JPEGs resized to 160 px).
 
     python benchmarks/bench_data_image.py [--quick] [--images 2000] [--repeats 6]
-        [--source 96] [--size 64]
+        [--source 96] [--size 64] [--bound]
 """
 
 import argparse
@@ -73,6 +73,20 @@ def ours(root, *, image_size, cache=None, sequential=False):
                                   augment=AUGMENT, seed=0, cache=cache, sequential=sequential)
 
 
+def ours_without_safety_net(root, *, image_size):
+    """A bound, not a product: tfaccel with its corrupt-image net (ignore_errors and the
+    prefetch behind it) taken out, so a bad file would stop the epoch."""
+    from tfaccel.data import pipeline
+
+    decode = pipeline._decode
+    pipeline._decode = lambda dataset, plan, **kw: decode(
+        dataset, plan, **{**kw, "ignore_decode_errors": False})
+    try:
+        return ours(root, image_size=image_size)
+    finally:
+        pipeline._decode = decode
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="500 images, 2 repeats.")
@@ -80,6 +94,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=6, help="Timed epochs per contender.")
     parser.add_argument("--source", type=int, default=96, help="Side of the square JPEGs.")
     parser.add_argument("--size", type=int, default=64, help="Side they are resized to.")
+    parser.add_argument("--bound", action="store_true",
+                        help="Also time tfaccel with its corrupt-image net taken out (a bound).")
     args = parser.parse_args()
     n, repeats = (500, 2) if args.quick else (args.images, args.repeats)
     size = (args.size, args.size)
@@ -94,6 +110,9 @@ def main():
                 root, image_size=size, cache=False),
             "tfaccel from_image_folder": lambda: ours(root, image_size=size),
         }
+        if args.bound:
+            uncached["tfaccel, safety net off (bound)"] = lambda: ours_without_safety_net(
+                root, image_size=size)
         # A cached pipeline is built once and warmed (its first epoch fills the cache).
         cached = {
             "keras image_dataset_from_directory + .cache()": keras_pipeline(
