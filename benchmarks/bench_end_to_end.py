@@ -14,10 +14,13 @@ measured by one Keras callback in both (tfaccel runs it as an extra callback); t
 fit's wall time (one-time costs and validation included) is printed beside it. Validation accuracy of the last epoch is printed beside it
 (`--seeds N`: its mean over seeds 0..N-1, each contender with the same seed). `--levers` adds
 tfaccel with each of its speed levers turned off alone (precision auto -> float32,
-steps_per_execution auto -> 1), so the table states each lever's share.
+steps_per_execution auto -> 1), so the table states each lever's share. `--tfds` runs the
+same comparison on the default recipe's data (the built-in dataset prepared by TFDS):
+`tfds.load(as_supervised=True)` + `.cache().shuffle(1000).batch(64).prefetch` in the Keras
+script, the default recipe's data section (memory cache, whole-split shuffle) in tfaccel.
 
     python benchmarks/bench_end_to_end.py [--images 6000] [--epochs 4] [--repeats 2]
-        [--levers] [--seeds 3]
+        [--levers] [--seeds 3] [--tfds]
 """
 
 import argparse
@@ -74,13 +77,7 @@ class SteadyRate(keras.callbacks.Callback):
         return self.examples_per_epoch * len(steady) / sum(steady)
 
 
-def keras_tutorial(folder, *, epochs, train_examples, seed=0):
-    keras.utils.set_random_seed(seed)
-    train, val = keras.utils.image_dataset_from_directory(
-        folder, validation_split=0.2, subset="both", seed=seed, image_size=(32, 32),
-        batch_size=BATCH, verbose=False)
-    train = train.cache().shuffle(1000).prefetch(tf.data.AUTOTUNE)
-    val = val.cache().prefetch(tf.data.AUTOTUNE)
+def _keras_fit(train, val, *, epochs, train_examples):
     model = models.build_model("small_cnn", input_shape=(32, 32, 3), num_classes=4)
     model.compile(optimizer=keras.optimizers.Adam(2e-3),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
@@ -89,14 +86,38 @@ def keras_tutorial(folder, *, epochs, train_examples, seed=0):
     return rate
 
 
-def tfaccel_train(folder, run_dir, *, epochs, train_examples, seed=0, **runtime):
+def keras_tutorial(job, *, epochs, train_examples, seed=0):
+    """The keras.io way: Keras' folder loader, or `tfds.load` (`job["tfds"]`)."""
+    keras.utils.set_random_seed(seed)
+    if "tfds" in job:
+        import tensorflow_datasets as tfds
+
+        train, val = tfds.load("tfaccel_shapes", split=["train", "test"], as_supervised=True,
+                               data_dir=job["tfds"])
+        train = train.cache().shuffle(1000).batch(BATCH).prefetch(tf.data.AUTOTUNE)
+        val = val.batch(BATCH).cache().prefetch(tf.data.AUTOTUNE)
+    else:
+        train, val = keras.utils.image_dataset_from_directory(
+            job["folder"], validation_split=0.2, subset="both", seed=seed,
+            image_size=(32, 32), batch_size=BATCH, verbose=False)
+        train = train.cache().shuffle(1000).prefetch(tf.data.AUTOTUNE)
+        val = val.cache().prefetch(tf.data.AUTOTUNE)
+    return _keras_fit(train, val, epochs=epochs, train_examples=train_examples)
+
+
+def tfaccel_train(job, run_dir, *, epochs, train_examples, seed=0, **runtime):
     """`tfaccel.train` with its defaults, or with levers turned off (`runtime` keys)."""
     rate = SteadyRate(train_examples)
     steps = runtime.pop("steps_per_execution", "auto")
+    if "tfds" in job:  # the default recipe's data section
+        data = {"source": "builtin", "data_dir": job["tfds"], "cache": "memory",
+                "shuffle_buffer": 12000}
+    else:
+        data = {"source": "image_folder", "path": job["folder"], "image_size": [32, 32],
+                "validation_fraction": 0.2, "validation_split": None, "cache": "memory"}
     result = tfaccel.train({
         "seed": seed,
-        "data": {"source": "image_folder", "path": folder, "image_size": [32, 32],
-                 "validation_fraction": 0.2, "validation_split": None, "cache": "memory"},
+        "data": data,
         "model": {"name": "small_cnn"},
         "optimizer": {"name": "adam", "learning_rate": 2e-3},
         "training": {"epochs": epochs, "global_batch_size": BATCH,
@@ -127,14 +148,24 @@ def main():
     parser.add_argument("--seeds", type=int, default=1,
                         help="Seeds for the accuracy comparison (speed: best run of seed 0).")
     parser.add_argument("--data-dir", default=None, help="TFDS data dir for tfaccel_shapes.")
+    parser.add_argument("--tfds", action="store_true",
+                        help="The default recipe's data through TFDS (12,000 train / 2,000 test "
+                        "examples) instead of the PNG folder: tfds.load in the Keras script.")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="tfaccel_bench_e2e_")
     names = ["Keras tutorial script"] + (list(LEVERS) if args.levers
                                          else ["tfaccel train (defaults)"])
     try:
-        folder = os.path.join(root, "images")
-        export_image_folder(folder, limit=args.images, data_dir=args.data_dir)
-        train_examples = args.images - int(0.2 * args.images)  # both hold out 20%
+        if args.tfds:
+            from tfaccel import datasets
+
+            job = {"tfds": args.data_dir or os.path.join(root, "tfds")}
+            datasets.prepare(data_dir=job["tfds"])
+            train_examples = 12000
+        else:
+            job = {"folder": os.path.join(root, "images")}
+            export_image_folder(job["folder"], limit=args.images, data_dir=args.data_dir)
+            train_examples = args.images - int(0.2 * args.images)  # both hold out 20%
         best = dict.fromkeys(names)
         accuracy = {name: [] for name in names}
         runs = [(seed, repeat) for seed in range(args.seeds)
@@ -142,10 +173,10 @@ def main():
         for index, (seed, repeat) in enumerate(runs):
             for name in names:  # alternated: drift hits all alike
                 if name == "Keras tutorial script":
-                    result = keras_tutorial(folder, epochs=args.epochs,
+                    result = keras_tutorial(job, epochs=args.epochs,
                                             train_examples=train_examples, seed=seed)
                 else:
-                    result = tfaccel_train(folder, os.path.join(root, f"run{index}-{name}"),
+                    result = tfaccel_train(job, os.path.join(root, f"run{index}-{name}"),
                                            epochs=args.epochs, train_examples=train_examples,
                                            seed=seed, **LEVERS[name])
                 print(f"  seed {seed} run {repeat + 1}: {name}: {result.rate:,.0f} "
@@ -157,7 +188,9 @@ def main():
     finally:
         shutil.rmtree(root, ignore_errors=True)
     base = best["Keras tutorial script"].rate
-    print(f"\n{args.images} PNGs (32x32, 4 classes), 20% held out, small_cnn, batch {BATCH}, "
+    what = ("tfaccel_shapes through TFDS (12,000 train / 2,000 test, 32x32, 4 classes)"
+            if args.tfds else f"{args.images} PNGs (32x32, 4 classes), 20% held out")
+    print(f"\n{what}, small_cnn, batch {BATCH}, "
           f"{args.epochs} epochs, steady examples/s (epochs 3-{args.epochs}), best of "
           f"{args.repeats} (seed 0), val_accuracy mean over seeds 0-{args.seeds - 1}, "
           f"{describe_cpu()}, precision auto -> {resolve_precision('auto')}, load average "

@@ -100,6 +100,7 @@ def test_audio_folder_recipe_learns_tones_and_counts_every_file(tmp_path, tones)
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "lite" / "export.json").read_text())
     assert report["input"]["shape"] == [None, None, 1]
+    assert "sequence models: raw values" in report["input"]["is"]  # not "pixels"
     assert report["validation_examples"] == 12 and report["top1_agreement"] == 1.0
     assert report["max_abs_prob_diff"] < 1e-4
 

@@ -122,6 +122,7 @@ def test_the_switch_keeps_the_weights_of_one_step_per_call(tmp_path, shapes_data
 
     # Op determinism (bit-equal runs) refuses the in-graph timer, so the measurement is
     # given: 0.5 ms a call on a 5 ms step makes the real choice 5 steps per call.
+    monkeypatch.setattr(ThroughputMonitor, "attach", lambda self, model, **_: None)
     monkeypatch.setattr(ThroughputMonitor, "per_call_cost", lambda self, **_: {
         "overhead_seconds": 5e-4, "step_seconds": 5e-3, "calls": 4})
     runs = {}
@@ -137,3 +138,14 @@ def test_the_switch_keeps_the_weights_of_one_step_per_call(tmp_path, shapes_data
     plain = keras.saving.load_model(runs[1].run_dir / "model.keras").get_weights()
     for a, b in zip(auto, plain):
         np.testing.assert_array_equal(a, b)
+
+
+def test_auto_stays_at_one_step_per_call_where_it_cannot_measure(tmp_path, shapes_data_dir,
+                                                                 capsys):
+    recipe = _recipe(shapes_data_dir, steps_per_execution="auto")
+    recipe["runtime"]["deterministic"] = True  # TensorFlow refuses the step timer then
+    result = runner.train(recipe, run_dir=str(tmp_path / "det"))
+    assert result.summary["steps_per_execution"] == 1
+    assert "runtime.deterministic" in result.summary["steps_per_execution_choice"]["reason"]
+    assert "steps_per_execution auto: 1 (per-call cost unmeasured" in capsys.readouterr().out
+    assert _iterations(result) == 10

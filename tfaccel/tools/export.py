@@ -413,6 +413,9 @@ def _input_interface(model, *, preprocessing: str) -> dict:
     if preprocessing == "outside":
         what = (f"the output of {PREPROCESSING_FILE} (run it on model.keras' input first), "
                 "not raw pixels")
+    elif len(model.inputs[0].shape) == 3:  # [batch, timesteps, channels]: a sequence model
+        what = ("model.keras' input (tfaccel's sequence models: raw values, timesteps x "
+                "channels, zero-padded at the end)")
     else:
         what = "model.keras' input (tfaccel's models: raw 0-255 pixels)"
     # The checks feed float32, and every format's file keeps a float32 input (LiteRT int8

@@ -510,6 +510,12 @@ def _fit(ctx: _RunContext, *, trained_model, data: TrainData, outputs: _Outputs,
     if epoch < training.epochs:
         segments.append((epoch, training.epochs, steps, epoch * steps))
     auto = training.steps_per_execution == "auto"
+    if auto and outputs.monitor.unavailable_reason is not None:
+        # Nothing to measure with (jit_compile, op determinism, several workers): one step
+        # per call, said once, and no second `fit`.
+        _choose_steps_per_execution(ctx, trained_model=trained_model, data=data,
+                                    outputs=outputs)
+        auto = False
     if auto and len(segments) == 1 and training.epochs - epoch > 1:
         # `auto` measures one step per call in the first epoch, then picks for the rest.
         segments = [(epoch, epoch + 1, steps, epoch * steps),
