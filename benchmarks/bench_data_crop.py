@@ -16,7 +16,7 @@ arguments; tests/test_data_crops.py checks the windows one by one against the sa
 on the decoded image. Ratios hold for this run's machine only (named below).
 
     python benchmarks/bench_data_crop.py [--images 600] [--repeats 6] [--size 224]
-        [--photos noisy|smooth]
+        [--photos noisy|smooth] [--single-thread]
 """
 
 import argparse
@@ -67,8 +67,20 @@ def main():
     parser.add_argument("--photos", choices=sorted(NOISE), default="noisy",
                         help="Sensor-like noise (about 85 KB a file: entropy decoding, which no "
                         "crop skips, dominates) or smooth (about 33 KB).")
+    parser.add_argument("--single-thread", action="store_true",
+                        help="Run every contender on one thread (TensorFlow's pools and "
+                        "tf.data's): the ratio is then the per-image work's, the bound of any "
+                        "parallel pipeline on the same cores.")
     args = parser.parse_args()
     size = (args.size, args.size)
+    one_thread = None
+    if args.single_thread:
+        # Before TensorFlow runs its first op: the pools are fixed from then on.
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        one_thread = tf.data.Options()
+        one_thread.threading.private_threadpool_size = 1
+        one_thread.threading.max_intra_op_parallelism = 1
     root = tempfile.mkdtemp(prefix="tfaccel_bench_crops_")
     try:
         mean_bytes = write_photos(root, args.images, noise=NOISE[args.photos])
@@ -81,6 +93,9 @@ def main():
             "tfaccel, window decode at DCT scale (default)": lambda: data.from_image_folder(
                 root, **common),
         }
+        if one_thread is not None:
+            contenders = {name: (lambda build=build: build().with_options(one_thread))
+                          for name, build in contenders.items()}
         # The output shape is checked once; the timed epochs count every example.
         for name, build in contenders.items():
             shape = tuple(next(iter(build()))[0].shape[1:])
@@ -93,7 +108,8 @@ def main():
     peer = rate["keras loader + Inception window + keras Resizing"]
     print(f"\n{args.images} {args.photos} JPEGs {SOURCE[1]}x{SOURCE[0]} (mean "
           f"{mean_bytes / 1024:.0f} KB) -> random resized crops {size[1]}x{size[0]}, batch "
-          f"{BATCH}, no cache, best of {args.repeats} alternating epochs, {describe_cpu()}, "
+          f"{BATCH}, no cache, best of {args.repeats} alternating epochs"
+          f"{', one thread' if one_thread is not None else ''}, {describe_cpu()}, "
           f"load average {os.getloadavg()[0]:.1f}\n")
     print("| pipeline | img/s | vs keras |")
     print("| --- | ---: | ---: |")
