@@ -28,3 +28,11 @@ def draws(example):
 
     x, i = example
     return x, i, np.float64(np.random.rand()), np.float64(random.random())
+
+
+class SquaresWithNan(Squares):
+    """`Squares` whose example 23 holds NaN."""
+
+    def __getitem__(self, i):
+        x, label = super().__getitem__(i)
+        return (x * np.nan if i == 23 else x), label

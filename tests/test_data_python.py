@@ -2,6 +2,7 @@
 
 import gc
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -623,3 +624,43 @@ def test_random_access_source_reports_its_size_to_keras():
     dataset = from_python(Squares(), batch_size=4, workers=1)
     assert int(dataset.cardinality()) == 3  # 4 + 4 + 2
     assert sum(int(b[1].shape[0]) for b in dataset) == 10
+
+
+@pytest.mark.parametrize("deterministic, where", [(True, "source[23]"), (False, "an example")])
+def test_a_nan_feature_stops_the_pass_naming_the_example(deterministic, where):
+    # On some CPUs TensorFlow's fused MatMul+BiasAdd+Relu turns NaN into 0: the model would
+    # train on it with a finite loss (tests/test_data_arrays.py).
+    dataset = data.from_python(pysource_helpers.SquaresWithNan(), batch_size=8, workers=2,
+                               mode="thread", deterministic=deterministic, seed=0)
+    with pytest.raises(tf.errors.OpError, match=rf"python source {re.escape(where)} holds nan"):
+        for _ in dataset:
+            pass
+
+
+@pytest.mark.parametrize("steps_per_epoch", ["", "steps_per_epoch: 4"])
+def test_a_recipe_whose_source_yields_nan_exits_2_naming_the_example(tmp_path, steps_per_epoch):
+    from click.testing import CliRunner
+
+    from tfaccel.cli.main import main
+
+    (tmp_path / "nan_source.py").write_text(textwrap.dedent("""\
+        import numpy as np
+        num_classes = 2
+        def source(worker, workers):
+            for i in range(worker, 64, workers):
+                x = np.float32([i % 2, 1 - i % 2]) * (np.nan if i == 40 else 1)
+                yield x, np.int64(i % 2)
+        """))
+    recipe = tmp_path / "r.yaml"
+    # Without steps_per_epoch the runner counts one pass before fit; with it, fit meets it.
+    recipe.write_text(
+        "data: {source: python, path: nan_source.py:source, validation_split: null,\n"
+        "       shuffle_buffer: 0, cache: null, workers: 1, num_classes: 2}\n"
+        "model: {name: mlp, params: {normalization: none}}\n"
+        f"training: {{epochs: 1, global_batch_size: 16, {steps_per_epoch}}}\n"
+        "runtime: {verbose: 0, tensorboard: false}\n")
+    result = CliRunner().invoke(main, ["train", str(recipe), "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 2, result.output
+    assert "Error: python source example 40 of this pass" in result.output
+    assert "holds nan" in result.output and "Traceback" not in result.output
+    assert "function_node" not in result.output

@@ -18,7 +18,7 @@ from tfaccel.training import checkpoints as ckpt
 from tfaccel.training import run_dir as run_files
 from tfaccel._version import __version__
 from tfaccel.config.batching import BatchPlan
-from tfaccel.errors import TrainingError, UserInputError
+from tfaccel.errors import DataError, TrainingError, UserInputError
 from tfaccel.messages import say
 from tfaccel.config.cluster import WorkerRole, worker_role
 from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
@@ -189,7 +189,13 @@ def _train_with(ctx: _RunContext) -> RunResult:
     say(f"{ctx.session.strategy_info['strategy']} on {ctx.session.strategy_info['replicas']} "
         f"replica(s), precision {ctx.session.precision}, {plan.describe()}.")
     _check_data_service(recipe, strategy=ctx.session.strategy_info["strategy"])
-    data = ctx.session.build_data()
+    try:
+        data = ctx.session.build_data()
+    except Exception as error:  # noqa: BLE001 - only a source's DataError is converted
+        bad_data = data_error_in(error) if _is_op_error(error) else None
+        if bad_data is None:
+            raise
+        raise DataError(bad_data) from None
     _check_steps_per_execution(ctx, data)
     _keep_vocabulary(ctx, data)
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
@@ -240,6 +246,12 @@ def _train_with(ctx: _RunContext) -> RunResult:
     run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
     return RunResult(run_dir=ctx.shown_dir, summary=summary, epochs=outputs.logger.records,
                      chief=ctx.role.chief)
+
+
+def _is_op_error(error: BaseException) -> bool:
+    import tensorflow as tf
+
+    return isinstance(error, tf.errors.OpError)
 
 
 def _check_steps_per_execution(ctx: _RunContext, data: TrainData) -> None:
@@ -597,10 +609,26 @@ def _as_training_error(error: BaseException, *, outputs: _Outputs,
     # A failure inside the compiled step or the input pipeline (a data worker that raised
     # or died, an undecodable record): keep what was written, say what failed.
     where = f" in {directory}" if directory is not None else " by the chief (worker 0)"
+    bad_data = data_error_in(error)
+    if bad_data is not None:  # the data's fault, named by the source: exit 2
+        return DataError(f"{bad_data} Metrics and checkpoints of the "
+                         f"{len(outputs.logger.records)} finished epoch(s) are kept{where}.")
     return TrainingError(
         f"training failed after {len(outputs.logger.records)} finished epoch(s): "
         f"{describe_op_error(error)}\nMetrics and checkpoints of the finished epochs are "
         f"kept{where}.")
+
+
+def data_error_in(error) -> Optional[str]:
+    """The text of a `DataError` a Python source raised inside tf.data, or None.
+
+    tf.data carries it as an OpError whose message holds ``DataError: <text>``.
+    """
+    message = getattr(error, "message", None) or str(error)
+    marker = message.rfind("DataError: ")
+    if marker == -1:
+        return None
+    return message[marker + len("DataError: "):].split("\n\t [[", 1)[0].strip()
 
 
 _NOISE = ("Graph execution error", "Detected at node", "<stack traces unavailable>", "[[",

@@ -30,6 +30,33 @@ def _content_digest(elements) -> str:
     return digest.hexdigest()
 
 
+def _check_finite(arrays, name: str) -> None:
+    """Refuses NaN and infinite values in floating-point arrays, naming the first one.
+
+    TensorFlow 2.21's fused MatMul+BiasAdd+Relu turns a NaN input into 0 on some CPUs
+    (seen on an AMD EPYC with avx512_bf16), so a model trains on zeros and its loss stays
+    finite: nothing after this point would ever say so.
+    """
+    if isinstance(arrays, dict):
+        for key, value in arrays.items():
+            _check_finite(value, f"{name}[{key!r}]")
+        return
+    array = np.asarray(arrays)
+    if not np.issubdtype(array.dtype, np.floating):
+        return
+    finite = np.isfinite(array)
+    if finite.all():
+        return
+    bad = np.argwhere(~finite)[0]
+    raise DataError(
+        f"{name} holds {array[tuple(bad)]} at example {bad[0]}"
+        + (f" (position {tuple(int(i) for i in bad[1:])})" if len(bad) > 1 else "")
+        + f"; {int((~finite).sum())} value(s) are not finite. NaN and infinite features are "
+        "refused: on some CPUs TensorFlow's fused layers turn NaN into 0, and the model "
+        "would train on that without a sign. Fill or drop them first (e.g. "
+        "numpy.nan_to_num, or a mask feature and a fill value).")
+
+
 def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = None,
                 seed: Optional[int] = None, **options) -> tf.data.Dataset:
     """Builds batches from in-memory arrays.
@@ -57,7 +84,8 @@ def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = N
         A `tf.data.Dataset` of ``(x_batch, y_batch)`` (or ``x_batch``) ready for `fit`.
 
     Raises:
-        DataError: The arrays are empty or their lengths differ.
+        DataError: The arrays are empty or their lengths differ, or a floating-point array
+            holds NaN or an infinite value (the first is named with its example).
     """
     pipeline.check_builder_options(options, builder=from_arrays)
     n = _length(x, "x")
@@ -66,6 +94,9 @@ def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = N
     if n == 0:
         raise DataError("x is empty: from_arrays needs at least one example.")
     x = tf.nest.map_structure(np.asarray, x)
+    _check_finite(x, "x")
+    if y is not None:
+        _check_finite(y, "y")
     elements = x if y is None else (x, np.asarray(y))
     if shuffle_buffer is None:
         shuffle_buffer = n
@@ -105,6 +136,8 @@ class ArraysSource(base.Source):
         num_classes = base.classes_for_labels(
             int(np.min(y)), int(np.max(y)), num_classes=config.num_classes,
             where=repr(path)) if len(y) else config.num_classes
+        # Named here, with the file, before the split renumbers the examples.
+        _check_finite(x, f"Arrays file {path!r}: x")
         val, val_examples = None, None
         if config.validation_fraction:
             train_idx, val_idx = splits.split_indices(len(x), config.validation_fraction,

@@ -269,8 +269,15 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
     def generate():
         epoch = next(epochs)
         order = epoch_order(epoch) if random_access else None
+        seen = 0
         for arrays in _workers.run_epoch(pool, random_access=random_access, order=order,
                                          chunk_size=chunk_size, deterministic=deterministic):
+            if deterministic or not random_access:
+                # In order, so the position names the example (in any order it still stops).
+                _check_finite_chunk(arrays, first=seen, order=order)
+            else:
+                _check_finite_chunk(arrays, first=None, order=None)
+            seen += len(arrays[0])
             yield tf.nest.pack_sequence_as(chunk_signature, arrays)
 
     def start_epoch():
@@ -293,6 +300,33 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
     # A generator cannot be split by files; a multi-worker strategy must shard by element.
     options.setdefault("shard_policy", "data")
     return pipeline.optimize(dataset, batch_size=batch_size, seed=seed, **options)
+
+
+def _check_finite_chunk(arrays, *, first, order) -> None:
+    """Stops the pass at a NaN or infinite value in a chunk of examples, naming the example.
+
+    TensorFlow 2.21's fused MatMul+BiasAdd+Relu turns a NaN input into 0 on some CPUs
+    (seen on an AMD EPYC with avx512_bf16), so a model would train on zeros with a finite
+    loss; `from_arrays` refuses the same values up front.
+    """
+    for array in arrays:
+        if not np.issubdtype(array.dtype, np.floating):
+            continue
+        finite = np.isfinite(array)
+        if finite.all():
+            continue
+        row = int(np.argwhere(~finite)[0][0])
+        value = array[tuple(np.argwhere(~finite)[0])]
+        if first is None:
+            which = "an example"
+        elif order is not None:
+            which = f"source[{int(order[first + row])}]"
+        else:
+            which = f"example {first + row} of this pass (counted in this input's share)"
+        raise DataError(
+            f"python source {which} holds {value}: NaN and infinite features are refused "
+            "(on some CPUs TensorFlow's fused layers turn NaN into 0, and the model would "
+            "train on that without a sign). Fill or drop them in the source.")
 
 
 def load_python_source(spec: str):
