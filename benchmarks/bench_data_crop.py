@@ -7,10 +7,10 @@ each rebuilt before each of its epochs, best of `--repeats`:
     batch_size=None)` (every photo decoded whole), then per image the window drawn by
     `tf.image.stateless_sample_distorted_bounding_box` (8%-100% of the area, aspect 3/4 to
     4/3: the Inception crop), cropped, and `keras.layers.Resizing(224, 224)`; batched;
-  * tfaccel, window decode: `from_image_folder(random_resized_crop=True,
-    jpeg_dct_scaling=False)`: the same sampler on the header's size, only the window decoded;
-  * tfaccel (default): the window decoded at 1/2, 1/4 or 1/8 scale when it is that many
-    times the output.
+  * tfaccel (default): `from_image_folder(random_resized_crop=True)`: the same sampler on
+    the header's size, only the window decoded, at full scale;
+  * tfaccel, `random_resized_crop={"dct_scaling": True}`: the window decoded at 1/2, 1/4 or
+    1/8 scale when it is that many times the output.
 The crops have the same distribution in all three: the same sampler with the same
 arguments; tests/test_data_crops.py checks the windows one by one against the sampler run
 on the decoded image. Ratios hold for this run's machine only (named below).
@@ -88,10 +88,10 @@ def main():
         contenders = {
             "keras loader + Inception window + keras Resizing": lambda: keras_pipeline(
                 root, size, seed=0),
-            "tfaccel, window decode (jpeg_dct_scaling=False)": lambda: data.from_image_folder(
-                root, jpeg_dct_scaling=False, **common),
-            "tfaccel, window decode at DCT scale (default)": lambda: data.from_image_folder(
+            "tfaccel, window decode (default)": lambda: data.from_image_folder(
                 root, **common),
+            "tfaccel, window decode at DCT scale": lambda: data.from_image_folder(
+                root, **{**common, "random_resized_crop": {"dct_scaling": True}}),
         }
         if one_thread is not None:
             contenders = {name: (lambda build=build: build().with_options(one_thread))

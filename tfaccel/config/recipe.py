@@ -145,7 +145,8 @@ class DataConfig:
     jpeg_dct_scaling: bool = _key(
         True, "image_folder: decode a JPEG at 1/2, 1/4 or 1/8 scale when image_size is at "
         "most that fraction of it (much less decoding; slightly smoother pixels); false "
-        "decodes every JPEG in full.")
+        "decodes every JPEG in full. Whole images only: random_resized_crop windows decode "
+        "at full scale (measured faster).")
     verify_records: bool = _key(
         True, "Read every TFRecord file once before training, so a truncated file is named "
         "up front; false skips that pass (and, with data.num_classes set, the label pass: "

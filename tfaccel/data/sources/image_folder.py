@@ -310,6 +310,7 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
             when the target is at most that fraction of it in both sides, then resize:
             several times less decoding work for photos resized small, slightly different
             (smoother) pixels than a full decode. False: always decode in full, like Keras.
+            Whole images only: `random_resized_crop` windows have their own switch.
         deterministic: Keep the element order fixed (see `tfaccel.data.optimize`). None:
             fixed when a `seed` is given (the same seed gives the same order, as Keras'
             loader does) or when not shuffling (order of `file_paths`); otherwise the
@@ -317,8 +318,9 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         random_resized_crop: True (or ``{"scale": (lo, hi), "ratio": (lo, hi)}``) for the
             standard ImageNet training crop, drawn anew every epoch: a random region of 8%
             to 100% of the image of aspect ratio 3/4 to 4/3, resized to `image_size`
-            (`tfaccel.data.crops`). Only the region of a JPEG is decoded, at 1/2, 1/4 or
-            1/8 scale when it is that many times the output (`jpeg_dct_scaling`). The cache
+            (`tfaccel.data.crops`). Only the region of a JPEG is decoded, at full scale
+            (``"dct_scaling": True`` in the dict: at 1/2, 1/4 or 1/8 scale when it is that
+            many times the output; measured slower for windows, unlike whole images). The cache
             then holds the files' bytes, and the crop comes after cache and shuffle. Not
             with `crop_to_aspect_ratio` or `pad_to_aspect_ratio`; give it to the training
             subset only (validation resizes the whole image).
@@ -344,7 +346,6 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
     height, width = _image_size(image_size)
     crop = _random_crop_decoder(random_resized_crop, image_size=(height, width),
                                 channels=channels, interpolation=interpolation,
-                                jpeg_dct_scaling=jpeg_dct_scaling,
                                 crop_to_aspect_ratio=crop_to_aspect_ratio,
                                 pad_to_aspect_ratio=pad_to_aspect_ratio)
     # One seeded permutation of the listing whenever the data is shuffled at all, so the
@@ -393,22 +394,28 @@ def _read_bytes(path, label=None):
 
 
 def _random_crop_decoder(option, *, image_size, channels: int, interpolation: str,
-                         jpeg_dct_scaling: bool, crop_to_aspect_ratio: bool,
-                         pad_to_aspect_ratio: bool):
+                         crop_to_aspect_ratio: bool, pad_to_aspect_ratio: bool):
     """`from_image_folder`'s `random_resized_crop` as a `crops` decoder, or None (off)."""
     if option is None or option is False:
         return None
     if option is True:
         option = {}
-    if not isinstance(option, dict) or set(option) - {"scale", "ratio"}:
+    if not isinstance(option, dict) or set(option) - {"scale", "ratio", "dct_scaling"}:
         raise UserInputError(f"random_resized_crop must be True, False, None or a dict with "
-                             f"'scale' and/or 'ratio', got {option!r}.")
+                             f"'scale', 'ratio' and/or 'dct_scaling', got {option!r}.")
+    dct_scaling = option.get("dct_scaling", False)
+    if not isinstance(dct_scaling, bool):
+        raise UserInputError(f"random_resized_crop's 'dct_scaling' must be true or false, got "
+                             f"{dct_scaling!r}.")
     if crop_to_aspect_ratio or pad_to_aspect_ratio:
         raise UserInputError("random_resized_crop chooses its own region; it cannot be "
                              "combined with crop_to_aspect_ratio or pad_to_aspect_ratio.")
+    # Windows decode at full scale unless asked: at DCT scale they measured 5-12% slower on
+    # an AMD EPYC Zen 5 (4 runs) and no faster on an AVX2 EPYC (benchmarks/bench_data_crop.py),
+    # so `jpeg_dct_scaling` (a win for whole images) does not apply to them.
     return crops.make_random_crop_decoder(
         image_size=image_size, channels=channels, interpolation=interpolation,
-        dct_scaling=jpeg_dct_scaling, scale=option.get("scale", crops.SCALE),
+        dct_scaling=dct_scaling, scale=option.get("scale", crops.SCALE),
         ratio=option.get("ratio", crops.RATIO))
 
 
