@@ -192,11 +192,12 @@ def _train_with(ctx: _RunContext) -> RunResult:
     try:
         data = ctx.session.build_data()
     except Exception as error:  # noqa: BLE001 - only a source's DataError is converted
-        bad_data = data_error_in(error) if _is_op_error(error) else None
+        bad_data = data_error_in(error)
         if bad_data is None:
             raise
         raise DataError(bad_data) from None
-    _check_steps_per_execution(ctx, data)
+    _check_steps_per_execution(recipe, data)
+    ctx.steps_per_execution = initial_steps(recipe.training.steps_per_execution)
     _keep_vocabulary(ctx, data)
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
     trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan, data=data)
@@ -248,18 +249,11 @@ def _train_with(ctx: _RunContext) -> RunResult:
                      chief=ctx.role.chief)
 
 
-def _is_op_error(error: BaseException) -> bool:
-    import tensorflow as tf
-
-    return isinstance(error, tf.errors.OpError)
-
-
-def _check_steps_per_execution(ctx: _RunContext, data: TrainData) -> None:
+def _check_steps_per_execution(recipe: Recipe, data: TrainData) -> None:
     """The recipe's steps per call against the epoch's steps, now that they are known."""
     from tfaccel.config.batching import check_steps_per_execution
 
-    training = ctx.recipe.training
-    ctx.steps_per_execution = initial_steps(training.steps_per_execution)
+    training = recipe.training
     if training.steps_per_execution != "auto":
         check_steps_per_execution(training.steps_per_execution,
                                   steps_per_epoch=data.steps_per_epoch,
@@ -619,11 +613,15 @@ def _as_training_error(error: BaseException, *, outputs: _Outputs,
         f"kept{where}.")
 
 
-def data_error_in(error) -> Optional[str]:
+def data_error_in(error: BaseException) -> Optional[str]:
     """The text of a `DataError` a Python source raised inside tf.data, or None.
 
     tf.data carries it as an OpError whose message holds ``DataError: <text>``.
     """
+    import tensorflow as tf
+
+    if not isinstance(error, tf.errors.OpError):
+        return None
     message = getattr(error, "message", None) or str(error)
     marker = message.rfind("DataError: ")
     if marker == -1:

@@ -31,30 +31,20 @@ def _content_digest(elements) -> str:
 
 
 def _check_finite(arrays, name: str) -> None:
-    """Refuses NaN and infinite values in floating-point arrays, naming the first one.
-
-    TensorFlow 2.21's fused MatMul+BiasAdd+Relu turns a NaN input into 0 on some CPUs
-    (seen on an AMD EPYC with avx512_bf16), so a model trains on zeros and its loss stays
-    finite: nothing after this point would ever say so.
-    """
+    """Refuses NaN and infinite values in floating-point arrays, naming the first one."""
     if isinstance(arrays, dict):
         for key, value in arrays.items():
             _check_finite(value, f"{name}[{key!r}]")
         return
-    array = np.asarray(arrays)
-    if not np.issubdtype(array.dtype, np.floating):
+    found = base.first_non_finite(arrays)
+    if found is None:
         return
-    finite = np.isfinite(array)
-    if finite.all():
-        return
-    bad = np.argwhere(~finite)[0]
+    index, value, count = found
+    position = f" (position {index[1:]})" if len(index) > 1 else ""
     raise DataError(
-        f"{name} holds {array[tuple(bad)]} at example {bad[0]}"
-        + (f" (position {tuple(int(i) for i in bad[1:])})" if len(bad) > 1 else "")
-        + f"; {int((~finite).sum())} value(s) are not finite. NaN and infinite features are "
-        "refused: on some CPUs TensorFlow's fused layers turn NaN into 0, and the model "
-        "would train on that without a sign. Fill or drop them first (e.g. "
-        "numpy.nan_to_num, or a mask feature and a fill value).")
+        f"{name} holds {value} at example {index[0]}{position}; {count} value(s) are not "
+        f"finite. {base.NON_FINITE_REFUSED}. Fill or drop them first (e.g. numpy.nan_to_num, "
+        "or a mask feature and a fill value).")
 
 
 def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = None,

@@ -12,6 +12,7 @@ import abc
 import dataclasses
 from typing import ClassVar, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from tfaccel.errors import DataError
@@ -80,6 +81,28 @@ class Source(abc.ABC):
         None (the default): the source has no files to divide among workers.
         """
         return None
+
+
+# Why every source refuses NaN and infinite features (the one wording of that rule).
+NON_FINITE_REFUSED = (
+    "NaN and infinite features are refused: TensorFlow 2.21's fused MatMul+BiasAdd+Relu "
+    "turns a NaN input into 0 on some CPUs (seen on an AMD EPYC with avx512_bf16), so the "
+    "model would train on zeros with a finite loss and nothing would say so")
+
+
+def first_non_finite(array) -> Optional[Tuple[tuple, float, int]]:
+    """``(index, value, count)`` of a floating-point array's first NaN or infinite value.
+
+    None when the array is not floating-point or every value is finite.
+    """
+    array = np.asarray(array)
+    if not np.issubdtype(array.dtype, np.floating):
+        return None
+    bad = ~np.isfinite(array)
+    if not bad.any():
+        return None
+    index = tuple(int(i) for i in np.argwhere(bad)[0])
+    return index, float(array[index]), int(bad.sum())
 
 
 def classes_for_labels(low: int, high: int, *, num_classes, where: str) -> int:

@@ -303,30 +303,21 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
 
 
 def _check_finite_chunk(arrays, *, first, order) -> None:
-    """Stops the pass at a NaN or infinite value in a chunk of examples, naming the example.
-
-    TensorFlow 2.21's fused MatMul+BiasAdd+Relu turns a NaN input into 0 on some CPUs
-    (seen on an AMD EPYC with avx512_bf16), so a model would train on zeros with a finite
-    loss; `from_arrays` refuses the same values up front.
-    """
+    """Stops the pass at a NaN or infinite value in a chunk of examples, naming the example
+    (`from_arrays` refuses the same values up front)."""
     for array in arrays:
-        if not np.issubdtype(array.dtype, np.floating):
+        found = base.first_non_finite(array)
+        if found is None:
             continue
-        finite = np.isfinite(array)
-        if finite.all():
-            continue
-        row = int(np.argwhere(~finite)[0][0])
-        value = array[tuple(np.argwhere(~finite)[0])]
+        (row, *_), value, _ = found
         if first is None:
             which = "an example"
         elif order is not None:
             which = f"source[{int(order[first + row])}]"
         else:
             which = f"example {first + row} of this pass (counted in this input's share)"
-        raise DataError(
-            f"python source {which} holds {value}: NaN and infinite features are refused "
-            "(on some CPUs TensorFlow's fused layers turn NaN into 0, and the model would "
-            "train on that without a sign). Fill or drop them in the source.")
+        raise DataError(f"python source {which} holds {value}: {base.NON_FINITE_REFUSED}. "
+                        "Fill or drop them in the source.")
 
 
 def load_python_source(spec: str):
