@@ -86,6 +86,7 @@ def test_checkpoints_every_n_steps_must_fall_on_call_boundaries():
     (0.5, 5.0, 100, 4, 4),         # every 4 steps a checkpoint: calls of 4 at most
     (0.5, 400.0, 100, None, 1),    # slow steps: nothing to gain
     (50.0, 400.0, 100, None, 2),   # calls stay under a second (2 x 400 ms)
+    (0.5, 0.0, 64, None, 32),      # a step the timer cannot see: the most steps per call
 ])
 def test_auto_takes_the_smallest_fitting_divisor(overhead_ms, step_ms, steps, every, expected):
     choice = execution.choose_steps_per_execution(

@@ -67,7 +67,8 @@ def choose_steps_per_execution(*, overhead_seconds: float, step_seconds: float,
     if overhead_seconds <= TARGET_OVERHEAD * step_seconds:
         return Choice(1, f"per-call cost {overhead_ms:.2f} ms is {fraction:.1%} of a step: "
                       "one step per call", **measured)
-    needed = math.ceil(overhead_seconds / (TARGET_OVERHEAD * step_seconds) - 1e-9)
+    # A step too short for the timer to see (0 s) asks for the most steps per call.
+    needed = math.ceil(overhead_seconds / (TARGET_OVERHEAD * max(step_seconds, 1e-12)) - 1e-9)
     limit = min(MAX_STEPS, max(1, int(MAX_CALL_SECONDS / max(step_seconds, 1e-12))))
     period = math.gcd(steps_per_epoch, every_steps) if every_steps else steps_per_epoch
     fitting = [d for d in divisors(period) if d <= limit]
