@@ -18,6 +18,8 @@ from tfaccel.errors import RecipeError, UserInputError, did_you_mean
 
 SOURCES = ("builtin", "tfds", "image_folder", "text_folder", "text_lines", "csv",
            "tfrecords", "arrays", "python", "audio_folder", "timeseries")
+# The sources that find their data by name (TFDS); every other one reads data.path.
+SOURCES_WITHOUT_PATH = ("builtin", "tfds")
 AUGMENTATIONS = ("flip", "flip_vertical", "crop", "brightness", "contrast", "rotate90")
 # Augmentations made while decoding an image file (data.crops): image_folder only.
 DECODE_AUGMENTATIONS = ("random_resized_crop",)
@@ -593,8 +595,7 @@ def _check_range(value: Any, metadata: dict, key_path: str, *, source: str) -> N
 
 def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
     data, training = recipe.data, recipe.training
-    if data.source in ("image_folder", "text_folder", "text_lines", "csv", "tfrecords", "arrays",
-                       "python", "audio_folder", "timeseries") and not data.path:
+    if data.source not in SOURCES_WITHOUT_PATH and not data.path:
         raise RecipeError(f"{source}: data.path is required when data.source is "
                           f"{data.source!r}.")
     if data.source == "tfds" and not data.name:

@@ -76,8 +76,8 @@ def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,
             "repeats": repeats,
             "autotune": pipeline["autotune"],
             "settings": doctor.settings(),
-            "steps_per_execution": _steps_per_execution(recipe, fit["per_call_cost"],
-                                                        steps_per_epoch=doctor.data.steps_per_epoch),
+            "steps_per_execution": _steps_per_execution(
+                recipe, fit["per_call_cost"], steps_per_epoch=doctor.data.steps_per_epoch),
         }
         report["suggestions"] = suggest(recipe, report, cpu_bf16=doctor.cpu_bf16,
                                         replicas=doctor.replicas)
@@ -358,14 +358,13 @@ def suggest(recipe: Recipe, report: dict, *, cpu_bf16: bool, replicas: int) -> l
 def _steps_per_execution(recipe: Recipe, cost: Optional[dict], *,
                          steps_per_epoch: int) -> dict:
     """The recipe's steps per call and what `auto` picks from the measured per-call cost."""
-    from tfaccel.training.execution import choose_steps_per_execution
+    from tfaccel.training.execution import choose_from_cost
 
     out = {"recipe": recipe.training.steps_per_execution, "auto_choice": None}
     if cost is not None:
-        out["auto_choice"] = choose_steps_per_execution(
-            overhead_seconds=cost["overhead_seconds"], step_seconds=cost["step_seconds"],
-            steps_per_epoch=steps_per_epoch,
-            every_steps=recipe.training.checkpoint_every_steps).as_dict()
+        out["auto_choice"] = choose_from_cost(
+            cost, steps_per_epoch=steps_per_epoch,
+            every_steps=recipe.training.checkpoint_every_steps, unmeasured="").as_dict()
     return out
 
 

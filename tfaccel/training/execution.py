@@ -81,3 +81,23 @@ def choose_steps_per_execution(*, overhead_seconds: float, step_seconds: float,
                   f"{step_ms:.2f} ms step; {steps} steps per call bring it to "
                   f"{overhead_seconds / steps / (overhead_seconds / steps + step_seconds):.1%}",
                   **measured)
+
+
+def choose_from_cost(cost: Optional[dict], *, steps_per_epoch: int,
+                     every_steps: Optional[int] = None, unmeasured: str) -> Choice:
+    """`choose_steps_per_execution` on `ThroughputMonitor.per_call_cost`'s figures.
+
+    Args:
+        cost: ``{"overhead_seconds", "step_seconds", ...}``, or None when unmeasured.
+        steps_per_epoch: Optimizer steps of one epoch.
+        every_steps: `training.checkpoint_every_steps`, or None.
+        unmeasured: Why there is no measurement (said when `cost` is None).
+
+    Returns:
+        The `Choice`; one step per call, with the reason, when `cost` is None.
+    """
+    if cost is None:
+        return Choice(1, f"per-call cost unmeasured ({unmeasured}): one step per call")
+    return choose_steps_per_execution(
+        overhead_seconds=cost["overhead_seconds"], step_seconds=cost["step_seconds"],
+        steps_per_epoch=steps_per_epoch, every_steps=every_steps)

@@ -269,15 +269,10 @@ def _choose_steps_per_execution(ctx: _RunContext, *, trained_model, data: TrainD
     """
     from tfaccel.training import execution
 
-    cost = outputs.monitor.per_call_cost()
-    if cost is None:
-        why = outputs.monitor.unavailable_reason or "too few steps in the first epoch"
-        choice = Choice(1, f"per-call cost unmeasured ({why}): one step per call")
-    else:
-        choice = execution.choose_steps_per_execution(
-            overhead_seconds=cost["overhead_seconds"], step_seconds=cost["step_seconds"],
-            steps_per_epoch=data.steps_per_epoch,
-            every_steps=ctx.recipe.training.checkpoint_every_steps)
+    choice = execution.choose_from_cost(
+        outputs.monitor.per_call_cost(), steps_per_epoch=data.steps_per_epoch,
+        every_steps=ctx.recipe.training.checkpoint_every_steps,
+        unmeasured=outputs.monitor.unavailable_reason or "too few steps in the first epoch")
     ctx.execution_choice = choice
     say(f"steps_per_execution auto: {choice.steps} ({choice.reason}).")
     if choice.steps == ctx.steps_per_execution:
