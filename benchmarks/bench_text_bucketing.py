@@ -28,7 +28,7 @@ import tensorflow as tf  # noqa: E402
 from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
 from tfaccel import models  # noqa: E402
 from tfaccel.config.recipe import load_recipe  # noqa: E402
-from tfaccel.data import text_vectors  # noqa: E402
+from tfaccel.data import length_batches  # noqa: E402
 from tfaccel.data.from_recipe import build_datasets  # noqa: E402
 
 RECIPE = os.path.join(os.path.dirname(__file__), "..", "recipes", "text.yaml")
@@ -81,7 +81,7 @@ def main():
     contenders = {"padded to the longest (300 tokens)": False,
                   "by length (tfaccel default)": True}
     built = {name: datasets_for(recipe, by_length=flag) for name, flag in contenders.items()}
-    padding = {name: text_vectors.padding_fraction(train) for name, (train, _, _)
+    padding = {name: length_batches.padding_fraction(train) for name, (train, _, _)
                in built.items()}
     best = {name: (0.0, 0.0) for name in contenders}
     for run in range(args.repeats):

@@ -78,4 +78,4 @@ def test_bench_of_a_text_recipe_states_the_padding_fraction(tmp_path):
     # Lengths 2, 9, 16, 23 words, 8 texts each: sorted, every batch of 4 holds one length.
     assert results[True]["padding_fraction"] == 0.0
     assert results[False]["padding_fraction"] > 0.2
-    assert "Token positions that are padding" in format_table(results[True])
+    assert "Steps that are padding" in format_table(results[True])

@@ -111,3 +111,21 @@ def test_optimize_batches_by_length_in_a_resumable_stream():
     resumed = stream(first_pass=1, skip=3)
     assert [tuple(y.numpy()) for _, y in resumed] == \
         [tuple(y.numpy()) for _, y in whole[per_pass + 3:]]
+
+
+def test_padding_fraction_counts_trailing_zero_steps_of_ids_and_waveforms():
+    # Ids: 0 is padding. [B=2, T=4]: 1 + 3 padding positions of 8.
+    ids = tf.constant([[5, 6, 7, 0], [9, 0, 0, 0]], tf.int32)
+    assert length_batches.padding_fraction([(ids, tf.constant([0, 1]))]) == 4 / 8
+    # Waveforms [B=2, T=5, C=2]: a step is padding when every channel is zero from it to the
+    # end; the silence inside the first one (step 1) and a zero in one channel (step 2) are
+    # not. Example 0 has 1 padding step, example 1 has 3: 4 of 10 steps.
+    wave = np.zeros((2, 5, 2), np.float32)
+    wave[0, 0] = [0.5, 0.5]
+    wave[0, 2:4] = [[0.0, 0.3], [0.2, 0.1]]
+    wave[1, :2] = [[0.1, 0.0], [0.4, 0.4]]
+    second = np.ones((1, 3, 2), np.float32)  # a second batch, no padding: 4 of 13 steps
+    batches = [(tf.constant(wave),), (tf.constant(second),)]
+    assert length_batches.padding_fraction(batches) == pytest.approx(4 / 13)
+    assert length_batches.padding_fraction(batches, num_batches=1) == pytest.approx(4 / 10)
+    assert length_batches.padding_fraction([]) == 0.0

@@ -92,6 +92,8 @@ def test_audio_folder_recipe_learns_tones_and_counts_every_file(tmp_path, tones)
     dataset = summary["dataset"]
     assert (dataset["train_examples"], dataset["validation_examples"]) == (36, 12)
     assert dataset["input_shape"] == [None, 1]  # any length, the files' one channel
+    # Each validation batch is padded to its own longest waveform (0.1-0.2 s files).
+    assert 0 < dataset["validation_padding_fraction"] < 0.5
     assert [e["examples"] for e in epochs] == [36] * 4  # every training file, every epoch
     # Three classes: chance is 1/3.
     assert summary["final_metrics"]["val_accuracy"] >= 0.9, epochs
@@ -254,6 +256,8 @@ def test_bench_and_doctor_run_on_sequence_sources(both_recipes, source):
     result = _run("bench", both_recipes[source], "--batches", 3, "--repeats", 1)
     assert result.exit_code == 0, result.output
     assert "truly sequential" in result.output
+    # Waveforms of open length are padded per batch; fixed-length windows never are.
+    assert ("Steps that are padding" in result.output) == (source == "audio_folder")
     result = _run("doctor", both_recipes[source], "--json", "--steps", 3, "--repeats", 1)
     assert result.exit_code == 0, result.output
     report = json.loads(result.output[result.output.index("{"):])

@@ -69,7 +69,7 @@ def test_text_recipe_learns_with_its_vocabulary_and_batches_by_length(tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     text = summary["dataset"]["text"]
     assert text["vocabulary_size"] == 642 and text["batch_by_length"] is True
-    assert 0 < text["validation_padding_fraction"] < 0.3
+    assert 0 < summary["dataset"]["validation_padding_fraction"] < 0.3
 
 
 def test_text_recipe_learns_with_the_transformer(tmp_path):

@@ -88,3 +88,32 @@ def sorted_window_batches(dataset: tf.data.Dataset, *, batch_size: int, drop_rem
                           deterministic=deterministic).ragged_batch(
         batch_size * window_batches)
     return tf.data.Dataset.zip(windows, seeds).flat_map(batches_of)
+
+
+def padding_fraction(batches, *, num_batches: Optional[int] = None) -> float:
+    """The share of the steps in `batches` that are padding: a batch's appended zeros.
+
+    A step of an example is padding when it and every step after it are zero in every
+    channel: token ids ``[batch, time]`` (id 0 is padding, and only padding) and waveforms or
+    other sequences ``[batch, time, channels]`` alike. This is the rule the sequence models
+    mask by (a recording's own trailing silence counts too: it cannot be told apart).
+
+    Args:
+        batches: Batches ``(sequences, ...)`` or sequences alone.
+        num_batches: Read at most this many (None: one whole pass).
+
+    Returns:
+        Padding steps over all steps (0.0 for no steps).
+    """
+    padded = total = 0
+    for i, element in enumerate(batches):
+        if num_batches is not None and i >= num_batches:
+            break
+        steps = tf.not_equal(tf.nest.flatten(element)[0], 0)
+        if steps.shape.rank > 2:  # any channel non-zero makes the step non-zero
+            steps = tf.reduce_any(steps, axis=list(range(2, steps.shape.rank)))
+        # A step is kept when a non-zero step is at or after it (reverse cumulative any).
+        kept = tf.reverse(tf.cumsum(tf.cast(tf.reverse(steps, [1]), tf.int32), axis=1), [1])
+        total += int(tf.size(kept))
+        padded += int(tf.reduce_sum(tf.cast(tf.equal(kept, 0), tf.int64)))
+    return padded / total if total else 0.0

@@ -64,23 +64,6 @@ def vectorize(dataset: tf.data.Dataset, layer, *, max_length: Optional[int] = No
     return dataset.map(apply, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def padding_fraction(batches, *, num_batches: Optional[int] = None) -> float:
-    """The share of id positions that are padding (id 0) over batches of ``(ids, ...)``.
-
-    Args:
-        batches: Batches whose first tensor holds token ids, 0 for padding.
-        num_batches: Read at most this many (None: one whole pass).
-    """
-    padded = total = 0
-    for i, element in enumerate(batches):
-        if num_batches is not None and i >= num_batches:
-            break
-        ids = tf.nest.flatten(element)[0]
-        padded += int(tf.reduce_sum(tf.cast(tf.equal(ids, 0), tf.int64)))
-        total += int(tf.size(ids))
-    return padded / total if total else 0.0
-
-
 def save_vocabulary(layer, directory) -> str:
     """Writes the vocabulary, one token per line in id order, into `directory`; its path."""
     path = os.path.join(os.fspath(directory), VOCABULARY_FILE)

@@ -128,25 +128,26 @@ def bench_data_config(config, *, global_batch_size: int, seed: int = 0,
 
         config = dataclasses.replace(config, service=ServiceConfig())
 
-    texts = {}
-
     def make(sequential: bool):
-        train, _, info = build_datasets(config, global_batch_size=global_batch_size,
-                                        num_replicas=1, seed=seed, deterministic=False,
-                                        sequential=sequential)
-        texts.update(info.get("text") or {})
+        train, _, _ = build_datasets(config, global_batch_size=global_batch_size,
+                                     num_replicas=1, seed=seed, deterministic=False,
+                                     sequential=sequential)
         return train
 
     result = bench_pipeline(make, num_batches=num_batches, epochs=epochs, repeats=repeats)
     result.update(source=config.source, batch_size=global_batch_size,
                   cache=config.cache or None, service_left_out=left_out)
-    if texts:
-        from tfaccel.data.text_vectors import padding_fraction
+    train = make(sequential=False)
+    first = train.element_spec[0] if isinstance(train.element_spec, tuple) \
+        else train.element_spec
+    if not isinstance(first, dict) and first.shape.rank is not None \
+            and first.shape.rank >= 2 and first.shape[1] is None:
+        from tfaccel.data.length_batches import padding_fraction
 
-        # The share of the token positions the model would compute on padding.
-        result["padding_fraction"] = padding_fraction(make(sequential=False),
-                                                      num_batches=num_batches)
-        result["batch_by_length"] = texts["batch_by_length"]
+        # Sequences of open length (token ids, waveforms): the share of the steps the
+        # model would compute on padding.
+        result["padding_fraction"] = padding_fraction(train, num_batches=num_batches)
+        result["batch_by_length"] = config.text.batch_by_length
     return result
 
 
@@ -166,8 +167,8 @@ def format_table(result: dict) -> str:
         lines.append(f"| **speed-up** | **{result['speedup']:.2f}x** | | | |")
     if "padding_fraction" in result:
         how = "by length" if result["batch_by_length"] else "not by length"
-        lines.append(f"\nToken positions that are padding: {result['padding_fraction']:.1%} "
-                     f"(texts batched {how}; data.text.batch_by_length).")
+        lines.append(f"\nSteps that are padding: {result['padding_fraction']:.1%} "
+                     f"(sequences batched {how}; data.text.batch_by_length).")
     if result.get("service_left_out"):
         lines.append(f"\nBoth ran in this process: the recipe's tf.data service "
                      f"({result['service_left_out']}) was left out (compare with it: "

@@ -199,6 +199,7 @@ def _train_with(ctx: _RunContext) -> RunResult:
     _check_steps_per_execution(recipe, data)
     ctx.steps_per_execution = initial_steps(recipe.training.steps_per_execution)
     _keep_vocabulary(ctx, data)
+    _measure_padding(data)
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
     trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan, data=data)
     restored = {"metrics": [], "best_weights": None}
@@ -287,11 +288,10 @@ def _choose_steps_per_execution(ctx: _RunContext, *, trained_model, data: TrainD
 
 
 def _keep_vocabulary(ctx: _RunContext, data: TrainData) -> None:
-    """A text run's vocabulary in the run directory, and its padding in the summary's data.
+    """A text run's vocabulary in the run directory (one token per line, in id order).
 
-    The vocabulary (one token per line, in id order) is what turns texts into the ids the
-    saved model takes: `data.text_vectors.with_vectorizer` puts it in front of the model.
-    The padding fraction is measured on the validation batches (a fixed pass).
+    It is what turns texts into the ids the saved model takes:
+    `data.text_vectors.with_vectorizer` puts it in front of the model.
     """
     layer = data.info.get("_vectorizer")
     if layer is None:
@@ -299,11 +299,24 @@ def _keep_vocabulary(ctx: _RunContext, data: TrainData) -> None:
     from tfaccel.data import text_vectors
 
     path = text_vectors.save_vocabulary(layer, ctx.directory)
-    if data.validation is not None:
-        fraction = text_vectors.padding_fraction(data.validation)
-        data.info["text"]["validation_padding_fraction"] = round(fraction, 4)
-        say(f"text: {data.info['text']['vocabulary_size']} tokens in {Path(path).name}; "
-            f"{fraction:.1%} of the validation batches' positions are padding.")
+    say(f"text: {data.info['text']['vocabulary_size']} tokens in {Path(path).name}.")
+
+
+def _measure_padding(data: TrainData) -> None:
+    """The padding of sequences of open length (token ids, waveforms) in the summary's data.
+
+    Measured on the validation batches (a fixed pass): the share of their steps that are
+    the zeros a batch appends, what batches by length (data.text.batch_by_length) keep low.
+    """
+    shape = data.info.get("input_shape")
+    if data.validation is None or not isinstance(shape, tuple) or not shape \
+            or shape[0] is not None:
+        return
+    from tfaccel.data.length_batches import padding_fraction
+
+    fraction = padding_fraction(data.validation)
+    data.info["validation_padding_fraction"] = round(fraction, 4)
+    say(f"{fraction:.1%} of the validation batches' steps are padding.")
 
 
 def _check_data_service(recipe: Recipe, *, strategy: str) -> None:
