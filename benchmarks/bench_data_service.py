@@ -68,9 +68,9 @@ def start_workers(address, count):
     return processes
 
 
-def pipeline(recipe, service_address, *, batch, augment):
+def pipeline(recipe, service_address, *, batch, augment, compression="snappy"):
     data = dataclasses.replace(recipe.data, augment=augment, service=ServiceConfig(
-        dispatcher=service_address))
+        dispatcher=service_address, compression=compression))
     train, _, _ = build_datasets(data, global_batch_size=batch, num_replicas=1,
                                  seed=recipe.seed, deterministic=False, stream=EpochStream())
     return train
@@ -132,18 +132,21 @@ def main():
             servers.append(server)
             processes += start_workers(address, count)
             addresses[count] = address
+        # name: (dispatcher, compression)
         contenders = {
-            "in-process (no service)": None,
-            "service, 1 local worker": addresses[1],
-            "service, 2 local workers": addresses[2],
+            "in-process (no service)": (None, "snappy"),
+            "service, 1 local worker, snappy": (addresses[1], "snappy"),
+            "service, 1 local worker, uncompressed": (addresses[1], "none"),
+            "service, 2 local workers, snappy": (addresses[2], "snappy"),
+            "service, 2 local workers, uncompressed": (addresses[2], "none"),
         }
         best = {(aug, name): (0.0, 0.0) for aug in AUGMENTS for name in contenders}
         pids = [p.pid for p in processes]
         for run in range(repeats):
             for aug, augment in AUGMENTS.items():
-                for name, address in contenders.items():  # alternated: drift hits all alike
+                for name, (address, compression) in contenders.items():  # alternated
                     rate, cores = measure(pipeline(recipe, address, batch=batch,
-                                                   augment=augment),
+                                                   augment=augment, compression=compression),
                                           warmup=warmup, batches=timed, pids=pids)
                     best[aug, name] = max(best[aug, name], (rate, cores))
                     print(f"  run {run + 1}: {aug}: {name}: {rate:,.0f} examples/s, "

@@ -90,31 +90,33 @@ def test_parallel_epochs_stream_workers_make_different_passes(service):
     assert len(set(batches)) == len(batches), "two workers made the same batches"
 
 
-def _image_pipeline(augment, *, address=None):
+def _image_pipeline(augment, *, address=None, compression="auto"):
     from tfaccel.data import pipeline
     from tfaccel.data.service import ServiceTarget
 
     import tensorflow as tf
 
     images = (np.arange(NUM_EXAMPLES * 48) % 251).astype(np.uint8).reshape(NUM_EXAMPLES, 4, 4, 3)
-    service = ServiceTarget(address, processing_mode="distributed_epoch") if address else None
+    service = ServiceTarget(address, processing_mode="distributed_epoch",
+                            compression=compression) if address else None
     return pipeline.optimize(tf.data.Dataset.from_tensor_slices((images, np.arange(NUM_EXAMPLES))),
                              batch_size=8, shuffle_buffer=NUM_EXAMPLES, seed=3,
                              augment=augment, stream=pipeline.EpochStream(num_passes=1),
                              service=service)
 
 
+@pytest.mark.parametrize("compression", ["snappy", None])
 @pytest.mark.parametrize("augment, on_the_wire", [
     (["flip", "crop", "rotate90"], "uint8"),  # pixels only move: cast on arrival
     (["flip", "brightness"], "float32"),  # computed in float on the workers
 ])
 def test_service_batches_are_the_in_process_batches_with_uint8_on_the_wire(
-        service, augment, on_the_wire):
+        service, augment, on_the_wire, compression):
     import tensorflow as tf
 
     from tfaccel.data import pipeline
 
-    served = _image_pipeline(augment, address=service)
+    served = _image_pipeline(augment, address=service, compression=compression)
     local = _image_pipeline(augment)
     assert served.element_spec[0].dtype == tf.float32 == local.element_spec[0].dtype
     # What the trainer reads from the service, before the arrival cast (if any).
@@ -251,6 +253,38 @@ def test_library_target_checks_its_arguments():
     with pytest.raises(UserInputError, match="job_name must be a non-empty string"):
         ServiceTarget("h:1", job_name="")
     assert ServiceTarget("h:1").dispatcher == "grpc://h:1"
+    with pytest.raises(UserInputError, match="compression must be one of .* got 'gzip'"):
+        ServiceTarget("h:1", compression="gzip")
+
+
+@pytest.mark.parametrize("dispatcher, compression, on_the_wire", [
+    # auto: a dispatcher on this machine (loopback) gets uncompressed batches.
+    ("localhost:5050", "auto", None),
+    ("grpc://127.0.0.1:5050", "auto", None),
+    ("[::1]:5050", "auto", None),
+    ("10.0.0.5:5050", "auto", "SNAPPY"),
+    ("data-host:5050", "auto", "SNAPPY"),
+    ("localhost:5050", "snappy", "SNAPPY"),
+    ("10.0.0.5:5050", None, None),
+])
+def test_wire_compression_is_off_on_loopback_unless_asked(dispatcher, compression,
+                                                          on_the_wire):
+    from tfaccel.data.service import ServiceTarget
+
+    assert ServiceTarget(dispatcher, compression=compression).wire_compression == on_the_wire
+
+
+def test_recipe_compression_key_reaches_the_target():
+    from tfaccel.data.service import ServiceTarget
+
+    def target(**service):
+        raw = {"data": {"service": {"dispatcher": "10.0.0.5:5050", **service}}}
+        return ServiceTarget.from_config(recipe_from_dict(raw).data.service)
+
+    assert target().compression == "auto" and target().wire_compression == "SNAPPY"
+    assert target(compression="none").wire_compression is None
+    with pytest.raises(RecipeError, match="data.service.compression"):
+        target(compression="zstd")
 
 
 def test_a_python_source_run_is_refused_through_the_cli(tmp_path):

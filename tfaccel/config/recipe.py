@@ -61,6 +61,10 @@ class ServiceConfig:
     job_name: Optional[str] = _key(
         None, "Share one service job among trainers that give the same name; empty: a job "
         "of this trainer's own.")
+    compression: Literal["auto", "snappy", "none"] = _key(
+        "auto", "How batches cross the wire: snappy (compressed on the worker, "
+        "TensorFlow's default), none, or auto: none when the dispatcher is on this machine "
+        "(a loopback address), snappy otherwise.")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import signal
 import sys
@@ -16,6 +17,7 @@ from tfaccel.messages import say
 from tfaccel.config.recipe import PROCESSING_MODES, parse_dispatcher_address
 
 _service = tf.data.experimental.service
+COMPRESSIONS = ("auto", "snappy", None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,11 +31,17 @@ class ServiceTarget:
             ``"parallel_epochs"`` (every worker runs the whole pipeline).
         job_name: Consumers that give the same name share one job; None: a job of one's
             own for each iteration.
+        compression: How batches cross the wire: ``"snappy"`` (each batch compressed on
+            the worker and decompressed here: TensorFlow's own default), ``None``, or
+            ``"auto"``: none when the dispatcher is on this machine (a loopback address),
+            snappy otherwise. On one machine compressing only costs CPU that the trainer and
+            the workers share: measured in benchmarks/bench_data_service.py.
     """
 
     dispatcher: str
     processing_mode: str = "distributed_epoch"
     job_name: Optional[str] = None
+    compression: Optional[str] = "auto"
 
     def __post_init__(self):
         object.__setattr__(self, "dispatcher", parse_dispatcher_address(self.dispatcher))
@@ -44,14 +52,19 @@ class ServiceTarget:
                                           or not self.job_name):
             raise UserInputError(f"job_name must be a non-empty string or None, got "
                                  f"{self.job_name!r}.")
+        if self.compression not in COMPRESSIONS:
+            raise UserInputError(f"compression must be one of {list(COMPRESSIONS)}, got "
+                                 f"{self.compression!r}.")
 
     @classmethod
     def from_config(cls, config) -> Optional["ServiceTarget"]:
         """The target a recipe's ``data.service`` section names, or None when it is off."""
         if config is None or not config.dispatcher:
             return None
+        compression = getattr(config, "compression", "auto")
         return cls(config.dispatcher, processing_mode=config.processing_mode,
-                   job_name=config.job_name or None)
+                   job_name=config.job_name or None,
+                   compression=None if compression == "none" else compression)
 
     @property
     def salts_per_worker(self) -> bool:
@@ -62,6 +75,25 @@ class ServiceTarget:
         once per worker.
         """
         return self.processing_mode == "parallel_epochs"
+
+    @property
+    def wire_compression(self) -> Optional[str]:
+        """TensorFlow's `compression` argument: "SNAPPY" or None (`auto` resolved)."""
+        compression = self.compression
+        if compression == "auto":
+            host = self.dispatcher.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")
+            compression = None if _is_loopback(host) else "snappy"
+        return "SNAPPY" if compression == "snappy" else None
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether `host` names this machine by a loopback name or address."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name other than localhost
+        return False
 
 
 def distribute(dataset: tf.data.Dataset, target: ServiceTarget) -> tf.data.Dataset:
@@ -78,7 +110,7 @@ def distribute(dataset: tf.data.Dataset, target: ServiceTarget) -> tf.data.Datas
     """
     return dataset.apply(_service.distribute(
         processing_mode=target.processing_mode, service=target.dispatcher,
-        job_name=target.job_name))
+        job_name=target.job_name, compression=target.wire_compression))
 
 
 def worker_salt() -> tf.Tensor:
