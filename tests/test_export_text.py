@@ -6,53 +6,23 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import text_helpers
 import tfaccel
 from tfaccel.cli.main import main
 
-WORDS = {"neg": "bad awful poor dull", "pos": "good great fine nice"}
 MAX_TOKENS_KEPT = 6  # data.text.max_length: most texts are longer
-
-
-def _texts(n, seed):
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(n):
-        label = ("neg", "pos")[i % 2]
-        words = WORDS[label].split() + ["the", "a", "day"]
-        rows.append((label, " ".join(rng.choice(words, rng.integers(2, 14)))))
-    return rows
 
 
 @pytest.fixture(scope="module")
 def text_run(tmp_path_factory):
     """One short text run (text_lines, text_cnn, 2 epochs) shared by the module."""
-    root = tmp_path_factory.mktemp("text-export")
-    for f in range(4):
-        (root / f"part-{f}.tsv").write_text(
-            "".join(f"{label}\t{text}\n" for label, text in _texts(40, seed=f)))
-    run_dir = root / "run"
-    tfaccel.train({
-        "name": "text-export", "seed": 0,
-        "data": {"source": "text_lines", "path": str(root / "part-*.tsv"),
-                 "validation_fraction": 0.25, "shuffle_buffer": 200,
-                 "text": {"max_length": MAX_TOKENS_KEPT}},
-        "model": {"name": "text_cnn", "params": {"embed_dim": 8, "filters": [16]}},
-        "optimizer": {"learning_rate": 0.01},
-        "training": {"epochs": 2, "global_batch_size": 16},
-        "runtime": {"precision": "float32", "verbose": 0, "tensorboard": False}},
-        run_dir=str(run_dir))
-    return run_dir
+    return text_helpers.train_text_run(tmp_path_factory.mktemp("text-export"),
+                                       max_length=MAX_TOKENS_KEPT)
 
 
 def _ids(run_dir, texts):
     """Token ids as the run's pipeline made them: its vocabulary, then its cut."""
-    import tensorflow as tf
-
-    from tfaccel.data import text_vectors
-
-    layer = text_vectors.load_vectorizer(run_dir)
-    return text_vectors.vectorize(tf.data.Dataset.from_tensors(texts), layer,
-                                  max_length=MAX_TOKENS_KEPT).get_single_element().numpy()
+    return text_helpers.ids_as_trained(run_dir, texts, max_length=MAX_TOKENS_KEPT)
 
 
 def test_saved_model_export_takes_raw_strings_and_predicts_as_the_trained_model(
@@ -68,7 +38,7 @@ def test_saved_model_export_takes_raw_strings_and_predicts_as_the_trained_model(
     assert report["accuracy"] == report["float_accuracy"] >= 0.9
     served = tf.saved_model.load(str(tmp_path / "sm" / "saved_model"))
     serve = served.signatures["serving_default"]
-    texts = [text for _, text in _texts(12, seed=9)] + ["", "zebra unknown words"]
+    texts = [text for _, text in text_helpers.texts(12, seed=9)] + ["", "zebra unknown words"]
     probabilities = next(iter(serve(text=tf.constant(texts)).values())).numpy()
     trained = keras.saving.load_model(text_run / "model.keras")
     ids = _ids(text_run, texts)

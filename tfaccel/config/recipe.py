@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.util
 import os
 import types
 import typing
@@ -71,8 +72,13 @@ class ServiceConfig:
 class TextConfig:
     """Texts (a string input feature): token ids and batches of similar length."""
 
+    tokenizer: Literal["text_vectorization", "wordpiece"] = _key(
+        "text_vectorization", "text_vectorization (Keras' TextVectorization: lower-cased "
+        "words, punctuation stripped) or wordpiece (a KerasHub WordPieceTokenizer: "
+        "lower-cased sub-words, punctuation kept as tokens; needs keras-hub, pip install "
+        "\"tfaccel[hub]\"). Either is adapted on the training split.")
     max_tokens: int = _key(
-        20000, "Vocabulary of Keras' TextVectorization, adapted on the training split (ids 0 "
+        20000, "Vocabulary size of the tokenizer, adapted on the training split (ids 0 "
         "and 1 are padding and out-of-vocabulary); the model's vocab_size follows it.",
         minimum=3)
     max_length: Optional[int] = _key(
@@ -640,6 +646,7 @@ def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
     _check_steps_per_execution(training, source=source)
     _check_model_params(recipe.model, source=source)
     _check_service(recipe, source=source)
+    _check_tokenizer(recipe.data.text, source=source)
 
 
 def parse_dispatcher_address(address: str) -> str:
@@ -687,6 +694,18 @@ def _check_steps_per_execution(training: TrainingConfig, *, source: str) -> None
                                   every_steps=training.checkpoint_every_steps)
     except UserInputError as error:
         raise RecipeError(f"{source}: {error}") from None
+
+
+def _check_tokenizer(text: TextConfig, *, source: str) -> None:
+    # find_spec looks for the package without importing it (and so TensorFlow): validation
+    # stays fast, and a missing KerasHub is named here rather than as a traceback mid-run.
+    if text.tokenizer != "wordpiece" or importlib.util.find_spec("keras_hub") is not None:
+        return
+    raise RecipeError(
+        f"{source}: data.text.tokenizer is 'wordpiece', a KerasHub WordPieceTokenizer, but "
+        "KerasHub (the keras_hub package) is not installed in this Python; install it with "
+        'pip install "tfaccel[hub]" (or pip install keras-hub), or use data.text.tokenizer: '
+        "text_vectorization (Keras' own, nothing to install).")
 
 
 def _check_service(recipe: Recipe, *, source: str) -> None:

@@ -123,9 +123,10 @@ def _holds_texts(spec) -> bool:
 
 def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batch_size: int,
                   common: dict):
-    """Token ids for a text source: Keras' TextVectorization adapted on the training split.
+    """Token ids for a text source: the recipe's tokenizer adapted on the training split.
 
-    Adapted on one plain pass of the training split (no cache, stream or service: the
+    Keras' TextVectorization, or a KerasHub WordPiece tokenizer (data.text.tokenizer),
+    adapted on one plain pass of the training split (no cache, stream or service: the
     source's `vocabulary_texts`, or the split built again), then applied to whole batches
     of both splits, each padded to its own longest text.
 
@@ -141,12 +142,17 @@ def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batc
         plain = dict(cache=None, augment=None, drop_remainder=False, batch_by_length=False)
         adapt_on = source.build(batch_size=global_batch_size, common=common,
                                 train_options=plain, validation_options=plain).train
-    layer = text_vectors.adapt_vectorizer(adapt_on, max_tokens=texts.max_tokens)
+    if texts.tokenizer == "wordpiece":
+        from tfaccel.data import wordpiece
+
+        layer = wordpiece.adapt_wordpiece(adapt_on, max_tokens=texts.max_tokens)
+    else:
+        layer = text_vectors.adapt_vectorizer(adapt_on, max_tokens=texts.max_tokens)
     train = text_vectors.vectorize(train, layer, max_length=texts.max_length)
     if val is not None:
         val = text_vectors.vectorize(val, layer, max_length=texts.max_length)
-    info = {"vocabulary_size": int(layer.vocabulary_size()), "max_length": texts.max_length,
-            "batch_by_length": texts.batch_by_length}
+    info = {"tokenizer": texts.tokenizer, "vocabulary_size": int(layer.vocabulary_size()),
+            "max_length": texts.max_length, "batch_by_length": texts.batch_by_length}
     return train, val, info, layer
 
 

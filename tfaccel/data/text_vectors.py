@@ -5,7 +5,8 @@ overlapped with training by the prefetch), not inside the model; for inference t
 adapted layer goes in front of the trained model (`with_vectorizer`), so the exported model
 takes raw strings. Batches are vectorized whole: `TextVectorization` pads each batch to its
 own longest text, which, with batches of similar length (`data.length_batches`), is close
-to the text itself.
+to the text itself. A recipe's ``data.text.tokenizer: wordpiece`` adapts a KerasHub
+WordPiece tokenizer instead (`tfaccel.data.wordpiece`); the functions below take either.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from typing import Optional
 
 import tensorflow as tf
 
-from tfaccel.errors import DataError
+from tfaccel.errors import DataError, UserInputError, did_you_mean
 
 VOCABULARY_FILE = "vocabulary.txt"
+# data.text.tokenizer: this module's TextVectorization, or KerasHub's WordPiece (wordpiece.py).
+TOKENIZERS = ("text_vectorization", "wordpiece")
 
 
 def adapt_vectorizer(texts: tf.data.Dataset, *, max_tokens: int):
@@ -48,12 +51,16 @@ def vectorize(dataset: tf.data.Dataset, layer, *, max_length: Optional[int] = No
 
     Args:
         dataset: Batches of ``(texts [B], labels...)`` or texts alone.
-        layer: An adapted `TextVectorization` (`adapt_vectorizer`).
+        layer: An adapted `TextVectorization` (`adapt_vectorizer`) or KerasHub
+            `WordPieceTokenizer` (`wordpiece.adapt_wordpiece`).
         max_length: Keep at most this many tokens of each text.
     """
 
     def ids_of(texts):
-        ids = tf.cast(layer(texts), tf.int32)
+        ids = layer(texts)
+        if isinstance(ids, tf.RaggedTensor):  # WordPiece: one row per text, padded here
+            ids = ids.to_tensor(default_value=0)
+        ids = tf.cast(ids, tf.int32)
         return ids if max_length is None else ids[:, :max_length]
 
     def apply(*element):
@@ -65,7 +72,8 @@ def vectorize(dataset: tf.data.Dataset, layer, *, max_length: Optional[int] = No
 
 
 def save_vocabulary(layer, directory) -> str:
-    """Writes the vocabulary, one token per line in id order, into `directory`; its path."""
+    """Writes the vocabulary of `layer` (either tokenizer), one token per line in id order,
+    into `directory`; its path."""
     path = os.path.join(os.fspath(directory), VOCABULARY_FILE)
     with open(path, "w", encoding="utf-8") as stream:
         for token in layer.get_vocabulary():
@@ -73,16 +81,23 @@ def save_vocabulary(layer, directory) -> str:
     return path
 
 
-def load_vectorizer(directory):
-    """The `TextVectorization` of a run directory's vocabulary (`save_vocabulary`'s file).
+def load_vectorizer(directory, *, tokenizer: str = "text_vectorization"):
+    """The tokenizer of a run directory's vocabulary (`save_vocabulary`'s file).
 
-    The same settings as `adapt_vectorizer`'s layer, so a text becomes the same ids.
+    The same settings as the adapted one (`adapt_vectorizer`, or
+    `wordpiece.adapt_wordpiece`), so a text becomes the same ids.
+
+    Args:
+        directory: The run directory.
+        tokenizer: The run's data.text.tokenizer, one of `TOKENIZERS`.
 
     Raises:
-        DataError: The directory has no vocabulary file.
+        DataError: The directory has no vocabulary file (or not a WordPiece one).
+        UserInputError: An unknown `tokenizer`.
     """
-    import keras
-
+    if tokenizer not in TOKENIZERS:
+        raise UserInputError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got "
+                             f"{tokenizer!r}{did_you_mean(str(tokenizer), TOKENIZERS)}.")
     path = os.path.join(os.fspath(directory), VOCABULARY_FILE)
     try:
         with open(path, encoding="utf-8") as stream:
@@ -92,6 +107,12 @@ def load_vectorizer(directory):
     except FileNotFoundError:
         raise DataError(f"{path!r} does not exist: the run's vocabulary is needed to turn "
                         "texts into the token ids its model takes.") from None
+    if tokenizer == "wordpiece":
+        from tfaccel.data import wordpiece
+
+        return wordpiece.tokenizer_of(tokens)
+    import keras
+
     return keras.layers.TextVectorization(vocabulary=tokens, output_mode="int",
                                           output_sequence_length=None)
 
@@ -101,13 +122,19 @@ def with_vectorizer(model, layer, *, max_length: Optional[int] = None):
 
     Args:
         model: A trained token model (int ids, 0 for padding).
-        layer: The run's `TextVectorization` (`adapt_vectorizer` or `load_vectorizer`).
+        layer: The run's tokenizer (`load_vectorizer`): a `TextVectorization`, or a
+            KerasHub `WordPieceTokenizer`, whose ragged ids a `wordpiece.PaddedTokenIds`
+            pads as `vectorize` did.
         max_length: The run's data.text.max_length: keep at most this many tokens of each
             text, as `vectorize` did in training (None: whole texts).
     """
     import keras
 
     texts = keras.Input(shape=(), dtype="string", name="text")
+    if not isinstance(layer, keras.layers.TextVectorization):
+        from tfaccel.data.wordpiece import PaddedTokenIds
+
+        layer = PaddedTokenIds(layer)
     ids = layer(texts)
     if max_length is not None:
         ids = ids[:, :max_length]

@@ -155,7 +155,8 @@ def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "no
                              f"{validation_examples!r}.")
     directory = _check_run_dir(run_dir)
     if is_text_run(directory):
-        check_text_export(format=format, quantize=quantize, preprocessing=preprocessing)
+        check_text_export(format=format, quantize=quantize, preprocessing=preprocessing,
+                          tokenizer=text_tokenizer(directory))
     check_dependencies(format)
     target = Path(out) if out is not None else directory / EXPORTS_DIR / f"{format}-{quantize}"
     staging = _staging_dir(target)
@@ -205,23 +206,52 @@ def is_text_run(directory: Path) -> bool:
     return (Path(directory) / VOCABULARY_FILE).is_file()
 
 
-def check_text_export(*, format: str, quantize: str, preprocessing: str) -> None:
+def text_tokenizer(directory: Path) -> str:
+    """A text run's data.text.tokenizer, from its recipe.yaml.
+
+    Raises:
+        RecipeError: The recipe does not load here (a wordpiece run without KerasHub
+            installed is named with how to install it).
+    """
+    from tfaccel.config.recipe import load_recipe
+
+    return load_recipe(Path(directory) / run_files.RECIPE_FILE).data.text.tokenizer
+
+
+# What turns a text run's strings into ids, by data.text.tokenizer (for messages).
+_TOKENIZER_NAMES = {"text_vectorization": "Keras' TextVectorization",
+                    "wordpiece": "a KerasHub WordPieceTokenizer"}
+_TOKENIZER_OPS = {"text_vectorization": "string splitting and a vocabulary lookup table",
+                  "wordpiece": "TensorFlow Text's FastWordpieceTokenizer op"}
+
+
+def check_text_export(*, format: str, quantize: str, preprocessing: str,
+                      tokenizer: str = "text_vectorization") -> None:
     """What the export of a text run (a model taking raw strings) supports.
+
+    Args:
+        format: The export format.
+        quantize: The quantization mode.
+        preprocessing: Where the preprocessing goes (``inside`` or ``outside``).
+        tokenizer: The run's data.text.tokenizer (``text_vectorization`` or ``wordpiece``).
 
     Raises:
         UserInputError: A format, quantization or preprocessing placement it does not.
     """
+    name = _TOKENIZER_NAMES.get(tokenizer)
+    if name is None:
+        raise UserInputError(f"tokenizer must be one of {', '.join(_TOKENIZER_NAMES)}, got "
+                             f"{tokenizer!r}{did_you_mean(str(tokenizer), _TOKENIZER_NAMES)}.")
     if format in ("litert", "onnx"):
         raise UserInputError(
             f"--format {format} cannot export a text run: its exported model takes raw "
-            "strings through Keras' TextVectorization (string splitting and a vocabulary "
-            f"lookup table), which the {'LiteRT' if format == 'litert' else 'ONNX'} "
-            "converter does not convert. Use --format saved_model or --format keras (both "
-            "take raw strings).")
+            f"strings through {name} ({_TOKENIZER_OPS[tokenizer]}), which the "
+            f"{'LiteRT' if format == 'litert' else 'ONNX'} converter does not convert. Use "
+            "--format saved_model or --format keras (both take raw strings).")
     if quantize != "none":
         raise UserInputError(
             f"--quantize {quantize} is not supported for a text run yet (Keras cannot "
-            "quantize the TextVectorization in front of the model, and a quantized "
+            f"quantize the tokenizer in front of the model, {name}, and a quantized "
             "MultiHeadAttention does not load back from a .keras file); use --quantize none.")
     if preprocessing == "outside":
         raise UserInputError(
@@ -311,9 +341,11 @@ def _prepare(staging: Path, *, directory: Path, format: str, quantize: str,
     if texts:
         from tfaccel.data import text_vectors
 
-        # The run's own vocabulary (and cut) in front: the export takes raw strings, and
-        # is checked on the validation split's strings.
-        model = text_vectors.with_vectorizer(model, text_vectors.load_vectorizer(directory),
+        # The run's own tokenizer, vocabulary and cut in front: the export takes raw
+        # strings, and is checked on the validation split's strings.
+        tokenizer = text_vectors.load_vectorizer(directory,
+                                                 tokenizer=recipe.data.text.tokenizer)
+        model = text_vectors.with_vectorizer(model, tokenizer,
                                              max_length=recipe.data.text.max_length)
     x_val, y_val = _validation_arrays(recipe, limit=validation_examples, texts=texts)
     calibration = None
@@ -332,7 +364,8 @@ def _prepare(staging: Path, *, directory: Path, format: str, quantize: str,
         x_val = _run_keras(prefix, x_val)
         if calibration is not None:
             calibration = _run_keras(prefix, calibration)
-    details["input"] = _input_interface(model, preprocessing=options.preprocessing)
+    details["input"] = _input_interface(model, preprocessing=options.preprocessing,
+                                        tokenizer=recipe.data.text.tokenizer)
     return _Prepared(model=model, x_val=x_val, y_val=y_val, calibration=calibration,
                      details=details)
 
@@ -404,12 +437,19 @@ def _report(prepared: _Prepared, measured: _Measured, *, directory: Path, format
     }
 
 
-def _input_interface(model, *, preprocessing: str) -> dict:
+def _input_interface(model, *, preprocessing: str,
+                     tokenizer: str = "text_vectorization") -> dict:
     """What the exported model takes, for export.json: shape, dtype and what it is."""
     if model.inputs[0].dtype == "string":
-        return {"shape": list(model.inputs[0].shape), "dtype": "string",
-                "is": "raw texts, one string per example (the run's vocabulary.txt and "
-                      "data.text.max_length are inside the model)"}
+        interface = {"shape": list(model.inputs[0].shape), "dtype": "string",
+                     "is": "raw texts, one string per example (the run's vocabulary.txt and "
+                           "data.text.max_length are inside the model)"}
+        if tokenizer == "wordpiece":
+            # The KerasHub tokenizer runs a TensorFlow Text op, and the layer that pads its
+            # ids is tfaccel's: both must be registered before the file is loaded.
+            interface["load_after"] = {"saved_model": "import tensorflow_text",
+                                       "keras": "import tfaccel.data.wordpiece"}
+        return interface
     if preprocessing == "outside":
         what = (f"the output of {PREPROCESSING_FILE} (run it on model.keras' input first), "
                 "not raw pixels")
