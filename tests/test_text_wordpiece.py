@@ -121,7 +121,8 @@ def test_a_wordpiece_run_learns_and_keeps_its_vocabulary(wordpiece_run):
     summary = json.loads((wordpiece_run / "summary.json").read_text())
     assert summary["final_metrics"]["val_accuracy"] >= 0.9, summary["final_metrics"]  # chance 0.5
     text = summary["dataset"]["text"]
-    assert text["tokenizer"] == "wordpiece" and 0 <= text["validation_padding_fraction"] < 1
+    assert text["tokenizer"] == "wordpiece"
+    assert 0 <= summary["dataset"]["validation_padding_fraction"] < 1
     lines = (wordpiece_run / "vocabulary.txt").read_text(encoding="utf-8").split("\n")[:-1]
     tokenizer = text_vectors.load_vectorizer(wordpiece_run, tokenizer="wordpiece")
     assert len(lines) == text["vocabulary_size"] == tokenizer.vocabulary_size()
