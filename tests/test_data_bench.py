@@ -1,6 +1,7 @@
 """Tests of the sequential baseline and of tfaccel.tools.bench (values, never timings)."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tfaccel import data
@@ -61,7 +62,8 @@ def test_bench_data_config_and_table(tmp_path):
     assert "truly sequential" in table and "speed-up" in table and "cached: memory" in table
 
 
-def test_bench_of_a_text_recipe_states_the_padding_fraction(tmp_path):
+@pytest.mark.parametrize("tokenizer", ["text_vectorization", "wordpiece"])
+def test_bench_of_a_text_recipe_states_the_padding_fraction(tmp_path, tokenizer):
     from tfaccel.config.recipe import DataConfig, TextConfig
     from tfaccel.tools.bench import bench_data_config, format_table
 
@@ -72,7 +74,8 @@ def test_bench_of_a_text_recipe_states_the_padding_fraction(tmp_path):
     results = {}
     for by_length in (True, False):
         config = DataConfig(source="text_folder", path=str(tmp_path), validation_split=None,
-                            cache="memory", text=TextConfig(batch_by_length=by_length))
+                            cache="memory", text=TextConfig(batch_by_length=by_length,
+                                                            tokenizer=tokenizer))
         results[by_length] = bench_data_config(config, global_batch_size=4, num_batches=8,
                                                epochs=False, repeats=1)
     # Lengths 2, 9, 16, 23 words, 8 texts each: sorted, every batch of 4 holds one length.
