@@ -499,7 +499,7 @@ def test_the_recipe_source_holds_out_whole_files_and_counts_classes(tmp_path,
     _parts(tmp_path, files=4, rows_per_file=6)
     config = csv_recipe_source(str(tmp_path / "part-*.csv"), validation_fraction=0.25)
     train, val, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,
-                                      deterministic=True)
+                                      deterministic=True, raw=True)
     assert info["num_classes"] == 2  # labels 0 and 1
     assert info["train_examples"] == 18 and info["validation_examples"] == 6
     assert info["steps_per_epoch"] == 5
@@ -527,7 +527,7 @@ def test_the_recipe_source_divides_its_files_among_workers(tmp_path, csv_recipe_
                                          num_replicas_in_sync=2)
         train, _, info = build_datasets(config, global_batch_size=4, num_replicas=2, seed=0,
                                         deterministic=True, stream=EpochStream(num_passes=2),
-                                        input_context=ctx)
+                                        input_context=ctx, raw=True)
         assert info["worker_sharding"] == "file" and info["steps_per_epoch"] == 6
         batches = [[int(i) for i in x["id"]] for x, _ in train]
         assert len(batches) == 12 and {len(b) for b in batches} == {2}  # per replica

@@ -98,6 +98,17 @@ class AudioConfig:
 
 
 @dataclass(frozen=True)
+class TableConfig:
+    """Table columns (source csv) as the model's one feature vector, by Keras' FeatureSpace."""
+
+    categorical: Optional[list[str]] = _key(
+        None, "Integer columns to one-hot as categories (codes); string columns always are. "
+        "Other numbers are normalised (mean 0, variance 1 on the training split).")
+    ignore: Optional[list[str]] = _key(
+        None, "Columns left out of the features (row ids, free text, leaks of the label).")
+
+
+@dataclass(frozen=True)
 class TimeseriesConfig:
     """Windows over the rows of a CSV file (source timeseries), each labelled by one row."""
 
@@ -193,6 +204,8 @@ class DataConfig:
                               help="Audio section (source audio_folder).")
     timeseries: TimeseriesConfig = _key(default_factory=TimeseriesConfig,
                                         help="Time series section (source timeseries).")
+    table: TableConfig = _key(default_factory=TableConfig,
+                              help="Table section (source csv): how columns become features.")
 
 
 @dataclass(frozen=True)

@@ -156,10 +156,36 @@ def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batc
     return train, val, info, layer
 
 
+def _table_to_vectors(config, source: base.Source, built: base.Built, *,
+                      global_batch_size: int, common: dict):
+    """One float vector per row for a table source: Keras' FeatureSpace on the training rows.
+
+    Adapted on one plain pass of the training split (no cache, stream or service), then
+    applied to whole batches of both splits (`table_features`).
+
+    Returns:
+        ``(train, val, table_info, feature_space)``.
+    """
+    from tfaccel.data import table_features
+
+    plan = table_features.plan_columns(built.train.column_types, label=config.label_key,
+                                       categorical=config.table.categorical,
+                                       ignore=config.table.ignore)
+    plain = dict(cache=None, augment=None, drop_remainder=False, batch_by_length=False)
+    adapt_on = source.build(batch_size=global_batch_size, common=common,
+                            train_options=plain, validation_options=plain).train
+    space = table_features.adapt_feature_space(adapt_on, plan)
+    train = table_features.encode(built.train, space, plan)
+    val = None if built.validation is None else table_features.encode(built.validation,
+                                                                      space, plan)
+    info = {**plan.as_dict(), "features": int(train.element_spec[0].shape[-1])}
+    return train, val, info, space
+
+
 def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: int,
                    deterministic: bool, sequential: bool = False, stream=None,
                    input_context: Optional[tf.distribute.InputContext] = None,
-                   raw_texts: bool = False):
+                   raw: bool = False):
     """Builds the training and validation datasets of a recipe's data section.
 
     Args:
@@ -178,8 +204,9 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
             divided among the workers (`worker_file_shares` must allow it) and the training
             dataset yields this worker's per-replica batches; each pass of a `stream` makes
             the same number of batches on every worker. Validation is unchanged.
-        raw_texts: Keep a text source's strings (no vocabulary is adapted; what an
-            export that takes raw strings is checked on).
+        raw: Keep a text source's strings and a table's columns as they are (no
+            vocabulary or FeatureSpace is adapted): what an export that takes raw strings
+            is checked on, and what shows which rows each split holds.
 
     Returns:
         ``(train_ds, val_ds_or_None, info)`` where info holds ``num_classes``,
@@ -222,8 +249,11 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     info = {"num_classes": built.num_classes, "class_names": built.class_names,
             "train_examples": built.train_examples,
             "validation_examples": built.validation_examples}
-    if _holds_texts(train.element_spec) and not raw_texts:
+    if _holds_texts(train.element_spec) and not raw:
         train, val, info["text"], info["_vectorizer"] = _texts_to_ids(
+            config, source, built, global_batch_size=global_batch_size, common=common)
+    if config.source == "csv" and not raw:
+        train, val, info["table"], info["_feature_space"] = _table_to_vectors(
             config, source, built, global_batch_size=global_batch_size, common=common)
     features_spec = train.element_spec[0] if isinstance(train.element_spec, tuple) \
         else train.element_spec

@@ -364,8 +364,14 @@ def _prepare(staging: Path, *, directory: Path, format: str, quantize: str,
         x_val = _run_keras(prefix, x_val)
         if calibration is not None:
             calibration = _run_keras(prefix, calibration)
+    from tfaccel.data.table_features import FEATURE_SPACE_FILE
+
+    table = (directory / FEATURE_SPACE_FILE).is_file()
+    if table:
+        # The model takes encoded rows; the encoding travels with it.
+        shutil.copy2(directory / FEATURE_SPACE_FILE, staging / FEATURE_SPACE_FILE)
     details["input"] = _input_interface(model, preprocessing=options.preprocessing,
-                                        tokenizer=recipe.data.text.tokenizer)
+                                        tokenizer=recipe.data.text.tokenizer, table=table)
     return _Prepared(model=model, x_val=x_val, y_val=y_val, calibration=calibration,
                      details=details)
 
@@ -438,7 +444,7 @@ def _report(prepared: _Prepared, measured: _Measured, *, directory: Path, format
 
 
 def _input_interface(model, *, preprocessing: str,
-                     tokenizer: str = "text_vectorization") -> dict:
+                     tokenizer: str = "text_vectorization", table: bool = False) -> dict:
     """What the exported model takes, for export.json: shape, dtype and what it is."""
     if model.inputs[0].dtype == "string":
         interface = {"shape": list(model.inputs[0].shape), "dtype": "string",
@@ -453,6 +459,12 @@ def _input_interface(model, *, preprocessing: str,
     if preprocessing == "outside":
         what = (f"the output of {PREPROCESSING_FILE} (run it on model.keras' input first), "
                 "not raw pixels")
+    elif table:
+        from tfaccel.data.table_features import FEATURE_SPACE_FILE
+
+        what = (f"rows encoded by {FEATURE_SPACE_FILE} (copied beside the model; numbers "
+                "normalised, categories one-hot): load it with keras.saving.load_model and "
+                "call it on a dict of the raw columns first")
     elif len(model.inputs[0].shape) == 3:  # [batch, timesteps, channels]: a sequence model
         what = ("model.keras' input (tfaccel's sequence models: raw values, timesteps x "
                 "channels, zero-padded at the end)")
@@ -558,7 +570,7 @@ def _build(recipe, *, raw_texts: bool = False):
 
     return build_datasets(_data_config(recipe), global_batch_size=min(
         recipe.training.global_batch_size, 256), num_replicas=1, seed=recipe.seed,
-        deterministic=True, raw_texts=raw_texts)
+        deterministic=True, raw=raw_texts)
 
 
 def _validation_arrays(recipe, *, limit: Optional[int], texts: bool = False):

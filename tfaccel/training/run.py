@@ -199,6 +199,7 @@ def _train_with(ctx: _RunContext) -> RunResult:
     _check_steps_per_execution(recipe, data)
     ctx.steps_per_execution = initial_steps(recipe.training.steps_per_execution)
     _keep_vocabulary(ctx, data)
+    _keep_feature_space(ctx, data)
     _measure_padding(data)
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
     trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan, data=data)
@@ -302,6 +303,19 @@ def _keep_vocabulary(ctx: _RunContext, data: TrainData) -> None:
     say(f"text: {data.info['text']['vocabulary_size']} tokens in {Path(path).name}.")
 
 
+def _keep_feature_space(ctx: _RunContext, data: TrainData) -> None:
+    """A table run's FeatureSpace in the run directory: how its columns became features."""
+    space = data.info.get("_feature_space")
+    if space is None:
+        return
+    from tfaccel.data import table_features
+
+    path = table_features.save_feature_space(space, ctx.directory)
+    table = data.info["table"]
+    say(f"table: {len(table['numeric'])} numeric and {len(table['categorical'])} "
+        f"categorical column(s) as {table['features']} features ({Path(path).name}).")
+
+
 def _measure_padding(data: TrainData) -> None:
     """The padding of sequences of open length (token ids, waveforms) in the summary's data.
 
@@ -386,6 +400,10 @@ def _model_params(recipe: Recipe, info: dict) -> dict:
     params = dict(recipe.model.params)
     text = info.get("text")
     defaults = models.model_params(recipe.model.name)
+    if info.get("table") is not None and "normalization" in defaults:
+        # FeatureSpace already normalised the numbers and one-hot encoded the categories:
+        # a pixel rescaling (mlp's default) would shrink them 255-fold.
+        params.setdefault("normalization", "none")
     if text is None or "vocab_size" not in defaults:
         return params
     cut = text["max_length"]
