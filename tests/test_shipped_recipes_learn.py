@@ -85,3 +85,17 @@ def test_text_recipe_learns_with_the_transformer(tmp_path):
 
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")  # no custom objects
     assert model.name == "text_transformer" and model.get_layer("embedding").input_dim == 642
+
+
+def test_table_recipe_learns_through_its_feature_space(tmp_path):
+    # The recipe's comment: 0.894-0.896 validation accuracy after 10 epochs (seeds 0-2), the
+    # best possible about 0.91, always "stays" 0.64. Measured after these 4 epochs: 0.892-0.904 (seeds 0-2).
+    epochs = _train(tmp_path, "table.yaml", "training.epochs=4")
+    assert epochs[-1]["val_accuracy"] >= 0.80, epochs
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    table = summary["dataset"]["table"]
+    assert table["categorical"] == ["plan", "region"] and table["ignored"] == ["customer_id"]
+    # age, monthly_spend, support_calls + plan (3 + 1) + region (6 + 1).
+    assert summary["dataset"]["input_shape"] == [14]
+    assert (summary["dataset"]["train_examples"], summary["dataset"]["validation_examples"]) \
+        == (1500, 500)
