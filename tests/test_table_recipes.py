@@ -139,3 +139,20 @@ def test_export_of_a_table_run_ships_its_feature_space_and_says_what_the_model_t
     assert encoded.shape == (3, 7)
     np.testing.assert_allclose(exported.predict(encoded, verbose=0),
                                trained.predict(encoded, verbose=0), atol=1e-2)
+
+
+def test_the_feature_space_is_adapted_without_parsing_the_files_again(tmp_path, table,
+                                                                      monkeypatch):
+    from tfaccel.config.recipe import recipe_from_dict
+    from tfaccel.data.from_recipe import build_datasets
+    from tfaccel.data.sources import csv_tables
+
+    checked = []
+    count_rows = csv_tables._Table.count_rows
+    monkeypatch.setattr(csv_tables._Table, "count_rows",
+                        lambda self: checked.append(1) or count_rows(self))
+    recipe = recipe_from_dict({"data": {"source": "csv", "path": f"{table}/part-*.csv",
+                                        "label_key": "label", "validation_fraction": 0.25}})
+    build_datasets(recipe.data, global_batch_size=32, num_replicas=1, seed=0,
+                   deterministic=True)
+    assert len(checked) == 2  # the training and the validation files, each checked once

@@ -194,3 +194,11 @@ def test_what_a_wordpiece_run_cannot_export_exits_2_and_leaves_nothing(wordpiece
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split()) and "Traceback" not in result.output
     assert not out.exists()
+
+
+def test_the_tokenizer_key_takes_exactly_the_tokenizers_a_run_can_be_rebuilt_with():
+    import typing
+
+    from tfaccel.config.recipe import TOKENIZERS, TextConfig
+
+    assert typing.get_args(typing.get_type_hints(TextConfig)["tokenizer"]) == TOKENIZERS

@@ -45,6 +45,8 @@ def _key(default: Any = dataclasses.MISSING, help: str = "", *, minimum=None, ma
 
 
 PROCESSING_MODES = ("distributed_epoch", "parallel_epochs")
+# data.text.tokenizer's values (TextConfig.tokenizer's Literal lists the same).
+TOKENIZERS = ("text_vectorization", "wordpiece")
 SERVICE_ISSUE = "tensorflow/tensorflow#50252"
 
 

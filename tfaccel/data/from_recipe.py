@@ -121,13 +121,25 @@ def _holds_texts(spec) -> bool:
         and features.shape.rank == 1
 
 
+def _plain_training(source: base.Source, built: base.Built, *, global_batch_size: int,
+                    common: dict) -> tf.data.Dataset:
+    """The training split once, plainly, to adapt a vocabulary or a FeatureSpace on: the
+    source's own `plain_training` (no second listing or check), or the split built again."""
+    adapt_on = source.plain_training(built, batch_size=global_batch_size)
+    if adapt_on is None:
+        plain = dict(cache=None, augment=None, drop_remainder=False, batch_by_length=False)
+        adapt_on = source.build(batch_size=global_batch_size, common=common,
+                                train_options=plain, validation_options=plain).train
+    return adapt_on
+
+
 def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batch_size: int,
                   common: dict):
     """Token ids for a text source: the recipe's tokenizer adapted on the training split.
 
     Keras' TextVectorization, or a KerasHub WordPiece tokenizer (data.text.tokenizer),
-    adapted on one plain pass of the training split (no cache, stream or service: the
-    source's `vocabulary_texts`, or the split built again), then applied to whole batches
+    adapted on one plain pass of the training split (`_plain_training`), then applied to
+    whole batches
     of both splits, each padded to its own longest text.
 
     Returns:
@@ -137,11 +149,8 @@ def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batc
 
     texts = config.text
     train, val = built.train, built.validation
-    adapt_on = source.vocabulary_texts(built, batch_size=global_batch_size)
-    if adapt_on is None:
-        plain = dict(cache=None, augment=None, drop_remainder=False, batch_by_length=False)
-        adapt_on = source.build(batch_size=global_batch_size, common=common,
-                                train_options=plain, validation_options=plain).train
+    adapt_on = _plain_training(source, built, global_batch_size=global_batch_size,
+                               common=common)
     if texts.tokenizer == "wordpiece":
         from tfaccel.data import wordpiece
 
@@ -160,8 +169,8 @@ def _table_to_vectors(config, source: base.Source, built: base.Built, *,
                       global_batch_size: int, common: dict):
     """One float vector per row for a table source: Keras' FeatureSpace on the training rows.
 
-    Adapted on one plain pass of the training split (no cache, stream or service), then
-    applied to whole batches of both splits (`table_features`).
+    Adapted on one plain pass of the training split (`_plain_training`), then applied to
+    whole batches of both splits (`table_features`).
 
     Returns:
         ``(train, val, table_info, feature_space)``.
@@ -171,9 +180,8 @@ def _table_to_vectors(config, source: base.Source, built: base.Built, *,
     plan = table_features.plan_columns(built.train.column_types, label=config.label_key,
                                        categorical=config.table.categorical,
                                        ignore=config.table.ignore)
-    plain = dict(cache=None, augment=None, drop_remainder=False, batch_by_length=False)
-    adapt_on = source.build(batch_size=global_batch_size, common=common,
-                            train_options=plain, validation_options=plain).train
+    adapt_on = _plain_training(source, built, global_batch_size=global_batch_size,
+                               common=common)
     space = table_features.adapt_feature_space(adapt_on, plan)
     train = table_features.encode(built.train, space, plan)
     val = None if built.validation is None else table_features.encode(built.validation,

@@ -16,11 +16,10 @@ from typing import Optional
 
 import tensorflow as tf
 
+from tfaccel.config.recipe import TOKENIZERS
 from tfaccel.errors import DataError, UserInputError, did_you_mean
 
 VOCABULARY_FILE = "vocabulary.txt"
-# data.text.tokenizer: this module's TextVectorization, or KerasHub's WordPiece (wordpiece.py).
-TOKENIZERS = ("text_vectorization", "wordpiece")
 
 
 def adapt_vectorizer(texts: tf.data.Dataset, *, max_tokens: int):

@@ -67,8 +67,9 @@ class Source(abc.ABC):
             validation_options: The validation split's own tail options.
         """
 
-    def vocabulary_texts(self, built: Built, *, batch_size: int) -> Optional[tf.data.Dataset]:
-        """The training split's texts in plain batches, to adapt a vocabulary on.
+    def plain_training(self, built: Built, *, batch_size: int) -> Optional[tf.data.Dataset]:
+        """The training split in plain batches, to adapt a preprocessing layer on (a
+        vocabulary, a FeatureSpace): no cache, stream, shuffle or service.
 
         Made from what `build` already listed and checked (no second listing or check of
         the files); None (the default): the caller builds the split again, plainly.

@@ -649,6 +649,13 @@ class CsvSource(base.Source):
                           class_names=None, train_examples=train.num_examples,
                           validation_examples=None if val is None else val.num_examples)
 
+    def plain_training(self, built, *, batch_size):
+        # The training files and column types `build` found and checked: no second parse.
+        config = self.config
+        return from_csv(built.train.files, batch_size=batch_size, label_name=config.label_key,
+                        column_types=built.train.column_types, verify=False, shuffle_buffer=0,
+                        compression_type=config.compression)
+
     def _label_range(self, files, kwargs) -> Tuple[int, int]:
         """One pass over the label column of every split: (smallest, largest) label."""
         label = self.config.label_key

@@ -236,7 +236,7 @@ class TextFolderSource(base.Source):
             from_text_folder, self.config, batch_size=batch_size, common=common,
             train_options=train_options, validation_options=validation_options)
 
-    def vocabulary_texts(self, built, *, batch_size):
+    def plain_training(self, built, *, batch_size):
         # The files the training split reads, checked once already by `build`; read as
         # the recipe reads them (UTF-8, whole).
         read = _reader(encoding=None, max_length=None)

@@ -451,7 +451,7 @@ class TextLinesSource(base.Source):
                           train_examples=train.num_examples,
                           validation_examples=None if val is None else val.num_examples)
 
-    def vocabulary_texts(self, built, *, batch_size):
+    def plain_training(self, built, *, batch_size):
         # The training files and classes `build` found: no second scan of the files.
         return from_text_lines(built.train.files, batch_size=batch_size, labels=FIRST_FIELD,
                                class_names=built.train.class_names, verify=False,
