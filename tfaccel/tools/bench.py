@@ -128,16 +128,21 @@ def bench_data_config(config, *, global_batch_size: int, seed: int = 0,
 
         config = dataclasses.replace(config, service=ServiceConfig())
 
+    parallel = []
+
     def make(sequential: bool):
         train, _, _ = build_datasets(config, global_batch_size=global_batch_size,
                                      num_replicas=1, seed=seed, deterministic=False,
                                      sequential=sequential)
+        if not sequential:
+            parallel[:] = [train]
         return train
 
     result = bench_pipeline(make, num_batches=num_batches, epochs=epochs, repeats=repeats)
     result.update(source=config.source, batch_size=global_batch_size,
                   cache=config.cache or None, service_left_out=left_out)
-    train = make(sequential=False)
+    # The last parallel build, read again from its start (a new iterator).
+    train = parallel[0] if parallel else make(sequential=False)
     first = train.element_spec[0] if isinstance(train.element_spec, tuple) \
         else train.element_spec
     if not isinstance(first, dict) and first.shape.rank is not None \
