@@ -3,7 +3,7 @@
 KerasHub's own `compute_word_piece_vocabulary` learns the vocabulary and its
 `WordPieceTokenizer` splits the texts; tfaccel keeps its id convention (0 padding, 1
 out-of-vocabulary: ``[PAD]`` and ``[UNK]`` lead the vocabulary), so the masking token models
-and `text_vectors.padding_fraction` work as with `TextVectorization`. One setting for every
+and `length_batches.padding_fraction` work as with `TextVectorization`. One setting for every
 run, so a run directory's vocabulary is enough to rebuild its tokenizer: texts are
 lower-cased (as `TextVectorization` does), accents are kept (``café`` is not ``cafe``), and
 they are split on whitespace and punctuation, each punctuation mark a token of its own.
