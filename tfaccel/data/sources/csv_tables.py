@@ -652,9 +652,10 @@ class CsvSource(base.Source):
     def plain_training(self, built, *, batch_size):
         # The training files and column types `build` found and checked: no second parse.
         config = self.config
+        # Not training batches: no strategy in scope may drop the last partial one.
         return from_csv(built.train.files, batch_size=batch_size, label_name=config.label_key,
                         column_types=built.train.column_types, verify=False, shuffle_buffer=0,
-                        compression_type=config.compression)
+                        compression_type=config.compression, drop_remainder=False)
 
     def _label_range(self, files, kwargs) -> Tuple[int, int]:
         """One pass over the label column of every split: (smallest, largest) label."""
@@ -663,8 +664,11 @@ class CsvSource(base.Source):
             raise DataError(f"CSV {self.config.path!r}: the label column {label!r} holds "
                             f"{kwargs['column_types'][label]} values; a recipe trains on "
                             "integer labels 0..num_classes-1.")
+        # drop_remainder=False: under a strategy optimize would drop the last partial batch
+        # (here, with fewer than 65,536 rows, every row).
         labels = from_csv(files, batch_size=1 << 16, select_columns=[label],
-                          shuffle_buffer=0, **{**kwargs, "verify": False})
+                          shuffle_buffer=0, drop_remainder=False,
+                          **{**kwargs, "verify": False})
         batches = [y for _, y in labels.as_numpy_iterator() if y.size]
         if not batches:
             raise DataError(f"No labels found in {self.config.path!r}: its files hold no rows.")

@@ -453,6 +453,7 @@ class TextLinesSource(base.Source):
 
     def plain_training(self, built, *, batch_size):
         # The training files and classes `build` found: no second scan of the files.
+        # Not training batches: no strategy in scope may drop the last partial one.
         return from_text_lines(built.train.files, batch_size=batch_size, labels=FIRST_FIELD,
                                class_names=built.train.class_names, verify=False,
-                               shuffle=False)
+                               shuffle=False, drop_remainder=False)
