@@ -222,3 +222,25 @@ def test_passes_over_the_training_split_read_every_row_under_a_strategy(tmp_path
             # The whole recipe build (label range, adaptation) works under the strategy.
             build_datasets(recipe.data, global_batch_size=64, num_replicas=2, seed=0,
                            deterministic=True)
+
+
+def test_one_model_on_the_raw_columns_gives_the_run_s_predictions(tmp_path, table):
+    import keras
+
+    from tfaccel.data import table_features
+
+    recipe = _recipe(tmp_path, table, table_keys=", table: {ignore: [row_id]}", epochs=1)
+    assert _run("train", recipe, "--run-dir", tmp_path / "run").exit_code == 0
+    space = keras.saving.load_model(tmp_path / "run" / "feature_space.keras")
+    trained = keras.saving.load_model(tmp_path / "run" / "model.keras", compile=False)
+    combined = table_features.with_feature_space(trained, space)
+    assert sorted(combined.input) == ["a", "b", "city", "zone"]  # row_id left out
+    rows = {"a": np.array([7.0, 13.0, 13.0], "float32"), "b": np.zeros(3, "float32"),
+            "city": np.array(["x", "y", "w"], object),  # as a pandas column holds strings
+            "zone": np.array([1.0, 2.0, 9.0], "float32")}
+    expected = trained.predict(space(rows), verbose=0)
+    np.testing.assert_allclose(combined.predict(rows, verbose=0), expected, atol=1e-6)
+    # It saves and loads as one file, no custom objects.
+    combined.save(tmp_path / "combined.keras")
+    loaded = keras.saving.load_model(tmp_path / "combined.keras", compile=False)
+    np.testing.assert_allclose(loaded.predict(rows, verbose=0), expected, atol=1e-6)

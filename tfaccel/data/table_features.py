@@ -154,3 +154,27 @@ def save_feature_space(feature_space, directory) -> str:
     path = os.path.join(os.fspath(directory), FEATURE_SPACE_FILE)
     feature_space.save(path)
     return path
+
+
+def with_feature_space(model, feature_space):
+    """One Keras model taking the raw columns: `feature_space` in front of `model`.
+
+    The keras.io structured-data pattern: the FeatureSpace's own inputs (one per kept
+    column) and encoded features feed the trained model, so inference needs no separate
+    encoding step.
+
+    Args:
+        model: A model trained on `feature_space`'s encoded rows (a table run's
+            model.keras).
+        feature_space: The adapted FeatureSpace (the run's feature_space.keras).
+
+    Returns:
+        A `keras.Model` taking ``{column: values}`` (numbers as float32, categories as
+        their strings or integers) and giving `model`'s outputs.
+    """
+    import keras
+
+    with _float32_layers():
+        inputs = feature_space.get_inputs()
+        outputs = model(feature_space.get_encoded_features())
+        return keras.Model(inputs, outputs, name=f"{model.name}_on_columns")
