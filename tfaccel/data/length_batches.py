@@ -90,6 +90,14 @@ def sorted_window_batches(dataset: tf.data.Dataset, *, batch_size: int, drop_rem
     return tf.data.Dataset.zip(windows, seeds).flat_map(batches_of)
 
 
+def has_open_length(input_shape) -> bool:
+    """THE open-length rule: whether a model input (one example's shape, as
+    `build_datasets` reports it) is a sequence whose length each batch sets (token ids,
+    waveforms of no fixed length): a shape whose first dimension is None. Only those are
+    padded per batch, so only their padding is measured."""
+    return isinstance(input_shape, tuple) and bool(input_shape) and input_shape[0] is None
+
+
 def padding_fraction(batches, *, num_batches: Optional[int] = None) -> float:
     """The share of the steps in `batches` that are padding: a batch's appended zeros.
 

@@ -131,24 +131,21 @@ def bench_data_config(config, *, global_batch_size: int, seed: int = 0,
     parallel = []
 
     def make(sequential: bool):
-        train, _, _ = build_datasets(config, global_batch_size=global_batch_size,
-                                     num_replicas=1, seed=seed, deterministic=False,
-                                     sequential=sequential)
+        train, _, info = build_datasets(config, global_batch_size=global_batch_size,
+                                        num_replicas=1, seed=seed, deterministic=False,
+                                        sequential=sequential)
         if not sequential:
-            parallel[:] = [train]
+            parallel[:] = [(train, info)]
         return train
 
     result = bench_pipeline(make, num_batches=num_batches, epochs=epochs, repeats=repeats)
     result.update(source=config.source, batch_size=global_batch_size,
                   cache=config.cache or None, service_left_out=left_out)
-    # The last parallel build, read again from its start (a new iterator).
-    train = parallel[0] if parallel else make(sequential=False)
-    first = train.element_spec[0] if isinstance(train.element_spec, tuple) \
-        else train.element_spec
-    if not isinstance(first, dict) and first.shape.rank is not None \
-            and first.shape.rank >= 2 and first.shape[1] is None:
-        from tfaccel.data.length_batches import padding_fraction
+    from tfaccel.data.length_batches import has_open_length, padding_fraction
 
+    # The last parallel build (bench_pipeline always makes one), read again from its start.
+    train, info = parallel[0]
+    if has_open_length(info["input_shape"]):
         # Sequences of open length (token ids, waveforms): the share of the steps the
         # model would compute on padding.
         result["padding_fraction"] = padding_fraction(train, num_batches=num_batches)

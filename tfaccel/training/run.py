@@ -322,11 +322,10 @@ def _measure_padding(data: TrainData) -> None:
     Measured on the validation batches (a fixed pass): the share of their steps that are
     the zeros a batch appends, what batches by length (data.text.batch_by_length) keep low.
     """
-    shape = data.info.get("input_shape")
-    if data.validation is None or not isinstance(shape, tuple) or not shape \
-            or shape[0] is not None:
+    from tfaccel.data.length_batches import has_open_length, padding_fraction
+
+    if data.validation is None or not has_open_length(data.info.get("input_shape")):
         return
-    from tfaccel.data.length_batches import padding_fraction
 
     fraction = padding_fraction(data.validation)
     data.info["validation_padding_fraction"] = round(fraction, 4)

@@ -69,7 +69,9 @@ class Source(abc.ABC):
 
     def plain_training(self, built: Built, *, batch_size: int) -> Optional[tf.data.Dataset]:
         """The training split in plain batches, to adapt a preprocessing layer on (a
-        vocabulary, a FeatureSpace): no cache, stream, shuffle or service.
+        vocabulary, a FeatureSpace): no cache, stream, shuffle or service, and every
+        example (``drop_remainder=False``: a strategy in scope must not drop the last
+        partial batch, as it does for training batches).
 
         Made from what `build` already listed and checked (no second listing or check of
         the files); None (the default): the caller builds the split again, plainly.
