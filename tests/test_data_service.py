@@ -102,7 +102,7 @@ def _image_pipeline(augment, *, address=None, compression="auto"):
     return pipeline.optimize(tf.data.Dataset.from_tensor_slices((images, np.arange(NUM_EXAMPLES))),
                              batch_size=8, shuffle_buffer=NUM_EXAMPLES, seed=3,
                              augment=augment, stream=pipeline.EpochStream(num_passes=1),
-                             service=service)
+                             service=service, deterministic=True)
 
 
 @pytest.mark.parametrize("compression", ["snappy", None])
@@ -125,7 +125,9 @@ def test_service_batches_are_the_in_process_batches_with_uint8_on_the_wire(
         received = received._input_dataset
     assert received.element_spec[0].dtype.name == on_the_wire
     # One worker makes the pass (distributed_epoch): the same batches as in-process, in the
-    # order the worker finished them.
+    # order the worker finished them. deterministic=True above: without it a parallel batch
+    # may finish out of order and meet another batch's augmentation seed (a documented
+    # freedom of deterministic=False, which CI once caught here).
     batch_bytes = [sorted((x.tobytes(), y.tobytes()) for x, y in d.as_numpy_iterator())
                    for d in (served, local)]
     assert len(batch_bytes[0]) == NUM_EXAMPLES // 8
