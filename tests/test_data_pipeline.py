@@ -64,6 +64,25 @@ def test_cache_to_file_is_written_and_augment_still_random(tmp_path):
     assert not np.array_equal(e1, _epoch(ds)[0])
 
 
+def test_batches_keep_their_order_without_deterministic():
+    # Failing before: with deterministic=False (the default) the batch stage and the maps
+    # after it handed out whichever batch was ready first, so the partial batch of 1 came
+    # before a full one (2 of 30 builds here; Keras' own tests read the first batch and
+    # expect a full one) and a batch met another position's augmentation seed (the
+    # tf.data service test compared two builds and failed in CI).
+    x = np.full((33, 128, 128, 3), 100, np.uint8)
+    x[:, 0, 0, 0] = np.arange(33)  # each example recognisable
+    builds = []
+    for _ in range(20):
+        batches = list(data.from_arrays(x, np.arange(33), batch_size=8, shuffle_buffer=0,
+                                        seed=1, augment=["flip", "brightness"]
+                                        ).as_numpy_iterator())
+        assert [len(y) for _, y in batches] == [8, 8, 8, 8, 1]
+        builds.append(np.concatenate([b for b, _ in batches]))
+    for other in builds[1:]:
+        np.testing.assert_array_equal(other, builds[0])  # each batch, its seed
+
+
 def test_each_named_augmentation_keeps_shape_range_and_changes_something():
     x, y = _images(32, size=16)
     for name in data.AUGMENTATIONS:

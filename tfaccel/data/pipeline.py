@@ -115,9 +115,10 @@ def make_options(*, deterministic: bool = False, private_threads: Optional[int] 
     """The tf.data options of the standard tail.
 
     Args:
-        deterministic: Keep element order fixed. Off by default: letting parallel stages hand
-            out whichever element is ready first is measurably faster; turn it on (with a
-            `seed`) for runs that must be reproducible.
+        deterministic: Keep element order fixed. Off by default: letting the parallel
+            per-example stages (decode, per-example augmentation) hand out whichever example
+            is ready first is measurably faster; turn it on (with a `seed`) for runs that
+            must be reproducible. Batches keep their order either way (`optimize`).
         private_threads: Size of a thread pool private to this pipeline (None or 0: share
             TF's inter-op pool). Useful when the model's ops and the pipeline compete.
         ram_budget_bytes: Upper bound on the memory tf.data's autotuner may use for buffers.
@@ -327,6 +328,18 @@ class _Plan:
     pad: bool = False
     by_length: bool = False
 
+    @property
+    def batch_det(self) -> Optional[bool]:
+        """Per-op determinism of the batch stage and the maps after it: in order whenever
+        they run in parallel, whatever `deterministic` says. Out of order, the last partial
+        batch could come before a full one (Keras' loaders and users' code read the first
+        batch as full) and a batch met the augmentation seed of another position. Batches
+        cost about the same, so keeping their order costs little (docs/performance.md);
+        `deterministic` still frees the per-example stages before the batch."""
+        if self.parallel is None or self.batch is None:
+            return self.det
+        return True
+
 
 def _decode(dataset, plan: _Plan, *, map_fn, ignore_decode_errors: bool, det=None):
     """Stage 1: the expensive, deterministic per-example work as a parallel map."""
@@ -397,7 +410,7 @@ def _batch(dataset, plan: _Plan, seeds=None):
         # cores, benchmarks/bench_data_text.py's files).
         return dataset.batch(plan.batch, drop_remainder=plan.drop)
     return dataset.batch(plan.batch, drop_remainder=plan.drop,
-                         num_parallel_calls=plan.parallel, deterministic=plan.det)
+                         num_parallel_calls=plan.parallel, deterministic=plan.batch_det)
 
 
 def _finish_batches(dataset, plan: _Plan, seeds):
@@ -419,7 +432,7 @@ def _finish_batches(dataset, plan: _Plan, seeds):
             return _join(features, label, has_label)
 
         return tf.data.Dataset.zip((dataset, seeds)).map(
-            per_batch, num_parallel_calls=plan.parallel, deterministic=plan.det)
+            per_batch, num_parallel_calls=plan.parallel, deterministic=plan.batch_det)
     if plan.image_dtype and plan.custom is None:
         return _cast_images(dataset, plan)
     return dataset
@@ -434,7 +447,8 @@ def _cast_images(dataset, plan: _Plan):
         features, label, has_label = _split(element if len(element) > 1 else element[0])
         return _join(_to_float(features, plan.image_dtype), label, has_label)
 
-    return dataset.map(cast_only, num_parallel_calls=plan.parallel, deterministic=plan.det)
+    return dataset.map(cast_only, num_parallel_calls=plan.parallel,
+                       deterministic=plan.batch_det)
 
 
 def _uint8_on_the_wire(plan: _Plan) -> bool:
@@ -728,6 +742,15 @@ def _check_service(service, *, sequential: bool, stream, seed, shuffle_buffer, a
             "'distributed_epoch'.")
 
 
+def _in_order_before_the_skip(plan: _Plan) -> _Plan:
+    """The plan of a stream whose resumed pass is rebuilt whole and its first batches
+    skipped (batches by length): every stage before the skip keeps its order. A decode
+    handing out whichever example was ready first changed which examples met in a length
+    window (ties in length go by arrival), and the resumed pass repeated some examples and
+    missed others."""
+    return plan if plan.parallel is None else dataclasses.replace(plan, det=True)
+
+
 def _stream_of_passes(dataset, plan: _Plan, *, stream: EpochStream, map_fn, cache,
                       shuffle_buffer: int, source_shuffle: int, ignore_decode_errors: bool,
                       salt_per_worker: bool = False):
@@ -743,6 +766,8 @@ def _stream_of_passes(dataset, plan: _Plan, *, stream: EpochStream, map_fn, cach
     # like texts here: skipping after batching is exact either way, only slower).
     decoded = dataset if map_fn is None or not plan.by_length else dataset.map(map_fn)
     after_batching = _batches_by_length(decoded.element_spec, plan)
+    if after_batching:
+        plan = _in_order_before_the_skip(plan)
     if not source_shuffle:
         # Decode and cache once, in a fixed order: the order every pass shuffles from.
         dataset = _cache(_decode(dataset, plan, map_fn=map_fn,
