@@ -293,6 +293,37 @@ def test_text_batches_padded_to_the_longest_without_batch_by_length(tmp_path):
     assert widths == {10}  # every batch holds a 30-word text, cut to max_length
 
 
+@pytest.mark.parametrize("cache", ["memory", None])
+def test_a_text_recipe_resumed_mid_pass_gets_exactly_the_rest_of_the_pass(tmp_path, cache):
+    # Through the recipe path as the runner resumes (a stream at (pass, batch), the
+    # recipe's default deterministic=False): batches by length are skipped after batching,
+    # so the resumed pass must group the same texts (lengths tie: 3, 4 or 30 words).
+    from tfaccel.data.pipeline import EpochStream
+
+    root = tmp_path / "texts"
+    for c, name in enumerate(["neg", "pos"]):
+        (root / name).mkdir(parents=True)
+        for i in range(60):
+            words = [f"t{c}x{i}"] + ["the", "a", name] * 10  # the first word names the file
+            (root / name / f"{i:02d}.txt").write_text(" ".join(words[:(3, 4, 30)[i % 3]]))
+    config = DataConfig(source="text_folder", path=str(root), validation_split=None,
+                        validation_fraction=0.0, cache=cache)
+
+    def texts(first_pass=0, skip=0):
+        train, _, info = _build(config, global_batch_size=4, deterministic=False,
+                                stream=EpochStream(first_pass=first_pass, skip_batches=skip,
+                                                   num_passes=2))
+        vocabulary = info["_vectorizer"].get_vocabulary()
+        return [tuple(vocabulary[int(row[0])] for row in ids.numpy()) for ids, _ in train]
+
+    whole = texts()
+    assert len(whole) == 60  # 2 passes of 30 batches
+    for p in range(2):
+        seen = [t for batch in whole[30 * p:30 * (p + 1)] for t in batch]
+        assert sorted(seen) == sorted(f"t{c}x{i}" for c in range(2) for i in range(60))
+    assert texts(first_pass=1, skip=11) == whole[41:]
+
+
 @pytest.mark.parametrize("fraction, listings", [(0.0, 1), (0.25, 2)])
 def test_a_text_folder_is_listed_and_checked_once_per_split(tmp_path, monkeypatch, fraction,
                                                             listings):
