@@ -184,3 +184,29 @@ def test_input_contexts_share_the_files_and_a_stream_resumes(folder):
     resumed = _all(from_text_folder(folder, **kwargs,
                                     stream=EpochStream(skip_batches=2, num_passes=1)))
     assert resumed == full[8:]
+
+
+def test_a_stream_by_length_resumed_mid_pass_gets_exactly_the_rest(tmp_path):
+    # The library twin of the recipe test (test_data_config): from_text_folder's texts
+    # batched by length, deterministic=False, a stream resumed at (pass 1, batch 11) must
+    # give the uninterrupted pass's remaining batches, every text once a pass.
+    from tfaccel.data import EpochStream
+
+    for c, name in enumerate(["neg", "pos"]):
+        for i in range(60):
+            words = [f"t{c}x{i}"] + ["the", "a", name] * 10  # lengths tie: 3, 4 or 30 words
+            _write(tmp_path / name / f"{i:02d}.txt", " ".join(words[:(3, 4, 30)[i % 3]]).encode())
+
+    def first_words(first_pass=0, skip=0):
+        texts = from_text_folder(tmp_path, batch_size=4, seed=1, deterministic=False,
+                                 batch_by_length=True, verbose=False,
+                                 stream=EpochStream(first_pass=first_pass, skip_batches=skip,
+                                                    num_passes=2))
+        return [tuple(t.split()[0].decode() for t in x.numpy()) for x, _ in texts]
+
+    whole = first_words()
+    assert len(whole) == 60  # 2 passes of 30 batches
+    for p in range(2):
+        seen = sorted(t for batch in whole[30 * p:30 * (p + 1)] for t in batch)
+        assert seen == sorted(f"t{c}x{i}" for c in range(2) for i in range(60))
+    assert first_words(first_pass=1, skip=11) == whole[41:]
