@@ -8,13 +8,15 @@ from typing import Any, Callable
 from tfaccel.config import input_paths
 from tfaccel.errors import RecipeError, did_you_mean
 
-# Copies of Keras' own registries (keras.optimizers.get, keras.optimizers.schedules,
-# keras.losses.get, keras.metrics.get), so `tfaccel validate` names a misspelt one without
-# importing Keras; tests/test_keras_names.py fails when Keras adds or removes a name.
-# Left out: Keras' base classes and wrappers (Optimizer, LossScaleOptimizer,
-# MultiOptimizer, OptimizerMap, Loss, LossFunctionWrapper, Metric, MeanMetricWrapper).
-OPTIMIZERS = ("adadelta", "adafactor", "adagrad", "adam", "adamax", "adamw", "ftrl", "lion",
-              "muon", "nadam", "rmsprop", "schedulefreeadamw", "sgd")
+# Copies of Keras' own names, so `tfaccel validate` names a misspelt one without importing
+# Keras; tests/test_keras_names.py fails when Keras adds or removes one. Optimizers: the
+# optimizer classes keras.optimizers exports, lower-cased as keras.optimizers.get takes them
+# (lamb included, which Keras 3.15 exports but its get does not know). Schedules: the
+# classes keras.optimizers.schedules exports. Losses and metrics: the names keras.losses.get
+# and keras.metrics.get take (a function's or a class's). Left out: base classes and
+# wrappers (Optimizer, LossScaleOptimizer, MultiOptimizer, Loss, Metric, MeanMetricWrapper).
+OPTIMIZERS = ("adadelta", "adafactor", "adagrad", "adam", "adamax", "adamw", "ftrl", "lamb",
+              "lion", "muon", "nadam", "rmsprop", "schedulefreeadamw", "sgd")
 # Keras' class names exactly (the one spelling `keras.optimizers.schedules` exports).
 KERAS_SCHEDULES = ("CosineDecay", "CosineDecayRestarts", "ExponentialDecay",
                    "InverseTimeDecay", "PiecewiseConstantDecay", "PolynomialDecay")

@@ -224,8 +224,8 @@ class OptimizerConfig:
     """The Keras optimizer and its learning-rate schedule."""
 
     name: str = _key(
-        "adam", "A Keras optimizer by its keras.optimizers.get name (adam, adamw, sgd, "
-        "rmsprop, nadam, adamax, adagrad, adadelta, ftrl, lion, muon, adafactor, "
+        "adam", "A Keras optimizer by its lower-case name (adam, adamw, sgd, "
+        "rmsprop, nadam, adamax, adagrad, adadelta, ftrl, lamb, lion, muon, adafactor, "
         "schedulefreeadamw), or a module:callable returning a Keras optimizer.")
     params: dict[str, Any] = _key(
         default_factory=dict, help="The optimizer's own keyword arguments (e.g. {beta_1: "
