@@ -68,6 +68,28 @@ COMPILE_METRICS = ("accuracy", "acc")
 OPTIMIZER_SHORTCUTS = ("learning_rate", "momentum", "weight_decay", "clipnorm")
 OWN_OPTIMIZER_ARGUMENTS = {"gradient_accumulation_steps": "training.accumulation_steps"}
 METRIC_MAPPING_KEYS = ("name", "params")
+# `is_callable_spec` as a JSON Schema pattern (for editors).
+CALLABLE_PATTERN = ":"
+
+
+def name_schemas() -> dict[str, dict]:
+    """JSON Schemas of the keys that take a Keras name or a ``module:callable``, by key.
+
+    For `tfaccel.config.schema`: an editor then completes Keras' names and flags a
+    misspelt one, as `tfaccel validate` does.
+    """
+    def name(choices: tuple) -> dict:
+        return {"anyOf": [{"enum": list(choices)},
+                          {"type": "string", "pattern": CALLABLE_PATTERN}]}
+
+    metric = name(METRICS + COMPILE_METRICS[1:])
+    mapping = {"type": "object", "required": ["name"], "additionalProperties": False,
+               "properties": {"name": metric, "params": {"type": ["object", "null"]}}}
+    return {"optimizer.name": name(OPTIMIZERS),
+            "optimizer.schedule": name(OWN_SCHEDULES + KERAS_SCHEDULES),
+            "training.loss": name(LOSSES + COMPILE_LOSSES),
+            "training.metrics": {"type": "array",
+                                 "items": {"anyOf": metric["anyOf"] + [mapping]}}}
 
 
 def is_callable_spec(value: Any) -> bool:
