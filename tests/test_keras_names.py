@@ -4,7 +4,6 @@ their arguments: the TF-free name tables, what each recipe builds, and every ref
 import inspect
 import json
 import textwrap
-from pathlib import Path
 
 import keras
 import numpy as np
