@@ -59,9 +59,11 @@ METRICS = (
     "specificity_at_sensitivity", "squared_hinge", "sum", "top_k_categorical_accuracy",
     "true_negatives", "true_positives")
 # Names Keras' compile() resolves itself from the labels' and predictions' shapes (binary,
-# categorical or sparse): no one class stands behind them, so they take no params.
+# categorical or sparse): no one class stands behind them, so they take no params. Only
+# "accuracy" is in Keras' metric registry too (as the Accuracy class compile does not use).
 COMPILE_LOSSES = ("crossentropy", "ce")
 COMPILE_METRICS = ("accuracy", "acc")
+_METRIC_NAMES = METRICS + tuple(m for m in COMPILE_METRICS if m not in METRICS)
 # The optimizer section's own keys that set an optimizer argument: each setting has one
 # place, so optimizer.params may not hold them. Keras' gradient_accumulation_steps would
 # accumulate a second time, inexactly under tf.distribute: training.accumulation_steps does.
@@ -82,7 +84,7 @@ def name_schemas() -> dict[str, dict]:
         return {"anyOf": [{"enum": list(choices)},
                           {"type": "string", "pattern": CALLABLE_PATTERN}]}
 
-    metric = name(METRICS + COMPILE_METRICS[1:])
+    metric = name(_METRIC_NAMES)
     mapping = {"type": "object", "required": ["name"], "additionalProperties": False,
                "properties": {"name": metric, "params": {"type": ["object", "null"]}}}
     return {"optimizer.name": name(OPTIMIZERS),
@@ -110,8 +112,8 @@ def metric_entries(metrics: list) -> list[tuple[str, dict]]:
 def check_keras_names(optimizer, training, *, source: str) -> None:
     """Checks the optimizer, schedule, loss and metric names and the keys around them.
 
-    TF-free: names against the copies of Keras' registries above, and the rules between keys (a shortcut key set twice, params for a
-    name that takes none). Keyword arguments are checked against the real signatures when
+    TF-free: names against the copies of Keras' names above, and the rules between keys (a
+    shortcut key set twice, params for a name that takes none). Keyword arguments are checked against the real signatures when
     training starts (`tfaccel.training.optimizers`, `tfaccel.training.losses`), where each
     ``module:callable`` is imported too.
 
@@ -233,5 +235,5 @@ def _check_metric(entry: Any, *, key: str, source: str) -> None:
                 "sparse_categorical_accuracy) to give it params.")
     else:
         name = entry
-    _check_name(name, METRICS + COMPILE_METRICS[1:], key=key, kind="a Keras metric",
+    _check_name(name, _METRIC_NAMES, key=key, kind="a Keras metric",
                 source=source)

@@ -11,9 +11,6 @@ from tfaccel.config import input_paths
 from tfaccel.errors import UserInputError
 
 
-# One import per spec and process: a recipe's checks and its build get the same objects (a
-# file's module executed twice would define its classes twice).
-@functools.lru_cache(maxsize=None)
 def import_callable(spec: str, *, key: str):
     """The callable a ``module:callable`` or ``path/file.py:callable`` spec names.
 
@@ -33,16 +30,10 @@ def import_callable(spec: str, *, key: str):
     """
     module_name, _, attribute = spec.rpartition(":")
     file = input_paths.python_source_file(spec)
+    if file is not None and not os.path.isfile(file):
+        raise UserInputError(f"{key}: the file {file!r} of {spec!r} does not exist.")
     try:
-        if file is not None:
-            if not os.path.isfile(file):
-                raise UserInputError(f"{key}: the file {file!r} of {spec!r} does not exist.")
-            module_spec = importlib.util.spec_from_file_location(
-                os.path.splitext(os.path.basename(file))[0], file)
-            module = importlib.util.module_from_spec(module_spec)
-            module_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
+        module = _module(module_name, file)
     except ImportError as error:
         raise UserInputError(f"{key}: cannot import {module_name!r} of {spec!r}: {error} (is "
                              "it on PYTHONPATH, or did you mean a file.py:name path?).") from None
@@ -52,3 +43,16 @@ def import_callable(spec: str, *, key: str):
         raise UserInputError(f"{key}: {module_name!r} has no callable {attribute!r} (found "
                              f"{what}) for {spec!r}.")
     return found
+
+
+# One module per file and process: a recipe's checks and its build, and two keys naming the
+# same file, get the same objects (a file executed twice would define its classes twice).
+@functools.lru_cache(maxsize=None)
+def _module(module_name: str, file):
+    if file is None:
+        return importlib.import_module(module_name)
+    module_spec = importlib.util.spec_from_file_location(
+        os.path.splitext(os.path.basename(file))[0], file)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
