@@ -340,13 +340,13 @@ def test_a_run_with_a_keras_optimizer_schedule_loss_and_metric_with_arguments(
         tmp_path, shapes_data_dir):
     path = tmp_path / "r.yaml"
     path.write_text(textwrap.dedent(f"""
-        data: {{source: builtin, data_dir: {shapes_data_dir}, train_split: "train[:128]",
-               validation_split: "test[:64]", shuffle_buffer: 128}}
+        data: {{source: builtin, data_dir: {shapes_data_dir}, train_split: "train[:64]",
+               validation_split: "test[:32]", shuffle_buffer: 64}}
         optimizer: {{name: nadam, learning_rate: 3e-3, params: {{beta_1: 0.8}},
                     schedule: ExponentialDecay,
                     schedule_params: {{decay_steps: 4, decay_rate: 0.5}}}}
         training:
-          epochs: 2
+          epochs: 1
           global_batch_size: 32
           accumulation_steps: 2
           loss_params: {{ignore_class: null}}
@@ -358,7 +358,6 @@ def test_a_run_with_a_keras_optimizer_schedule_loss_and_metric_with_arguments(
     result = CliRunner().invoke(main, ["train", str(path), "--run-dir", str(run_dir)])
     assert result.exit_code == 0, result.output
     epochs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [e["epoch"] for e in epochs] == [1, 2]
-    for record in epochs:
-        assert 0.0 <= record["accuracy"] <= record["top2"] <= 1.0
-        assert 0.0 <= record["val_accuracy"] <= record["val_top2"] <= 1.0
+    assert [e["epoch"] for e in epochs] == [1]
+    assert 0.0 <= epochs[0]["accuracy"] <= epochs[0]["top2"] <= 1.0
+    assert 0.0 <= epochs[0]["val_accuracy"] <= epochs[0]["val_top2"] <= 1.0
