@@ -197,7 +197,12 @@ def test_json_schema_accepts_every_shipped_recipe_and_rejects_mistakes():
                for m in messages({"training": {"epochs": "three"}}))
     assert any("0 is less than the minimum of 1" in m
                for m in messages({"training": {"epochs": 0}}))
-    assert any("'sgdd' is not one of" in m for m in messages({"optimizer": {"name": "sgdd"}}))
+    assert any("'sgdd' is not valid under any of the given schemas" in m
+               for m in messages({"optimizer": {"name": "sgdd"}}))
+    assert messages({"optimizer": {"name": "nadam", "schedule": "ExponentialDecay"},
+                     "training": {"loss": "my.losses:focal", "metrics": [
+                         "accuracy", {"name": "auc", "params": {"num_thresholds": 50}}]}}) == []
+    assert messages({"training": {"metrics": [{"name": "acuracy"}]}})
     assert messages({"model": {"name": "small_cnn", "params": {"dropout": 0.1}},
                      "training": {"checkpoint_every_steps": None}}) == []
     # The schema's defaults are the recipe's defaults.
@@ -265,7 +270,8 @@ def test_flatten_recipe_gives_exactly_the_keys_describe_keys_lists():
 
 
 def test_flatten_recipe_keeps_the_mapping_valued_keys_whole():
-    assert mapping_keys() == ("data.features", "model.params")
+    assert mapping_keys() == ("data.features", "model.params", "optimizer.params",
+                              "optimizer.schedule_params", "training.loss_params")
     features = {"image": {"dtype": "uint8", "shape": [32, 32, 3], "kind": "image"}}
     raw = {"model": {"name": "mlp", "params": {"width": 64}},
            "data": {"features": features, "service": {}}}

@@ -95,8 +95,16 @@ def exact_reference(tmp_path_factory, shapes_data_dir):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["training.accumulation_steps=2",
-                                        "model.params={dropout: 0.3}"]],
-                         ids=["plain", "accumulation-dropout"])
+                                        "model.params={dropout: 0.3}"],
+                                   # Nadam's state (its u_product too) and the schedule's
+                                   # step (the optimizer's iterations) come back.
+                                   ["optimizer.name=nadam", "optimizer.params={beta_1: 0.8}",
+                                    "optimizer.schedule=ExponentialDecay",
+                                    "optimizer.schedule_params={decay_steps: 20, "
+                                    "decay_rate: 0.5}",
+                                    "training.metrics=[accuracy, {name: "
+                                    "sparse_top_k_categorical_accuracy, params: {k: 2}}]"]],
+                         ids=["plain", "accumulation-dropout", "nadam-exponential-decay"])
 def test_sigterm_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_data_dir, extra,
                                                            request):
     overrides = [f"data.data_dir={shapes_data_dir}"] + EXACT + extra

@@ -14,7 +14,7 @@ from typing import Any, Literal, Optional, Union
 
 import yaml
 
-from tfaccel.config import input_paths
+from tfaccel.config import input_paths, keras_names
 from tfaccel.errors import RecipeError, UserInputError, did_you_mean
 
 SOURCES = ("builtin", "tfds", "image_folder", "text_folder", "text_lines", "csv",
@@ -223,15 +223,30 @@ class ModelConfig:
 class OptimizerConfig:
     """The Keras optimizer and its learning-rate schedule."""
 
-    name: Literal["adam", "adamw", "sgd", "rmsprop"] = _key("adam", "adam, adamw, sgd or rmsprop.")
-    learning_rate: float = _key(1e-3, "Peak learning rate.", exclusive_minimum=0.0)
-    schedule: Literal["constant", "cosine"] = _key(
-        "constant", "constant, or cosine decay to zero over the whole run.")
+    name: str = _key(
+        "adam", "A Keras optimizer by its lower-case name (adam, adamw, sgd, "
+        "rmsprop, nadam, adamax, adagrad, adadelta, ftrl, lamb, lion, muon, adafactor, "
+        "schedulefreeadamw), or a module:callable returning a Keras optimizer.")
+    params: dict[str, Any] = _key(
+        default_factory=dict, help="The optimizer's own keyword arguments (e.g. {beta_1: "
+        "0.8}), checked against its signature; not the keys below.")
+    learning_rate: float = _key(1e-3, "Peak learning rate (a schedule's "
+                                "initial_learning_rate).", exclusive_minimum=0.0)
+    schedule: str = _key(
+        "constant", "constant; cosine (decay to zero over the whole run, warm-up in epochs); "
+        "a Keras schedule by its class name (CosineDecay, CosineDecayRestarts, "
+        "ExponentialDecay, InverseTimeDecay, PiecewiseConstantDecay, PolynomialDecay; steps "
+        "are optimizer steps); or a module:callable returning a Keras schedule.")
+    schedule_params: dict[str, Any] = _key(
+        default_factory=dict, help="The Keras schedule's keyword arguments (e.g. "
+        "{decay_steps: 1000, decay_rate: 0.9}), checked against its signature.")
     warmup_epochs: float = _key(0.0, "Linear warm-up length in epochs (cosine schedule).",
                                 minimum=0.0)
-    momentum: float = _key(0.0, "Momentum (sgd, rmsprop).", minimum=0.0, exclusive_maximum=1.0)
-    weight_decay: Optional[float] = _key(None, "Decoupled weight decay; empty for none.",
-                                         minimum=0.0)
+    momentum: float = _key(0.0, "Momentum, for optimizers that take one (sgd, rmsprop, "
+                           "muon); 0: the optimizer's own default.",
+                           minimum=0.0, exclusive_maximum=1.0)
+    weight_decay: Optional[float] = _key(None, "Decoupled weight decay; empty: the "
+                                         "optimizer's own default.", minimum=0.0)
     clipnorm: Optional[float] = _key(None, "Clip each gradient to this norm; empty for none.",
                                      exclusive_minimum=0.0)
 
@@ -252,9 +267,14 @@ class TrainingConfig:
         None, "Optimizer steps per epoch; empty for one pass over the data.", minimum=1)
     validation_steps: Optional[int] = _key(
         None, "Validation batches per epoch; empty for the whole split.", minimum=1)
-    loss: str = _key("sparse_categorical_crossentropy", "A Keras loss name.")
-    metrics: list[str] = _key(default_factory=lambda: ["accuracy"],
-                              help="Keras metric names.")
+    loss: str = _key("sparse_categorical_crossentropy", "A Keras loss name (function or "
+                     "class, as keras.losses.get takes it) or a module:callable.")
+    loss_params: dict[str, Any] = _key(
+        default_factory=dict, help="The loss's keyword arguments (e.g. {from_logits: true, "
+        "label_smoothing: 0.1}), checked against its class's signature.")
+    metrics: list[Union[str, dict[str, Any]]] = _key(
+        default_factory=lambda: ["accuracy"], help="Keras metric names, module:callables, "
+        "or {name: ..., params: {...}} mappings with the metric's keyword arguments.")
     jit_compile: bool = _key(False, "Compile the train step with XLA (one device).")
     steps_per_execution: Union[int, Literal["auto"]] = _key(
         "auto", "Train steps run per call into the compiled function (a divisor of the "
@@ -378,6 +398,9 @@ def recipe_from_dict(raw: Any, *, base_dir: str | os.PathLike | None = None,
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     recipe = _build(Recipe, raw, "", source=source)
     _check_cross_fields(recipe, source=source)
+    optimizer, training = keras_names.resolve_callable_files(
+        recipe.optimizer, recipe.training, lambda path: _resolve_path(path, base))
+    recipe = dataclasses.replace(recipe, optimizer=optimizer, training=training)
     return _resolve_paths(recipe, base)
 
 
@@ -662,6 +685,7 @@ def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
     _check_model_params(recipe.model, source=source)
     _check_service(recipe, source=source)
     _check_tokenizer(recipe.data.text, source=source)
+    keras_names.check_keras_names(recipe.optimizer, recipe.training, source=source)
 
 
 def parse_dispatcher_address(address: str) -> str:

@@ -13,6 +13,7 @@ import types
 import typing
 from typing import Any, Literal
 
+from tfaccel.config.keras_names import name_schemas
 from tfaccel.config.recipe import Recipe
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -63,17 +64,21 @@ def _bounds(metadata: dict, schema: dict) -> dict:
     return schema
 
 
-def _section(cls) -> dict:
+def _section(cls, prefix: str = "") -> dict:
     properties = {}
     hints = typing.get_type_hints(cls)
+    names = name_schemas()
     for field in dataclasses.fields(cls):
         hint = hints[field.name]
+        key = f"{prefix}.{field.name}" if prefix else field.name
         if dataclasses.is_dataclass(hint):
-            schema = _section(hint)
+            schema = _section(hint, key)
             # `training:` with nothing under it reads as null: every default, as in tfaccel.
             schema["type"] = ["object", "null"]
         else:
-            schema = _bounds(field.metadata, _type_schema(hint))
+            # A Keras name or a module:callable: the type hint says only "a string".
+            schema = dict(names[key]) if key in names else _bounds(field.metadata,
+                                                                   _type_schema(hint))
             default = field.default
             if default is dataclasses.MISSING and field.default_factory is not dataclasses.MISSING:
                 default = field.default_factory()

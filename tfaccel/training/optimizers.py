@@ -2,7 +2,38 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Callable, Optional
+
+from tfaccel.config.keras_names import (OPTIMIZER_SHORTCUTS, OWN_OPTIMIZER_ARGUMENTS,
+                                        OWN_SCHEDULES, is_callable_spec)
 from tfaccel.config.recipe import OptimizerConfig
+from tfaccel.errors import UserInputError
+from tfaccel.training.arguments import accepted_arguments, call_checked, check_arguments
+from tfaccel.training.keras_classes import keras_class
+from tfaccel.training.user_code import import_callable
+
+
+@dataclasses.dataclass(frozen=True)
+class _Target:
+    """A class or factory to call, with the keyword arguments the recipe gives it."""
+
+    build: Callable
+    kwargs: dict
+    what: str  # as messages name it
+
+
+def check_optimizer(config: OptimizerConfig) -> None:
+    """Checks the optimizer's and schedule's arguments against their signatures.
+
+    Run when training starts, before the data is built: imports each ``module:callable``.
+
+    Raises:
+        UserInputError: An unknown or missing argument, a shortcut key (``momentum``) the
+            optimizer does not take; the message names the recipe key.
+    """
+    _optimizer_target(config)
+    _schedule_target(config)
 
 
 def make_optimizer(config: OptimizerConfig, *, total_steps: int, steps_per_epoch: int):
@@ -15,33 +46,104 @@ def make_optimizer(config: OptimizerConfig, *, total_steps: int, steps_per_epoch
 
     Returns:
         A `keras.optimizers.Optimizer`.
+
+    Raises:
+        UserInputError: As `check_optimizer`, or Keras refused an argument's value.
     """
     import keras
 
-    learning_rate = config.learning_rate
+    target = _optimizer_target(config)
+    learning_rate = make_learning_rate(config, total_steps=total_steps,
+                                       steps_per_epoch=steps_per_epoch)
+    optimizer = call_checked(target.build, {"learning_rate": learning_rate, **target.kwargs},
+                             key="optimizer", what=target.what)
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise UserInputError(f"optimizer.name: {config.name!r} returned a "
+                             f"{type(optimizer).__name__}, not a Keras optimizer.")
+    return optimizer
+
+
+def make_learning_rate(config: OptimizerConfig, *, total_steps: int, steps_per_epoch: int):
+    """The optimizer's learning rate: a number (constant) or a Keras schedule.
+
+    Args:
+        config: The recipe's optimizer section.
+        total_steps: Optimizer steps in the whole run (for the cosine schedule).
+        steps_per_epoch: Optimizer steps per epoch (for warm-up given in epochs).
+    """
+    import keras
+
+    if config.schedule == "constant":
+        return config.learning_rate
     if config.schedule == "cosine":
         warmup_steps = int(round(config.warmup_epochs * steps_per_epoch))
         decay_steps = max(1, total_steps - warmup_steps)
         if warmup_steps:
-            learning_rate = keras.optimizers.schedules.CosineDecay(
+            return keras.optimizers.schedules.CosineDecay(
                 initial_learning_rate=0.0, decay_steps=decay_steps,
                 warmup_target=config.learning_rate, warmup_steps=warmup_steps)
-        else:
-            learning_rate = keras.optimizers.schedules.CosineDecay(
-                initial_learning_rate=config.learning_rate, decay_steps=decay_steps)
-    common = {"learning_rate": learning_rate}
-    if config.clipnorm is not None:
-        common["clipnorm"] = config.clipnorm
-    if config.name == "adam":
-        if config.weight_decay:
-            common["weight_decay"] = config.weight_decay
-        return keras.optimizers.Adam(**common)
-    if config.name == "adamw":
-        return keras.optimizers.AdamW(weight_decay=config.weight_decay or 0.004, **common)
-    if config.name == "sgd":
-        if config.weight_decay:
-            common["weight_decay"] = config.weight_decay
-        return keras.optimizers.SGD(momentum=config.momentum, **common)
-    if config.weight_decay:
-        common["weight_decay"] = config.weight_decay
-    return keras.optimizers.RMSprop(momentum=config.momentum, **common)
+        return keras.optimizers.schedules.CosineDecay(
+            initial_learning_rate=config.learning_rate, decay_steps=decay_steps)
+    target = _schedule_target(config)
+    schedule = call_checked(target.build, target.kwargs, key="optimizer.schedule_params",
+                            what=target.what)
+    if not isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        raise UserInputError(f"optimizer.schedule: {config.schedule!r} returned a "
+                             f"{type(schedule).__name__}, not a Keras LearningRateSchedule.")
+    return schedule
+
+
+def _optimizer_target(config: OptimizerConfig) -> _Target:
+    import keras
+
+    if is_callable_spec(config.name):
+        build = import_callable(config.name, key="optimizer.name")
+        what, strict = f"optimizer {config.name!r}", False
+    else:
+        build = keras_class(keras.optimizers, keras.optimizers.Optimizer, config.name)
+        what, strict = f"Keras optimizer {config.name!r} ({build.__name__})", True
+    names, takes_any = accepted_arguments(build)
+    # A shortcut is passed only when set (momentum 0 means unset): the optimizer's own
+    # default applies otherwise (muon's momentum is 0.95, adamw's weight_decay 0.004).
+    shortcuts = {"momentum": config.momentum or None, "weight_decay": config.weight_decay,
+                 "clipnorm": config.clipnorm}
+    kwargs = {}
+    for name, value in shortcuts.items():
+        if value is None:
+            continue
+        if name not in names and (strict or not takes_any):
+            raise UserInputError(
+                f"optimizer.{name} is {value} but {what} takes no {name} argument; leave "
+                f"optimizer.{name} out{_instead(name, names)}.")
+        kwargs[name] = value
+    check_arguments(build, config.params, key="optimizer.params", what=what,
+                    given=("learning_rate",), strict=strict,
+                    elsewhere=OPTIMIZER_SHORTCUTS + tuple(OWN_OPTIMIZER_ARGUMENTS))
+    return _Target(build=build, kwargs={**kwargs, **config.params}, what=what)
+
+
+def _instead(shortcut: str, names: list) -> str:
+    # Adam's family calls its momentum beta_1: say so rather than leave the user guessing.
+    if shortcut == "momentum" and "beta_1" in names:
+        return " (its momentum is beta_1: set optimizer.params.beta_1)"
+    return ""
+
+
+def _schedule_target(config: OptimizerConfig) -> Optional[_Target]:
+    import keras
+
+    if config.schedule in OWN_SCHEDULES:
+        return None
+    if is_callable_spec(config.schedule):
+        build = import_callable(config.schedule, key="optimizer.schedule")
+        what, strict = f"schedule {config.schedule!r}", False
+    else:
+        build = getattr(keras.optimizers.schedules, config.schedule)
+        what, strict = f"Keras schedule {config.schedule}", True
+    names, _ = accepted_arguments(build)
+    kwargs = dict(config.schedule_params)
+    if "initial_learning_rate" in names:
+        kwargs["initial_learning_rate"] = config.learning_rate
+    check_arguments(build, config.schedule_params, key="optimizer.schedule_params", what=what,
+                    given=tuple(kwargs), strict=strict)
+    return _Target(build=build, kwargs=kwargs, what=what)

@@ -189,6 +189,7 @@ def _train_with(ctx: _RunContext) -> RunResult:
     say(f"{ctx.session.strategy_info['strategy']} on {ctx.session.strategy_info['replicas']} "
         f"replica(s), precision {ctx.session.precision}, {plan.describe()}.")
     _check_data_service(recipe, strategy=ctx.session.strategy_info["strategy"])
+    _check_compile_arguments(recipe)
     try:
         data = ctx.session.build_data()
     except Exception as error:  # noqa: BLE001 - only a source's DataError is converted
@@ -356,6 +357,16 @@ def _find_checkpoint(ctx: _RunContext) -> Optional[ckpt.Checkpoint]:
     return checkpoint
 
 
+def _check_compile_arguments(recipe: Recipe) -> None:
+    """The optimizer's, schedule's, loss's and metrics' arguments against their signatures:
+    before the data is built, so a misspelt argument costs no pipeline build."""
+    from tfaccel.training.losses import check_loss_and_metrics
+    from tfaccel.training.optimizers import check_optimizer
+
+    check_optimizer(recipe.optimizer)
+    check_loss_and_metrics(recipe.training)
+
+
 def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData):
     """The recipe's Keras model and its accumulation wrapper, compiled in `strategy`'s scope.
 
@@ -367,6 +378,7 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData):
     """
     from tfaccel import models
     from tfaccel.engine.keras_compat import patch_for_multi_worker
+    from tfaccel.training.losses import make_loss, make_metrics
     from tfaccel.training.optimizers import make_optimizer
 
     training = recipe.training
@@ -382,8 +394,8 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData):
             from tfaccel.engine.accumulation import accumulate
 
             trained_model = accumulate(model, plan.accumulation_steps)
-        trained_model.compile(optimizer=optimizer, loss=training.loss,
-                              metrics=list(training.metrics),
+        trained_model.compile(optimizer=optimizer, loss=make_loss(training),
+                              metrics=make_metrics(training),
                               jit_compile=training.jit_compile,
                               steps_per_execution=initial_steps(training.steps_per_execution))
         # A no-op except under multi-worker MultiWorkerMirroredStrategy (keras#20585).

@@ -1,0 +1,363 @@
+"""Optimizers, schedules, losses and metrics by Keras' names (or module:callable), with
+their arguments: the TF-free name tables, what each recipe builds, and every refusal."""
+
+import inspect
+import json
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from tfaccel.cli.main import main
+from tfaccel.config import keras_names
+from tfaccel.config.recipe import load_recipe, recipe_from_dict
+from tfaccel.errors import RecipeError, UserInputError
+from tfaccel.training.losses import make_loss, make_metrics
+from tfaccel.training.optimizers import check_optimizer, make_learning_rate, make_optimizer
+from tf_free import heavy_modules_after
+
+STEPS = {"total_steps": 100, "steps_per_epoch": 10}
+USER_CODE = textwrap.dedent('''
+    import keras
+
+    def make_sgd(learning_rate, momentum=0.0, nesterov=False):
+        return keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum,
+                                    nesterov=nesterov)
+
+    def halving(initial_learning_rate, every):
+        return keras.optimizers.schedules.ExponentialDecay(
+            initial_learning_rate, decay_steps=every, decay_rate=0.5, staircase=True)
+
+    def scaled_crossentropy(y_true, y_pred, scale=1.0):
+        return scale * keras.losses.sparse_categorical_crossentropy(y_true, y_pred)
+
+    class Hits(keras.metrics.SparseTopKCategoricalAccuracy):
+        def __init__(self, k=1, name="hits"):
+            super().__init__(k=k, name=name)
+''')
+
+
+def recipe(optimizer=None, training=None, **sections):
+    return recipe_from_dict({"optimizer": optimizer or {}, "training": training or {},
+                             **sections})
+
+
+def refusal(raw) -> str:
+    with pytest.raises(RecipeError) as caught:
+        recipe_from_dict(raw, source="r.yaml")
+    return str(caught.value)
+
+
+# ---------------------------------------------------------------------------------------
+# The TF-free tables equal Keras' own names
+
+
+def _classes(module, base):
+    return {name: obj for name, obj in vars(module).items()
+            if inspect.isclass(obj) and issubclass(obj, base) and obj is not base}
+
+
+def test_the_optimizer_table_is_keras_optimizer_classes_and_get_knows_them():
+    from keras.src.optimizers import ALL_OBJECTS_DICT  # what keras.optimizers.get takes
+
+    wrappers = {"LossScaleOptimizer", "MultiOptimizer"}
+    exported = {name.lower() for name in _classes(keras.optimizers,
+                                                  keras.optimizers.Optimizer)} - {
+        w.lower() for w in wrappers}
+    assert set(keras_names.OPTIMIZERS) == exported
+    # Keras' get knows them all but lamb (exported, unregistered in Keras 3.15).
+    registry = set(ALL_OBJECTS_DICT) - {"optimizer", "optimizermap", "lossscaleoptimizer",
+                                        "multioptimizer"}
+    assert set(keras_names.OPTIMIZERS) - registry == {"lamb"}
+    assert registry <= set(keras_names.OPTIMIZERS)
+
+
+def test_the_schedule_table_is_keras_schedule_classes():
+    schedules = keras.optimizers.schedules
+    assert set(keras_names.KERAS_SCHEDULES) == set(
+        _classes(schedules, schedules.LearningRateSchedule))
+
+
+def test_the_loss_and_metric_tables_are_what_keras_get_takes():
+    from keras.src.losses import ALL_OBJECTS_DICT as LOSSES
+    from keras.src.metrics import ALL_OBJECTS_DICT as METRICS
+
+    assert set(keras_names.LOSSES) == set(LOSSES) - {"Loss", "LossFunctionWrapper"}
+    assert set(keras_names.METRICS) == set(METRICS) - {
+        "Metric", "metric", "MeanMetricWrapper", "mean_metric_wrapper"}
+
+
+def test_every_keras_optimizer_names_the_shortcut_arguments():
+    # The check of optimizer.params is strict for Keras' classes (their **kwargs go to a
+    # base class that takes only named arguments): each must name its base's arguments.
+    from tfaccel.training.arguments import accepted_arguments
+    from tfaccel.training.keras_classes import keras_class
+
+    for name in keras_names.OPTIMIZERS:
+        cls = keras_class(keras.optimizers, keras.optimizers.Optimizer, name)
+        assert cls is not None, name
+        names, _ = accepted_arguments(cls)
+        assert {"learning_rate", "weight_decay", "clipnorm", "global_clipnorm"} <= set(names)
+        assert isinstance(make_optimizer(recipe({"name": name}).optimizer, **STEPS), cls)
+
+
+# ---------------------------------------------------------------------------------------
+# What a recipe builds
+
+
+def test_optimizer_by_keras_name_with_its_own_arguments():
+    built = make_optimizer(recipe({"name": "nadam", "learning_rate": 0.01, "clipnorm": 2.0,
+                                   "params": {"beta_1": 0.8, "epsilon": 1e-6}}).optimizer,
+                           **STEPS)
+    assert type(built) is keras.optimizers.Nadam
+    assert built.beta_1 == 0.8 and built.epsilon == 1e-6 and built.clipnorm == 2.0
+    assert float(built.learning_rate) == pytest.approx(0.01)
+
+
+def test_shortcuts_map_where_they_apply_and_keep_keras_defaults_when_unset():
+    sgd = make_optimizer(recipe({"name": "sgd", "momentum": 0.9,
+                                 "params": {"nesterov": True}}).optimizer, **STEPS)
+    assert type(sgd) is keras.optimizers.SGD and sgd.momentum == 0.9 and sgd.nesterov
+    # momentum 0 (unset) leaves Muon's own 0.95; weight_decay empty leaves AdamW's 0.004,
+    # and 0 is 0 (it was 0.004 before).
+    assert make_optimizer(recipe({"name": "muon"}).optimizer, **STEPS).momentum == 0.95
+    assert make_optimizer(recipe({"name": "adamw"}).optimizer, **STEPS).weight_decay == 0.004
+    assert make_optimizer(recipe({"name": "adamw", "weight_decay": 0}).optimizer,
+                          **STEPS).weight_decay == 0.0
+    assert make_optimizer(recipe({"name": "lamb"}).optimizer, **STEPS).__class__.__name__ \
+        == "Lamb"
+
+
+def test_keras_schedule_starts_from_the_learning_rate():
+    rate = make_learning_rate(recipe({"learning_rate": 0.1, "schedule": "ExponentialDecay",
+                                      "schedule_params": {"decay_steps": 10,
+                                                          "decay_rate": 0.5}}).optimizer,
+                              **STEPS)
+    assert isinstance(rate, keras.optimizers.schedules.ExponentialDecay)
+    assert [float(rate(step)) for step in (0, 10, 20)] == pytest.approx([0.1, 0.05, 0.025])
+    piecewise = make_learning_rate(recipe({
+        "schedule": "PiecewiseConstantDecay",
+        "schedule_params": {"boundaries": [5], "values": [0.1, 0.01]}}).optimizer, **STEPS)
+    assert [float(piecewise(step)) for step in (0, 5, 6)] == pytest.approx([0.1, 0.1, 0.01])
+    cosine = make_learning_rate(recipe({"learning_rate": 0.1, "schedule": "CosineDecay",
+                                        "schedule_params": {"decay_steps": 100,
+                                                            "warmup_steps": 10,
+                                                            "warmup_target": 0.2}}).optimizer,
+                                **STEPS)
+    assert [float(cosine(step)) for step in (0, 10)] == pytest.approx([0.1, 0.2])
+
+
+def test_tfaccel_cosine_schedule_is_unchanged():
+    rate = make_learning_rate(recipe({"learning_rate": 0.1, "schedule": "cosine",
+                                      "warmup_epochs": 1}).optimizer, **STEPS)
+    assert [float(rate(step)) for step in (0, 5, 10, 55, 100)] == pytest.approx(
+        [0.0, 0.05, 0.1, 0.05, 0.0], abs=1e-7)
+    assert make_learning_rate(recipe().optimizer, **STEPS) == 0.001
+
+
+def test_loss_with_arguments_is_the_keras_class():
+    assert make_loss(recipe().training) == "sparse_categorical_crossentropy"  # as before
+    loss = make_loss(recipe(training={"loss_params": {"from_logits": True}}).training)
+    assert type(loss) is keras.losses.SparseCategoricalCrossentropy and loss.from_logits
+    smoothed = make_loss(recipe(training={
+        "loss": "categorical_crossentropy",
+        "loss_params": {"from_logits": True, "label_smoothing": 0.1}}).training)
+    assert type(smoothed) is keras.losses.CategoricalCrossentropy
+    assert smoothed.from_logits and smoothed.label_smoothing == 0.1
+    mse = make_loss(recipe(training={"loss": "mse", "loss_params": {"reduction": "sum"}}
+                           ).training)
+    assert type(mse) is keras.losses.MeanSquaredError and mse.reduction == "sum"
+
+
+def test_metrics_with_arguments_keep_their_order():
+    metrics = make_metrics(recipe(training={"metrics": [
+        "accuracy", {"name": "SparseTopKCategoricalAccuracy", "params": {"k": 2}},
+        {"name": "sparse_top_k_categorical_accuracy", "params": {"k": 3, "name": "top3"}},
+        {"name": "auc"}]}).training)
+    assert metrics[0] == "accuracy" and metrics[3] == "auc"
+    assert type(metrics[1]) is keras.metrics.SparseTopKCategoricalAccuracy
+    assert metrics[1].k == 2 and metrics[2].k == 3 and metrics[2].name == "top3"
+
+
+def test_module_callables_from_a_file_beside_the_recipe_and_from_an_import_path(
+        tmp_path, monkeypatch):
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "mine.py").write_text(USER_CODE)
+    (tmp_path / "recipes").mkdir()
+    path = tmp_path / "recipes" / "r.yaml"
+    path.write_text(textwrap.dedent("""
+        optimizer:
+          name: ../code/mine.py:make_sgd
+          momentum: 0.5
+          params: {nesterov: true}
+          learning_rate: 0.4
+          schedule: ../code/mine.py:halving
+          schedule_params: {every: 2}
+        training:
+          loss: ../code/mine.py:scaled_crossentropy
+          loss_params: {scale: 2.0}
+          metrics: [{name: "../code/mine.py:Hits", params: {k: 2}}, mine:Hits]
+    """))
+    loaded = load_recipe(path)
+    mine = (tmp_path / "code" / "mine.py").resolve()
+    assert loaded.optimizer.name == f"{mine}:make_sgd"  # resolved against the recipe
+    optimizer = make_optimizer(loaded.optimizer, **STEPS)
+    assert type(optimizer) is keras.optimizers.SGD
+    assert optimizer.momentum == 0.5 and optimizer.nesterov
+    assert float(optimizer.learning_rate) == pytest.approx(0.4)
+    assert float(optimizer._learning_rate(4)) == pytest.approx(0.1)
+    loss = make_loss(loaded.training)
+    y_true, y_pred = np.array([0]), np.array([[0.5, 0.5]])
+    assert float(loss(y_true, y_pred)[0]) == pytest.approx(2 * np.log(2), rel=1e-5)
+    assert loss.__name__ == "scaled_crossentropy"
+    monkeypatch.syspath_prepend(str(tmp_path / "code"))  # the import path `mine:Hits`
+    hits, plain = make_metrics(loaded.training)
+    assert (hits.k, hits.name, plain.k) == (2, "hits", 1)
+
+
+# ---------------------------------------------------------------------------------------
+# Refusals: recipe loading (TF-free) and training start (signatures)
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ({"optimizer": {"name": "adamm"}},
+     "optimizer.name must be a Keras optimizer name or a module:callable, got 'adamm' "
+     "(did you mean 'adam'?); one of: adadelta"),
+    ({"optimizer": {"schedule": "exponential_decay"}},
+     "got 'exponential_decay' (did you mean 'ExponentialDecay'?)"),
+    ({"optimizer": {"params": {"learning_rate": 0.1}}},
+     "optimizer.params.learning_rate sets what optimizer.learning_rate sets"),
+    ({"optimizer": {"params": {"momentum": 0.9}}},
+     "optimizer.params.momentum sets what optimizer.momentum sets"),
+    ({"optimizer": {"params": {"gradient_accumulation_steps": 2}}},
+     "optimizer.params.gradient_accumulation_steps: use training.accumulation_steps"),
+    ({"optimizer": {"schedule": "cosine", "schedule_params": {"alpha": 0.1}}},
+     "optimizer.schedule 'cosine' takes none (got alpha)"),
+    ({"optimizer": {"warmup_epochs": 1}},
+     "optimizer.warmup_epochs (1.0) warms up the cosine schedule only; optimizer.schedule "
+     "is 'constant'"),
+    ({"optimizer": {"schedule": "ExponentialDecay",
+                    "schedule_params": {"initial_learning_rate": 0.1}}},
+     "optimizer.schedule_params.initial_learning_rate sets what optimizer.learning_rate"),
+    ({"optimizer": {"learning_rate": 0.1, "schedule": "PiecewiseConstantDecay"}},
+     "optimizer.learning_rate (0.1) is not used by PiecewiseConstantDecay"),
+    ({"training": {"loss": "sparse_crossentropy"}}, "training.loss must be a Keras loss name"),
+    ({"training": {"loss": "crossentropy", "loss_params": {"from_logits": True}}},
+     "training.loss_params: Keras picks the loss behind 'crossentropy'"),
+    ({"training": {"metrics": ["acuracy"]}},
+     "training.metrics[0] must be a Keras metric name or a module:callable, got 'acuracy' "
+     "(did you mean 'accuracy'?)"),
+    ({"training": {"metrics": [{"name": "auc", "param": {}}]}},
+     "training.metrics[0] must be a metric name or a mapping {name: ..., params: {...}}, "
+     "got {'name': 'auc', 'param': {}} (did you mean 'params'?)"),
+    ({"training": {"metrics": [{"name": "auc", "params": [1]}]}},
+     "training.metrics[0].params must be a mapping"),
+    ({"training": {"metrics": [{"name": "accuracy", "params": {"k": 2}}]}},
+     "training.metrics[0].params: Keras picks the metric behind 'accuracy'"),
+])
+def test_recipe_refusals_name_the_key_and_the_value(raw, expected):
+    assert expected in refusal(raw)
+
+
+@pytest.mark.parametrize("optimizer, training, expected", [
+    ({"name": "nadam", "params": {"betta_1": 0.8}}, {},
+     "optimizer.params.betta_1: Keras optimizer 'nadam' (Nadam) has no argument 'betta_1' "
+     "(did you mean 'beta_1'?); it takes beta_1, beta_2, epsilon, clipvalue"),
+    ({"name": "adam", "momentum": 0.9}, {},
+     "optimizer.momentum is 0.9 but Keras optimizer 'adam' (Adam) takes no momentum "
+     "argument; leave optimizer.momentum out (its momentum is beta_1"),
+    ({"schedule": "ExponentialDecay", "schedule_params": {"decay_steps": 3}}, {},
+     "optimizer.schedule_params: Keras schedule ExponentialDecay needs decay_rate"),
+    ({"schedule": "PolynomialDecay", "schedule_params": {"decay_step": 3}}, {},
+     "optimizer.schedule_params.decay_step: Keras schedule PolynomialDecay has no argument "
+     "'decay_step' (did you mean 'decay_steps'?)"),
+    ({}, {"loss_params": {"label_smoothing": 0.1}},
+     "training.loss_params.label_smoothing: Keras loss 'sparse_categorical_crossentropy' "
+     "(SparseCategoricalCrossentropy) has no argument 'label_smoothing'"),
+    ({}, {"metrics": ["accuracy", {"name": "sparse_top_k_categorical_accuracy",
+                                   "params": {"kk": 2}}]},
+     "training.metrics[1].params.kk: Keras metric 'sparse_top_k_categorical_accuracy' "
+     "(SparseTopKCategoricalAccuracy) has no argument 'kk' (did you mean 'k'?)"),
+    ({"name": "missing_module_xyz:make"}, {},
+     "optimizer.name: cannot import 'missing_module_xyz' of 'missing_module_xyz:make'"),
+])
+def test_train_refuses_bad_arguments_before_building_data(tmp_path, monkeypatch, optimizer,
+                                                          training, expected):
+    from tfaccel.training.session import Session
+
+    def no_data(self):
+        raise AssertionError("the data was built before the arguments were checked")
+
+    monkeypatch.setattr(Session, "build_data", no_data)
+    path = tmp_path / "r.yaml"
+    path.write_text(json.dumps({"optimizer": optimizer, "training": training,
+                                "runtime": {"runs_dir": str(tmp_path / "runs"),
+                                            "precision": "float32"}}))
+    result = CliRunner().invoke(main, ["train", str(path)])
+    assert result.exit_code == 2, result.output
+    assert expected in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+    assert not list((tmp_path / "runs").glob("*"))  # no run directory left behind
+
+
+def test_a_missing_callable_file_is_named(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("training:\n  loss: losses.py:mine\n")
+    with pytest.raises(UserInputError, match=r"training.loss: the file '.*losses.py' of "):
+        make_loss(load_recipe(path).training)
+    with pytest.raises(UserInputError, match="the file"):
+        check_optimizer(recipe({"name": str(tmp_path / "no.py") + ":x"}).optimizer)
+
+
+def test_validate_refuses_with_exit_2_and_stays_tensorflow_free(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("optimizer: {name: adam, params: {clipnorm: 1.0}}\n")
+    result = CliRunner().invoke(main, ["validate", str(bad)])
+    assert result.exit_code == 2
+    assert "optimizer.params.clipnorm sets what optimizer.clipnorm sets" in result.output
+    good = tmp_path / "good.yaml"
+    good.write_text(textwrap.dedent("""
+        optimizer: {name: nadam, params: {beta_1: 0.8}, schedule: ExponentialDecay,
+                    schedule_params: {decay_steps: 10, decay_rate: 0.5}}
+        training:
+          loss: my_pkg.losses:focal
+          loss_params: {gamma: 2.0}
+          metrics: [accuracy, {name: sparse_top_k_categorical_accuracy, params: {k: 2}},
+                    code/metrics.py:Hits]
+    """))
+    body = (f"r = CliRunner().invoke(main, ['validate', {str(good)!r}])\n"
+            "assert r.exit_code == 0, r.output\n")
+    assert heavy_modules_after(body) == []
+
+
+# ---------------------------------------------------------------------------------------
+# A short run
+
+
+def test_a_run_with_a_keras_optimizer_schedule_loss_and_metric_with_arguments(
+        tmp_path, shapes_data_dir):
+    path = tmp_path / "r.yaml"
+    path.write_text(textwrap.dedent(f"""
+        data: {{source: builtin, data_dir: {shapes_data_dir}, train_split: "train[:64]",
+               validation_split: "test[:32]", shuffle_buffer: 64}}
+        optimizer: {{name: nadam, learning_rate: 3e-3, params: {{beta_1: 0.8}},
+                    schedule: ExponentialDecay,
+                    schedule_params: {{decay_steps: 4, decay_rate: 0.5}}}}
+        training:
+          epochs: 1
+          global_batch_size: 32
+          accumulation_steps: 2
+          loss_params: {{ignore_class: null}}
+          metrics: [accuracy, {{name: sparse_top_k_categorical_accuracy,
+                                params: {{k: 2, name: top2}}}}]
+        runtime: {{verbose: 0, tensorboard: false, precision: float32}}
+    """))
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(main, ["train", str(path), "--run-dir", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    epochs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [e["epoch"] for e in epochs] == [1]
+    assert 0.0 <= epochs[0]["accuracy"] <= epochs[0]["top2"] <= 1.0
+    assert 0.0 <= epochs[0]["val_accuracy"] <= epochs[0]["val_top2"] <= 1.0

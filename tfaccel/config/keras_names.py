@@ -1,0 +1,239 @@
+"""Keras' optimizer, schedule, loss and metric names, and their TF-free recipe checks."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from tfaccel.config import input_paths
+from tfaccel.errors import RecipeError, did_you_mean
+
+# Copies of Keras' own names, so `tfaccel validate` names a misspelt one without importing
+# Keras; tests/test_keras_names.py fails when Keras adds or removes one. Optimizers: the
+# optimizer classes keras.optimizers exports, lower-cased as keras.optimizers.get takes them
+# (lamb included, which Keras 3.15 exports but its get does not know). Schedules: the
+# classes keras.optimizers.schedules exports. Losses and metrics: the names keras.losses.get
+# and keras.metrics.get take (a function's or a class's). Left out: base classes and
+# wrappers (Optimizer, LossScaleOptimizer, MultiOptimizer, Loss, Metric, MeanMetricWrapper).
+OPTIMIZERS = ("adadelta", "adafactor", "adagrad", "adam", "adamax", "adamw", "ftrl", "lamb",
+              "lion", "muon", "nadam", "rmsprop", "schedulefreeadamw", "sgd")
+# Keras' class names exactly (the one spelling `keras.optimizers.schedules` exports).
+KERAS_SCHEDULES = ("CosineDecay", "CosineDecayRestarts", "ExponentialDecay",
+                   "InverseTimeDecay", "PiecewiseConstantDecay", "PolynomialDecay")
+# tfaccel's own schedules: warm-up and decay given in epochs of the run.
+OWN_SCHEDULES = ("constant", "cosine")
+LOSSES = (
+    "BCE", "BinaryCrossentropy", "BinaryFocalCrossentropy", "CTC", "CategoricalCrossentropy",
+    "CategoricalFocalCrossentropy", "CategoricalHinge", "Circle", "CosineSimilarity", "Dice",
+    "Hinge", "Huber", "KLD", "KLDivergence", "LogCosh", "MAE", "MAPE", "MSE", "MSLE",
+    "MeanAbsoluteError", "MeanAbsolutePercentageError", "MeanSquaredError",
+    "MeanSquaredLogarithmicError", "Poisson", "SparseCategoricalCrossentropy", "SquaredHinge",
+    "Tversky", "bce", "binary_crossentropy", "binary_focal_crossentropy",
+    "categorical_crossentropy", "categorical_focal_crossentropy", "categorical_hinge",
+    "circle", "cosine_similarity", "ctc", "dice", "hinge", "huber", "kl_divergence", "kld",
+    "log_cosh", "mae", "mape", "mean_absolute_error", "mean_absolute_percentage_error",
+    "mean_squared_error", "mean_squared_logarithmic_error", "mse", "msle", "poisson",
+    "sparse_categorical_crossentropy", "squared_hinge", "tversky")
+METRICS = (
+    "AUC", "Accuracy", "BCE", "BinaryAccuracy", "BinaryCrossentropy", "BinaryIoU",
+    "CategoricalAccuracy", "CategoricalCrossentropy", "CategoricalHinge",
+    "ConcordanceCorrelation", "CosineSimilarity", "F1Score", "FBetaScore", "FalseNegatives",
+    "FalsePositives", "Hinge", "IoU", "KLDivergence", "LogCoshError", "MAE", "MAPE", "MSE",
+    "MSLE", "Mean", "MeanAbsoluteError", "MeanAbsolutePercentageError", "MeanIoU",
+    "MeanSquaredError", "MeanSquaredLogarithmicError", "OneHotIoU", "OneHotMeanIoU",
+    "PearsonCorrelation", "Poisson", "Precision", "PrecisionAtRecall", "R2Score", "Recall",
+    "RecallAtPrecision", "RootMeanSquaredError", "SensitivityAtSpecificity",
+    "SparseCategoricalAccuracy", "SparseCategoricalCrossentropy",
+    "SparseTopKCategoricalAccuracy", "SpecificityAtSensitivity", "SquaredHinge", "Sum",
+    "TopKCategoricalAccuracy", "TrueNegatives", "TruePositives", "accuracy", "auc", "bce",
+    "binary_accuracy", "binary_crossentropy", "binary_io_u", "categorical_accuracy",
+    "categorical_crossentropy", "categorical_hinge", "concordance_correlation",
+    "cosine_similarity", "f1_score", "f_beta_score", "false_negatives", "false_positives",
+    "hinge", "io_u", "kl_divergence", "log_cosh_error", "mae", "mape", "mean",
+    "mean_absolute_error", "mean_absolute_percentage_error", "mean_io_u",
+    "mean_squared_error", "mean_squared_logarithmic_error", "mse", "msle",
+    "one_hot_io_u", "one_hot_mean_io_u", "pearson_correlation", "poisson", "precision",
+    "precision_at_recall", "r2_score", "recall", "recall_at_precision",
+    "root_mean_squared_error", "sensitivity_at_specificity", "sparse_categorical_accuracy",
+    "sparse_categorical_crossentropy", "sparse_top_k_categorical_accuracy",
+    "specificity_at_sensitivity", "squared_hinge", "sum", "top_k_categorical_accuracy",
+    "true_negatives", "true_positives")
+# Names Keras' compile() resolves itself from the labels' and predictions' shapes (binary,
+# categorical or sparse): no one class stands behind them, so they take no params. Only
+# "accuracy" is in Keras' metric registry too (as the Accuracy class compile does not use).
+COMPILE_LOSSES = ("crossentropy", "ce")
+COMPILE_METRICS = ("accuracy", "acc")
+_METRIC_NAMES = METRICS + tuple(m for m in COMPILE_METRICS if m not in METRICS)
+# The optimizer section's own keys that set an optimizer argument: each setting has one
+# place, so optimizer.params may not hold them. Keras' gradient_accumulation_steps would
+# accumulate a second time, inexactly under tf.distribute: training.accumulation_steps does.
+OPTIMIZER_SHORTCUTS = ("learning_rate", "momentum", "weight_decay", "clipnorm")
+OWN_OPTIMIZER_ARGUMENTS = {"gradient_accumulation_steps": "training.accumulation_steps"}
+METRIC_MAPPING_KEYS = ("name", "params")
+# `is_callable_spec` as a JSON Schema pattern (for editors).
+CALLABLE_PATTERN = ":"
+
+
+def name_schemas() -> dict[str, dict]:
+    """JSON Schemas of the keys that take a Keras name or a ``module:callable``, by key.
+
+    For `tfaccel.config.schema`: an editor then completes Keras' names and flags a
+    misspelt one, as `tfaccel validate` does.
+    """
+    def name(choices: tuple) -> dict:
+        return {"anyOf": [{"enum": list(choices)},
+                          {"type": "string", "pattern": CALLABLE_PATTERN}]}
+
+    metric = name(_METRIC_NAMES)
+    mapping = {"type": "object", "required": ["name"], "additionalProperties": False,
+               "properties": {"name": metric, "params": {"type": ["object", "null"]}}}
+    return {"optimizer.name": name(OPTIMIZERS),
+            "optimizer.schedule": name(OWN_SCHEDULES + KERAS_SCHEDULES),
+            "training.loss": name(LOSSES + COMPILE_LOSSES),
+            "training.metrics": {"type": "array",
+                                 "items": {"anyOf": metric["anyOf"] + [mapping]}}}
+
+
+def is_callable_spec(value: Any) -> bool:
+    """THE rule telling a ``module:callable`` (or ``file.py:callable``) from a Keras name."""
+    return isinstance(value, str) and ":" in value
+
+
+def metric_entries(metrics: list) -> list[tuple[str, dict]]:
+    """``training.metrics`` as ``(name, params)`` pairs: a plain entry has no params.
+
+    Args:
+        metrics: The validated list (strings and ``{name, params}`` mappings).
+    """
+    return [(m, {}) if isinstance(m, str) else (m["name"], dict(m.get("params") or {}))
+            for m in metrics]
+
+
+def check_keras_names(optimizer, training, *, source: str) -> None:
+    """Checks the optimizer, schedule, loss and metric names and the keys around them.
+
+    TF-free: names against the copies of Keras' names above, and the rules between keys (a
+    shortcut key set twice, params for a name that takes none). Keyword arguments are checked against the real signatures when
+    training starts (`tfaccel.training.optimizers`, `tfaccel.training.losses`), where each
+    ``module:callable`` is imported too.
+
+    Args:
+        optimizer: The recipe's `OptimizerConfig`.
+        training: The recipe's `TrainingConfig`.
+        source: The recipe's name for messages (its file path).
+
+    Raises:
+        RecipeError: The message names the key and the value received.
+    """
+    _check_name(optimizer.name, OPTIMIZERS, key="optimizer.name", kind="a Keras optimizer",
+                source=source)
+    _check_optimizer_params(optimizer, source=source)
+    _check_schedule(optimizer, source=source)
+    _check_name(training.loss, LOSSES + COMPILE_LOSSES, key="training.loss",
+                kind="a Keras loss", source=source)
+    if training.loss in COMPILE_LOSSES and training.loss_params:
+        raise RecipeError(
+            f"{source}: training.loss_params: Keras picks the loss behind "
+            f"{training.loss!r} from the labels' shape, so it takes no params; name the "
+            "loss itself (e.g. sparse_categorical_crossentropy) to give it params.")
+    for i, entry in enumerate(training.metrics):
+        _check_metric(entry, key=f"training.metrics[{i}]", source=source)
+
+
+def resolve_callable_files(optimizer, training, resolve: Callable[[str], str]):
+    """The optimizer and training sections with each ``file.py:callable`` file resolved.
+
+    Args:
+        optimizer: The recipe's `OptimizerConfig`.
+        training: The recipe's `TrainingConfig`.
+        resolve: The recipe's path rule (relative to the recipe's folder).
+
+    Returns:
+        ``(optimizer, training)``, changed where a name is a file's callable.
+    """
+    def spec(value):
+        file = input_paths.python_source_file(value) if is_callable_spec(value) else None
+        if file is None:
+            return value  # a Keras name or an import path `package.module:callable`
+        return f"{resolve(value.rpartition(':')[0])}:{value.rpartition(':')[2]}"
+
+    metrics = [spec(m) if isinstance(m, str) else {**m, "name": spec(m["name"])}
+               for m in training.metrics]
+    return (dataclasses.replace(optimizer, name=spec(optimizer.name),
+                                schedule=spec(optimizer.schedule)),
+            dataclasses.replace(training, loss=spec(training.loss), metrics=metrics))
+
+
+def _check_name(value: str, names: tuple, *, key: str, kind: str, source: str) -> None:
+    if value in names or is_callable_spec(value):
+        return
+    # The short lists are worth reading in full; the long ones (losses, metrics) are not.
+    listed = f"; one of: {', '.join(names)}" if len(names) <= 20 else ""
+    raise RecipeError(
+        f"{source}: {key} must be {kind} name or a module:callable, got {value!r}"
+        f"{did_you_mean(value, names)}{listed}.")
+
+
+def _check_optimizer_params(optimizer, *, source: str) -> None:
+    for name in optimizer.params:
+        if name in OPTIMIZER_SHORTCUTS:
+            raise RecipeError(
+                f"{source}: optimizer.params.{name} sets what optimizer.{name} sets; give it "
+                f"once, as optimizer.{name}.")
+        if name in OWN_OPTIMIZER_ARGUMENTS:
+            raise RecipeError(
+                f"{source}: optimizer.params.{name}: use {OWN_OPTIMIZER_ARGUMENTS[name]} "
+                "(tfaccel's exact accumulation, under every strategy) instead of the "
+                "optimizer's own.")
+
+
+def _check_schedule(optimizer, *, source: str) -> None:
+    schedule = optimizer.schedule
+    _check_name(schedule, OWN_SCHEDULES + KERAS_SCHEDULES, key="optimizer.schedule",
+                kind="constant, cosine, a Keras schedule", source=source)
+    if schedule in OWN_SCHEDULES and optimizer.schedule_params:
+        raise RecipeError(
+            f"{source}: optimizer.schedule_params is for a Keras schedule or a "
+            f"module:callable; optimizer.schedule {schedule!r} takes none (got "
+            f"{', '.join(map(str, optimizer.schedule_params))}).")
+    if optimizer.warmup_epochs and schedule != "cosine":
+        raise RecipeError(
+            f"{source}: optimizer.warmup_epochs ({optimizer.warmup_epochs}) warms up the "
+            f"cosine schedule only; optimizer.schedule is {schedule!r} (CosineDecay takes "
+            "warmup_steps in optimizer.schedule_params).")
+    if "initial_learning_rate" in optimizer.schedule_params:
+        raise RecipeError(
+            f"{source}: optimizer.schedule_params.initial_learning_rate sets what "
+            "optimizer.learning_rate sets (the schedule starts from it); give it once, as "
+            "optimizer.learning_rate.")
+    default_rate = next(f.default for f in dataclasses.fields(optimizer)
+                        if f.name == "learning_rate")
+    if schedule == "PiecewiseConstantDecay" and optimizer.learning_rate != default_rate:
+        raise RecipeError(
+            f"{source}: optimizer.learning_rate ({optimizer.learning_rate}) is not used by "
+            "PiecewiseConstantDecay: its optimizer.schedule_params.values are the rates; "
+            "leave optimizer.learning_rate out.")
+
+
+def _check_metric(entry: Any, *, key: str, source: str) -> None:
+    if isinstance(entry, dict):
+        unknown = [k for k in entry if k not in METRIC_MAPPING_KEYS]
+        if unknown or not isinstance(entry.get("name"), str):
+            raise RecipeError(
+                f"{source}: {key} must be a metric name or a mapping {{name: ..., params: "
+                f"{{...}}}}, got {entry!r}"
+                f"{did_you_mean(str(unknown[0]), METRIC_MAPPING_KEYS) if unknown else ''}.")
+        params = entry.get("params") or {}
+        if not isinstance(params, dict):
+            raise RecipeError(f"{source}: {key}.params must be a mapping of the metric's "
+                              f"arguments, got {params!r}.")
+        name = entry["name"]
+        if name in COMPILE_METRICS and params:
+            raise RecipeError(
+                f"{source}: {key}.params: Keras picks the metric behind {name!r} from the "
+                "labels' shape, so it takes no params; name the metric itself (e.g. "
+                "sparse_categorical_accuracy) to give it params.")
+    else:
+        name = entry
+    _check_name(name, _METRIC_NAMES, key=key, kind="a Keras metric",
+                source=source)
