@@ -264,6 +264,8 @@ def test_a_split_the_file_does_not_hold_is_named_with_what_it_holds(tmp_path):
     (("images", "labels"), "['images', 'labels']"),
     (("x_train", "y_train", "x_tset", "y_test"), "['x_tset', 'y_test']"),
     (("x", "y", "x_train", "y_train"), "both"),
+    (("x_train", "y_train", "x_test"), "without their x or y: ['x_test']"),
+    (("x",), "without their x or y: ['x']"),
 ])
 def test_arrays_of_other_names_are_named_with_the_layouts_expected(tmp_path, names,
                                                                    unexpected):

@@ -640,9 +640,10 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
             (the builders pass their files and decode settings). None: the input cannot
             be looked into; said once per cache, and the cache is reused as it is.
         _random_decode: Internal: ``fn(features, seed) -> features``, per-example work
-            that is random and so must come after the cache and the shuffle, before augmentation (a random
-            crop decoded from the cached bytes of an image file, `data.crops`); run in a
-            parallel map, seeded like the augmentations (a shape-[2] int64 seed).
+            that is random and so must come after the cache and the shuffle, before
+            augmentation (a random crop decoded from the cached bytes of an image file,
+            `data.crops`); run in a parallel map, seeded like the augmentations (a
+            shape-[2] int64 seed).
         padded_batch: Batch examples whose shapes are not fully known with
             `Dataset.padded_batch` (zeros up to the longest example of each batch, as
             Keras' audio loader) instead of as RaggedTensors.

@@ -30,27 +30,29 @@ def splits_in(names: Iterable[str], *, path: str) -> Dict[str, Tuple[str, str]]:
             both layouts in one file: what was found and what is expected are named.
     """
     names = sorted(names)
-    pairs, unexpected = {}, []
+    pairs, unexpected, unpaired = {}, [], []
     for name in names:
         if name in ("x", "y"):
-            split = PLAIN_SPLIT if {"x", "y"} <= set(names) else None
-            pair = ("x", "y")
+            split, pair = PLAIN_SPLIT, ("x", "y")
         elif name[:2] in ("x_", "y_") and len(name) > 2:
-            split = name[2:]
-            pair = (f"x_{split}", f"y_{split}")
-            split = split if set(pair) <= set(names) else None
+            split, pair = name[2:], (f"x_{name[2:]}", f"y_{name[2:]}")
         else:
-            split = None
-        if split is None:
             unexpected.append(name)
+            continue
+        if not set(pair) <= set(names):
+            unpaired.append(name)
         elif split in pairs and pairs[split] != pair:
             raise DataError(f"Arrays file {path!r} holds both x/y and x_{split}/y_{split} "
                             f"(arrays {names}); expected {EXPECTED}.")
         else:
             pairs[split] = pair
-    if unexpected or not pairs:
-        raise DataError(f"Arrays file {path!r} holds arrays {names}; unexpected: "
-                        f"{unexpected}. Expected {EXPECTED}.")
+    if unexpected or unpaired or not pairs:
+        found = "; ".join(
+            part for part in (f"unexpected: {unexpected}" if unexpected else "",
+                              f"without their x or y: {unpaired}" if unpaired else "")
+            if part) or "no arrays"
+        raise DataError(f"Arrays file {path!r} holds arrays {names} ({found}); expected "
+                        f"{EXPECTED}.")
     return pairs
 
 

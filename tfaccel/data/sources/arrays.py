@@ -78,8 +78,8 @@ def from_arrays(x, y=None, batch_size: Optional[int] = None, *,
         validation_split: `fit`'s meaning: the last fraction of the arrays, taken before
             any shuffling, is held out (Keras' rule: the first
             ``floor(n * (1 - validation_split))`` examples train). The validation dataset
-            keeps their order and every example (never shuffled, augmented or streamed;
-            its last partial batch kept) and caches into its own files
+            keeps their order and every example (never shuffled, augmented, streamed or
+            sent to a tf.data service; its last partial batch kept) and caches into its own files
             (``PREFIX_validation``) with a file `cache`.
         **options: Any public keyword of `tfaccel.data.optimize` (augment, deterministic,
             cache, private_threads, ...).
@@ -135,7 +135,8 @@ def _with_validation(elements, validation_split, *, batch_size, shuffle_buffer, 
             "`validation_split` argument.")
     train_cache, validation_cache = cache_files.split_prefixes(options.get("cache"))
     validation_options = {k: v for k, v in options.items()
-                          if k not in ("augment", "augment_on", "stream", "drop_remainder")}
+                          if k not in ("augment", "augment_on", "stream", "service",
+                                       "drop_remainder")}
     train = _batches(tf.nest.map_structure(lambda a: a[:split_at], elements),
                      batch_size=batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
                      options={**options, "cache": train_cache})
