@@ -312,3 +312,17 @@ def test_a_fraction_given_to_validation_split_points_to_validation_fraction(tmp_
     assert ("data.validation_split names a split (e.g. test); for a held-out fraction use "
             "data.validation_fraction: 0.1") in " ".join(result.output.split())
     assert "Traceback" not in result.output
+
+
+def test_float_grey_images_without_a_channel_axis_are_told_the_fix(tmp_path):
+    # Float (N, H, W) may be sequences (N, timesteps, channels): left as they are, so an
+    # image model says what to do instead of only "got (12, 12)".
+    arrays = _keras_npz(tmp_path / "mnist.npz")
+    np.savez(tmp_path / "mnist.npz", **{k: (v / 255.0).astype("float32") if k[0] == "x" else v
+                                        for k, v in arrays.items()})
+    result = CliRunner().invoke(main, ["train", _recipe(tmp_path, ""), "--run-dir",
+                                       str(tmp_path / "run")])
+    assert result.exit_code == 2, result.output
+    output = " ".join(result.output.split())
+    assert "got (12, 12): grey-scale images need a channel axis, (12, 12, 1)" in output
+    assert "x[..., None]" in output and "Traceback" not in output
