@@ -524,8 +524,15 @@ def _check_shape(input_shape, num_classes, *, inputs="images"):
     sizes = shape[1:] if rank_ok and inputs == "sequences" and shape[0] is None else shape
     if not rank_ok or not all(_is_int(d) and d > 0 for d in sizes):
         expected = _EXPECTED_SHAPES[inputs]
+        fix = ""
+        if inputs == "images" and shape is not None and len(shape) == 2:
+            # Keras' grey-scale datasets (MNIST) are (N, H, W): the usual way to get here.
+            fix = (f": grey-scale images need a channel axis, {(*shape, 1)!r} (data.source "
+                   "arrays adds it to integer (N, H, W) arrays; give float ones as "
+                   "x[..., None])")
         raise UserInputError(
-            f"input_shape must be {expected} of positive integers, got {input_shape!r}."
+            f"input_shape must be {expected} of positive integers, got {input_shape!r}"
+            f"{fix}."
         )
     _check_classes(num_classes)
     return shape

@@ -135,8 +135,8 @@ class DataConfig:
         "builtin", "builtin (generated, no network), tfds, image_folder, text_folder (a .txt "
         "file per example in class sub-folders), text_lines (text files of one "
         "label<TAB>text example per line), csv (CSV files with a header; label_key names "
-        "the label column), tfrecords, arrays "
-        "(.npz with x/y arrays), python (a `module:callable` source run in worker processes), "
+        "the label column), tfrecords, arrays (.npz of x/y, or Keras' x_train/y_train/"
+        "x_test/y_test), python (a `module:callable` source run in worker processes), "
         "audio_folder (a .wav file per example in class sub-folders) or timeseries (windows "
         "of the rows of one CSV file; label_key names the integer label column).")
     name: Optional[str] = _key(
@@ -148,9 +148,12 @@ class DataConfig:
         None, "TFDS data directory (TFDS's own default when empty).", path=True)
     download: bool = _key(
         False, "Let TFDS download and prepare a dataset that is not prepared yet (source tfds).")
-    train_split: str = _key("train", "Split used for training (TFDS split syntax allowed).")
+    train_split: str = _key(
+        "train", "Split used for training (TFDS split syntax allowed; arrays: x_train/"
+        "y_train, or plain x/y).")
     validation_split: Optional[str] = _key(
-        "test", "Split used for validation; empty for none (or use validation_fraction).")
+        "test", "Split used for validation, by name (TFDS split; arrays: x_test/y_test); "
+        "empty for none. A held-out fraction is validation_fraction.")
     validation_fraction: float = _key(
         0.0, "Fraction of the training data held out for validation (seeded; every source; "
         "timeseries: the last rows, in time order).",
@@ -208,6 +211,19 @@ class DataConfig:
                                         help="Time series section (source timeseries).")
     table: TableConfig = _key(default_factory=TableConfig,
                               help="Table section (source csv): how columns become features.")
+
+
+def _misread_data_value(key_path: str, value: Any) -> Optional[str]:
+    """What a data key's value says the user meant, when it belongs to another key.
+
+    One key per meaning: Keras' ``validation_split=0.1`` is a fraction, the recipe's
+    ``data.validation_split`` names a split, and the fraction is ``data.validation_fraction``.
+    """
+    if (key_path == "data.validation_split" and isinstance(value, (int, float))
+            and not isinstance(value, bool)):
+        return ("data.validation_split names a split (e.g. test); for a held-out fraction "
+                f"use data.validation_fraction: {value}")
+    return None
 
 
 @dataclass(frozen=True)
@@ -552,6 +568,9 @@ def _build(cls, raw: Any, prefix: str, *, source: str):
             continue
         if name not in raw:
             continue  # the dataclass default applies
+        meant = _misread_data_value(key_path, raw[name])
+        if meant:
+            raise RecipeError(f"{source}: {meant} (got {_describe(raw[name])}).")
         value = _convert(raw[name], hint, key_path, source=source)
         _check_range(value, f.metadata, key_path, source=source)
         values[name] = value

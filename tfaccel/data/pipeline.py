@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
@@ -483,28 +483,64 @@ def _tail(dataset, plan: _Plan, *, example_seeds, batch_seeds):
     return _finish_batches(_batch(dataset, plan, batch_seeds), plan, batch_seeds)
 
 
-def check_builder_options(options: dict, *, builder: Callable) -> None:
-    """Refuses a keyword that neither `builder` nor `optimize` takes, naming both.
+# optimize's arguments each builder decides for itself (its decode, its shuffle of cheap
+# references, its padding, the fingerprint of its cache): a builder takes one of these from
+# its caller only where its own signature names it (from_python's cache_fingerprint).
+SET_BY_BUILDERS = frozenset({"map_fn", "source_shuffle", "padded_batch",
+                             "cache_fingerprint"})
 
-    Without it, an argument a builder does not know reaches `optimize` and fails there
-    ("optimize() got an unexpected keyword argument"), naming the wrong function.
 
-    Raises:
-        UserInputError: An unknown keyword, with the closest known one.
-    """
+def _parameters(function: Callable) -> list:
+    """`function`'s named parameters, in order (no ``*args``/``**kwargs``)."""
     import inspect
 
+    return [name for name, p in inspect.signature(function).parameters.items()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def public_options(builder: Callable, *, refused: Mapping[str, str] = {}) -> list:
+    """THE keywords a user may give `builder`: its own, then `optimize`'s that apply.
+
+    Internals stay hidden: `optimize`'s private-prefixed arguments (``_random_decode``,
+    ``_ignore_decode_errors``: what a builder decodes at random or skips) never, and
+    `SET_BY_BUILDERS` only for `optimize` itself or a builder that names one; `refused`
+    are the builder's own "means nothing here" options.
+    """
+    own = _parameters(builder)
+    tail = [] if builder is optimize else sorted(
+        set(_parameters(optimize)) - {"dataset"} - SET_BY_BUILDERS - set(own) - set(refused))
+    return [name for name in own + tail if not name.startswith("_")]
+
+
+def check_builder_options(options: Mapping, *, builder: Callable,
+                          refused: Mapping[str, str] = {}) -> None:
+    """Refuses a keyword `builder` does not take from users, naming the nearest public one.
+
+    `options` are the keywords `builder` (a `from_*` builder, or `optimize`) received
+    beyond its own named ones: each must be a public `optimize` option (`public_options`),
+    else the message names the builder, the argument, the nearest public keyword and the
+    public keywords only. Without it, an argument a builder does not know reaches
+    `optimize` and fails there, naming the wrong function; an internal one would be used.
+
+    Args:
+        options: The keywords to check.
+        builder: The function that received them.
+        refused: ``{option: why}``: `optimize` options that mean nothing to `builder`.
+
+    Raises:
+        UserInputError: An unknown or internal keyword, or a refused one with its reason.
+    """
     from tfaccel.errors import did_you_mean
 
-    known = set(inspect.signature(optimize).parameters) - {"dataset"}
-    own = set(inspect.signature(builder).parameters) - {"options"}
+    public = public_options(builder, refused=refused)
     for name in options:
-        if name not in known:
+        if name in refused:
+            raise UserInputError(f"{builder.__name__}() does not take {name}="
+                                 f"{options[name]!r}: {refused[name]}.")
+        if name not in public or name in _parameters(builder):
             raise UserInputError(
                 f"{builder.__name__}() got an unknown argument {name!r}"
-                f"{did_you_mean(name, sorted(known | own))}: it takes its "
-                "own arguments (see its docstring) and those of tfaccel.data.optimize: "
-                f"{', '.join(sorted(known))}.")
+                f"{did_you_mean(name, public)}; it takes {', '.join(public)}.")
 
 
 def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
@@ -523,14 +559,14 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
              image_dtype: Optional[str] = "float32",
              input_context: Optional[tf.distribute.InputContext] = None,
              source_shuffle: int = 0,
-             ignore_decode_errors: bool = False,
+             _ignore_decode_errors: bool = False,
              sequential: bool = False,
              stream: Optional[EpochStream] = None,
              service=None,
              cache_fingerprint: Optional[dict] = None,
-             random_decode: Optional[Callable] = None,
+             _random_decode: Optional[Callable] = None,
              padded_batch: bool = False,
-             batch_by_length: bool = False) -> tf.data.Dataset:
+             batch_by_length: bool = False, **unknown) -> tf.data.Dataset:
     """Applies the standard tail to a dataset of examples and returns batches for `fit`.
 
     The order is fixed because each step only stays correct and fast in this place:
@@ -541,7 +577,7 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
        anything random, so random choices are not frozen into the cache.
     3. ``shuffle`` (seeded, reshuffled each epoch): after the cache, or every epoch would read
        the cached first-epoch order.
-    4. random augmentation (after a `random_decode`, if any: a random crop decoded from the
+    4. random augmentation (after a `_random_decode`, if any: a random crop decoded from the
        cached file bytes): after cache and shuffle so it differs every epoch; named
        augmentations run vectorised on whole batches (one op per batch, not per image),
        a callable runs per example in a parallel map (``augment_on="example"``) or per batch.
@@ -592,8 +628,8 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
             pipeline's input and produce per-replica batches.
         source_shuffle: Shuffle buffer applied before `map_fn`, for sources whose elements
             are cheap references (paths, indices): a global shuffle for a few bytes each.
-        ignore_decode_errors: Skip examples whose `map_fn` fails (used by the image folder
-            source after its up-front file check, as a last safety net).
+        _ignore_decode_errors: Internal: skip examples whose `map_fn` fails (the image
+            folder source after its up-front file check, as a last safety net).
         sequential: Build the truly sequential pipeline (the benchmarks' baseline).
         stream: An `EpochStream`: build a resumable stream of passes (see above).
         service: A `tfaccel.data.service.ServiceTarget`: run stages 1-5 on a tf.data
@@ -603,10 +639,11 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
         cache_fingerprint: A JSON-able dict of everything the cached examples depend on
             (the builders pass their files and decode settings). None: the input cannot
             be looked into; said once per cache, and the cache is reused as it is.
-        random_decode: ``fn(features, seed) -> features``: per-example work that is random
-            and so must come after the cache and the shuffle, before augmentation (a random
-            crop decoded from the cached bytes of an image file, `data.crops`); run in a
-            parallel map, seeded like the augmentations (a shape-[2] int64 seed).
+        _random_decode: Internal: ``fn(features, seed) -> features``, per-example work
+            that is random and so must come after the cache and the shuffle, before
+            augmentation (a random crop decoded from the cached bytes of an image file,
+            `data.crops`); run in a parallel map, seeded like the augmentations (a
+            shape-[2] int64 seed).
         padded_batch: Batch examples whose shapes are not fully known with
             `Dataset.padded_batch` (zeros up to the longest example of each batch, as
             Keras' audio loader) instead of as RaggedTensors.
@@ -615,13 +652,15 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
             to its own longest (`tfaccel.data.length_batches`: length-sorted windows after
             the shuffle, as many batches per pass as plain batching, seeded). Other
             examples are batched as usual.
+        **unknown: Refused, naming the nearest keyword (`check_builder_options`).
 
     Returns:
         A `tf.data.Dataset` of batches.
 
     Raises:
-        UserInputError: An argument has a bad value.
+        UserInputError: An argument has a bad value, or is not one of these.
     """
+    check_builder_options(unknown, builder=optimize)
     if batch_size is None:
         _check_unbatched(augment=augment, augment_on=augment_on, stream=stream,
                          input_context=input_context)
@@ -662,7 +701,7 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
                  seed=seed, parallel=num_parallel_calls,
                  det=_per_op_determinism(deterministic, parallel=num_parallel_calls,
                                          stream=stream is not None),
-                 image_dtype=image_dtype, sequential=sequential, random_decode=random_decode,
+                 image_dtype=image_dtype, sequential=sequential, random_decode=_random_decode,
                  pad=padded_batch, by_length=batch_by_length)
 
     cast_on_arrival = None
@@ -679,7 +718,7 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
         dataset = _stream_of_passes(dataset, plan, stream=stream, map_fn=map_fn, cache=cache,
                                     shuffle_buffer=shuffle_buffer,
                                     source_shuffle=source_shuffle,
-                                    ignore_decode_errors=ignore_decode_errors,
+                                    ignore_decode_errors=_ignore_decode_errors,
                                     salt_per_worker=service is not None
                                     and service.salts_per_worker)
         # Everything up to the last shuffle keeps its order (set per op above and here for
@@ -689,7 +728,7 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
         if source_shuffle:
             dataset = dataset.shuffle(source_shuffle, seed=seed, reshuffle_each_iteration=True)
         dataset = _cache(_decode(dataset, plan, map_fn=map_fn,
-                                 ignore_decode_errors=ignore_decode_errors), cache)
+                                 ignore_decode_errors=_ignore_decode_errors), cache)
         if shuffle_buffer:
             dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
         seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from typing import Optional
 
@@ -10,8 +11,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfaccel.data import cache_files, order, pipeline, sharding, splits
-from tfaccel.data.sources import base
-from tfaccel.errors import DataError
+from tfaccel.data.sources import array_files, base
+from tfaccel.errors import DataError, UserInputError
 
 
 def _length(x, name):
@@ -47,37 +48,57 @@ def _check_finite(arrays, name: str) -> None:
         "or a mask feature and a fill value).")
 
 
-def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = None,
-                seed: Optional[int] = None, **options) -> tf.data.Dataset:
+def from_arrays(x, y=None, batch_size: Optional[int] = None, *,
+                shuffle_buffer: Optional[int] = None, seed: Optional[int] = None,
+                validation_split: Optional[float] = None, **options):
     """Builds batches from in-memory arrays.
 
     Example::
 
-        train = tfaccel.data.from_arrays(x_train, y_train, batch_size=128,
+        train = tfaccel.data.from_arrays(x_train, y_train, 128,
                                          augment=["flip", "crop"], seed=0)
         model.fit(train, epochs=5)
+
+        train, val = tfaccel.data.from_arrays(x_train, y_train, 128, validation_split=0.1)
+        model.fit(train, validation_data=val, epochs=5)
+
+    `x`, `y` and `batch_size` come in `model.fit`'s order, positionally or by name; the
+    rest is keyword-only.
 
     Args:
         x: An array, or a dict of arrays with the same first dimension.
         y: Labels with the same first dimension, or None for features only.
-        batch_size: The GLOBAL batch size.
+        batch_size: The GLOBAL batch size (required).
         shuffle_buffer: Shuffle buffer in examples, 0 for no shuffling (as
             ``data.shuffle_buffer``). None (default): every example, a full shuffle each
             epoch as ``model.fit(x, y)`` does. A smaller buffer first permutes the
             arrays once, seeded (`tfaccel.data.order`), so arrays sorted by label still
             give mixed batches after a cache.
         seed: Seed of that permutation, of shuffling and augmentation.
-        **options: Any keyword of `tfaccel.data.optimize` (augment, seed, deterministic,
+        validation_split: `fit`'s meaning: the last fraction of the arrays, taken before
+            any shuffling, is held out (Keras' rule: the first
+            ``floor(n * (1 - validation_split))`` examples train). The validation dataset
+            keeps their order and every example (never shuffled, augmented, streamed or
+            sent to a tf.data service; its last partial batch kept) and caches into its own files
+            (``PREFIX_validation``) with a file `cache`.
+        **options: Any public keyword of `tfaccel.data.optimize` (augment, deterministic,
             cache, private_threads, ...).
 
     Returns:
-        A `tf.data.Dataset` of ``(x_batch, y_batch)`` (or ``x_batch``) ready for `fit`.
+        A `tf.data.Dataset` of ``(x_batch, y_batch)`` (or ``x_batch``) ready for `fit`;
+        with `validation_split` a ``(training, validation)`` tuple of them, as
+        `from_image_folder`'s ``subset="both"``.
 
     Raises:
         DataError: The arrays are empty or their lengths differ, or a floating-point array
             holds NaN or an infinite value (the first is named with its example).
+        UserInputError: An unknown keyword, no `batch_size`, or a `validation_split` that
+            leaves no example on one side (Keras' check).
     """
     pipeline.check_builder_options(options, builder=from_arrays)
+    if batch_size is None:
+        raise UserInputError("from_arrays() needs batch_size (the third argument, or "
+                             "batch_size=), as fit(x, y, batch_size) takes it.")
     n = _length(x, "x")
     if y is not None and _length(y, "y") != n:
         raise DataError(f"x has {n} examples but y has {_length(y, 'y')}.")
@@ -88,6 +109,48 @@ def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = N
     if y is not None:
         _check_finite(y, "y")
     elements = x if y is None else (x, np.asarray(y))
+    if validation_split is not None:
+        return _with_validation(elements, validation_split, batch_size=batch_size,
+                                shuffle_buffer=shuffle_buffer, seed=seed, options=options)
+    return _batches(elements, batch_size=batch_size, shuffle_buffer=shuffle_buffer,
+                    seed=seed, options=options)
+
+
+def _with_validation(elements, validation_split, *, batch_size, shuffle_buffer, seed,
+                     options: dict):
+    """`from_arrays` with `fit`'s `validation_split`: ``(training, validation)``."""
+    if isinstance(validation_split, bool) or not isinstance(validation_split, (int, float)) \
+            or not 0 < validation_split < 1:
+        raise UserInputError("validation_split must be a number between 0 and 1 (the "
+                             f"held-out fraction), got {validation_split!r}.")
+    n = len(tf.nest.flatten(elements)[0])
+    # keras/src/trainers/data_adapters/array_slicing.py train_validation_split, its rule
+    # and wording (int(n * f) held out can differ by one: floating-point rounding).
+    split_at = int(math.floor(n * (1.0 - validation_split)))
+    if split_at in (0, n):
+        raise UserInputError(
+            f"Training data contains {n} samples, which is not sufficient to split it into "
+            f"a validation and training set as specified by `validation_split="
+            f"{validation_split}`. Either provide more data, or a different value for the "
+            "`validation_split` argument.")
+    train_cache, validation_cache = cache_files.split_prefixes(options.get("cache"))
+    validation_options = {k: v for k, v in options.items()
+                          if k not in ("augment", "augment_on", "stream", "service",
+                                       "drop_remainder")}
+    train = _batches(tf.nest.map_structure(lambda a: a[:split_at], elements),
+                     batch_size=batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
+                     options={**options, "cache": train_cache})
+    validation = _batches(tf.nest.map_structure(lambda a: a[split_at:], elements),
+                          batch_size=batch_size, shuffle_buffer=0, seed=seed,
+                          options={**validation_options, "cache": validation_cache,
+                                   "drop_remainder": False})
+    return train, validation
+
+
+def _batches(elements, *, batch_size, shuffle_buffer, seed, options: dict):
+    """The checked `elements` (x, or (x, y)) through the standard tail."""
+    options = dict(options)
+    n = len(tf.nest.flatten(elements)[0])
     if shuffle_buffer is None:
         shuffle_buffer = n
     if 0 < shuffle_buffer < n:
@@ -109,7 +172,14 @@ def from_arrays(x, y=None, *, batch_size: int, shuffle_buffer: Optional[int] = N
 
 
 class ArraysSource(base.Source):
-    """``data.source: arrays``: an ``.npz`` file holding arrays named x and y."""
+    """``data.source: arrays``: an ``.npz`` file of x and y, or Keras' dataset layout.
+
+    `array_files` says which arrays hold which split: ``data.train_split`` (train) and
+    ``data.validation_split`` (test) name ``x_train``/``y_train`` and ``x_test``/``y_test``;
+    plain x and y are the train split. ``data.validation_fraction`` holds examples out of
+    the training arrays instead (as for TFDS). Integer images get a channel axis and
+    travel as uint8 (`array_files.as_images`).
+    """
 
     names = ("arrays",)
 
@@ -119,26 +189,33 @@ class ArraysSource(base.Source):
         if not os.path.exists(path):
             raise DataError(f"Arrays file {path!r} does not exist.")
         with np.load(path, allow_pickle=False) as npz:
-            if "x" not in npz or "y" not in npz:
-                raise DataError(f"Arrays file {path!r} must hold arrays named 'x' and 'y'; "
-                                f"it has {sorted(npz.files)}.")
-            x, y = npz["x"], npz["y"]
+            pairs = array_files.splits_in(npz.files, path=path)
+            x_name, y_name = array_files.pair_of(pairs, config.train_split,
+                                                 key="data.train_split", path=path)
+            val_pair = None if config.validation_fraction else array_files.validation_pair(
+                pairs, config.validation_split, path=path)
+            x, y = npz[x_name], npz[y_name]
+            vx, vy = (None, None) if val_pair is None else (npz[val_pair[0]],
+                                                            npz[val_pair[1]])
+        labels = y if vy is None else np.concatenate([np.ravel(y), np.ravel(vy)])
         num_classes = base.classes_for_labels(
-            int(np.min(y)), int(np.max(y)), num_classes=config.num_classes,
-            where=repr(path)) if len(y) else config.num_classes
+            int(np.min(labels)), int(np.max(labels)), num_classes=config.num_classes,
+            where=repr(path)) if len(labels) else config.num_classes
         # Named here, with the file, before the split renumbers the examples.
-        _check_finite(x, f"Arrays file {path!r}: x")
-        val, val_examples = None, None
+        _check_finite(x, f"Arrays file {path!r}: {x_name}")
+        x = array_files.as_images(x)
+        if vx is not None:
+            _check_finite(vx, f"Arrays file {path!r}: {val_pair[0]}")
+            vx = array_files.as_images(vx)
         if config.validation_fraction:
             train_idx, val_idx = splits.split_indices(len(x), config.validation_fraction,
                                                       self.seed)
             x, y, vx, vy = x[train_idx], y[train_idx], x[val_idx], y[val_idx]
-            val = from_arrays(vx, vy, batch_size=batch_size, shuffle_buffer=0, **common,
-                              **validation_options)
-            val_examples = len(val_idx)
+        val = None if vx is None else from_arrays(
+            vx, vy, batch_size=batch_size, shuffle_buffer=0, **common, **validation_options)
         train = from_arrays(x, y, batch_size=batch_size,
                             shuffle_buffer=min(config.shuffle_buffer, len(x)), **common,
                             **train_options)
         return base.Built(train=train, validation=val, num_classes=num_classes,
                           class_names=None, train_examples=len(x),
-                          validation_examples=val_examples)
+                          validation_examples=None if vx is None else len(vx))

@@ -407,7 +407,7 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         headers=audio.headers if verify else None,
         # Every header was checked with the decoder's own rules, so no ignore_errors stage
         # (a serial stage); without the check, a file that fails is skipped there.
-        ignore_decode_errors=not verify,
+        _ignore_decode_errors=not verify,
         # Keras' batches: zero-padded to the longest waveform of each batch, or to
         # output_sequence_length (the channels are not static, as in Keras).
         padded_batch=not ragged)

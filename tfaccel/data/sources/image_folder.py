@@ -462,7 +462,7 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
         # with a cache the files' bytes are read into it, without one each epoch reads and
         # crops in the same parallel map (one stage less: measured ~10% on 2 cores).
         map_fn = _read_bytes if cache else None
-        options["random_decode"] = crop if cache else (
+        options["_random_decode"] = crop if cache else (
             lambda path, seed: crop(tf.io.read_file(path), seed))
     else:
         map_fn = make_decoder(image_size=image_size, channels=channels,
@@ -477,7 +477,7 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
         dataset, batch_size=batch_size, map_fn=map_fn, cache=cache,
         shuffle_buffer=shuffle_buffer, source_shuffle=source_shuffle, seed=seed,
         # Reading the bytes of a listed file cannot fail the way a decode can.
-        ignore_decode_errors=crop is None,
+        _ignore_decode_errors=crop is None,
         **options)
     dataset.class_names = class_names if label_mode is not None else None  # as Keras
     dataset.file_paths = paths

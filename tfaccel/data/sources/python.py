@@ -119,7 +119,8 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
                 transform: Optional[Callable] = None,
                 output_signature=None, shuffle: bool = False, seed: Optional[int] = None,
                 deterministic: bool = False, chunk_size: int = 32,
-                start_method: Optional[str] = None, **options) -> tf.data.Dataset:
+                start_method: Optional[str] = None,
+                cache_fingerprint: Optional[dict] = None, **options) -> tf.data.Dataset:
     """Builds batches from a Python source whose per-example work runs in parallel workers.
 
     `tf.data.Dataset.from_generator` runs Python under the GIL, so a Python-heavy
@@ -168,6 +169,9 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
             every worker imports TensorFlow again (seconds, once per dataset), and
             `source` and `transform` must be picklable (defined at module level); a
             UserInputError says so at once otherwise.
+        cache_fingerprint: With a file `cache`: a JSON-able dict of what the data the
+            source reads depends on (files, versions), which tfaccel cannot see; a change
+            rebuilds the cache (the source's code, length and order are recorded anyway).
         **options: Any other keyword of `tfaccel.data.optimize` (shuffle_buffer, augment,
             cache, ...).
 
@@ -183,6 +187,8 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
         UserInputError: A bad argument, or an empty source.
     """
     pipeline.check_builder_options(options, builder=from_python)
+    if cache_fingerprint is not None:
+        options["cache_fingerprint"] = cache_fingerprint
     if mode not in ("process", "thread"):
         raise UserInputError(f"mode must be 'process' or 'thread', got {mode!r}.")
     if not isinstance(workers, int) or workers < 1:

@@ -22,10 +22,7 @@ _NOT_TAKEN = {
              "copy them (sequence_length times the data)",
     "augment": "the named augmentations are for images",
     "augment_on": "the named augmentations are for images",
-    "map_fn": "the windows are gathered by the builder itself",
     "image_dtype": "the windows keep the array's dtype, as Keras' loader does",
-    "source_shuffle": "shuffle=True already shuffles the window start positions",
-    "ignore_decode_errors": "there is nothing to decode",
 }
 _KERAS_SHUFFLE_BUFFER_UNBATCHED = 1024  # Keras' buffer when batch_size=None
 
@@ -209,10 +206,7 @@ def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, 
              shuffle, seed, start_index, end_index, options: dict, builder,
              where: str) -> tf.data.Dataset:
     """`from_timeseries` with `where` naming the data in messages (a CSV file's name)."""
-    pipeline.check_builder_options(options, builder=builder)
-    for name in sorted(set(options) & set(_NOT_TAKEN)):
-        raise UserInputError(f"{builder.__name__}() does not take {name}={options[name]!r}: "
-                             f"{_NOT_TAKEN[name]}.")
+    pipeline.check_builder_options(options, builder=builder, refused=_NOT_TAKEN)
     sequence_length = _check_int("sequence_length", sequence_length, minimum=1)
     sequence_stride = _check_int("sequence_stride", sequence_stride)  # ranges: Keras' checks
     sampling_rate = _check_int("sampling_rate", sampling_rate)
@@ -441,6 +435,8 @@ def from_timeseries_csv(path, *, sequence_length: int,
             and line named), or the file has fewer rows than one window needs.
         UserInputError: An argument with a bad value.
     """
+    # Before the file is read: a misspelt keyword is named whatever the file holds.
+    pipeline.check_builder_options(options, builder=from_timeseries_csv, refused=_NOT_TAKEN)
     target_offset = _check_int("target_offset", target_offset, minimum=0)
     data, target_array = read_timeseries_csv(path, columns=columns, targets=targets,
                                              delimiter=delimiter, dtype=dtype)
