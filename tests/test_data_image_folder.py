@@ -121,3 +121,26 @@ def test_cache_and_augment_with_folder(folder):
                                 augment=["flip", "brightness"], seed=0)
     e1, e2 = _all(ds)[0], _all(ds)[0]
     assert not np.array_equal(np.sort(e1, axis=None), np.sort(e2, axis=None))
+
+
+@pytest.mark.parametrize("augmentation", [dict(augment=["flip", "brightness"]),
+                                          dict(random_resized_crop=True)])
+def test_the_validation_subset_of_both_is_never_augmented(tmp_path, augmentation):
+    # subset="both" (the README's own example) once handed the training subset's
+    # augmentations to the validation subset too: validation accuracy was measured on
+    # randomly flipped, brightened or cropped images, silently, a new draw every epoch.
+    root = tmp_path / "imgs"
+    rng = np.random.default_rng(0)
+    for name in ("a", "b"):
+        for i in range(10):
+            array = rng.integers(0, 256, (12, 10, 3), dtype=np.uint8)
+            (root / name).mkdir(parents=True, exist_ok=True)
+            (root / name / f"{i}.png").write_bytes(tf.io.encode_png(array).numpy())
+    kwargs = dict(batch_size=4, image_size=(8, 8), validation_split=0.3, seed=3)
+    _, validation = data.from_image_folder(root, subset="both", **augmentation, **kwargs)
+    plain = data.from_image_folder(root, subset="validation", **kwargs)
+    expected_x, expected_y = _all(plain)
+    for _ in range(2):  # two epochs: the same images each time, as the plain subset's
+        x, y = _all(validation)
+        np.testing.assert_array_equal(y, expected_y)
+        np.testing.assert_array_equal(x, expected_x)

@@ -490,6 +490,21 @@ SET_BY_BUILDERS = frozenset({"map_fn", "source_shuffle", "padded_batch",
                              "cache_fingerprint"})
 
 
+# optimize's arguments that belong to training batches only: random augmentation, the
+# resumable stream, the tf.data service and the dropped last batch. A validation subset
+# built beside a training one (a builder's subset="both", fit's validation_split) leaves
+# them out, as a recipe's validation split does: validation measures the same images
+# every epoch, every one of them.
+TRAINING_ONLY = frozenset({"augment", "augment_on", "stream", "service", "drop_remainder"})
+
+
+def validation_options(options: Mapping) -> dict:
+    """THE options of a validation subset built beside a training one: `options` without
+    `TRAINING_ONLY`, and the last partial batch kept (Keras evaluates uneven batches)."""
+    return {**{k: v for k, v in options.items() if k not in TRAINING_ONLY},
+            "drop_remainder": False}
+
+
 def _parameters(function: Callable) -> list:
     """`function`'s named parameters, in order (no ``*args``/``**kwargs``)."""
     import inspect

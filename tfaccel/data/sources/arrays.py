@@ -134,16 +134,13 @@ def _with_validation(elements, validation_split, *, batch_size, shuffle_buffer, 
             f"{validation_split}`. Either provide more data, or a different value for the "
             "`validation_split` argument.")
     train_cache, validation_cache = cache_files.split_prefixes(options.get("cache"))
-    validation_options = {k: v for k, v in options.items()
-                          if k not in ("augment", "augment_on", "stream", "service",
-                                       "drop_remainder")}
     train = _batches(tf.nest.map_structure(lambda a: a[:split_at], elements),
                      batch_size=batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
                      options={**options, "cache": train_cache})
     validation = _batches(tf.nest.map_structure(lambda a: a[split_at:], elements),
                           batch_size=batch_size, shuffle_buffer=0, seed=seed,
-                          options={**validation_options, "cache": validation_cache,
-                                   "drop_remainder": False})
+                          options={**pipeline.validation_options(options),
+                                   "cache": validation_cache})
     return train, validation
 
 

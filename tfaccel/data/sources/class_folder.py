@@ -477,13 +477,13 @@ def keras_subsets(listing: Listing, make: Callable, *, subset: Optional[str],
     if subset != "both":
         return make(*choose_files(listing, subset=subset, **choose),
                     shuffle_buffer=shuffle_buffer, cache=cache, **options)
-    # Keras' pair, from one listing; the validation subset is not shuffled, but its files
-    # are chosen from the same permuted listing.
+    # Keras' pair, from one listing; the validation subset is neither shuffled nor augmented
+    # (pipeline.validation_options), but its files are chosen from the same permuted listing.
     train_cache, validation_cache = cache_files.split_prefixes(cache)
     return (make(*choose_files(listing, subset="training", **choose),
                  shuffle_buffer=shuffle_buffer, cache=train_cache, **options),
             make(*choose_files(listing, subset="validation", **choose), shuffle_buffer=0,
-                 cache=validation_cache, **dict(options)))
+                 cache=validation_cache, **pipeline.validation_options(options)))
 
 
 def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, label_mode,

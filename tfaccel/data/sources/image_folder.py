@@ -258,7 +258,8 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
     Keras' seeded rule and the last ``int(validation_split * n)`` are held out.
     `validation_fraction` keeps tfaccel's own seeded rule (`tfaccel.data.splits`,
     round(fraction * n) held out). Differences: a validation subset of ``subset="both"`` is
-    not shuffled; `follow_links` defaults to True; Keras' `verbose`, `data_format` and
+    neither shuffled nor augmented (`augment` and `random_resized_crop` are the training
+    subset's); `follow_links` defaults to True; Keras' `verbose`, `data_format` and
     `format` are not taken (no "Found N files" line, channels-last images, a
     `tf.data.Dataset`).
 
@@ -376,14 +377,16 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
     if subset == "both":
         # Keras' pair, from one listing (the folder is read and checked once); each subset
         # caches into its own files, by the same rule as a recipe's splits. The validation
-        # subset is not shuffled, but its files are chosen from the same permuted listing.
+        # subset is neither shuffled nor augmented (no random crop: whole images resized,
+        # pipeline.validation_options), but its files come from the same permuted listing.
         train_cache, validation_cache = cache_files.split_prefixes(cache)
         return (_folder_dataset(*class_folder.choose_files(listing, subset="training", **choose),
                                 shuffle_buffer=shuffle_buffer, cache=train_cache, **build,
                                 **options),
                 _folder_dataset(*class_folder.choose_files(listing, subset="validation", **choose),
-                                shuffle_buffer=0, cache=validation_cache, **build,
-                                **dict(options)))
+                                shuffle_buffer=0, cache=validation_cache,
+                                **{**build, "crop": None},
+                                **pipeline.validation_options(options)))
     return _folder_dataset(*class_folder.choose_files(listing, subset=subset, **choose),
                            shuffle_buffer=shuffle_buffer, cache=cache, **build, **options)
 
