@@ -126,7 +126,7 @@ def test_without_validation_best_falls_back_to_the_last_epoch(tmp_path, shapes_d
     assert result.summary["saved_model_epoch"] == 2
     assert result.summary["keep"] == "last"
     assert "no validation split" in result.summary["keep_note"]
-    assert "training.keep is best but" in capsys.readouterr().err
+    assert "training.keep is best but there is no validation split" in capsys.readouterr().out
 
 
 def test_an_unlogged_monitor_exits_2_naming_the_key_and_the_logged_names(tmp_path,
