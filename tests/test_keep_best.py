@@ -140,6 +140,7 @@ def test_an_unlogged_monitor_exits_2_naming_the_key_and_the_logged_names(tmp_pat
     assert "training.monitor 'val_acuracy'" in result.output
     assert "val_accuracy" in result.output and "val_loss" in result.output
     assert "Traceback" not in result.output
+    assert not (tmp_path / "bad").exists()  # refused before training: nothing left behind
 
 
 @pytest.fixture(scope="module")

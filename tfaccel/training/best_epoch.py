@@ -54,18 +54,26 @@ class BestEpoch(keras.callbacks.EarlyStopping):
             monitor: The logged metric that judges (`training.monitor`).
             patience: Epochs without improvement before stopping; None never stops.
             keep_weights: Keep a copy of the best epoch's weights (`keep: best`).
-            logged: The names the run logs, for the message about an unknown monitor.
+            logged: The names the run will log (Keras names a compiled metric by the
+                string it was given), known before training: a monitor not among them is
+                refused here, before any step, rather than after the first epoch.
             carried: `state()` of the checkpoint resumed from, with ``best_weights``.
+
+        Raises:
+            UserInputError: `monitor` is not among `logged`.
         """
         super().__init__(monitor=monitor, patience=math.inf if patience is None else patience,
                          restore_best_weights=keep_weights)
         self.logged = list(logged)
         self._carried = carried
+        if self.logged and monitor not in self.logged:
+            raise UserInputError(self._unknown())
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
-        # Under a tf.distribute strategy (every tfaccel run) fit has built the compiled
-        # metrics by now: Keras' own direction rule can judge the monitor before any step.
+        # Under an explicit tf.distribute strategy fit has built the compiled metrics by
+        # now (under the default one, at the first step): Keras' own direction rule can
+        # then judge the monitor before any step.
         if self.monitor_op is None and all(getattr(m, "built", True)
                                            for m in self.model.metrics):
             self._judge_monitor()
