@@ -119,6 +119,20 @@ def test_best_is_the_last_epoch_when_validation_keeps_improving(tmp_path, shapes
     assert "the best by val_loss and the last, kept in model.keras" in result.summary_text()
 
 
+@pytest.mark.parametrize("keep", ["best", "last"])
+def test_early_stopping_stops_and_keep_chooses(tmp_path, shapes_data_dir, keep):
+    """One judge: early stopping's best epoch is keep's; keep alone decides what is saved."""
+    per_epoch = _EpochWeights()
+    result = _train(tmp_path, shapes_data_dir,
+                    WORSENING + ["training.early_stopping_patience=1", f"training.keep={keep}"],
+                    callbacks=[per_epoch])
+    assert result.summary["epochs_completed"] == 2  # epoch 2 did not beat epoch 1
+    assert result.summary["best_epoch"] == 1
+    kept = 1 if keep == "best" else 2
+    assert result.summary["saved_model_epoch"] == kept
+    assert _same(_saved_weights(result.run_dir), per_epoch.weights[kept])
+
+
 def test_without_validation_best_falls_back_to_the_last_epoch(tmp_path, shapes_data_dir,
                                                               capsys):
     result = _train(tmp_path, shapes_data_dir, WORSENING + ["data.validation_split=null",
