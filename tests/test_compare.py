@@ -66,7 +66,8 @@ def test_table_shows_the_kept_epoch_when_a_run_keeps_another_than_the_last(two_r
     second = json.loads((two_runs[1] / "summary.json").read_text())
     (two_runs[1] / "summary.json").write_text(json.dumps({**second, "saved_model_epoch": 2}))
     lines = compare(two_runs, plot_path=None)["table"].splitlines()
-    assert "| model.keras epoch | 2 of 3 (best val_loss) | 2 of 2 (last) |" in lines
+    assert ("| model.keras holds | epoch 2 of 3 (best by val_loss) | epoch 2 of 2 (last) |"
+            in lines)
     assert "| kept val_accuracy | 0.6100 | - |" in lines
     assert "| final val_accuracy | 0.7500 | 0.7000 |" in lines
 

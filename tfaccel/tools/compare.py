@@ -94,7 +94,7 @@ def format_table(runs: Sequence[Run]) -> str:
     if any(_kept_elsewhere(r.summary) for r in runs):
         # model.keras holds another epoch than the last in some run (training.keep: best):
         # the metrics of what each run keeps, beside the final ones.
-        row("model.keras epoch", [_kept_epoch(r.summary) for r in runs])
+        row("model.keras holds", [run_files.kept_epoch(r.summary) or "-" for r in runs])
         for key in RESULT_KEYS:
             values = [(r.summary.get("saved_model_metrics") or {}).get(key) for r in runs]
             if any(v is not None for v in values):
@@ -109,16 +109,6 @@ def format_table(runs: Sequence[Run]) -> str:
 
 def _kept_elsewhere(summary: dict) -> bool:
     return summary.get("saved_model_epoch") not in (None, summary.get("epochs_completed"))
-
-
-def _kept_epoch(summary: dict) -> str:
-    """``6 of 10 (best val_loss)``: the epoch model.keras holds, and by which rule."""
-    saved = summary.get("saved_model_epoch")
-    if saved is None:
-        return "-"
-    why = f"best {summary.get('monitor', 'val_loss')}" if summary.get("keep") == "best" \
-        or _kept_elsewhere(summary) else "last"
-    return f"{saved} of {summary.get('epochs_completed', '-')} ({why})"
 
 
 def _show(value) -> str:
