@@ -42,6 +42,13 @@ def _train(tmp_path, shapes_data_dir, extra, *, name="run", callbacks=()):
                         run_dir=str(tmp_path / name), callbacks=list(callbacks))
 
 
+def _train_keeping_epochs(tmp_path, shapes_data_dir, extra):
+    """Trains with `_EpochWeights`: (result, metrics.jsonl's lines, weights by epoch)."""
+    per_epoch = _EpochWeights()
+    result = _train(tmp_path, shapes_data_dir, extra, callbacks=[per_epoch])
+    return result, _lines(result.run_dir), per_epoch.weights
+
+
 def _lines(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
@@ -60,9 +67,7 @@ def _in_repo(monkeypatch, request):
 
 
 def test_keep_best_saves_the_epoch_with_the_lowest_val_loss(tmp_path, shapes_data_dir):
-    per_epoch = _EpochWeights()
-    result = _train(tmp_path, shapes_data_dir, WORSENING, callbacks=[per_epoch])
-    lines = _lines(result.run_dir)
+    result, lines, weights = _train_keeping_epochs(tmp_path, shapes_data_dir, WORSENING)
     best = 1 + int(np.argmin([e["val_loss"] for e in lines]))
     assert best != len(lines), "the recipe no longer makes validation worse after a best"
     summary = result.summary
@@ -73,8 +78,8 @@ def test_keep_best_saves_the_epoch_with_the_lowest_val_loss(tmp_path, shapes_dat
     assert summary["best_epoch"] == best
     assert summary["best_value"] == pytest.approx(lines[best - 1]["val_loss"])
     saved = _saved_weights(result.run_dir)
-    assert _same(saved, per_epoch.weights[best])
-    assert not _same(saved, per_epoch.weights[len(lines)])
+    assert _same(saved, weights[best])
+    assert not _same(saved, weights[len(lines)])
     text = result.summary_text()
     assert text.startswith("Done: ")
     assert f"best by val_loss: epoch {best} of {len(lines)}, kept in model.keras" in text
@@ -82,55 +87,48 @@ def test_keep_best_saves_the_epoch_with_the_lowest_val_loss(tmp_path, shapes_dat
 
 
 def test_keep_last_saves_the_last_epoch_and_names_the_best(tmp_path, shapes_data_dir):
-    per_epoch = _EpochWeights()
-    result = _train(tmp_path, shapes_data_dir, WORSENING + ["training.keep=last"],
-                    callbacks=[per_epoch])
-    lines = _lines(result.run_dir)
+    result, lines, weights = _train_keeping_epochs(tmp_path, shapes_data_dir,
+                                                    WORSENING + ["training.keep=last"])
     best = 1 + int(np.argmin([e["val_loss"] for e in lines]))
     assert result.summary["saved_model_epoch"] == len(lines)
     assert result.summary["keep"] == "last" and result.summary["best_epoch"] == best
-    assert _same(_saved_weights(result.run_dir), per_epoch.weights[len(lines)])
+    assert _same(_saved_weights(result.run_dir), weights[len(lines)])
     text = result.summary_text()
     assert f"last epoch {len(lines)} of {len(lines)}, kept in model.keras" in text
     assert f"best by val_loss: epoch {best}" in text
 
 
 def test_monitor_val_accuracy_keeps_the_highest(tmp_path, shapes_data_dir):
-    per_epoch = _EpochWeights()
-    result = _train(tmp_path, shapes_data_dir, IMPROVING + ["training.monitor=val_accuracy"],
-                    callbacks=[per_epoch])
-    lines = _lines(result.run_dir)
+    result, lines, weights = _train_keeping_epochs(
+        tmp_path, shapes_data_dir, IMPROVING + ["training.monitor=val_accuracy"])
     accuracy = [e["val_accuracy"] for e in lines]
     best = 1 + int(np.argmax(accuracy))  # the first of a tie, as Keras' strict improvement
     # Keras' mode auto for accuracy is max: the lowest accuracy is another epoch.
     assert best != 1 + int(np.argmin(accuracy))
     assert result.summary["saved_model_epoch"] == best
     assert result.summary["best_value"] == pytest.approx(max(accuracy))
-    assert _same(_saved_weights(result.run_dir), per_epoch.weights[best])
+    assert _same(_saved_weights(result.run_dir), weights[best])
 
 
 def test_best_is_the_last_epoch_when_validation_keeps_improving(tmp_path, shapes_data_dir):
-    per_epoch = _EpochWeights()
-    result = _train(tmp_path, shapes_data_dir, IMPROVING, callbacks=[per_epoch])
-    lines = _lines(result.run_dir)
+    result, lines, weights = _train_keeping_epochs(tmp_path, shapes_data_dir, IMPROVING)
     assert int(np.argmin([e["val_loss"] for e in lines])) == len(lines) - 1
     assert result.summary["saved_model_epoch"] == len(lines)
-    assert _same(_saved_weights(result.run_dir), per_epoch.weights[len(lines)])
+    assert _same(_saved_weights(result.run_dir), weights[len(lines)])
     assert "the best by val_loss and the last, kept in model.keras" in result.summary_text()
 
 
 @pytest.mark.parametrize("keep", ["best", "last"])
 def test_early_stopping_stops_and_keep_chooses(tmp_path, shapes_data_dir, keep):
     """One judge: early stopping's best epoch is keep's; keep alone decides what is saved."""
-    per_epoch = _EpochWeights()
-    result = _train(tmp_path, shapes_data_dir,
-                    WORSENING + ["training.early_stopping_patience=1", f"training.keep={keep}"],
-                    callbacks=[per_epoch])
+    result, _, weights = _train_keeping_epochs(
+        tmp_path, shapes_data_dir,
+        WORSENING + ["training.early_stopping_patience=1", f"training.keep={keep}"])
     assert result.summary["epochs_completed"] == 2  # epoch 2 did not beat epoch 1
     assert result.summary["best_epoch"] == 1
     kept = 1 if keep == "best" else 2
     assert result.summary["saved_model_epoch"] == kept
-    assert _same(_saved_weights(result.run_dir), per_epoch.weights[kept])
+    assert _same(_saved_weights(result.run_dir), weights[kept])
 
 
 def test_without_validation_best_falls_back_to_the_last_epoch(tmp_path, shapes_data_dir,
