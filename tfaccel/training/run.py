@@ -49,9 +49,9 @@ class RunResult:
         if summary.get("saved_model_epoch") not in (None, last):
             parts.append(f"last epoch {last}: "
                          + _metrics_text(summary.get("final_metrics", {})))
-        parts.append(f"{summary['examples_per_sec']:.0f} examples/s")
-        parts.append(f"wall {summary['wall_seconds']:.1f} s")
-        text = "Done: " + ", ".join(parts)
+        parts.append(f"{summary['examples_per_sec']:.0f} examples/s, "
+                     f"wall {summary['wall_seconds']:.1f} s")
+        text = "Done: " + "; ".join(parts)
         if not self.chief:
             where = f": {self.run_dir}" if self.run_dir is not None else ""
             return text + f"\nThe chief (worker 0) wrote the run directory{where}."
