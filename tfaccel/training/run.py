@@ -264,10 +264,6 @@ def _train_with(ctx: _RunContext) -> RunResult:
         if converted is error:
             raise
         raise converted from error
-    if outputs.best is not None:
-        # keep: best: model.keras is saved from the best epoch's weights (every worker
-        # sets them: the save below is a collective under multi-worker).
-        outputs.best.restore_best()
     summary = _summary(ctx, epochs=outputs.logger.records, plan=plan, data=data,
                        fit_seconds=time.perf_counter() - fit_started, best=outputs.best)
     guard = outputs.guard
@@ -281,6 +277,10 @@ def _train_with(ctx: _RunContext) -> RunResult:
             f"{failure['batch']}; training stopped there. Metrics of the finished epochs and "
             f"their checkpoints are kept in {ctx.directory}. Lower optimizer.learning_rate, "
             "set optimizer.clipnorm, or check the data for NaN values.")
+    if outputs.best is not None:
+        # keep: best: model.keras is saved from the best epoch's weights (every worker
+        # sets them: the save below is a collective under multi-worker).
+        outputs.best.restore_best()
     model.save(ctx.directory / run_files.MODEL_FILE)
     run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
     return RunResult(run_dir=ctx.shown_dir, summary=summary, epochs=outputs.logger.records,
