@@ -57,6 +57,26 @@ def test_table_lists_only_the_settings_that_differ(two_runs):
     assert not any("model.name" in line or "runs_dir" in line for line in lines)
 
 
+def test_table_shows_the_kept_epoch_when_a_run_keeps_another_than_the_last(two_runs):
+    summary_file = two_runs[0] / "summary.json"
+    summary = json.loads(summary_file.read_text())
+    summary.update(saved_model_epoch=2, keep="best", monitor="val_loss",
+                   saved_model_metrics={"val_loss": 0.35, "val_accuracy": 0.61})
+    summary_file.write_text(json.dumps(summary))
+    second = json.loads((two_runs[1] / "summary.json").read_text())
+    (two_runs[1] / "summary.json").write_text(json.dumps({**second, "saved_model_epoch": 2}))
+    lines = compare(two_runs, plot_path=None)["table"].splitlines()
+    assert ("| model.keras holds | epoch 2 of 3 (best by val_loss) | epoch 2 of 2 (last) |"
+            in lines)
+    assert "| kept val_accuracy | 0.6100 | - |" in lines
+    assert "| final val_accuracy | 0.7500 | 0.7000 |" in lines
+
+
+def test_table_without_a_kept_epoch_other_than_the_last_has_no_kept_rows(two_runs):
+    table = compare(two_runs, plot_path=None)["table"]
+    assert "kept" not in table and "model.keras" not in table
+
+
 def test_png_has_every_run_s_curves(two_runs, tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "cmp.png"

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -582,3 +583,15 @@ def test_missing_run_dir_and_a_recipe_without_validation_data_exit_2(tiny, tmp_p
     assert result.exit_code == 2 and "has no validation data" in result.output
     assert not (tmp_path / "out").exists()
 
+
+
+def test_export_says_which_epoch_model_keras_holds(tiny, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(tiny["run_dir"], run)
+    (run / "summary.json").write_text(json.dumps({
+        "status": "completed", "epochs_completed": 10, "saved_model_epoch": 6,
+        "keep": "best", "monitor": "val_accuracy"}))
+    result = _cli(run, "--format", "keras", "--out", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert "Exported model.keras of epoch 6 of 10 (best by val_accuracy)." in result.output
+    assert _read_report(tmp_path / "out")["model_epoch"] == "epoch 6 of 10 (best by val_accuracy)"

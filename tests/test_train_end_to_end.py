@@ -382,7 +382,7 @@ def test_early_stopping_reports_the_last_and_the_saved_epoch(tmp_path, tfds_dir)
     assert summary["saved_model_epoch"] == 1
     assert summary["final_metrics"]["val_loss"] == result.epochs[1]["val_loss"]
     assert summary["saved_model_metrics"]["val_loss"] == result.epochs[0]["val_loss"]
-    assert "model.keras holds the best epoch (1" in result.summary_text()
+    assert "(best by val_loss: epoch 1 of 2, kept in model.keras)" in result.summary_text()
 
 
 def test_unknown_size_source_counts_its_steps_for_the_schedule(tmp_path):

@@ -308,8 +308,17 @@ class TrainingConfig:
         3, "How many step checkpoints to keep (the newest); epoch checkpoints are all kept.",
         minimum=1)
     early_stopping_patience: Optional[int] = _key(
-        None, "Stop after this many epochs without validation improvement; empty for never.",
-        minimum=1)
+        None, "Stop after this many epochs without an improvement of training.monitor; "
+        "empty for never.", minimum=1)
+    keep: Literal["best", "last"] = _key(
+        "best", "What model.keras holds: best, the weights of the epoch with the best "
+        "training.monitor (Keras' ModelCheckpoint save_best_only; the last epoch when the "
+        "monitor is a val_ metric and there is no validation split), or last, the last "
+        "epoch's weights (what Keras' fit leaves).")
+    monitor: str = _key(
+        "val_loss", "The logged metric that judges the best epoch, for keep: best and early "
+        "stopping alike: loss, a training.metrics name, or either with val_; lower or "
+        "higher is better as Keras' mode auto infers.")
 
 
 @dataclass(frozen=True)

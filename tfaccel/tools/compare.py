@@ -73,7 +73,8 @@ def differing_settings(runs: Sequence[Run]) -> list:
 
 
 def format_table(runs: Sequence[Run]) -> str:
-    """A Markdown table: differing settings, final metrics and throughput, one column a run."""
+    """A Markdown table: differing settings, final metrics (and the kept epoch's when a run
+    keeps another than the last) and throughput, one column a run."""
     header = "| | " + " | ".join(r.name for r in runs) + " |"
     lines = [header, "|---" * (len(runs) + 1) + "|"]
 
@@ -90,12 +91,24 @@ def format_table(runs: Sequence[Run]) -> str:
         if any(v is not None for v in values):
             row(f"final {key}", [_number(v, 4) for v in values])
     row("epochs", [_show(r.summary.get("epochs_completed", len(r.epochs))) for r in runs])
+    if any(_kept_elsewhere(r.summary) for r in runs):
+        # model.keras holds another epoch than the last in some run (training.keep: best):
+        # the metrics of what each run keeps, beside the final ones.
+        row("model.keras holds", [run_files.kept_epoch(r.summary) or "-" for r in runs])
+        for key in RESULT_KEYS:
+            values = [(r.summary.get("saved_model_metrics") or {}).get(key) for r in runs]
+            if any(v is not None for v in values):
+                row(f"kept {key}", [_number(v, 4) for v in values])
     for key in SPEED_KEYS:
         values = [r.summary.get(key) for r in runs]
         if any(v is not None for v in values):
             digits = 3 if key == "input_wait_fraction" else 1
             row(key, [_number(v, digits) for v in values])
     return "\n".join(lines)
+
+
+def _kept_elsewhere(summary: dict) -> bool:
+    return summary.get("saved_model_epoch") not in (None, summary.get("epochs_completed"))
 
 
 def _show(value) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import json
 import importlib.util
 import os
 import shutil
@@ -167,6 +168,10 @@ def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "no
                               validation_examples=validation_examples,
                               latency_runs=latency_runs, latency_calls=latency_calls)
         report["out"] = str(target)
+        # Which epoch was exported: model.keras holds the one training.keep chose.
+        summary_file = directory / run_files.SUMMARY_FILE
+        if summary_file.is_file():
+            report["model_epoch"] = run_files.kept_epoch(json.loads(summary_file.read_text()))
         report["path"] = str(target / ARTIFACT_NAMES[format])
         if preprocessing == "outside":
             report["preprocessing_path"] = str(target / PREPROCESSING_FILE)
@@ -1098,5 +1103,7 @@ def format_report(report: dict) -> str:
     if report.get("strip"):
         lines.append("Stripped (both models): no tensor names, signatures or conversion "
                      "metadata; use the interpreter's get_input_details/get_output_details.")
+    if report.get("model_epoch"):
+        lines.append(f"Exported model.keras of {report['model_epoch']}.")
     lines.append(f"Wrote {report['path']} and {Path(report['out']) / REPORT_FILE}.")
     return "\n".join(lines)

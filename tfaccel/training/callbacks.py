@@ -12,6 +12,7 @@ from typing import Optional
 import keras
 
 from tfaccel.training import checkpoints as ckpt
+from tfaccel.training.best_epoch import BestEpoch
 from tfaccel.errors import Preempted
 from tfaccel.training.run_dir import append_jsonl
 from tfaccel.training.training_state import add_metric_state, global_step, write_state_files
@@ -283,44 +284,13 @@ def _quiet_peer_watcher() -> None:
     threading.excepthook = hook
 
 
-class ResumableEarlyStopping(keras.callbacks.EarlyStopping):
-    """Keras' EarlyStopping whose progress (patience used, best value and weights) survives
-    a resume: Keras resets it in `on_train_begin`, this puts the carried state back."""
-
-    _FIELDS = ("wait", "best", "best_epoch", "stopped_epoch")
-
-    def __init__(self, *args, carried: Optional[dict] = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._carried = carried
-
-    def on_train_begin(self, logs=None):
-        super().on_train_begin(logs)
-        if self._carried:
-            for name in self._FIELDS:
-                if name in self._carried:
-                    setattr(self, name, self._carried[name])
-            if self._carried.get("best_weights") is not None:
-                self.best_weights = self._carried["best_weights"]
-
-    def on_train_end(self, logs=None):
-        # Several fit calls (a resumed partial epoch, then the rest) share one patience.
-        self._carried = {**self.state(), "best_weights": self.best_weights}
-        super().on_train_end(logs)
-
-    def state(self) -> dict:
-        """The JSON-able part of the state (best weights travel in the checkpoint's arrays)."""
-        best = self.best
-        return {"wait": self.wait, "best_epoch": self.best_epoch,
-                "stopped_epoch": self.stopped_epoch,
-                "best": None if best is None else float(best)}
-
-
 class ResumableCheckpoints(keras.callbacks.Callback):
     """Saves resumable checkpoints at epoch ends, every N steps or minutes, and on a signal.
 
     A checkpoint (see `tfaccel.training.checkpoints`) holds the weights and optimizer state, the RNG
     states Keras' weights file leaves out, the epoch and the step within it, the metric sums
-    of an unfinished epoch, the finished epochs' metrics and EarlyStopping's progress. The
+    of an unfinished epoch, the finished epochs' metrics and the best epoch's progress
+    (`BestEpoch`: its value, epoch and weights, early stopping's patience). The
     input position is the step count itself: the input pipeline is a pure function of
     (seed, pass), so the runner rebuilds it at any step. Nothing is saved once the loss went
     NaN, so the last checkpoint is always finite.
@@ -330,7 +300,7 @@ class ResumableCheckpoints(keras.callbacks.Callback):
                  every_steps: Optional[int], every_minutes: Optional[float], keep: int,
                  metrics_logger: "EpochMetricsLogger", guard: NonFiniteLossGuard,
                  signals: Optional[PreemptionSignals] = None,
-                 early_stopping: Optional[ResumableEarlyStopping] = None,
+                 best: Optional[BestEpoch] = None,
                  restore_metrics: Optional[list] = None):
         super().__init__()
         self.directory = Path(directory)
@@ -342,7 +312,7 @@ class ResumableCheckpoints(keras.callbacks.Callback):
         self.metrics_logger = metrics_logger
         self.guard = guard
         self.signals = signals
-        self.early_stopping = early_stopping
+        self.best = best
         self._restore_metrics = restore_metrics
         self._last_save = time.monotonic()
         self.saved: list = []
@@ -380,7 +350,7 @@ class ResumableCheckpoints(keras.callbacks.Callback):
         epoch, step_in_epoch = divmod(global_step, self.steps_per_epoch)
         name = ckpt.checkpoint_name(kind=kind, epoch=epoch, global_step=global_step)
         mid_epoch = step_in_epoch > 0
-        early = self.early_stopping
+        best = self.best
         state = {
             "kind": kind,
             "global_step": global_step,
@@ -388,15 +358,17 @@ class ResumableCheckpoints(keras.callbacks.Callback):
             "step_in_epoch": step_in_epoch,
             "steps_per_epoch": self.steps_per_epoch,
             "records": list(self.metrics_logger.records),
-            "early_stopping": early.state() if early is not None else None,
+            # The best epoch's progress (early stopping's patience too); its weights are in
+            # extra.npz. Checkpoints written before training.keep named this early_stopping.
+            "best": best.state() if best is not None else None,
             "saved_at": time.time(),
         }
-        best = early.best_weights if early is not None else None
+        best_weights = best.best_weights if best is not None else None
         path = ckpt.write_checkpoint(
             self.directory, name=name, state=state,
             write_files=lambda folder: write_state_files(self.model, folder,
                                                          with_metrics=mid_epoch,
-                                                         best_weights=best))
+                                                         best_weights=best_weights))
         self._last_save = time.monotonic()
         self.saved.append(path.name)
         ckpt.prune_step_checkpoints(self.directory, keep=self.keep)

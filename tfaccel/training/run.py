@@ -24,6 +24,7 @@ from tfaccel.config.cluster import WorkerRole, worker_role
 from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
 from tfaccel.training.inputs import TrainData, build_data, input_order_is_fixed  # noqa: F401 (tools use them from here)
 from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
+from tfaccel.training.best_epoch import keep_plan
 from tfaccel.training.execution import Choice, initial_steps
 from tfaccel.training.session import Session, open_session
 
@@ -39,23 +40,46 @@ class RunResult:
     chief: bool = True
 
     def summary_text(self) -> str:
-        """A short human summary: validation accuracy, examples/s, wall time, run directory."""
-        final = self.summary.get("final_metrics", {})
-        parts = []
-        for key in ("val_accuracy", "accuracy", "val_loss", "loss"):
-            if key in final:
-                parts.append(f"{key} {final[key]:.4f}")
-        parts.append(f"{self.summary['examples_per_sec']:.0f} examples/s")
-        parts.append(f"wall {self.summary['wall_seconds']:.1f} s")
-        text = "Done: " + ", ".join(parts)
-        saved = self.summary.get("saved_model_epoch")
-        if saved is not None and saved != self.summary.get("epochs_completed"):
-            text += (f"\nmodel.keras holds the best epoch ({saved}, restored by early "
-                     "stopping), not the last one.")
+        """A short human summary: the kept epoch's metrics, which epoch model.keras holds
+        and why, the last epoch's metrics when it is another, examples/s, wall time."""
+        summary = self.summary
+        kept = summary.get("saved_model_metrics") or summary.get("final_metrics", {})
+        parts = [_metrics_text(kept) + " (" + _kept_text(summary) + ")"]
+        last = summary.get("epochs_completed")
+        if summary.get("saved_model_epoch") not in (None, last):
+            parts.append(f"last epoch {last}: "
+                         + _metrics_text(summary.get("final_metrics", {})))
+        parts.append(f"{summary['examples_per_sec']:.0f} examples/s, "
+                     f"wall {summary['wall_seconds']:.1f} s")
+        text = "Done: " + "; ".join(parts)
         if not self.chief:
             where = f": {self.run_dir}" if self.run_dir is not None else ""
             return text + f"\nThe chief (worker 0) wrote the run directory{where}."
         return text + f"\nRun directory: {self.run_dir}"
+
+
+def _metrics_text(metrics: dict) -> str:
+    return ", ".join(f"{key} {metrics[key]:.4f}"
+                     for key in ("val_accuracy", "accuracy", "val_loss", "loss")
+                     if key in metrics)
+
+
+def _kept_text(summary: dict) -> str:
+    """Which epoch model.keras holds, and the best epoch by the monitor when it is another."""
+    saved, last = summary.get("saved_model_epoch"), summary.get("epochs_completed")
+    monitor, best = summary.get("monitor", "val_loss"), summary.get("best_epoch")
+    if summary.get("keep") == "best":
+        if saved == last:
+            return (f"epoch {saved} of {last}, the best by {monitor} and the last, kept in "
+                    "model.keras")
+        return f"best by {monitor}: epoch {saved} of {last}, kept in model.keras"
+    text = f"last epoch {saved} of {last}, kept in model.keras"
+    if summary.get("keep_note"):
+        return f"{text}: {summary['keep_note']}"
+    if best is not None and best != saved:
+        text += (f"; best by {monitor}: epoch {best}, {monitor} "
+                 f"{summary['best_value']:.4f}")
+    return text
 
 
 def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
@@ -177,6 +201,9 @@ class _RunContext:
     # Steps per call into the train function: the recipe's, or `auto`'s choice once made.
     steps_per_execution: int = 1
     execution_choice: Optional[Choice] = None
+    # What model.keras holds (`best_epoch.keep_plan`) and why best became last, if it did.
+    keep: str = "last"
+    keep_note: Optional[str] = None
 
     @property
     def resuming(self) -> bool:
@@ -202,6 +229,12 @@ def _train_with(ctx: _RunContext) -> RunResult:
     _keep_vocabulary(ctx, data)
     _keep_feature_space(ctx, data)
     _measure_padding(data)
+    ctx.keep, ctx.keep_note = keep_plan(keep=recipe.training.keep,
+                                        monitor=recipe.training.monitor,
+                                        has_validation=data.validation is not None)
+    if ctx.keep_note is not None:
+        say(f"training.keep is best but there is {ctx.keep_note}: model.keras will hold "
+            "the last epoch.")
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
     trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan, data=data)
     restored = {"metrics": [], "best_weights": None}
@@ -233,8 +266,7 @@ def _train_with(ctx: _RunContext) -> RunResult:
             raise
         raise converted from error
     summary = _summary(ctx, epochs=outputs.logger.records, plan=plan, data=data,
-                       fit_seconds=time.perf_counter() - fit_started,
-                       early_stopping=outputs.early_stopping)
+                       fit_seconds=time.perf_counter() - fit_started, best=outputs.best)
     guard = outputs.guard
     if guard.failure is not None:
         summary["status"] = "failed"
@@ -246,6 +278,10 @@ def _train_with(ctx: _RunContext) -> RunResult:
             f"{failure['batch']}; training stopped there. Metrics of the finished epochs and "
             f"their checkpoints are kept in {ctx.directory}. Lower optimizer.learning_rate, "
             "set optimizer.clipnorm, or check the data for NaN values.")
+    if outputs.best is not None:
+        # keep: best: model.keras is saved from the best epoch's weights (every worker
+        # sets them: the save below is a collective under multi-worker).
+        outputs.best.restore_best()
     model.save(ctx.directory / run_files.MODEL_FILE)
     run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
     return RunResult(run_dir=ctx.shown_dir, summary=summary, epochs=outputs.logger.records,
@@ -443,7 +479,7 @@ class _Outputs:
     monitor: object
     logger: object
     checkpoints: object
-    early_stopping: object
+    best: object  # BestEpoch, or None when nothing can judge the monitor
     signals: object
     all: list
 
@@ -452,8 +488,9 @@ def _make_callbacks(ctx: _RunContext, *, data: TrainData, plan: BatchPlan,
                     checkpoint: Optional[ckpt.Checkpoint], restored: dict) -> _Outputs:
     import keras
 
+    from tfaccel.training.best_epoch import BestEpoch
     from tfaccel.training.callbacks import (EpochMetricsLogger, NonFiniteLossGuard, PreemptionSignals,
-                                   ResumableCheckpoints, ResumableEarlyStopping)
+                                   ResumableCheckpoints)
 
     training = ctx.recipe.training
     metrics_path = ctx.directory / run_files.METRICS_FILE
@@ -474,15 +511,24 @@ def _make_callbacks(ctx: _RunContext, *, data: TrainData, plan: BatchPlan,
                                 steps_per_epoch=data.steps_per_epoch)
     logger.records.extend(records)
     callbacks = [guard, monitor, logger]
-    early = None
-    if training.early_stopping_patience and data.validation is not None:
+    best = None
+    if data.validation is not None or not training.monitor.startswith("val_"):
         carried = None
-        if checkpoint is not None and checkpoint.state.get("early_stopping"):
-            carried = {**checkpoint.state["early_stopping"],
-                       "best_weights": restored.get("best_weights")}
-        early = ResumableEarlyStopping(monitor="val_loss",
-                                       patience=training.early_stopping_patience,
-                                       restore_best_weights=True, carried=carried)
+        # Checkpoints written before training.keep held this state as early_stopping.
+        saved = (checkpoint.state.get("best") or checkpoint.state.get("early_stopping")) \
+            if checkpoint is not None else None
+        if saved:
+            carried = {**saved, "best_weights": restored.get("best_weights")}
+        # What Keras logs: the loss and each compiled metric by the name it was given.
+        logged = ["loss", *training.metrics]
+        if data.validation is not None:
+            logged += [f"val_{name}" for name in logged]
+        best = BestEpoch(monitor=training.monitor, patience=training.early_stopping_patience,
+                         keep_weights=ctx.keep == "best", logged=logged, carried=carried)
+    elif training.early_stopping_patience:
+        say(f"training.early_stopping_patience is set but the run has no validation split "
+            f"to judge training.monitor {training.monitor}: it trains all "
+            f"{training.epochs} epochs.")
     if ctx.role.multi_worker:
         from tfaccel.training.callbacks import CoordinatedPreemption
 
@@ -496,12 +542,12 @@ def _make_callbacks(ctx: _RunContext, *, data: TrainData, plan: BatchPlan,
         ctx.directory / run_files.CHECKPOINTS_DIR, steps_per_epoch=data.steps_per_epoch,
         epoch_checkpoints=training.checkpoints, every_steps=training.checkpoint_every_steps,
         every_minutes=training.checkpoint_every_minutes, keep=training.keep_checkpoints,
-        metrics_logger=logger, guard=guard, signals=signals, early_stopping=early,
+        metrics_logger=logger, guard=guard, signals=signals, best=best,
         restore_metrics=restored["metrics"] if checkpoint is not None
         and checkpoint.step_in_epoch else None)
-    if early is not None:
-        # Before the checkpoints, so an epoch-end checkpoint holds this epoch's patience.
-        callbacks.append(early)
+    if best is not None:
+        # Before the checkpoints, so an epoch-end checkpoint holds this epoch's best.
+        callbacks.append(best)
     callbacks.append(checkpoints)
     if ctx.recipe.runtime.tensorboard:
         callbacks.append(keras.callbacks.TensorBoard(
@@ -525,8 +571,7 @@ def _make_callbacks(ctx: _RunContext, *, data: TrainData, plan: BatchPlan,
                                       first_step=first))
     callbacks += ctx.extra_callbacks
     return _Outputs(guard=guard, monitor=monitor, logger=logger, checkpoints=checkpoints,
-                    early_stopping=early,
-                    signals=signals, all=callbacks)
+                    best=best, signals=signals, all=callbacks)
 
 
 def _fit(ctx: _RunContext, *, trained_model, data: TrainData, outputs: _Outputs,
@@ -612,7 +657,7 @@ def _record_failure(ctx: _RunContext, error: BaseException, *, outputs: _Outputs
     from tfaccel.errors import Preempted
 
     summary = _summary(ctx, epochs=outputs.logger.records, plan=plan, data=data,
-                       fit_seconds=fit_seconds, early_stopping=outputs.early_stopping)
+                       fit_seconds=fit_seconds, best=outputs.best)
     if isinstance(error, Preempted):
         summary["status"] = "preempted"
         summary["checkpoint"] = error.checkpoint
@@ -700,7 +745,7 @@ def describe_op_error(error) -> str:
 
 
 def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: TrainData,
-             fit_seconds: float, early_stopping=None) -> dict:
+             fit_seconds: float, best=None) -> dict:
     import keras
     import tensorflow as tf
 
@@ -714,9 +759,10 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: TrainData
 
     final_metrics = metrics_of(epochs[-1]) if epochs else {}
     saved_epoch = len(epochs) or None
-    if early_stopping is not None and early_stopping.stopped_epoch > 0 \
-            and early_stopping.best_weights is not None:
-        saved_epoch = early_stopping.best_epoch + 1  # Keras' epochs count from 0
+    kept_best = best is not None and best.restore_best_weights and best.best_weights is not None
+    if kept_best:
+        saved_epoch = best.best_epoch + 1  # Keras' epochs count from 0
+    judged = best is not None and best.best is not None
     saved_metrics = next((metrics_of(e) for e in epochs if e["epoch"] == saved_epoch), {})
     # The first epoch includes tracing and compilation; report steady state when there is one.
     steady = epochs[1:] if len(epochs) > 1 else epochs
@@ -728,10 +774,15 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: TrainData
         "name": recipe.name,
         "epochs_completed": len(epochs),
         "final_metrics": final_metrics,
-        # model.keras: the last epoch's weights, or the best epoch's when early stopping
-        # restored them; both are reported, named.
+        # model.keras: the best epoch's weights by training.monitor (keep: best) or the
+        # last epoch's; both are reported, named.
         "saved_model_epoch": saved_epoch,
         "saved_model_metrics": saved_metrics,
+        "keep": "best" if kept_best else "last",
+        **({"keep_note": ctx.keep_note} if ctx.keep_note is not None else {}),
+        "monitor": recipe.training.monitor,
+        "best_epoch": best.best_epoch + 1 if judged else None,
+        "best_value": float(best.best) if judged else None,
         "examples_per_sec": examples / train_seconds if train_seconds else 0.0,
         "first_epoch_examples_per_sec": epochs[0]["examples_per_sec"] if epochs else 0.0,
         **_throughput_summary(steady, epochs),

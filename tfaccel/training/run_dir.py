@@ -87,3 +87,18 @@ def check_resume_target(*, run_dir, resume) -> None:
         raise UserInputError(
             f"--resume ({str(resume)!r}) continues a run in its own directory; --run-dir "
             f"({str(run_dir)!r}) cannot be combined with it.")
+
+
+def kept_epoch(summary: dict) -> Optional[str]:
+    """Which epoch a run's model.keras holds, as its summary.json says, or None if unknown.
+
+    ``"epoch 6 of 10 (best by val_loss)"`` or ``"epoch 10 of 10 (last)"``; a run written
+    before `training.keep` that holds another epoch than the last held early stopping's
+    best by val_loss.
+    """
+    saved, last = summary.get("saved_model_epoch"), summary.get("epochs_completed")
+    if saved is None:
+        return None
+    best = summary.get("keep") == "best" or saved != last
+    why = f"best by {summary.get('monitor', 'val_loss')}" if best else "last"
+    return f"epoch {saved} of {last} ({why})"

@@ -42,7 +42,7 @@ def write_state_files(model, folder: Path, *, with_metrics: bool,
             loss-scale state under mixed_float16 included) and `EXTRA_FILE`.
         with_metrics: Also save the running sums of the epoch's metrics (a checkpoint in
             the middle of an epoch, so the resumed epoch reports the same mean).
-        best_weights: EarlyStopping's best weights, kept to restore them at the end.
+        best_weights: The best epoch's weights (`BestEpoch`), kept to restore them at the end.
     """
     model.save_weights(str(folder / WEIGHTS_FILE))
     extra = {}
@@ -71,7 +71,7 @@ def restore_state(model, checkpoint: Checkpoint) -> dict:
 
     Returns:
         ``{"metrics": [arrays] or [], "best_weights": [arrays] or None}``: the metric sums
-        to put back when the interrupted epoch starts again, and EarlyStopping's best.
+        to put back when the interrupted epoch starts again, and the best epoch's weights.
     """
     optimizer = model.optimizer
     if not optimizer.built:
