@@ -193,3 +193,29 @@ def test_resumed_run_keeps_the_same_best_epoch(tmp_path, checkpointed_run, posit
     for a, b in zip(_lines(cut), _lines(checkpointed_run), strict=True):
         assert {k: a[k] for k in METRICS} == {k: b[k] for k in METRICS}
     assert _same(_saved_weights(cut), _saved_weights(checkpointed_run))
+
+
+def test_monitor_names_a_metric_given_with_params_or_as_a_callable(tmp_path, shapes_data_dir,
+                                                                   monkeypatch):
+    # A metric given as {name, params} or module:callable is logged by its object's name
+    # (params' `name`, or the function's __name__), not by the recipe's entry: the monitor
+    # check must know those names, not the entries' text.
+    module = tmp_path / "my_metrics.py"
+    module.write_text("import keras\n\n\ndef hits(y_true, y_pred):\n"
+                      "    return keras.metrics.sparse_categorical_accuracy(y_true, y_pred)\n")
+    metrics = ('training.metrics=[accuracy, {name: sparse_top_k_categorical_accuracy, '
+               f'params: {{k: 2, name: top2}}}}, "{module}:hits"]')
+    result, lines, weights = _train_keeping_epochs(
+        tmp_path, shapes_data_dir, [*IMPROVING, metrics, "training.monitor=val_top2",
+                                    "training.epochs=2"])
+    assert {"top2", "val_top2", "hits", "val_hits"} <= set(lines[0])
+    best = 1 + int(np.argmax([e["val_top2"] for e in lines]))
+    assert result.summary["monitor"] == "val_top2" and result.summary["best_epoch"] == best
+    assert _same(_saved_weights(result.run_dir), weights[best])
+    refused = CliRunner().invoke(main, [
+        "train", "recipes/default.yaml", "--run-dir", str(tmp_path / "refused"),
+        "--set", f"data.data_dir={shapes_data_dir}", *[a for s in BASE for a in ("--set", s)],
+        "--set", metrics, "--set", "training.monitor=val_top3"])
+    assert refused.exit_code == 2, refused.output
+    assert "training.monitor 'val_top3'" in refused.output
+    assert "val_top2" in refused.output and "val_hits" in refused.output

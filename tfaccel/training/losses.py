@@ -68,6 +68,16 @@ def make_metrics(training: TrainingConfig, *, build: bool = True) -> list:
     return metrics
 
 
+def logged_metric_names(training: TrainingConfig) -> list:
+    """The names Keras logs the recipe's metrics by, in order (without ``val_``).
+
+    A name given as text is logged as given (``accuracy``); a metric object by its own
+    ``name`` (``params.name``, else its class's default), a function by ``__name__``.
+    """
+    return [entry if isinstance(entry, str) else getattr(entry, "name", None)
+            or entry.__name__ for entry in make_metrics(training)]
+
+
 def _make(name: str, params: dict, *, key: str, params_key: str, module, base, wrap,
           build: bool) -> Any:
     if is_callable_spec(name):

@@ -520,7 +520,9 @@ def _make_callbacks(ctx: _RunContext, *, data: TrainData, plan: BatchPlan,
         if saved:
             carried = {**saved, "best_weights": restored.get("best_weights")}
         # What Keras logs: the loss and each compiled metric by the name it was given.
-        logged = ["loss", *training.metrics]
+        from tfaccel.training.losses import logged_metric_names
+
+        logged = ["loss", *logged_metric_names(training)]
         if data.validation is not None:
             logged += [f"val_{name}" for name in logged]
         best = BestEpoch(monitor=training.monitor, patience=training.early_stopping_patience,
