@@ -14,6 +14,7 @@ from typing import Any, Literal, Optional, Union
 
 import yaml
 
+from tfaccel import python_refs
 from tfaccel.config import input_paths
 from tfaccel.errors import RecipeError, UserInputError, did_you_mean
 
@@ -21,6 +22,8 @@ SOURCES = ("builtin", "tfds", "image_folder", "text_folder", "text_lines", "csv"
            "tfrecords", "arrays", "python", "audio_folder", "timeseries")
 # The sources that find their data by name (TFDS); every other one reads data.path.
 SOURCES_WITHOUT_PATH = ("builtin", "tfds")
+# model.name's default: the one value model.path may be given with.
+DEFAULT_MODEL = "small_cnn"
 AUGMENTATIONS = ("flip", "flip_vertical", "crop", "brightness", "contrast", "rotate90")
 # Augmentations made while decoding an image file (data.crops): image_folder only.
 DECODE_AUGMENTATIONS = ("random_resized_crop",)
@@ -212,11 +215,19 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Which registered model to build, and its parameters."""
+    """Which model to build (registered or your own), and its parameters."""
 
-    name: str = _key("small_cnn", "A registered model (see `tfaccel models`).")
+    name: str = _key(
+        DEFAULT_MODEL, "A registered model (see `tfaccel models`), or your own builder: "
+        "module:callable or path/file.py:callable (relative to the recipe's folder), called "
+        "with input_shape=, num_classes= and model.params; it returns an uncompiled "
+        "keras.Model.")
     params: dict[str, Any] = _key(
         default_factory=dict, help="Builder parameters; unknown names are rejected.")
+    path: Optional[str] = _key(
+        None, "A saved Keras model (.keras file, relative to the recipe's folder) to continue "
+        "training or fine-tune instead of building one; not with another model.name or "
+        "model.params.", path=True)
 
 
 @dataclass(frozen=True)
@@ -766,6 +777,21 @@ def _check_model_params(model: ModelConfig, *, source: str) -> None:
     # one `build_model` runs, so both give the same message for the same mistake.
     from tfaccel import models
 
+    if model.path is not None:
+        # A saved model is built already: a builder or its parameters would be ignored.
+        if model.name != DEFAULT_MODEL or model.params:
+            given = f"model.name {model.name!r}" if model.name != DEFAULT_MODEL \
+                else f"model.params {model.params!r}"
+            raise RecipeError(
+                f"{source}: model.path {model.path!r} loads a saved model, and {given} would "
+                "build another one: set one of the two (leave model.name and model.params "
+                "unset with model.path).")
+        if not str(model.path).endswith(".keras"):
+            raise RecipeError(f"{source}: model.path must be a .keras file (what model.save "
+                              f"and a run's model.keras are), got {model.path!r}.")
+        return
+    if python_refs.is_reference(model.name):
+        return  # its parameters are checked against the callable's signature when it is built
     try:
         models.check_params(model.name, model.params)
     except UserInputError as error:
@@ -786,7 +812,23 @@ def _resolve_paths(recipe: Recipe, base_dir: Path) -> Recipe:
                 changes[f.name] = f"{_resolve_path(module, base_dir)}:{attribute}"
             continue  # otherwise `package.module:callable`, an import path
         changes[f.name] = _resolve_path(value, base_dir)
-    return dataclasses.replace(recipe, data=dataclasses.replace(data, **changes))
+    return dataclasses.replace(recipe, data=dataclasses.replace(data, **changes),
+                               model=_resolve_model_paths(recipe.model, base_dir))
+
+
+def _resolve_model_paths(model: ModelConfig, base_dir: Path) -> ModelConfig:
+    # model.name resolves as a python source's data.path does: a file against the recipe's
+    # folder; an import path is looked up in the recipe's folder and the working directory.
+    changes = {}
+    if model.path:
+        changes["path"] = _resolve_path(model.path, base_dir)
+    if python_refs.is_reference(model.name):
+        module, _, attribute = model.name.rpartition(":")
+        if python_refs.source_file(model.name) is not None:
+            changes["name"] = f"{_resolve_path(module, base_dir)}:{attribute}"
+        else:
+            python_refs.add_search_dirs([base_dir, Path.cwd()])
+    return dataclasses.replace(model, **changes)
 
 
 def _resolve_path(value: str, base_dir: Path) -> str:
