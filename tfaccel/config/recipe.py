@@ -331,13 +331,16 @@ class Recipe:
 # Loading and validation
 
 
-def load_recipe(path: str | os.PathLike, overrides: typing.Sequence[str] = ()) -> Recipe:
+def load_recipe(path: str | os.PathLike, overrides: typing.Sequence[str] = (), *,
+                own_model: bool = False) -> Recipe:
     """Loads, overrides and validates a recipe file.
 
     Args:
         path: The YAML recipe file.
         overrides: `key.path=value` strings; values are parsed as YAML and checked like the
             file's own values.
+        own_model: The model is `tfaccel.train(model=...)`'s: model.params are its
+            builder's, checked against its signature when it is called, not the registry's.
 
     Returns:
         The validated, frozen `Recipe`, with input paths resolved against the file's folder.
@@ -362,11 +365,12 @@ def load_recipe(path: str | os.PathLike, overrides: typing.Sequence[str] = ()) -
     if raw is None:
         raw = {}
     return recipe_from_dict(raw, base_dir=path.parent.resolve(), overrides=overrides,
-                            source=str(path))
+                            source=str(path), own_model=own_model)
 
 
 def recipe_from_dict(raw: Any, *, base_dir: str | os.PathLike | None = None,
-                     overrides: typing.Sequence[str] = (), source: str = "recipe") -> Recipe:
+                     overrides: typing.Sequence[str] = (), source: str = "recipe",
+                     own_model: bool = False) -> Recipe:
     """Validates a recipe given as a mapping (as loaded from YAML).
 
     Args:
@@ -375,6 +379,7 @@ def recipe_from_dict(raw: Any, *, base_dir: str | os.PathLike | None = None,
             when None.
         overrides: `key.path=value` strings applied before validation.
         source: Name used at the start of error messages.
+        own_model: As in `load_recipe`.
 
     Returns:
         The validated `Recipe`.
@@ -388,7 +393,7 @@ def recipe_from_dict(raw: Any, *, base_dir: str | os.PathLike | None = None,
     raw = apply_overrides(raw, overrides, source=source)
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     recipe = _build(Recipe, raw, "", source=source)
-    _check_cross_fields(recipe, source=source)
+    _check_cross_fields(recipe, source=source, own_model=own_model)
     return _resolve_paths(recipe, base)
 
 
@@ -629,7 +634,7 @@ def _check_range(value: Any, metadata: dict, key_path: str, *, source: str) -> N
                                   f"{item!r}.")
 
 
-def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
+def _check_cross_fields(recipe: Recipe, *, source: str, own_model: bool = False) -> None:
     data, training = recipe.data, recipe.training
     if data.source not in SOURCES_WITHOUT_PATH and not data.path:
         raise RecipeError(f"{source}: data.path is required when data.source is "
@@ -670,7 +675,7 @@ def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
     except UserInputError as error:
         raise RecipeError(f"{source}: training: {error}") from None
     _check_steps_per_execution(training, source=source)
-    _check_model_params(recipe.model, source=source)
+    _check_model_params(recipe.model, source=source, own_model=own_model)
     _check_service(recipe, source=source)
     _check_tokenizer(recipe.data.text, source=source)
 
@@ -772,7 +777,7 @@ def _check_service(recipe: Recipe, *, source: str) -> None:
             "data.service.dispatcher empty.")
 
 
-def _check_model_params(model: ModelConfig, *, source: str) -> None:
+def _check_model_params(model: ModelConfig, *, source: str, own_model: bool = False) -> None:
     # The registry is TensorFlow-free at import, so `validate` stays fast; the check is the
     # one `build_model` runs, so both give the same message for the same mistake.
     from tfaccel import models
@@ -790,7 +795,7 @@ def _check_model_params(model: ModelConfig, *, source: str) -> None:
             raise RecipeError(f"{source}: model.path must be a .keras file (what model.save "
                               f"and a run's model.keras are), got {model.path!r}.")
         return
-    if python_refs.is_reference(model.name):
+    if own_model or python_refs.is_reference(model.name):
         return  # its parameters are checked against the callable's signature when it is built
     try:
         models.check_params(model.name, model.params)

@@ -59,8 +59,27 @@ def describe(recipe: Recipe, *, given=None) -> dict:
     if python_refs.is_reference(model.name):
         file = python_refs.locate(model.name, key="model.name")
         return {"kind": "module", "name": model.name, "file": file,
-                "sha256": python_refs.file_sha256(file) if file else None}
+                "sha256": python_refs.file_sha256(file) if file else None,
+                **({"search_dir": _import_root(model.name, file)}
+                   if file and python_refs.source_file(model.name) is None else {})}
     return {"kind": "registered", "name": model.name}
+
+
+def _import_root(spec: str, file: str) -> str:
+    """The folder an import path's module was found in (``/a`` for ``pkg.mod`` at
+    ``/a/pkg/mod.py``): a resume, whose recipe is the run directory's, looks there again."""
+    depth = spec.rsplit(":", 1)[0].count(".") + 1
+    root = Path(file).parent if Path(file).name != "__init__.py" else Path(file).parent.parent
+    for _ in range(depth - 1):
+        root = root.parent
+    return str(root)
+
+
+def prepare_resume(directory: Path) -> None:
+    """Puts the folder the run's import-path module came from on ``sys.path`` again."""
+    saved = read(directory) or {}
+    if saved.get("search_dir"):
+        python_refs.add_search_dirs([saved["search_dir"]])
 
 
 def record(directory: Path, source: dict) -> None:

@@ -141,9 +141,12 @@ def _open_run(recipe_or_path, overrides: Sequence[str], *, run_dir: Optional[str
     lock = scratch = None
     run_files.check_resume_target(run_dir=run_dir, resume=resume)
     if resume is not None:
-        requested = None if recipe_or_path is None else _as_recipe(recipe_or_path, overrides)
+        model_source.prepare_resume(resume)
+        requested = None if recipe_or_path is None else _as_recipe(
+            recipe_or_path, overrides, own_model=model is not None)
         request = plan_resume(resume, requested=requested,
-                              overrides=overrides if requested is None else ())
+                              overrides=overrides if requested is None else (),
+                              own_model=model is not None)
         recipe, directory = request.recipe, request.directory
         source = model_source.describe(recipe, given=model)
         model_source.check_same(directory, source)
@@ -158,7 +161,7 @@ def _open_run(recipe_or_path, overrides: Sequence[str], *, run_dir: Optional[str
     else:
         if recipe_or_path is None:
             raise UserInputError("train needs a recipe (a path, a mapping or a Recipe).")
-        recipe = _as_recipe(recipe_or_path, overrides)
+        recipe = _as_recipe(recipe_or_path, overrides, own_model=model is not None)
         source = model_source.describe(recipe, given=model)
         role = _checked_role(recipe)
         if role.chief:
@@ -837,16 +840,17 @@ def _new_run_dir(recipe: Recipe, run_dir: Optional[str]) -> Path:
 
 def _holds_only_the_recipe(directory: Path) -> bool:
     names = {p.name for p in directory.iterdir()} - {LOCK_FILE}
-    return names <= {run_files.RECIPE_FILE}
+    return names <= {run_files.RECIPE_FILE, model_source.SOURCE_FILE, model_source.COPY_DIR}
 
 
-def _as_recipe(recipe_or_path, overrides: Sequence[str]) -> Recipe:
+def _as_recipe(recipe_or_path, overrides: Sequence[str], *, own_model: bool = False) -> Recipe:
     if isinstance(recipe_or_path, Recipe):
         if overrides:
             from tfaccel.config.recipe import recipe_to_dict
 
-            return recipe_from_dict(recipe_to_dict(recipe_or_path), overrides=overrides)
+            return recipe_from_dict(recipe_to_dict(recipe_or_path), overrides=overrides,
+                                    own_model=own_model)
         return recipe_or_path
     if isinstance(recipe_or_path, dict):
-        return recipe_from_dict(recipe_or_path, overrides=overrides)
-    return load_recipe(recipe_or_path, overrides)
+        return recipe_from_dict(recipe_or_path, overrides=overrides, own_model=own_model)
+    return load_recipe(recipe_or_path, overrides, own_model=own_model)
