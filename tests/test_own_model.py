@@ -377,10 +377,9 @@ def test_export_loads_an_own_model_with_a_custom_layer(tmp_path, fmt):
                            "--format", fmt], capture_output=True, text=True, timeout=300,
                           env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    report = json.loads((run / "export" / fmt / "export.json").read_text()) \
-        if (run / "export" / fmt / "export.json").exists() else None
-    assert "Traceback" not in done.stderr
-    assert report is None or report.get("format") == fmt
+    report = json.loads((run / "exports" / f"{fmt}-none" / "export.json").read_text())
+    assert report["format"] == fmt and report["validation_examples"] == 24
+    assert report["top1_agreement"] == 1.0 and report["max_abs_prob_diff"] <= 1e-6
 
 
 def test_doctor_and_compare_work_on_own_model_runs(tmp_path, own_run):
