@@ -382,7 +382,7 @@ def test_export_loads_an_own_model_with_a_custom_layer(tmp_path, fmt):
     assert report["top1_agreement"] == 1.0 and report["max_abs_prob_diff"] <= 1e-6
 
 
-def test_doctor_and_compare_work_on_own_model_runs(tmp_path, own_run):
+def test_doctor_bench_and_compare_work_on_own_model_runs(tmp_path, own_run):
     (tmp_path / "convnet.py").write_text(CONVNET)
     recipe = _recipe(tmp_path, {"name": "convnet.py:build", "params": {"width": 2}})
     result = CliRunner().invoke(main, ["doctor", str(recipe), "--json", "--steps", "4",
@@ -390,7 +390,31 @@ def test_doctor_and_compare_work_on_own_model_runs(tmp_path, own_run):
     assert result.exit_code == 0, result.output
     report = json.loads(result.output[result.output.index("{"):])
     assert report["model_examples_per_sec"] > 0
+    result = CliRunner().invoke(main, ["bench", str(recipe), "--batches", "2", "--repeats",
+                                       "1"])
+    assert result.exit_code == 0, result.output
+    assert "tfaccel pipeline (parallel)" in result.output
     second = _run_dir(_train(recipe))
     result = CliRunner().invoke(main, ["compare", str(own_run), str(second), "--no-plot"])
     assert result.exit_code == 0, result.output
     assert "model.params" in result.output and "width" in result.output
+
+
+def test_a_package_module_is_found_without_running_the_package(tmp_path, monkeypatch):
+    from tfaccel import python_refs
+
+    package = tmp_path / "own_pkg_xyz"
+    package.mkdir()
+    (package / "__init__.py").write_text("open(__file__ + '.ran', 'w').close()\n")
+    (package / "nets.py").write_text(CONVNET)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    python_refs.add_search_dirs([tmp_path])
+    assert python_refs.locate("own_pkg_xyz.nets:build", key="model.name") == \
+        str(package / "nets.py")
+    assert not (package / "__init__.py.ran").exists()
+    with pytest.raises(python_refs.UserInputError,
+                       match=r"model.name 'own_pkg_xyz.nope:build': the python module "
+                             r"'own_pkg_xyz.nope' cannot be found"):
+        python_refs.locate("own_pkg_xyz.nope:build", key="model.name")
+    with pytest.raises(python_refs.UserInputError, match="must be 'module:attribute'"):
+        python_refs.locate("own_pkg_xyz.nets:", key="model.name")

@@ -426,7 +426,8 @@ def _spec(name):
     if name not in MODELS:
         raise UserInputError(
             f"Unknown model name {name!r}{did_you_mean(name, MODELS)}. "
-            f"Known models: {', '.join(model_names())}."
+            f"Known models: {', '.join(model_names())}; or your own builder, "
+            "'module:callable' or 'path/file.py:callable'."
         )
     return MODELS[name]
 
@@ -688,6 +689,13 @@ def _shape_text(shape):
                            for i, d in enumerate(shape)) + ")"
 
 
+def _one_shape(tensors, *, where, what, needed):
+    """The shape of a model's one input (or output); several are refused."""
+    if len(tensors) != 1:
+        raise UserInputError(f"{where}: the model has {len(tensors)} {what}; {needed}.")
+    return tuple(tensors[0].shape)
+
+
 def check_model_fits(model, *, where, input_shape, num_classes):
     """Checks that a model takes the data's examples and gives one probability per class.
 
@@ -712,10 +720,8 @@ def check_model_fits(model, *, where, input_shape, num_classes):
     data_shape = (None, *input_shape)
     inputs = getattr(model, "inputs", None)
     if inputs:
-        if len(inputs) != 1:
-            raise UserInputError(f"{where}: the model takes {len(inputs)} inputs; tfaccel feeds "
-                                 f"one, of shape {_shape_text(data_shape)}.")
-        taken = tuple(inputs[0].shape)
+        taken = _one_shape(inputs, where=where, what="inputs",
+                           needed=f"tfaccel feeds one, of shape {_shape_text(data_shape)}")
         fits = len(taken) == len(data_shape) and all(
             a is None or b is None or a == b for a, b in zip(taken[1:], data_shape[1:]))
         if not fits:
@@ -724,10 +730,8 @@ def check_model_fits(model, *, where, input_shape, num_classes):
                 f"gives {_shape_text(data_shape)}: build it for input_shape={input_shape}.")
     outputs = getattr(model, "outputs", None)
     if outputs:
-        if len(outputs) != 1:
-            raise UserInputError(f"{where}: the model has {len(outputs)} outputs; the labels "
-                                 f"need one, of shape (batch, {num_classes}).")
-        given = tuple(outputs[0].shape)
+        given = _one_shape(outputs, where=where, what="outputs",
+                           needed=f"the labels need one, of shape (batch, {num_classes})")
     else:
         # A subclassed model has no symbolic outputs: ask Keras for the output's shape.
         try:
