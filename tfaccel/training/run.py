@@ -387,7 +387,6 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, g
         ``(trained_model, model)``: the model `fit` runs (the accumulation wrapper when
         accumulating) and the plain Keras model inside it.
     """
-    from tfaccel import models
     from tfaccel.engine.keras_compat import patch_for_multi_worker
     from tfaccel.training.optimizers import make_optimizer
 
