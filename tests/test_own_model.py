@@ -98,13 +98,21 @@ def test_cli_trains_an_import_path_found_in_the_recipe_folder(tmp_path, monkeypa
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # the recipe's folder, not the working directory, has it
-    monkeypatch.setattr(sys, "path", list(sys.path))
+    clean_path = list(sys.path)
+    monkeypatch.setattr(sys, "path", list(clean_path))
     run = _run_dir(_train(recipe))
     source = json.loads((run / "model_source.json").read_text())
     assert source["kind"] == "module" and source["name"] == "own_import_convnet:build"
     assert source["file"] == str(tmp_path / "recipes" / "own_import_convnet.py")
     assert source["search_dir"] == str(tmp_path / "recipes")
     assert _weights(run / "model.keras")[0].shape == (3, 3, 3, 4)  # the default width
+    # A resume reads the run directory's recipe: the module is looked up where it was found.
+    monkeypatch.setattr(sys, "path", list(clean_path))
+    sys.modules.pop("own_import_convnet", None)
+    result = CliRunner().invoke(main, ["train", "--resume", str(run), "--set",
+                                       "training.epochs=2"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((run / "summary.json").read_text())["epochs_completed"] == 2
 
 
 def test_validate_finds_the_module_without_importing_it_or_tensorflow(tmp_path):
