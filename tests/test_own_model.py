@@ -425,3 +425,21 @@ def test_a_package_module_is_found_without_running_the_package(tmp_path, monkeyp
         python_refs.locate("own_pkg_xyz.nope:build", key="model.name")
     with pytest.raises(python_refs.UserInputError, match="must be 'module:attribute'"):
         python_refs.locate("own_pkg_xyz.nets:", key="model.name")
+
+
+def test_a_compiled_model_is_compiled_again_with_the_recipe_s_settings(tmp_path):
+    (tmp_path / "compiled.py").write_text(CONVNET.replace(
+        "    return keras.Model(inputs, outputs)\n",
+        "    model = keras.Model(inputs, outputs)\n"
+        "    model.compile(optimizer='sgd', loss='mse')\n"
+        "    return model\n"))
+    recipe = _recipe(tmp_path, {"name": "compiled.py:build"})
+    result = _train(recipe)
+    run = _run_dir(result)
+    assert "returned a compiled model; it is compiled again with the recipe's optimizer, " \
+           "loss and metrics" in " ".join(result.output.split())
+    import keras
+
+    saved = keras.saving.load_model(run / "model.keras")
+    assert type(saved.optimizer).__name__ == "Adam"  # the recipe's, not the builder's sgd
+    assert saved.loss == "sparse_categorical_crossentropy"
