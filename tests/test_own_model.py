@@ -169,7 +169,7 @@ def test_a_bad_builder_exits_2_naming_the_key_and_value(tmp_path, case):
 
 
 @pytest.mark.parametrize("name, expected", [
-    ("nope.py:build", "the module file '{tmp}/nope.py' does not exist"),
+    ("nope.py:build", "the python source file '{tmp}/nope.py' does not exist"),
     ("no_such_module_xyz:build", "the python module 'no_such_module_xyz' cannot be found"),
     ("convnet.py:biuld", "has no attribute 'biuld' (did you mean 'build'?)"),
     ("broken.py:build", "importing '{tmp}/broken.py' failed: ZeroDivisionError: division by "

@@ -75,7 +75,7 @@ def locate(spec: str, *, key: str, error=UserInputError) -> Optional[str]:
     file = source_file(spec)
     if file is not None:
         if not os.path.isfile(file):
-            raise error(f"{key} {spec!r}: the module file {file!r} does not exist.")
+            raise error(f"{key} {spec!r}: the python source file {file!r} does not exist.")
         return os.path.abspath(file)
     loaded = sys.modules.get(module)
     if loaded is not None:
