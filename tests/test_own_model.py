@@ -443,3 +443,40 @@ def test_a_compiled_model_is_compiled_again_with_the_recipe_s_settings(tmp_path)
     saved = keras.saving.load_model(run / "model.keras")
     assert type(saved.optimizer).__name__ == "Adam"  # the recipe's, not the builder's sgd
     assert saved.loss == "sparse_categorical_crossentropy"
+
+
+def test_builder_params_are_checked_against_the_signature():
+    from tfaccel.errors import UserInputError
+    from tfaccel.models import check_builder_params
+
+    def needs_depth(*, input_shape, num_classes, depth, width=4):
+        return None
+
+    def open_keywords(**kwargs):
+        return None
+
+    check_builder_params(needs_depth, {"depth": 2}, where="b")
+    check_builder_params(open_keywords, {"anything": 1}, where="b")
+    with pytest.raises(UserInputError, match=r"b: the builder needs parameter 'depth', which "
+                                              r"has no default: set it in model.params\."):
+        check_builder_params(needs_depth, {}, where="b")
+    with pytest.raises(UserInputError, match=r"model.params 'num_classes' is set from the data"):
+        check_builder_params(needs_depth, {"depth": 1, "num_classes": 3}, where="b")
+    with pytest.raises(UserInputError, match=r"must take input_shape="):
+        check_builder_params(lambda *, num_classes: None, {}, where="b")
+
+
+def test_a_recipe_model_and_a_given_model_together_are_refused(tmp_path):
+    import tfaccel
+
+    recipe = _api_recipe(tmp_path, "one_device")
+    recipe["model"] = {"name": "mlp"}
+    with pytest.raises(tfaccel.errors.UserInputError,
+                       match=r"train\(model=\.\.\.\) got a model and the recipe names one too "
+                             r"\('mlp' in model.name or model.path\): give one of the two\."):
+        tfaccel.train(recipe, model=_builder)
+    missing = _recipe(tmp_path, {"path": "gone.keras"}, name="gone")
+    result = CliRunner().invoke(main, ["validate", str(missing)])
+    assert result.exit_code == 2
+    assert f"model.path: the saved model '{tmp_path / 'gone.keras'}' does not exist" \
+        in " ".join(result.output.split())
