@@ -281,7 +281,7 @@ def test_recipe_refusals_name_the_key_and_the_value(raw, expected):
      "training.metrics[1].params.kk: Keras metric 'sparse_top_k_categorical_accuracy' "
      "(SparseTopKCategoricalAccuracy) has no argument 'kk' (did you mean 'k'?)"),
     ({"name": "missing_module_xyz:make"}, {},
-     "optimizer.name: cannot import 'missing_module_xyz' of 'missing_module_xyz:make'"),
+     "optimizer.name 'missing_module_xyz:make': the python module 'missing_module_xyz' cannot be found"),
 ])
 def test_train_refuses_bad_arguments_before_building_data(tmp_path, monkeypatch, optimizer,
                                                           training, expected):
@@ -305,9 +305,10 @@ def test_train_refuses_bad_arguments_before_building_data(tmp_path, monkeypatch,
 def test_a_missing_callable_file_is_named(tmp_path):
     path = tmp_path / "r.yaml"
     path.write_text("training:\n  loss: losses.py:mine\n")
-    with pytest.raises(UserInputError, match=r"training.loss: the file '.*losses.py' of "):
+    with pytest.raises(UserInputError, match=r"training.loss '.*losses.py:mine': the python source file '.*losses.py' does "
+                       r"not exist"):
         make_loss(load_recipe(path).training)
-    with pytest.raises(UserInputError, match="the file"):
+    with pytest.raises(UserInputError, match="the python source file"):
         check_optimizer(recipe({"name": str(tmp_path / "no.py") + ":x"}).optimizer)
 
 

@@ -426,7 +426,8 @@ def _spec(name):
     if name not in MODELS:
         raise UserInputError(
             f"Unknown model name {name!r}{did_you_mean(name, MODELS)}. "
-            f"Known models: {', '.join(model_names())}."
+            f"Known models: {', '.join(model_names())}; or your own builder, "
+            "'module:callable' or 'path/file.py:callable'."
         )
     return MODELS[name]
 
@@ -607,3 +608,145 @@ def check_params(name, params):
             f"model {name!r} parameter 'embed_dim' must be a multiple of 'num_heads', got "
             f"embed_dim={checked['embed_dim']!r} and num_heads={checked['num_heads']!r}.")
     return checked
+
+
+# --------------------------------------------------------------------------- own models
+
+# What a builder is always called with; `model.params` adds the rest.
+_BUILDER_ARGUMENTS = ("input_shape", "num_classes")
+
+
+def check_builder_params(builder, params, *, where):
+    """Checks `params` against a model builder's signature, before it is called.
+
+    Args:
+      builder: The callable (``model.name: module:callable``, or `tfaccel.train(model=...)`).
+      params: ``model.params``.
+      where: How messages name the builder, e.g. ``"model.name 'convnet.py:build'"``.
+
+    Raises:
+      UserInputError: The builder takes no ``input_shape=``/``num_classes=``, a parameter it
+        does not take (with a did-you-mean), one the data sets, or a required one missing.
+    """
+    import inspect
+
+    try:
+        signature = inspect.signature(builder)
+    except (TypeError, ValueError):
+        return  # a callable without a signature (a C function): its call says what is wrong
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    named = {n: p for n, p in signature.parameters.items() if p.kind in kinds}
+    open_keywords = any(p.kind is inspect.Parameter.VAR_KEYWORD
+                        for p in signature.parameters.values())
+    taken = sorted(set(params) & set(_BUILDER_ARGUMENTS))
+    if taken:
+        raise UserInputError(f"{where}: model.params {taken[0]!r} is set from the data; "
+                             "leave it out of model.params.")
+    missing = [a for a in _BUILDER_ARGUMENTS if a not in named and not open_keywords]
+    if missing:
+        raise UserInputError(f"{where}: the builder {builder.__name__}{signature} must take "
+                             f"{missing[0]}= (it is called with input_shape=, num_classes= "
+                             "and model.params).")
+    own = sorted(set(named) - set(_BUILDER_ARGUMENTS))
+    unknown = [] if open_keywords else sorted(set(params) - set(named))
+    if unknown:
+        key = unknown[0]
+        raise UserInputError(f"Unknown parameter {key!r}{did_you_mean(key, own)} for {where}. "
+                             f"Known parameters: {', '.join(own) or '(none)'}.")
+    required = [n for n in own if named[n].default is inspect.Parameter.empty
+                and n not in params]
+    if required:
+        raise UserInputError(f"{where}: the builder needs parameter {required[0]!r}, which "
+                             "has no default: set it in model.params.")
+
+
+def build_own_model(builder, *, where, input_shape, num_classes, params):
+    """Calls a user's model builder and checks what it returns fits the data.
+
+    Args:
+      builder: A callable ``builder(*, input_shape, num_classes, **params)``.
+      where: How messages name it (the recipe key and value, or the builder's name).
+      input_shape: One example's shape, as the data reports it.
+      num_classes: The data's number of classes.
+      params: ``model.params``, passed as keyword arguments.
+
+    Returns:
+      The `keras.Model` the builder returned.
+
+    Raises:
+      UserInputError: A parameter the builder does not take, a builder that raised (its
+        exception's type and message), or a result that is no keras.Model or does not fit
+        the data's inputs and labels.
+    """
+    check_builder_params(builder, params, where=where)
+    shape = tuple(input_shape)
+    try:
+        model = builder(input_shape=shape, num_classes=num_classes, **params)
+    except Exception as error:  # noqa: BLE001 - the user's code may raise anything
+        raise UserInputError(
+            f"{where} raised {type(error).__name__}: {error} (called with "
+            f"input_shape={shape}, num_classes={num_classes}"
+            f"{''.join(f', {k}={v!r}' for k, v in params.items())}).") from None
+    check_model_fits(model, where=where, input_shape=shape, num_classes=num_classes)
+    return model
+
+
+def _shape_text(shape):
+    return "(" + ", ".join("batch" if i == 0 and d is None else str(d)
+                           for i, d in enumerate(shape)) + ")"
+
+
+def _one_shape(tensors, *, where, what, needed):
+    """The shape of a model's one input (or output); several are refused."""
+    if len(tensors) != 1:
+        raise UserInputError(f"{where}: the model has {len(tensors)} {what}; {needed}.")
+    return tuple(tensors[0].shape)
+
+
+def check_model_fits(model, *, where, input_shape, num_classes):
+    """Checks that a model takes the data's examples and gives one probability per class.
+
+    Args:
+      model: What a builder returned, or a loaded or given model.
+      where: How messages name the model's origin.
+      input_shape: One example's shape, as the data reports it.
+      num_classes: The data's number of classes.
+
+    Raises:
+      UserInputError: Not a keras.Model, several inputs or outputs, an input shape other
+        than the data's, or an output other than ``(batch, num_classes)``.
+    """
+    import keras
+
+    if not isinstance(model, keras.Model):
+        text = repr(model)
+        text = text if len(text) <= 80 else text[:77] + "..."
+        raise UserInputError(f"{where} returned {type(model).__module__}."
+                             f"{type(model).__qualname__} {text}, not a keras.Model: return "
+                             "the model (uncompiled), e.g. keras.Model(inputs, outputs).")
+    data_shape = (None, *input_shape)
+    inputs = getattr(model, "inputs", None)
+    if inputs:
+        taken = _one_shape(inputs, where=where, what="inputs",
+                           needed=f"tfaccel feeds one, of shape {_shape_text(data_shape)}")
+        fits = len(taken) == len(data_shape) and all(
+            a is None or b is None or a == b for a, b in zip(taken[1:], data_shape[1:]))
+        if not fits:
+            raise UserInputError(
+                f"{where}: the model takes inputs of shape {_shape_text(taken)}, but the data "
+                f"gives {_shape_text(data_shape)}: build it for input_shape={input_shape}.")
+    outputs = getattr(model, "outputs", None)
+    if outputs:
+        given = _one_shape(outputs, where=where, what="outputs",
+                           needed=f"the labels need one, of shape (batch, {num_classes})")
+    else:
+        # A subclassed model has no symbolic outputs: ask Keras for the output's shape.
+        try:
+            given = tuple(model.compute_output_spec(keras.KerasTensor(data_shape)).shape)
+        except Exception:  # noqa: BLE001 - unknown until the first batch; fit will say
+            return
+    if len(given) != 2 or given[-1] != num_classes:
+        raise UserInputError(
+            f"{where}: the model's output has shape {_shape_text(given)}, but the labels need "
+            f"(batch, {num_classes}): one probability per class of the data's {num_classes} "
+            f"classes (end with keras.layers.Dense({num_classes}, activation='softmax')).")

@@ -226,7 +226,7 @@ def validate(recipe, overrides, show):
     if show:
         click.echo(dump_recipe(loaded), nl=False)
     else:
-        click.echo(f"{recipe}: OK ({loaded.data.source} data, model {loaded.model.name}, "
+        click.echo(f"{recipe}: OK ({loaded.data.source} data, model {loaded.model.path or loaded.model.name}, "
                    f"{loaded.training.epochs} epoch(s), global batch "
                    f"{loaded.training.global_batch_size}).")
 

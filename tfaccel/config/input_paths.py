@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import glob
-import importlib.util
 import os
 
+from tfaccel import python_refs
 from tfaccel.errors import RecipeError
 
 
@@ -14,7 +14,8 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
 
     The image, text or audio folder is a folder, the TFRecord, CSV or text lines pattern
     matches at least one file, the arrays file (or the time series CSV file) exists, and the
-    python source's file (or module) can be found. Remote paths (``gs://...``) are left to
+    python source's file (or module) can be found; so can an own model's module (model.name
+    ``module:callable``) and a saved model (model.path). Remote paths (``gs://...``) are left to
     TensorFlow, and a TFDS data_dir to TFDS (which creates it when it prepares a dataset,
     and says how to prepare one that is missing).
 
@@ -25,6 +26,7 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
     Raises:
         RecipeError: A path is missing; the message names the key and the path.
     """
+    _check_model_paths(recipe.model, source=source)
     data = recipe.data
     path = data.path
     if not path or is_remote(path):
@@ -50,24 +52,23 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
         _check_python_source(path, source=source)
 
 
+def _check_model_paths(model, *, source: str) -> None:
+    # Found, not imported: importing a model module would import Keras (and TensorFlow).
+    if python_refs.is_reference(model.name):
+        try:
+            python_refs.locate(model.name, key="model.name", error=RecipeError)
+        except RecipeError as error:
+            raise RecipeError(f"{source}: {error}") from None
+    if model.path and not is_remote(model.path) and not os.path.isfile(model.path):
+        raise RecipeError(f"{source}: model.path: the saved model {model.path!r} does not "
+                          "exist.")
+
+
 def _check_python_source(spec: str, *, source: str) -> None:
-    if ":" not in spec:
-        raise RecipeError(f"{source}: data.path for source python must be 'module:attribute' "
-                          f"or 'file.py:attribute', got {spec!r}.")
-    module = spec.rsplit(":", 1)[0]
-    file = python_source_file(spec)
-    if file is not None:
-        if not os.path.isfile(file):
-            raise RecipeError(f"{source}: data.path: the python source file {file!r} does "
-                              "not exist.")
-        return
     try:
-        found = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        found = None
-    if found is None:
-        raise RecipeError(f"{source}: data.path: the python module {module!r} cannot be found "
-                          "(is it on PYTHONPATH, or did you mean a 'file.py:attribute' path?).")
+        python_refs.locate(spec, key="data.path", error=RecipeError)
+    except RecipeError as error:
+        raise RecipeError(f"{source}: {error}") from None
 
 
 def is_remote(path: str) -> bool:
@@ -75,16 +76,8 @@ def is_remote(path: str) -> bool:
     return "://" in str(path)
 
 
-def python_source_file(spec: str):
-    """THE python-source rule: the file of a ``file.py:attr`` (or ``dir/file:attr``) spec.
-
-    Returns:
-        The ``.py`` file path, or None for an import path ``package.module:attr``.
-    """
-    module = str(spec).rsplit(":", 1)[0]
-    if module.endswith(".py") or "/" in module or os.sep in module:
-        return module if module.endswith(".py") else module + ".py"
-    return None
+# THE python-source rule lives with the model's (tfaccel.python_refs); named here too.
+python_source_file = python_refs.source_file
 
 
 def is_file_cache(cache) -> bool:

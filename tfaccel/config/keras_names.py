@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from tfaccel import python_refs
 from tfaccel.config import input_paths
 from tfaccel.errors import RecipeError, did_you_mean
 
@@ -94,9 +95,9 @@ def name_schemas() -> dict[str, dict]:
                                  "items": {"anyOf": metric["anyOf"] + [mapping]}}}
 
 
-def is_callable_spec(value: Any) -> bool:
-    """THE rule telling a ``module:callable`` (or ``file.py:callable``) from a Keras name."""
-    return isinstance(value, str) and ":" in value
+# A ``module:callable`` (or ``file.py:callable``) rather than a Keras name: the one rule of
+# `tfaccel.python_refs`, as for an own model.name.
+is_callable_spec = python_refs.is_reference
 
 
 def metric_entries(metrics: list) -> list[tuple[str, dict]]:

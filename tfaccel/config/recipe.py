@@ -14,6 +14,7 @@ from typing import Any, Literal, Optional, Union
 
 import yaml
 
+from tfaccel import python_refs
 from tfaccel.config import input_paths, keras_names
 from tfaccel.errors import RecipeError, UserInputError, did_you_mean
 
@@ -21,6 +22,8 @@ SOURCES = ("builtin", "tfds", "image_folder", "text_folder", "text_lines", "csv"
            "tfrecords", "arrays", "python", "audio_folder", "timeseries")
 # The sources that find their data by name (TFDS); every other one reads data.path.
 SOURCES_WITHOUT_PATH = ("builtin", "tfds")
+# model.name's default: the one value model.path may be given with.
+DEFAULT_MODEL = "small_cnn"
 AUGMENTATIONS = ("flip", "flip_vertical", "crop", "brightness", "contrast", "rotate90")
 # Augmentations made while decoding an image file (data.crops): image_folder only.
 DECODE_AUGMENTATIONS = ("random_resized_crop",)
@@ -228,11 +231,19 @@ def _misread_data_value(key_path: str, value: Any) -> Optional[str]:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Which registered model to build, and its parameters."""
+    """Which model to build (registered or your own), and its parameters."""
 
-    name: str = _key("small_cnn", "A registered model (see `tfaccel models`).")
+    name: str = _key(
+        DEFAULT_MODEL, "A registered model (see `tfaccel models`), or your own builder: "
+        "module:callable or path/file.py:callable (relative to the recipe's folder), called "
+        "with input_shape=, num_classes= and model.params; it returns an uncompiled "
+        "keras.Model.")
     params: dict[str, Any] = _key(
         default_factory=dict, help="Builder parameters; unknown names are rejected.")
+    path: Optional[str] = _key(
+        None, "A saved Keras model (.keras file, relative to the recipe's folder) to continue "
+        "training or fine-tune instead of building one; not with another model.name or "
+        "model.params.", path=True)
 
 
 @dataclass(frozen=True)
@@ -365,13 +376,16 @@ class Recipe:
 # Loading and validation
 
 
-def load_recipe(path: str | os.PathLike, overrides: typing.Sequence[str] = ()) -> Recipe:
+def load_recipe(path: str | os.PathLike, overrides: typing.Sequence[str] = (), *,
+                own_model: bool = False) -> Recipe:
     """Loads, overrides and validates a recipe file.
 
     Args:
         path: The YAML recipe file.
         overrides: `key.path=value` strings; values are parsed as YAML and checked like the
             file's own values.
+        own_model: The model is `tfaccel.train(model=...)`'s: model.params are its
+            builder's, checked against its signature when it is called, not the registry's.
 
     Returns:
         The validated, frozen `Recipe`, with input paths resolved against the file's folder.
@@ -396,11 +410,12 @@ def load_recipe(path: str | os.PathLike, overrides: typing.Sequence[str] = ()) -
     if raw is None:
         raw = {}
     return recipe_from_dict(raw, base_dir=path.parent.resolve(), overrides=overrides,
-                            source=str(path))
+                            source=str(path), own_model=own_model)
 
 
 def recipe_from_dict(raw: Any, *, base_dir: str | os.PathLike | None = None,
-                     overrides: typing.Sequence[str] = (), source: str = "recipe") -> Recipe:
+                     overrides: typing.Sequence[str] = (), source: str = "recipe",
+                     own_model: bool = False) -> Recipe:
     """Validates a recipe given as a mapping (as loaded from YAML).
 
     Args:
@@ -409,6 +424,7 @@ def recipe_from_dict(raw: Any, *, base_dir: str | os.PathLike | None = None,
             when None.
         overrides: `key.path=value` strings applied before validation.
         source: Name used at the start of error messages.
+        own_model: As in `load_recipe`.
 
     Returns:
         The validated `Recipe`.
@@ -422,7 +438,7 @@ def recipe_from_dict(raw: Any, *, base_dir: str | os.PathLike | None = None,
     raw = apply_overrides(raw, overrides, source=source)
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     recipe = _build(Recipe, raw, "", source=source)
-    _check_cross_fields(recipe, source=source)
+    _check_cross_fields(recipe, source=source, own_model=own_model)
     optimizer, training = keras_names.resolve_callable_files(
         recipe.optimizer, recipe.training, lambda path: _resolve_path(path, base))
     recipe = dataclasses.replace(recipe, optimizer=optimizer, training=training)
@@ -669,7 +685,7 @@ def _check_range(value: Any, metadata: dict, key_path: str, *, source: str) -> N
                                   f"{item!r}.")
 
 
-def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
+def _check_cross_fields(recipe: Recipe, *, source: str, own_model: bool = False) -> None:
     data, training = recipe.data, recipe.training
     if data.source not in SOURCES_WITHOUT_PATH and not data.path:
         raise RecipeError(f"{source}: data.path is required when data.source is "
@@ -710,7 +726,7 @@ def _check_cross_fields(recipe: Recipe, *, source: str) -> None:
     except UserInputError as error:
         raise RecipeError(f"{source}: training: {error}") from None
     _check_steps_per_execution(training, source=source)
-    _check_model_params(recipe.model, source=source)
+    _check_model_params(recipe.model, source=source, own_model=own_model)
     _check_service(recipe, source=source)
     _check_tokenizer(recipe.data.text, source=source)
     keras_names.check_keras_names(recipe.optimizer, recipe.training, source=source)
@@ -813,11 +829,26 @@ def _check_service(recipe: Recipe, *, source: str) -> None:
             "data.service.dispatcher empty.")
 
 
-def _check_model_params(model: ModelConfig, *, source: str) -> None:
+def _check_model_params(model: ModelConfig, *, source: str, own_model: bool = False) -> None:
     # The registry is TensorFlow-free at import, so `validate` stays fast; the check is the
     # one `build_model` runs, so both give the same message for the same mistake.
     from tfaccel import models
 
+    if model.path is not None:
+        # A saved model is built already: a builder or its parameters would be ignored.
+        if model.name != DEFAULT_MODEL or model.params:
+            given = f"model.name {model.name!r}" if model.name != DEFAULT_MODEL \
+                else f"model.params {model.params!r}"
+            raise RecipeError(
+                f"{source}: model.path {model.path!r} loads a saved model, and {given} would "
+                "build another one: set one of the two (leave model.name and model.params "
+                "unset with model.path).")
+        if not str(model.path).endswith(".keras"):
+            raise RecipeError(f"{source}: model.path must be a .keras file (what model.save "
+                              f"and a run's model.keras are), got {model.path!r}.")
+        return
+    if own_model or python_refs.is_reference(model.name):
+        return  # its parameters are checked against the callable's signature when it is built
     try:
         models.check_params(model.name, model.params)
     except UserInputError as error:
@@ -838,7 +869,23 @@ def _resolve_paths(recipe: Recipe, base_dir: Path) -> Recipe:
                 changes[f.name] = f"{_resolve_path(module, base_dir)}:{attribute}"
             continue  # otherwise `package.module:callable`, an import path
         changes[f.name] = _resolve_path(value, base_dir)
-    return dataclasses.replace(recipe, data=dataclasses.replace(data, **changes))
+    return dataclasses.replace(recipe, data=dataclasses.replace(data, **changes),
+                               model=_resolve_model_paths(recipe.model, base_dir))
+
+
+def _resolve_model_paths(model: ModelConfig, base_dir: Path) -> ModelConfig:
+    # model.name resolves as a python source's data.path does: a file against the recipe's
+    # folder; an import path is looked up in the recipe's folder and the working directory.
+    changes = {}
+    if model.path:
+        changes["path"] = _resolve_path(model.path, base_dir)
+    if python_refs.is_reference(model.name):
+        module, _, attribute = model.name.rpartition(":")
+        if python_refs.source_file(model.name) is not None:
+            changes["name"] = f"{_resolve_path(module, base_dir)}:{attribute}"
+        else:
+            python_refs.add_search_dirs([base_dir, Path.cwd()])
+    return dataclasses.replace(model, **changes)
 
 
 def _resolve_path(value: str, base_dir: Path) -> str:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional, Union
 
 from tfaccel import atomic
 from tfaccel.training import run_dir as run_files
+from tfaccel.training import model_source
 from tfaccel.errors import UserInputError, did_you_mean
 
 FORMATS = ("saved_model", "litert", "onnx", "keras")
@@ -341,6 +342,8 @@ def _prepare(staging: Path, *, directory: Path, format: str, quantize: str,
     from tfaccel.config.recipe import load_recipe
 
     recipe = load_recipe(directory / run_files.RECIPE_FILE)
+    # An own model's custom layers load once its module has run (and registered them).
+    model_source.import_module_of(directory)
     model = load_float32_model(directory / run_files.MODEL_FILE)
     texts = is_text_run(directory)
     if texts:

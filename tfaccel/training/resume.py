@@ -75,7 +75,7 @@ class ResumeRequest:
 
 
 def plan_resume(directory, *, requested: Optional[Recipe] = None,
-                overrides: Sequence[str] = ()) -> ResumeRequest:
+                overrides: Sequence[str] = (), own_model: bool = False) -> ResumeRequest:
     """Checks that a run directory can be resumed with the requested recipe.
 
     Args:
@@ -83,6 +83,7 @@ def plan_resume(directory, *, requested: Optional[Recipe] = None,
         requested: The recipe the user named, overrides applied (it must equal the saved
             one but for ``training.epochs``); None continues with the saved recipe.
         overrides: ``key=value`` overrides of the saved recipe, when `requested` is None.
+        own_model: The run trains `tfaccel.train(model=...)`'s model (see `load_recipe`).
 
     Returns:
         The `ResumeRequest`.
@@ -98,9 +99,9 @@ def plan_resume(directory, *, requested: Optional[Recipe] = None,
     if not recipe_file.is_file():
         raise UserInputError(f"--resume {str(directory)!r} is not a tfaccel run directory "
                              f"(it has no {run_files.RECIPE_FILE}).")
-    saved = load_recipe(recipe_file)
+    saved = load_recipe(recipe_file, own_model=own_model)
     if requested is None:
-        requested = load_recipe(recipe_file, overrides)
+        requested = load_recipe(recipe_file, overrides, own_model=own_model)
     changed = [d for d in recipe_differences(saved, requested) if d[0] not in EXTENSIBLE_KEYS + PRESENTATION_KEYS]
     if changed:
         lines = "; ".join(f"{key}: {old!r} in the run, {new!r} requested"

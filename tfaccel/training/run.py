@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from tfaccel.training import checkpoints as ckpt
+from tfaccel.training import model_source
 from tfaccel.training import run_dir as run_files
 from tfaccel._version import __version__
 from tfaccel.config.batching import BatchPlan
@@ -85,7 +86,7 @@ def _kept_text(summary: dict) -> str:
 def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
           overrides: Sequence[str] = (), *, run_dir: Optional[str] = None,
           callbacks: Sequence = (), resume: Union[str, os.PathLike, None] = None,
-          profile: Optional[tuple] = None) -> RunResult:
+          profile: Optional[tuple] = None, model=None) -> RunResult:
     """Runs a whole training job and leaves a run directory.
 
     Args:
@@ -100,6 +101,12 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         profile: ``(start, end)``: write a TensorBoard profiler trace of optimizer steps
             start..end (counted from 1 over the whole run, inclusive) into the run
             directory's tensorboard/ folder.
+        model: Your own model instead of the recipe's model section: a builder callable
+            ``builder(*, input_shape, num_classes, **model.params)`` returning an uncompiled
+            keras.Model (built in the strategy's scope, under the precision policy), or a
+            built keras.Model (cloned into the strategy's scope with its weights; it keeps
+            the dtype policy it was built with). The run directory records which
+            (model_source.json); a resume must give the same one again.
 
     Returns:
         The `RunResult`.
@@ -111,7 +118,7 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         Preempted: SIGTERM/SIGINT stopped training after saving a checkpoint.
     """
     started = time.perf_counter()
-    opened = _open_run(recipe_or_path, overrides, run_dir=run_dir, resume=resume)
+    opened = _open_run(recipe_or_path, overrides, run_dir=run_dir, resume=resume, model=model)
     recipe, role, directory, shown = opened.recipe, opened.role, opened.directory, opened.shown
     lock, scratch = opened.lock, opened.scratch
     try:
@@ -119,7 +126,8 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
             context = _RunContext(recipe=recipe, directory=directory, session=session,
                                   started=started, extra_callbacks=list(callbacks),
                                   resume_from=Path(resume) if resume is not None else None,
-                                  role=role, shown_dir=shown, profile=profile)
+                                  role=role, shown_dir=shown, profile=profile,
+                                  given_model=model, model_source=opened.model_source)
             return _train_with(context)
     except UserInputError:
         # A mistake found before training (missing data, a bad batch plan): do not leave a
@@ -145,10 +153,11 @@ class _OpenedRun:
     shown: Optional[Path]  # the run directory as the user knows it (the chief's)
     lock: Optional[RunLock]
     scratch: Optional[Path]  # a non-chief worker's scratch folder, removed at the end
+    model_source: dict  # what model the run trains (model_source.describe)
 
 
 def _open_run(recipe_or_path, overrides: Sequence[str], *, run_dir: Optional[str],
-              resume) -> _OpenedRun:
+              resume, model=None) -> _OpenedRun:
     """Resolves the recipe (new or resumed), takes the run directory's lock, writes recipe.yaml."""
     # In a multi-worker run only the chief writes the run directory; every other worker
     # runs the same code (saving is a collective there) into a scratch folder removed at
@@ -156,10 +165,15 @@ def _open_run(recipe_or_path, overrides: Sequence[str], *, run_dir: Optional[str
     lock = scratch = None
     run_files.check_resume_target(run_dir=run_dir, resume=resume)
     if resume is not None:
-        requested = None if recipe_or_path is None else _as_recipe(recipe_or_path, overrides)
+        model_source.prepare_resume(resume)
+        requested = None if recipe_or_path is None else _as_recipe(
+            recipe_or_path, overrides, own_model=model is not None)
         request = plan_resume(resume, requested=requested,
-                              overrides=overrides if requested is None else ())
+                              overrides=overrides if requested is None else (),
+                              own_model=model is not None)
         recipe, directory = request.recipe, request.directory
+        source = model_source.describe(recipe, given=model)
+        model_source.check_same(directory, source)
         role = _checked_role(recipe)
         shown = directory
         if role.chief:
@@ -171,7 +185,8 @@ def _open_run(recipe_or_path, overrides: Sequence[str], *, run_dir: Optional[str
     else:
         if recipe_or_path is None:
             raise UserInputError("train needs a recipe (a path, a mapping or a Recipe).")
-        recipe = _as_recipe(recipe_or_path, overrides)
+        recipe = _as_recipe(recipe_or_path, overrides, own_model=model is not None)
+        source = model_source.describe(recipe, given=model)
         role = _checked_role(recipe)
         if role.chief:
             directory = shown = _new_run_dir(recipe, run_dir)
@@ -180,9 +195,10 @@ def _open_run(recipe_or_path, overrides: Sequence[str], *, run_dir: Optional[str
             directory = scratch = _scratch_dir(role)
             shown = Path(run_dir) if run_dir is not None else None
         run_files.write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
+        model_source.record(directory, source)
 
     return _OpenedRun(recipe=recipe, role=role, directory=directory, shown=shown, lock=lock,
-                      scratch=scratch)
+                      scratch=scratch, model_source=source)
 
 
 @dataclasses.dataclass
@@ -204,6 +220,8 @@ class _RunContext:
     # What model.keras holds (`best_epoch.keep_plan`) and why best became last, if it did.
     keep: str = "last"
     keep_note: Optional[str] = None
+    given_model: object = None  # train(model=...): a builder or a keras.Model
+    model_source: Optional[dict] = None  # what model the run trains, for the summary
 
     @property
     def resuming(self) -> bool:
@@ -236,7 +254,8 @@ def _train_with(ctx: _RunContext) -> RunResult:
         say(f"training.keep is best but there is {ctx.keep_note}: model.keras will hold "
             "the last epoch.")
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
-    trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan, data=data)
+    trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan,
+                                       data=data, given=ctx.given_model)
     restored = {"metrics": [], "best_weights": None}
     if checkpoint is not None:
         from tfaccel.training.training_state import restore_state
@@ -403,25 +422,25 @@ def _check_compile_arguments(recipe: Recipe) -> None:
     check_loss_and_metrics(recipe.training)
 
 
-def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData):
+def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, given=None):
     """The recipe's Keras model and its accumulation wrapper, compiled in `strategy`'s scope.
 
-    What `train` fits, built the same way for other tools (`tfaccel doctor`).
+    What `train` fits, built the same way for other tools (`tfaccel doctor`). The model is
+    a registered one, the recipe's own builder (model.name ``module:callable``), a saved
+    model (model.path) or `given` (`train(model=...)`), always compiled with the recipe's
+    optimizer, loss and metrics.
 
     Returns:
         ``(trained_model, model)``: the model `fit` runs (the accumulation wrapper when
         accumulating) and the plain Keras model inside it.
     """
-    from tfaccel import models
     from tfaccel.engine.keras_compat import patch_for_multi_worker
     from tfaccel.training.losses import make_loss, make_metrics
     from tfaccel.training.optimizers import make_optimizer
 
     training = recipe.training
     with strategy.scope():
-        model = models.build_model(recipe.model.name, input_shape=data.info["input_shape"],
-                                   num_classes=data.info["num_classes"],
-                                   **_model_params(recipe, data.info))
+        model = _make_model(recipe, data=data, given=given)
         optimizer = make_optimizer(recipe.optimizer,
                                    total_steps=data.steps_per_epoch * training.epochs,
                                    steps_per_epoch=data.steps_per_epoch)
@@ -437,6 +456,27 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData):
         # A no-op except under multi-worker MultiWorkerMirroredStrategy (keras#20585).
         patch_for_multi_worker(trained_model)
     return trained_model, model
+
+
+def _make_model(recipe: Recipe, *, data: TrainData, given):
+    """The uncompiled model, made in the caller's strategy scope and precision policy."""
+    from tfaccel import models, python_refs
+    from tfaccel.training import own_models
+
+    shape, classes = data.info["input_shape"], data.info["num_classes"]
+    name = recipe.model.name
+    if given is not None:
+        return own_models.from_given(given, input_shape=shape, num_classes=classes,
+                                     params=dict(recipe.model.params))
+    if recipe.model.path is not None:
+        return own_models.load_saved(recipe.model.path, input_shape=shape, num_classes=classes)
+    if python_refs.is_reference(name):
+        builder = python_refs.load(name, key="model.name")
+        return own_models.call_builder(builder, where=f"model.name {name!r}",
+                                       input_shape=shape, num_classes=classes,
+                                       params=dict(recipe.model.params))
+    return models.build_model(name, input_shape=shape, num_classes=classes,
+                              **_model_params(recipe, data.info))
 
 
 def _model_params(recipe: Recipe, info: dict) -> dict:
@@ -807,6 +847,8 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: TrainData
         "dataset": {k: v for k, v in data.info.items()
                     if k != "class_names" and not k.startswith("_")},
         "class_names": list(data.info.get("class_names") or []),
+        # Where the model came from (model_source.json holds the same).
+        "model": ctx.model_source,
         "versions": {"tfaccel": __version__, "tensorflow": tf.__version__,
                      "keras": keras.__version__, "python": platform.python_version()},
     }
@@ -862,16 +904,17 @@ def _new_run_dir(recipe: Recipe, run_dir: Optional[str]) -> Path:
 
 def _holds_only_the_recipe(directory: Path) -> bool:
     names = {p.name for p in directory.iterdir()} - {LOCK_FILE}
-    return names <= {run_files.RECIPE_FILE}
+    return names <= {run_files.RECIPE_FILE, model_source.SOURCE_FILE, model_source.COPY_DIR}
 
 
-def _as_recipe(recipe_or_path, overrides: Sequence[str]) -> Recipe:
+def _as_recipe(recipe_or_path, overrides: Sequence[str], *, own_model: bool = False) -> Recipe:
     if isinstance(recipe_or_path, Recipe):
         if overrides:
             from tfaccel.config.recipe import recipe_to_dict
 
-            return recipe_from_dict(recipe_to_dict(recipe_or_path), overrides=overrides)
+            return recipe_from_dict(recipe_to_dict(recipe_or_path), overrides=overrides,
+                                    own_model=own_model)
         return recipe_or_path
     if isinstance(recipe_or_path, dict):
-        return recipe_from_dict(recipe_or_path, overrides=overrides)
-    return load_recipe(recipe_or_path, overrides)
+        return recipe_from_dict(recipe_or_path, overrides=overrides, own_model=own_model)
+    return load_recipe(recipe_or_path, overrides, own_model=own_model)

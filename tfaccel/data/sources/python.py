@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
 import itertools
 import logging
 import multiprocessing
-import os
 import pickle
-import sys
 from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.config import input_paths
+from tfaccel import python_refs
 from tfaccel.data import cache_files, order, pipeline, sharding, splits
 from tfaccel.data.sources import _workers, base
 from tfaccel.data.sources._workers import WorkerError  # noqa: F401  (re-exported)
@@ -328,39 +324,13 @@ def _check_finite_chunk(arrays, *, first, order) -> None:
 
 def load_python_source(spec: str):
     """Imports ``module:attribute`` (or ``path/to/file.py:attribute``) and returns the object."""
-    if ":" not in spec:
-        raise DataError(f"data.path for source python must be 'module:attribute', got "
-                        f"{spec!r}.")
-    module_name, attribute = spec.rsplit(":", 1)
-    file = input_paths.python_source_file(spec)
-    try:
-        if file is not None:
-            name = os.path.splitext(os.path.basename(file))[0]
-            module_spec = importlib.util.spec_from_file_location(name, file)
-            if module_spec is None or not os.path.exists(file):
-                raise DataError(f"Python source file {file!r} does not exist.")
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules.setdefault(name, module)
-            module_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise DataError(f"Cannot import {module_name!r} for data.path {spec!r}: {err}") \
-            from None
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise DataError(f"Module {module_name!r} has no attribute {attribute!r} "
-                        f"(data.path {spec!r}).") from None
+    return python_refs.load(spec, key="data.path", error=DataError)
 
 
 def _module_digest(spec: str) -> str:
     """Names, size and modification time of the module file a ``module:attr`` comes from."""
-    file = input_paths.python_source_file(spec)
-    if file is not None:
-        return cache_files.files_digest([file])
-    found = importlib.util.find_spec(spec.rsplit(":", 1)[0])
-    return cache_files.files_digest([found.origin] if found and found.origin else [])
+    file = python_refs.locate(spec, key="data.path", error=DataError)
+    return cache_files.files_digest([file] if file else [])
 
 
 class _Subset:

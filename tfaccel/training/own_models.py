@@ -1,0 +1,78 @@
+"""Your own model in a run: a builder's result, a saved model, a given keras.Model, checked."""
+
+from __future__ import annotations
+
+from tfaccel import models
+from tfaccel.errors import UserInputError
+from tfaccel.messages import say
+
+
+def call_builder(builder, *, where: str, input_shape, num_classes: int, params: dict):
+    """Calls a user's builder (in the caller's strategy scope) and checks its model.
+
+    A compiled model is accepted: `build_model` compiles it again with the recipe's
+    optimizer, loss and metrics, and says so.
+    """
+    model = models.build_own_model(builder, where=where, input_shape=input_shape,
+                                   num_classes=num_classes, params=params)
+    if getattr(model, "compiled", False):
+        say(f"{where} returned a compiled model; it is compiled again with the recipe's "
+            "optimizer, loss and metrics (its own compile settings are not used).")
+    return model
+
+
+def load_saved(path: str, *, input_shape, num_classes: int):
+    """Loads model.path (a .keras file) uncompiled, and checks it fits the data."""
+    import keras
+
+    where = f"model.path {path!r}"
+    try:
+        model = keras.saving.load_model(path, compile=False)
+    except Exception as error:  # noqa: BLE001 - a bad file or an unknown custom layer
+        raise UserInputError(f"{where} cannot be loaded: {type(error).__name__}: "
+                             f"{_first_line(error)}") from None
+    models.check_model_fits(model, where=where, input_shape=input_shape,
+                            num_classes=num_classes)
+    return model
+
+
+def from_given(given, *, input_shape, num_classes: int, params: dict):
+    """`train(model=...)`: a builder is called; a built model is cloned into the scope.
+
+    A built model's variables live where it was built; a multi-replica strategy needs them
+    created in its scope, so the model is cloned here (`keras.models.clone_model`, which
+    rebuilds each layer from its config, dtype policy included) and given the original's
+    weights. The caller's model is left untouched.
+    """
+    if not _is_model(given):
+        name = getattr(given, "__qualname__", type(given).__name__)
+        return call_builder(given, where=f"train(model=...) builder {name}",
+                            input_shape=input_shape, num_classes=num_classes, params=params)
+    import keras
+
+    where = f"train(model=...) model {given.name!r}"
+    if params:
+        raise UserInputError(f"{where} is built already: model.params {params!r} would be "
+                             "ignored; leave them out, or pass a builder.")
+    models.check_model_fits(given, where=where, input_shape=input_shape,
+                            num_classes=num_classes)
+    try:
+        clone = keras.models.clone_model(given)
+    except Exception as error:  # noqa: BLE001 - a subclassed model may not clone
+        raise UserInputError(
+            f"{where} cannot be cloned into the strategy's scope ({type(error).__name__}: "
+            f"{_first_line(error)}); pass a builder callable instead, "
+            "train(model=lambda input_shape, num_classes: MyModel(...)).") from None
+    clone.set_weights(given.get_weights())
+    return clone
+
+
+def _is_model(value) -> bool:
+    import keras
+
+    return isinstance(value, keras.Model)
+
+
+def _first_line(error) -> str:
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
