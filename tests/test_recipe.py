@@ -301,3 +301,26 @@ def test_one_did_you_mean_hint_for_every_message():
                if "did you mean {" in path.read_text(encoding="utf-8").lower()
                or "get_close_matches" in path.read_text(encoding="utf-8")]
     assert wording == ["errors.py"]
+
+
+@pytest.mark.parametrize("source, extra", [
+    ("image_folder", {"image_size": [8, 8]}), ("text_folder", {}), ("csv", {}),
+    ("text_lines", {}), ("audio_folder", {}), ("python", {}),
+    ("timeseries", {"timeseries": {"sequence_length": 4}}),
+    ("tfrecords", {"features": {"image": {"dtype": "string", "kind": "image"}}}),
+])
+@pytest.mark.parametrize("key, value", [("validation_split", "val"),
+                                        ("train_split", "train[:50%]")])
+def test_a_named_split_is_refused_where_the_source_has_none(source, extra, key, value):
+    # Only tfds (builtin) and arrays files hold named splits; every other source read
+    # past data.train_split / data.validation_split, so `validation_split: val` on an
+    # image folder trained without validation, silently. Their defaults stay accepted
+    # (a run's resolved recipe.yaml holds every key).
+    data = {"source": source, "path": "x.py:f" if source == "python" else "somewhere",
+            **extra}
+    recipe_from_dict({"data": data})  # the defaults: accepted
+    with pytest.raises(RecipeError) as error:
+        recipe_from_dict({"data": {**data, key: value}})
+    message = str(error.value)
+    assert f"data.{key} {value!r}" in message and f"data.source {source!r}" in message
+    assert "validation_fraction" in message

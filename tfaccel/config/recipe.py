@@ -22,6 +22,9 @@ SOURCES = ("builtin", "tfds", "image_folder", "text_folder", "text_lines", "csv"
            "tfrecords", "arrays", "python", "audio_folder", "timeseries")
 # The sources that find their data by name (TFDS); every other one reads data.path.
 SOURCES_WITHOUT_PATH = ("builtin", "tfds")
+# The sources whose data holds named splits (data.train_split, data.validation_split): TFDS
+# datasets and Keras' arrays layout; every other one splits by data.validation_fraction.
+SOURCES_WITH_SPLITS = ("builtin", "tfds", "arrays")
 # model.name's default: the one value model.path may be given with.
 DEFAULT_MODEL = "small_cnn"
 AUGMENTATIONS = ("flip", "flip_vertical", "crop", "brightness", "contrast", "rotate90")
@@ -153,10 +156,11 @@ class DataConfig:
         False, "Let TFDS download and prepare a dataset that is not prepared yet (source tfds).")
     train_split: str = _key(
         "train", "Split used for training (TFDS split syntax allowed; arrays: x_train/"
-        "y_train, or plain x/y).")
+        "y_train, or plain x/y; other sources train on every file of data.path).")
     validation_split: Optional[str] = _key(
-        "test", "Split used for validation, by name (TFDS split; arrays: x_test/y_test); "
-        "empty for none. A held-out fraction is validation_fraction.")
+        "test", "Split used for validation, by name (TFDS split; arrays: x_test/y_test; "
+        "other sources have no named splits: use validation_fraction); empty for none. A "
+        "held-out fraction is validation_fraction.")
     validation_fraction: float = _key(
         0.0, "Fraction of the training data held out for validation (seeded; every source; "
         "timeseries: the last rows, in time order).",
@@ -690,6 +694,7 @@ def _check_cross_fields(recipe: Recipe, *, source: str, own_model: bool = False)
     if data.source not in SOURCES_WITHOUT_PATH and not data.path:
         raise RecipeError(f"{source}: data.path is required when data.source is "
                           f"{data.source!r}.")
+    _check_named_splits(data, source=source)
     if data.source == "tfds" and not data.name:
         raise RecipeError(f"{source}: data.name (a TFDS dataset name) is required when "
                           "data.source is 'tfds'.")
@@ -730,6 +735,25 @@ def _check_cross_fields(recipe: Recipe, *, source: str, own_model: bool = False)
     _check_service(recipe, source=source)
     _check_tokenizer(recipe.data.text, source=source)
     keras_names.check_keras_names(recipe.optimizer, recipe.training, source=source)
+
+
+def _check_named_splits(data: DataConfig, *, source: str) -> None:
+    # A split name on a source that has none was read past: `validation_split: val` on an
+    # image folder trained without validation, silently. The defaults stay accepted: a
+    # run's resolved recipe.yaml holds every key.
+    if data.source in SOURCES_WITH_SPLITS:
+        return
+    defaults = {f.name: f.default for f in dataclasses.fields(DataConfig)}
+    for key in ("train_split", "validation_split"):
+        value = getattr(data, key)
+        if value not in (defaults[key], None, ""):
+            raise RecipeError(
+                f"{source}: data.{key} {value!r} names a split, but data.source "
+                f"{data.source!r} has no named splits (only {', '.join(SOURCES_WITH_SPLITS)} "
+                "do): it trains on every file of data.path and holds out "
+                "data.validation_fraction of them for validation. Remove "
+                f"data.{key} and set data.validation_fraction (e.g. 0.2), or point "
+                "data.path at the files to train on.")
 
 
 def parse_dispatcher_address(address: str) -> str:
