@@ -242,6 +242,68 @@ def test_a_text_lines_recipe_names_a_missing_pattern_and_a_validation_label_unse
                        deterministic=True)
 
 
+def test_validation_path_is_the_same_fixed_split_for_every_seed(tmp_path):
+    from tfaccel.config.recipe import DataConfig
+    from tfaccel.data.from_recipe import build_datasets
+
+    _line_files(tmp_path / "train", files=3)  # 30 + 25 + 20 lines
+    _line_files(tmp_path / "test", files=1, lines=(15,))
+    config = DataConfig(source="text_lines", path=str(tmp_path / "train" / "*.tsv"),
+                        validation_path=str(tmp_path / "test" / "part-0.tsv"))
+    seen = []
+    for seed in (0, 1, 2):
+        _, val, info = build_datasets(config, global_batch_size=4, num_replicas=1,
+                                      seed=seed, deterministic=True)
+        assert (info["train_examples"], info["validation_examples"]) == (75, 15)
+        # (token ids, label) of every validation line: batches by length reorder them.
+        seen.append(sorted((tuple(int(i) for i in ids if i), int(y)) for x, ys in val
+                           for ids, y in zip(x.numpy(), ys.numpy())))
+    assert len(seen[0]) == 15 and seen[0] == seen[1] == seen[2]
+    assert [y for _, y in seen[0]].count(1) == 7  # the file's 7 "pos" lines of 15
+    overlapping = DataConfig(source="text_lines", path=str(tmp_path / "*" / "*.tsv"),
+                             validation_path=str(tmp_path / "test" / "part-0.tsv"))
+    with pytest.raises(DataError, match=r"part-0\.tsv' matches both data\.path and "
+                                        r"data\.validation_path"):
+        build_datasets(overlapping, global_batch_size=4, num_replicas=1, seed=0,
+                       deterministic=True)
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"source": "csv", "validation_path": "t.csv"},
+     "data.validation_path is read by data.source text_lines only, not 'csv'"),
+    ({"source": "text_lines", "validation_path": "t.tsv", "validation_fraction": 0.2},
+     "data.validation_path and data.validation_fraction both name the validation split"),
+])
+def test_validation_path_is_refused_where_it_would_be_ignored(tmp_path, data, message):
+    from tfaccel.config.recipe import load_recipe
+    from tfaccel.errors import RecipeError
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(__import__("yaml").safe_dump({"data": {"path": "x", **data}}))
+    with pytest.raises(RecipeError, match=message):
+        load_recipe(recipe)
+
+
+def test_validate_names_a_missing_validation_path_and_the_prepare_command(tmp_path):
+    from click.testing import CliRunner
+
+    from tfaccel.cli.main import main
+
+    pattern = _line_files(tmp_path / "lines")
+    recipe = _lines_recipe(tmp_path, pattern, validation_fraction=0.0,
+                           validation_path="gone/test.tsv", prepare="python make_lines.py")
+    result = CliRunner().invoke(main, ["validate", str(recipe)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    missing = str(tmp_path / "gone" / "test.tsv")  # resolved against the recipe's folder
+    assert (f"data.validation_path: the text lines pattern {missing!r} matches no file. "
+            "Prepare the data first: python make_lines.py") in result.output
+    # Without data.prepare the message is the plain one; with the data there, OK.
+    (tmp_path / "gone").mkdir()
+    (tmp_path / "gone" / "test.tsv").write_text("neg\tbad day\n")
+    result = CliRunner().invoke(main, ["validate", str(recipe)])
+    assert result.exit_code == 0 and "OK" in result.output, result.output
+
+
 def test_bench_and_doctor_run_on_a_text_lines_recipe(tmp_path):
     import json
 

@@ -7,9 +7,11 @@ from click.testing import CliRunner
 
 from tfaccel.cli.main import main
 
-RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
-
-
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
+# Recipes of real data, never shipped nor downloaded by a test: the script that writes it
+# (benchmarks/real_data/) into the git-ignored recipes/data/real/.
+REAL_DATA = {"mnist.yaml": "prepare_mnist.py", "tweets.yaml": "prepare_tweets.py"}
 def test_there_is_a_recipe_per_source():
     from tfaccel.config.recipe import load_recipe
 
@@ -29,6 +31,14 @@ def _data_for(recipe, tmp_path, shapes_data_dir):
         return [f"data.path={tmp_path / 'images'}"]
     if source == "tfrecords":
         return [f"data.path={shapes_data_dir}/tfaccel_shapes/*/tfaccel_shapes-train.tfrecord-*"]
+    if recipe.name == "tweets.yaml":  # stand-ins: validate checks paths, not tweets
+        for split in ("train", "test"):
+            (tmp_path / f"{split}.tsv").write_text("negative\tnot for me\n")
+        return [f"data.path={tmp_path / 'train.tsv'}",
+                f"data.validation_path={tmp_path / 'test.tsv'}"]
+    if recipe.name == "mnist.yaml":
+        (tmp_path / "mnist.npz").write_bytes(b"")
+        return [f"data.path={tmp_path / 'mnist.npz'}"]
     return []
 
 
@@ -57,3 +67,60 @@ def test_validate_names_the_key_and_the_missing_path(tmp_path, source, path, exp
     assert result.exit_code == 2, result.output
     assert "data.path" in result.output and expected in result.output
     assert path.split(":")[0] in result.output and "Traceback" not in result.output
+
+
+def test_real_data_recipes_name_their_preparation_script_and_ignored_data():
+    import yaml
+
+    assert {p.name for p in RECIPES} >= set(REAL_DATA)
+    assert "recipes/data/real/" in (ROOT / ".gitignore").read_text().splitlines()
+    for name, script in REAL_DATA.items():
+        data = yaml.safe_load((ROOT / "recipes" / name).read_text())["data"]
+        assert data["prepare"] == f"python benchmarks/real_data/{script}"
+        assert (ROOT / "benchmarks" / "real_data" / script).is_file()
+        assert data["path"].startswith("data/real/")  # recipes/data/real/: git-ignored
+        assert data.get("validation_path", "data/real/").startswith("data/real/")
+
+
+@pytest.mark.parametrize("recipe", [ROOT / "recipes" / n for n in REAL_DATA],
+                         ids=lambda p: p.name)
+def test_a_real_data_recipe_without_its_data_says_how_to_prepare_it(recipe, tmp_path):
+    missing = tmp_path / "not_prepared" / "data"
+    result = CliRunner().invoke(main, ["validate", str(recipe), "--set",
+                                       f"data.path={missing}"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert str(missing) in result.output and "data.path" in result.output
+    assert result.output.rstrip().endswith(
+        f"Prepare the data first: python benchmarks/real_data/{REAL_DATA[recipe.name]}")
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_the_mnist_recipe_model_is_the_keras_io_convnet(policy):
+    import importlib.util
+
+    import keras
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("convnet", ROOT / "recipes" / "models" /
+                                                  "convnet.py")
+    convnet = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(convnet)
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = convnet.build(input_shape=(28, 28, 1), num_classes=10)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert model.count_params() == 34826  # keras.io's "Simple MNIST convnet"
+    assert not model.compiled
+    last = model.layers[-1]
+    assert last.activation is keras.activations.softmax and last.dtype_policy.name == \
+        "float32"
+    assert [type(layer).__name__ for layer in model.layers[1:3]] == ["Rescaling", "Conv2D"]
+    assert model.get_layer(index=-2).rate == 0.5  # Dropout before the softmax
+    # Raw 0-255 pixels in, float32 probabilities out.
+    pixels = np.random.default_rng(0).integers(0, 256, (3, 28, 28, 1)).astype("uint8")
+    probabilities = model.predict(pixels, verbose=0)
+    assert probabilities.dtype == np.float32 and probabilities.shape == (3, 10)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+    assert convnet.build(input_shape=(28, 28, 1), num_classes=10,
+                         dropout=0.25).get_layer(index=-2).rate == 0.25

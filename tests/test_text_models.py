@@ -15,7 +15,7 @@ def _ids(batch=6, length=20, real=(20, 3, 11, 7, 15, 1), vocab=50):
     return ids
 
 
-TOKEN_MODELS = ("text_cnn", "text_transformer")
+TOKEN_MODELS = ("text_cnn", "text_transformer", "text_bag")
 
 
 @pytest.mark.parametrize("name", TOKEN_MODELS)
@@ -78,6 +78,74 @@ def test_the_vectorizer_in_front_of_a_trained_model_takes_raw_strings(tmp_path):
     np.testing.assert_allclose(served(strings).numpy(), model(ids).numpy(), atol=1e-6)
     path = text_vectors.save_vocabulary(layer, tmp_path)
     assert open(path).read().splitlines() == layer.get_vocabulary()
+
+
+def test_text_bag_is_the_mean_of_the_real_tokens_embeddings_then_a_softmax():
+    model = models.build_model("text_bag", input_shape=(None,), num_classes=3, vocab_size=50,
+                               embed_dim=8, dropout=0.0)
+    assert model.count_params() == 50 * 8 + 8 * 3 + 3
+    table = model.get_layer("embedding").get_weights()[0]
+    kernel, bias = model.get_layer("predictions").get_weights()
+    ids = _ids()
+    for row, n in enumerate((20, 3, 11, 7, 15, 1)):
+        logits = table[ids[row, :n]].mean(axis=0) @ kernel + bias
+        expected = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+        np.testing.assert_allclose(model.predict(ids[row:row + 1], verbose=0)[0], expected,
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_bigrams_give_an_order_free_bag_the_word_order():
+    # "x y" and "y x" are the same bag of words: only data.text.ngrams 2 tells them apart.
+    import tensorflow as tf
+
+    from tfaccel.data import text_vectors
+
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 2, 400)
+    fillers = ["w%d" % i for i in range(10)]
+    texts = [" ".join([fillers[rng.integers(10)], ("x y", "y x")[label],
+                       fillers[rng.integers(10)]]) for label in labels]
+    accuracy = {}
+    for ngrams in (1, 2):
+        data = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(32)
+        layer = text_vectors.adapt_vectorizer(data, max_tokens=200, ngrams=ngrams)
+        keras.utils.set_random_seed(0)
+        model = models.build_model("text_bag", input_shape=(None,), num_classes=2,
+                                   vocab_size=layer.vocabulary_size(), dropout=0.0)
+        model.compile(optimizer=keras.optimizers.Adam(2e-2),
+                      loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+        history = model.fit(text_vectors.vectorize(data, layer), epochs=15, verbose=0)
+        accuracy[ngrams] = history.history["accuracy"][-1]
+    assert accuracy[1] < 0.65 and accuracy[2] > 0.95, accuracy
+    assert "x y" in layer.get_vocabulary() and "y x" in layer.get_vocabulary()
+
+
+def test_a_vocabulary_with_bigrams_loads_back_to_the_same_ids(tmp_path):
+    import tensorflow as tf
+
+    from tfaccel.data import text_vectors
+
+    texts = tf.data.Dataset.from_tensor_slices(["good day sir", "bad day", "good day"])
+    layer = text_vectors.adapt_vectorizer(texts.batch(2), max_tokens=30, ngrams=2)
+    # Each text's words, then its bigrams: "good day" is 2 words and 1 bigram.
+    ids = layer(tf.constant(["good day"])).numpy()[0]
+    assert [layer.get_vocabulary()[i] for i in ids] == ["good", "day", "good day"]
+    text_vectors.save_vocabulary(layer, tmp_path)
+    loaded = text_vectors.load_vectorizer(tmp_path, ngrams=2)
+    strings = tf.constant(["bad day sir good", "good day"])
+    np.testing.assert_array_equal(loaded(strings).numpy(), layer(strings).numpy())
+
+
+def test_ngrams_are_refused_with_the_wordpiece_tokenizer(tmp_path):
+    from tfaccel.config.recipe import load_recipe
+    from tfaccel.errors import RecipeError
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("data: {source: text_lines, path: x.tsv, "
+                      "text: {tokenizer: wordpiece, ngrams: 2}}\n")
+    with pytest.raises(RecipeError, match="data.text.ngrams 2 is an option of "
+                                          "data.text.tokenizer text_vectorization"):
+        load_recipe(recipe)
 
 
 def test_the_transformer_reads_the_first_max_length_tokens_of_a_longer_text():

@@ -13,9 +13,11 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
     """Checks that the data a recipe reads is there, before any TensorFlow is imported.
 
     The image, text or audio folder is a folder, the TFRecord, CSV or text lines pattern
-    matches at least one file, the arrays file (or the time series CSV file) exists, and the
-    python source's file (or module) can be found; so can an own model's module (model.name
-    ``module:callable``) and a saved model (model.path). Remote paths (``gs://...``) are left to
+    matches at least one file, the arrays file (or the time series CSV file) exists, the
+    python source's file (or module) can be found, and data.validation_path's pattern
+    matches a file; so can an own model's module (model.name ``module:callable``) and a
+    saved model (model.path). A missing data path's message ends with the recipe's
+    data.prepare command when it has one. Remote paths (``gs://...``) are left to
     TensorFlow, and a TFDS data_dir to TFDS (which creates it when it prepares a dataset,
     and says how to prepare one that is missing).
 
@@ -27,7 +29,20 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
         RecipeError: A path is missing; the message names the key and the path.
     """
     _check_model_paths(recipe.model, source=source)
-    data = recipe.data
+    try:
+        _check_data_path(recipe.data, source=source)
+        validation = recipe.data.validation_path
+        if validation and not is_remote(validation) and not glob.glob(validation):
+            raise RecipeError(f"{source}: data.validation_path: the text lines pattern "
+                              f"{validation!r} matches no file.")
+    except RecipeError as error:
+        if not recipe.data.prepare:
+            raise
+        # The recipe says how its data is made (real data is never shipped): say it too.
+        raise RecipeError(f"{error} Prepare the data first: {recipe.data.prepare}") from None
+
+
+def _check_data_path(data, *, source: str) -> None:
     path = data.path
     if not path or is_remote(path):
         return

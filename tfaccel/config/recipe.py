@@ -89,6 +89,10 @@ class TextConfig:
         20000, "Vocabulary size of the tokenizer, adapted on the training split (ids 0 "
         "and 1 are padding and out-of-vocabulary); the model's vocab_size follows it.",
         minimum=3)
+    ngrams: int = _key(
+        1, "text_vectorization: also make a token of every run of 2 to N words (N-grams, "
+        "after the words of each text; 1: words only); they share data.text.max_tokens with "
+        "the words. Word order for order-free models (text_bag).", minimum=1)
     max_length: Optional[int] = _key(
         None, "Keep at most this many tokens of each text; empty: whole texts.", minimum=1)
     batch_by_length: bool = _key(
@@ -165,6 +169,12 @@ class DataConfig:
         0.0, "Fraction of the training data held out for validation (seeded; every source; "
         "timeseries: the last rows, in time order).",
         minimum=0.0, exclusive_maximum=1.0)
+    validation_path: Optional[str] = _key(
+        None, "text_lines: the validation file or glob, read whole (a fixed test split, the "
+        "same for every seed); instead of validation_fraction.", path=True)
+    prepare: Optional[str] = _key(
+        None, "The command that writes this recipe's data (e.g. a preparation script); "
+        "named in the error when data.path or data.validation_path is missing.")
     image_size: Optional[list[int]] = _key(
         None, "[height, width] images are resized to (image_folder; optional elsewhere).")
     channels: int = _key(3, "Image channels after decoding: 1, 3 or 4.", minimum=1, maximum=4)
@@ -695,6 +705,12 @@ def _check_cross_fields(recipe: Recipe, *, source: str, own_model: bool = False)
         raise RecipeError(f"{source}: data.path is required when data.source is "
                           f"{data.source!r}.")
     _check_named_splits(data, source=source)
+    if data.validation_path and data.source != "text_lines":
+        raise RecipeError(f"{source}: data.validation_path is read by data.source text_lines "
+                          f"only, not {data.source!r}; use data.validation_fraction.")
+    if data.validation_path and data.validation_fraction:
+        raise RecipeError(f"{source}: data.validation_path and data.validation_fraction both "
+                          "name the validation split: set one of them.")
     if data.source == "tfds" and not data.name:
         raise RecipeError(f"{source}: data.name (a TFDS dataset name) is required when "
                           "data.source is 'tfds'.")
@@ -804,6 +820,10 @@ def _check_steps_per_execution(training: TrainingConfig, *, source: str) -> None
 
 
 def _check_tokenizer(text: TextConfig, *, source: str) -> None:
+    if text.ngrams > 1 and text.tokenizer != "text_vectorization":
+        raise RecipeError(f"{source}: data.text.ngrams {text.ngrams} is an option of "
+                          "data.text.tokenizer text_vectorization (Keras' TextVectorization), "
+                          f"not {text.tokenizer!r}; leave data.text.ngrams at 1.")
     # find_spec looks for the package without importing it (and so TensorFlow): validation
     # stays fast, and a missing KerasHub is named here rather than as a traceback mid-run.
     if text.tokenizer != "wordpiece" or importlib.util.find_spec("keras_hub") is not None:

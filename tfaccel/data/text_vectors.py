@@ -22,12 +22,14 @@ from tfaccel.errors import DataError, UserInputError, did_you_mean
 VOCABULARY_FILE = "vocabulary.txt"
 
 
-def adapt_vectorizer(texts: tf.data.Dataset, *, max_tokens: int):
+def adapt_vectorizer(texts: tf.data.Dataset, *, max_tokens: int, ngrams: int = 1):
     """A `keras.layers.TextVectorization` adapted on `texts` (a dataset of string batches).
 
     Args:
         texts: The training split's texts (batches of scalar strings, or `(text, label)`).
         max_tokens: Vocabulary size, padding (id 0) and out-of-vocabulary (id 1) included.
+        ngrams: Also make tokens of the runs of 2 to `ngrams` words (1: words only): a
+            text's ids are its words', then its bigrams', and so on.
 
     Raises:
         DataError: The texts hold no token at all.
@@ -35,7 +37,8 @@ def adapt_vectorizer(texts: tf.data.Dataset, *, max_tokens: int):
     import keras
 
     layer = keras.layers.TextVectorization(max_tokens=max_tokens, output_mode="int",
-                                           output_sequence_length=None)
+                                           output_sequence_length=None,
+                                           ngrams=_ngrams_argument(ngrams))
     just_texts = texts.map(lambda *element: element[0])
     layer.adapt(just_texts)
     if layer.vocabulary_size() <= 2:
@@ -43,6 +46,11 @@ def adapt_vectorizer(texts: tf.data.Dataset, *, max_tokens: int):
                         "lower-casing and stripping punctuation); check data.path and "
                         "data.image_key (the text feature).")
     return layer
+
+
+def _ngrams_argument(ngrams: int):
+    # TextVectorization's ngrams=None is words only; an int N makes 1..N-grams.
+    return None if ngrams == 1 else ngrams
 
 
 def vectorize(dataset: tf.data.Dataset, layer, *, max_length: Optional[int] = None):
@@ -80,7 +88,7 @@ def save_vocabulary(layer, directory) -> str:
     return path
 
 
-def load_vectorizer(directory, *, tokenizer: str = "text_vectorization"):
+def load_vectorizer(directory, *, tokenizer: str = "text_vectorization", ngrams: int = 1):
     """The tokenizer of a run directory's vocabulary (`save_vocabulary`'s file).
 
     The same settings as the adapted one (`adapt_vectorizer`, or
@@ -89,6 +97,7 @@ def load_vectorizer(directory, *, tokenizer: str = "text_vectorization"):
     Args:
         directory: The run directory.
         tokenizer: The run's data.text.tokenizer, one of `TOKENIZERS`.
+        ngrams: The run's data.text.ngrams (text_vectorization): its vocabulary holds them.
 
     Raises:
         DataError: The directory has no vocabulary file (or not a WordPiece one).
@@ -113,7 +122,8 @@ def load_vectorizer(directory, *, tokenizer: str = "text_vectorization"):
     import keras
 
     return keras.layers.TextVectorization(vocabulary=tokens, output_mode="int",
-                                          output_sequence_length=None)
+                                          output_sequence_length=None,
+                                          ngrams=_ngrams_argument(ngrams))
 
 
 def with_vectorizer(model, layer, *, max_length: Optional[int] = None):

@@ -352,7 +352,8 @@ def _prepare(staging: Path, *, directory: Path, format: str, quantize: str,
         # The run's own tokenizer, vocabulary and cut in front: the export takes raw
         # strings, and is checked on the validation split's strings.
         tokenizer = text_vectors.load_vectorizer(directory,
-                                                 tokenizer=recipe.data.text.tokenizer)
+                                                 tokenizer=recipe.data.text.tokenizer,
+                                                 ngrams=recipe.data.text.ngrams)
         model = text_vectors.with_vectorizer(model, tokenizer,
                                              max_length=recipe.data.text.max_length)
     x_val, y_val = _validation_arrays(recipe, limit=validation_examples, texts=texts)

@@ -418,14 +418,27 @@ class TextLinesSource(base.Source):
     `data.path` is a file or a glob (each sorted). Each line's label is its text before the
     first tab (`from_text_lines`' ``labels="first_field"``); the class names are the labels
     found in the training files, sorted, and a validation file with another label is a
-    `DataError` naming it. `data.validation_fraction` holds out whole files (the seeded
-    rule of `tfaccel.data.splits`), so no line is read by both splits.
+    `DataError` naming it. `data.validation_path` names the validation files, or
+    `data.validation_fraction` holds out whole files (the seeded rule of
+    `tfaccel.data.splits`), so no line is read by both splits.
     """
 
     names = ("text_lines",)
 
     def files(self):
-        """The training and validation files, in listing order."""
+        """The training and validation files, in listing order.
+
+        `data.validation_path` names the validation files itself (a fixed test split, the
+        same for every seed); otherwise `data.validation_fraction` holds some out.
+        """
+        if self.config.validation_path:
+            train = list_text_files(self.config.path)
+            val = list_text_files(self.config.validation_path)
+            both = sorted(set(train) & set(val))
+            if both:
+                raise DataError(f"Text file {both[0]!r} matches both data.path and "
+                                "data.validation_path: a line would train and validate.")
+            return train, val
         return splits.held_out_files(list_text_files(self.config.path),
                                      self.config.validation_fraction, self.seed,
                                      what="text files")
