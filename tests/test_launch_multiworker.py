@@ -486,3 +486,38 @@ def test_validation_split_unevenly_between_workers_reports_the_whole_split(tmp_p
     reported = read_json(run_dir / "summary.json")["final_metrics"]
     assert reported["val_accuracy"] == pytest.approx(expected["accuracy"], abs=1e-6)
     assert reported["val_loss"] == pytest.approx(expected["loss"], rel=1e-5)
+
+
+def test_two_workers_train_an_own_model_from_a_user_module(tmp_path, shapes_data_dir):
+    # Each launched worker resolves model.name itself (`file.py:build`, relative to the
+    # recipe's folder): both build the same user model, the chief records its source.
+    module = tmp_path / "user_models" / "tiny.py"
+    module.parent.mkdir()
+    module.write_text(
+        "import keras\n\n\n"
+        "def build(*, input_shape, num_classes, width=8):\n"
+        "    inputs = keras.Input(input_shape)\n"
+        "    x = keras.layers.Rescaling(1 / 255)(inputs)\n"
+        "    x = keras.layers.Conv2D(width, 3, strides=2, activation='relu')(x)\n"
+        "    x = keras.layers.GlobalAveragePooling2D()(x)\n"
+        "    outputs = keras.layers.Dense(num_classes, activation='softmax',\n"
+        "                                 dtype='float32')(x)\n"
+        "    return keras.Model(inputs, outputs, name='tiny')\n")
+    recipe = module.parent / "recipe.yaml"
+    recipe.write_text("model: {name: tiny.py:build, params: {width: 6}}\n")
+    runs = tmp_path / "runs"
+    code, output = run_tfaccel(["launch", "--workers", "2", "--", "train", recipe,
+                                *_short_default(shapes_data_dir, runs, "training.epochs=1",
+                                                "training.steps_per_epoch=3")],
+                               tmp_path=tmp_path)
+    assert code == 0, output[-4000:]
+    (launched,) = list(runs.iterdir())
+    summary = read_json(launched / "summary.json")
+    assert summary["status"] == "completed" and summary["workers"] == 2
+    source = read_json(launched / "model_source.json")
+    assert source["kind"] == "module" and source["file"] == str(module)
+    assert (launched / "model_source" / "tiny.py").read_text() == module.read_text()
+    import keras
+
+    model = keras.saving.load_model(launched / "model.keras")
+    assert model.name == "tiny" and model.layers[2].filters == 6
