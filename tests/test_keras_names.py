@@ -318,6 +318,10 @@ def test_validate_refuses_with_exit_2_and_stays_tensorflow_free(tmp_path):
     result = CliRunner().invoke(main, ["validate", str(bad)])
     assert result.exit_code == 2
     assert "optimizer.params.clipnorm sets what optimizer.clipnorm sets" in result.output
+    # The modules are there (validate finds them) but never run (it imports nothing).
+    for module in ("my_pkg/__init__.py", "my_pkg/losses.py", "code/metrics.py"):
+        (tmp_path / module).parent.mkdir(exist_ok=True)
+        (tmp_path / module).write_text("raise RuntimeError('validate imported me')\n")
     good = tmp_path / "good.yaml"
     good.write_text(textwrap.dedent("""
         optimizer: {name: nadam, params: {beta_1: 0.8}, schedule: ExponentialDecay,
@@ -362,3 +366,24 @@ def test_a_run_with_a_keras_optimizer_schedule_loss_and_metric_with_arguments(
     assert [e["epoch"] for e in epochs] == [1]
     assert 0.0 <= epochs[0]["accuracy"] <= epochs[0]["top2"] <= 1.0
     assert 0.0 <= epochs[0]["val_accuracy"] <= epochs[0]["val_top2"] <= 1.0
+
+
+@pytest.mark.parametrize("section, entry, key", [
+    ("optimizer", "name: nope.py:make", "optimizer.name"),
+    ("optimizer", "schedule: nope.py:make", "optimizer.schedule"),
+    ("training", "loss: nope.py:mine", "training.loss"),
+    ("training", "metrics: [accuracy, nope.py:hits]", "training.metrics[1]"),
+    ("training", "metrics: [{name: nope.py:hits, params: {}}]", "training.metrics[0]"),
+    ("training", "loss: no_such_module_xyz:mine", "training.loss"),
+])
+def test_validate_names_a_missing_callable_module_of_every_key(tmp_path, section, entry, key):
+    # validate checks that a module:callable's file or module is there (found, never
+    # imported: TF-free), as it does for data.path and model.name; these keys were left
+    # to the first training step's check.
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"{section}: {{{entry}}}\n")
+    result = CliRunner().invoke(main, ["validate", str(recipe)])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert f"{key} " in text
+    assert "does not exist" in text or "cannot be found" in text

@@ -16,7 +16,8 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
     matches at least one file, the arrays file (or the time series CSV file) exists, the
     python source's file (or module) can be found, and data.validation_path's pattern
     matches a file; so can an own model's module (model.name ``module:callable``) and a
-    saved model (model.path). A missing data path's message ends with the recipe's
+    saved model (model.path), and the module of every other ``module:callable`` (optimizer,
+    schedule, loss, metrics). A missing data path's message ends with the recipe's
     data.prepare command when it has one. Remote paths (``gs://...``) are left to
     TensorFlow, and a TFDS data_dir to TFDS (which creates it when it prepares a dataset,
     and says how to prepare one that is missing).
@@ -29,6 +30,7 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
         RecipeError: A path is missing; the message names the key and the path.
     """
     _check_model_paths(recipe.model, source=source)
+    _check_callable_paths(recipe, source=source)
     try:
         _check_data_path(recipe.data, source=source)
         validation = recipe.data.validation_path
@@ -77,6 +79,20 @@ def _check_model_paths(model, *, source: str) -> None:
     if model.path and not is_remote(model.path) and not os.path.isfile(model.path):
         raise RecipeError(f"{source}: model.path: the saved model {model.path!r} does not "
                           "exist.")
+
+
+def _check_callable_paths(recipe, *, source: str) -> None:
+    # The optimizer's, schedule's, loss's and metrics' module:callable, found (not imported)
+    # as model.name's is: a missing file is named before TensorFlow starts.
+    from tfaccel.config.keras_names import callable_specs
+
+    for key, spec in callable_specs(recipe):
+        if key == "model.name":
+            continue  # _check_model_paths
+        try:
+            python_refs.locate(spec, key=key, error=RecipeError)
+        except RecipeError as error:
+            raise RecipeError(f"{source}: {error}") from None
 
 
 def _check_python_source(spec: str, *, source: str) -> None:

@@ -141,6 +141,17 @@ def check_keras_names(optimizer, training, *, source: str) -> None:
         _check_metric(entry, key=f"training.metrics[{i}]", source=source)
 
 
+def callable_specs(recipe) -> list[tuple[str, str]]:
+    """Every ``module:callable`` a recipe names outside its data, as ``(key, spec)``:
+    model.name, the optimizer, its schedule, the loss and each metric."""
+    optimizer, training = recipe.optimizer, recipe.training
+    specs = [("model.name", recipe.model.name), ("optimizer.name", optimizer.name),
+             ("optimizer.schedule", optimizer.schedule), ("training.loss", training.loss)]
+    specs += [(f"training.metrics[{i}]", name)
+              for i, (name, _) in enumerate(metric_entries(training.metrics))]
+    return [(key, spec) for key, spec in specs if is_callable_spec(spec)]
+
+
 def resolve_callable_files(optimizer, training, resolve: Callable[[str], str]):
     """The optimizer and training sections with each ``file.py:callable`` file resolved.
 

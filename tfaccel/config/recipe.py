@@ -456,6 +456,13 @@ def recipe_from_dict(raw: Any, *, base_dir: str | os.PathLike | None = None,
     optimizer, training = keras_names.resolve_callable_files(
         recipe.optimizer, recipe.training, lambda path: _resolve_path(path, base))
     recipe = dataclasses.replace(recipe, optimizer=optimizer, training=training)
+    specs = [spec for _, spec in keras_names.callable_specs(recipe)]
+    if recipe.data.source == "python" and python_refs.is_reference(recipe.data.path):
+        specs.append(recipe.data.path)
+    if any(python_refs.source_file(spec) is None for spec in specs):
+        # An import path `package.module:callable` is looked up in the recipe's folder and
+        # the working directory too (appended: installed packages win), for every key.
+        python_refs.add_search_dirs([base, Path.cwd()])
     return _resolve_paths(recipe, base)
 
 
@@ -919,7 +926,7 @@ def _resolve_paths(recipe: Recipe, base_dir: Path) -> Recipe:
 
 def _resolve_model_paths(model: ModelConfig, base_dir: Path) -> ModelConfig:
     # model.name resolves as a python source's data.path does: a file against the recipe's
-    # folder; an import path is looked up in the recipe's folder and the working directory.
+    # folder (an import path's search folders: recipe_from_dict).
     changes = {}
     if model.path:
         changes["path"] = _resolve_path(model.path, base_dir)
@@ -927,8 +934,6 @@ def _resolve_model_paths(model: ModelConfig, base_dir: Path) -> ModelConfig:
         module, _, attribute = model.name.rpartition(":")
         if python_refs.source_file(model.name) is not None:
             changes["name"] = f"{_resolve_path(module, base_dir)}:{attribute}"
-        else:
-            python_refs.add_search_dirs([base_dir, Path.cwd()])
     return dataclasses.replace(model, **changes)
 
 
