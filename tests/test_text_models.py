@@ -219,3 +219,61 @@ def test_a_recipe_sizes_the_transformer_positions_from_data_text_max_length():
         params(max_length=20)
     assert _model_params(recipe_from_dict({"model": {"name": "text_transformer"}}), {
         "text": {"vocabulary_size": 10, "max_length": None}}) == {"vocab_size": 10}
+
+
+def test_character_ngrams_follow_the_words_and_load_back_to_the_same_ids(tmp_path):
+    import tensorflow as tf
+
+    from tfaccel.data import text_vectors
+
+    texts = tf.data.Dataset.from_tensor_slices(["good day", "bad day", "a"])
+    layer = text_vectors.adapt_vectorizer(texts.batch(2), max_tokens=200, ngrams=2,
+                                          char_ngrams=2)
+    tokens = [layer.get_vocabulary()[i] for i in layer(tf.constant(["a"])).numpy()[0]]
+    # The word, then its character 1-grams (a 1-character text has no 2-gram); a
+    # character n-gram is #-prefixed, so the character "a" is not the word "a".
+    assert tokens == ["a", "#a"]
+    tokens = [layer.get_vocabulary()[i] for i in layer(tf.constant(["Bad!"])).numpy()[0]]
+    assert tokens == ["bad", "#b", "#a", "#d", "#ba", "#ad"]
+    text_vectors.save_vocabulary(layer, tmp_path)
+    loaded = text_vectors.load_vectorizer(tmp_path, ngrams=2, char_ngrams=2)
+    strings = tf.constant(["bad day good", "good day"])
+    np.testing.assert_array_equal(loaded(strings).numpy(), layer(strings).numpy())
+
+
+def test_character_ngrams_are_refused_with_the_wordpiece_tokenizer(tmp_path):
+    from tfaccel.config.recipe import load_recipe
+    from tfaccel.errors import RecipeError
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("data: {source: text_lines, path: x.tsv, "
+                      "text: {tokenizer: wordpiece, char_ngrams: 3}}\n")
+    with pytest.raises(RecipeError, match="data.text.char_ngrams 3 is an option of "):
+        load_recipe(recipe)
+
+
+def test_the_tweets_linear_model_is_a_padding_free_float32_tfidf_softmax():
+    import os
+
+    from tfaccel import python_refs
+
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "recipes")
+    build = python_refs.load(os.path.join(root, "models", "tweets_linear.py") + ":build",
+                             key="model.name")
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = build(input_shape=(None,), num_classes=3, vocab_size=50)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    embedding = next(w for w in model.weights if len(w.shape) == 2)
+    embedding.assign(np.random.default_rng(1).normal(size=(50, 3)).astype("float32"))
+    ids = _ids()
+    as_is = model.predict(ids, verbose=0)
+    longer = model.predict(np.pad(ids, ((0, 0), (0, 25))), verbose=0)
+    assert as_is.dtype == np.float32 and as_is.shape == (6, 3)
+    np.testing.assert_allclose(as_is, longer, atol=1e-6)
+    np.testing.assert_allclose(as_is.sum(axis=1), 1.0, atol=1e-5)
+    # A bag: the order of a text's ids does not matter; repeating them all (the same
+    # log1p-scaled, normalised bag up to the count) does.
+    np.testing.assert_allclose(model.predict(ids[:, ::-1], verbose=0), as_is, atol=1e-5)

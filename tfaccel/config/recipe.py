@@ -93,6 +93,11 @@ class TextConfig:
         1, "text_vectorization: also make a token of every run of 2 to N words (N-grams, "
         "after the words of each text; 1: words only); they share data.text.max_tokens with "
         "the words. Word order for order-free models (text_bag).", minimum=1)
+    char_ngrams: int = _key(
+        0, "text_vectorization: also make a token of every run of 1 to N characters of "
+        "each standardised text, spaces included (after its word tokens; 0: none); they "
+        "share data.text.max_tokens with the words. Spelling variants and word pieces for "
+        "bag models on short texts (recipes/tweets.yaml).", minimum=0)
     max_length: Optional[int] = _key(
         None, "Keep at most this many tokens of each text; empty: whole texts.", minimum=1)
     batch_by_length: bool = _key(
@@ -831,6 +836,11 @@ def _check_tokenizer(text: TextConfig, *, source: str) -> None:
         raise RecipeError(f"{source}: data.text.ngrams {text.ngrams} is an option of "
                           "data.text.tokenizer text_vectorization (Keras' TextVectorization), "
                           f"not {text.tokenizer!r}; leave data.text.ngrams at 1.")
+    if text.char_ngrams and text.tokenizer != "text_vectorization":
+        raise RecipeError(f"{source}: data.text.char_ngrams {text.char_ngrams} is an option "
+                          "of data.text.tokenizer text_vectorization (Keras' "
+                          f"TextVectorization), not {text.tokenizer!r}; leave "
+                          "data.text.char_ngrams at 0.")
     # find_spec looks for the package without importing it (and so TensorFlow): validation
     # stays fast, and a missing KerasHub is named here rather than as a traceback mid-run.
     if text.tokenizer != "wordpiece" or importlib.util.find_spec("keras_hub") is not None:

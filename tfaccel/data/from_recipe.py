@@ -157,13 +157,14 @@ def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batc
         layer = wordpiece.adapt_wordpiece(adapt_on, max_tokens=texts.max_tokens)
     else:
         layer = text_vectors.adapt_vectorizer(adapt_on, max_tokens=texts.max_tokens,
-                                              ngrams=texts.ngrams)
+                                              ngrams=texts.ngrams,
+                                              char_ngrams=texts.char_ngrams)
     train = text_vectors.vectorize(train, layer, max_length=texts.max_length)
     if val is not None:
         val = text_vectors.vectorize(val, layer, max_length=texts.max_length)
     info = {"tokenizer": texts.tokenizer, "vocabulary_size": int(layer.vocabulary_size()),
             "max_length": texts.max_length, "batch_by_length": texts.batch_by_length,
-            "ngrams": texts.ngrams}
+            "ngrams": texts.ngrams, "char_ngrams": texts.char_ngrams}
     return train, val, info, layer
 
 

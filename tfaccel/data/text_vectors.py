@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+import keras
 import tensorflow as tf
 
 from tfaccel.config.recipe import TOKENIZERS
@@ -22,7 +23,8 @@ from tfaccel.errors import DataError, UserInputError, did_you_mean
 VOCABULARY_FILE = "vocabulary.txt"
 
 
-def adapt_vectorizer(texts: tf.data.Dataset, *, max_tokens: int, ngrams: int = 1):
+def adapt_vectorizer(texts: tf.data.Dataset, *, max_tokens: int, ngrams: int = 1,
+                     char_ngrams: int = 0):
     """A `keras.layers.TextVectorization` adapted on `texts` (a dataset of string batches).
 
     Args:
@@ -30,15 +32,15 @@ def adapt_vectorizer(texts: tf.data.Dataset, *, max_tokens: int, ngrams: int = 1
         max_tokens: Vocabulary size, padding (id 0) and out-of-vocabulary (id 1) included.
         ngrams: Also make tokens of the runs of 2 to `ngrams` words (1: words only): a
             text's ids are its words', then its bigrams', and so on.
+        char_ngrams: Also make tokens of the runs of 1 to `char_ngrams` characters of the
+            standardised text, spaces included (0: none), after the word tokens; they
+            share `max_tokens` with the words (`WordAndCharacterNgrams`).
 
     Raises:
         DataError: The texts hold no token at all.
     """
-    import keras
-
-    layer = keras.layers.TextVectorization(max_tokens=max_tokens, output_mode="int",
-                                           output_sequence_length=None,
-                                           ngrams=_ngrams_argument(ngrams))
+    layer = _text_vectorization(max_tokens=max_tokens, ngrams=ngrams,
+                                char_ngrams=char_ngrams)
     just_texts = texts.map(lambda *element: element[0])
     layer.adapt(just_texts)
     if layer.vocabulary_size() <= 2:
@@ -51,6 +53,49 @@ def adapt_vectorizer(texts: tf.data.Dataset, *, max_tokens: int, ngrams: int = 1
 def _ngrams_argument(ngrams: int):
     # TextVectorization's ngrams=None is words only; an int N makes 1..N-grams.
     return None if ngrams == 1 else ngrams
+
+
+def _text_vectorization(*, ngrams: int, char_ngrams: int, **kwargs):
+    if not char_ngrams:
+        return keras.layers.TextVectorization(output_mode="int", output_sequence_length=None,
+                                              ngrams=_ngrams_argument(ngrams), **kwargs)
+    return keras.layers.TextVectorization(
+        output_mode="int", output_sequence_length=None, ngrams=None,
+        split=WordAndCharacterNgrams(words=ngrams, characters=char_ngrams), **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="tfaccel")
+class WordAndCharacterNgrams:
+    """A `TextVectorization` split: a text's word 1..`words`-grams, then its character
+    1..`characters`-grams (spaces included), each character n-gram prefixed with ``#``
+    (which standardisation strips from words) so that it never collides with a word.
+
+    The union of word and character n-grams is what TF-IDF baselines on short texts
+    stack (recipes/tweets.yaml). Serialisable (`get_config`), for exported models.
+    """
+
+    def __init__(self, words: int = 1, characters: int = 5):
+        self.words = int(words)
+        self.characters = int(characters)
+
+    def __call__(self, texts):
+        words = tf.strings.split(texts)
+        parts = [words]
+        if self.words > 1:
+            parts.append(tf.strings.ngrams(words, ngram_width=tuple(range(2, self.words + 1)),
+                                           separator=" "))
+        characters = tf.strings.unicode_split(texts, "UTF-8")
+        grams = tf.strings.ngrams(characters, ngram_width=tuple(range(1, self.characters + 1)),
+                                  separator="")
+        parts.append(tf.strings.join(["#", grams]))
+        return tf.concat(parts, axis=1)
+
+    def get_config(self):
+        return {"words": self.words, "characters": self.characters}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
 
 
 def vectorize(dataset: tf.data.Dataset, layer, *, max_length: Optional[int] = None):
@@ -88,7 +133,8 @@ def save_vocabulary(layer, directory) -> str:
     return path
 
 
-def load_vectorizer(directory, *, tokenizer: str = "text_vectorization", ngrams: int = 1):
+def load_vectorizer(directory, *, tokenizer: str = "text_vectorization", ngrams: int = 1,
+                    char_ngrams: int = 0):
     """The tokenizer of a run directory's vocabulary (`save_vocabulary`'s file).
 
     The same settings as the adapted one (`adapt_vectorizer`, or
@@ -98,6 +144,7 @@ def load_vectorizer(directory, *, tokenizer: str = "text_vectorization", ngrams:
         directory: The run directory.
         tokenizer: The run's data.text.tokenizer, one of `TOKENIZERS`.
         ngrams: The run's data.text.ngrams (text_vectorization): its vocabulary holds them.
+        char_ngrams: The run's data.text.char_ngrams (text_vectorization), likewise.
 
     Raises:
         DataError: The directory has no vocabulary file (or not a WordPiece one).
@@ -119,11 +166,7 @@ def load_vectorizer(directory, *, tokenizer: str = "text_vectorization", ngrams:
         from tfaccel.data import wordpiece
 
         return wordpiece.tokenizer_of(tokens)
-    import keras
-
-    return keras.layers.TextVectorization(vocabulary=tokens, output_mode="int",
-                                          output_sequence_length=None,
-                                          ngrams=_ngrams_argument(ngrams))
+    return _text_vectorization(vocabulary=tokens, ngrams=ngrams, char_ngrams=char_ngrams)
 
 
 def with_vectorizer(model, layer, *, max_length: Optional[int] = None):

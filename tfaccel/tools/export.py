@@ -353,7 +353,8 @@ def _prepare(staging: Path, *, directory: Path, format: str, quantize: str,
         # strings, and is checked on the validation split's strings.
         tokenizer = text_vectors.load_vectorizer(directory,
                                                  tokenizer=recipe.data.text.tokenizer,
-                                                 ngrams=recipe.data.text.ngrams)
+                                                 ngrams=recipe.data.text.ngrams,
+                                                 char_ngrams=recipe.data.text.char_ngrams)
         model = text_vectors.with_vectorizer(model, tokenizer,
                                              max_length=recipe.data.text.max_length)
     x_val, y_val = _validation_arrays(recipe, limit=validation_examples, texts=texts)
