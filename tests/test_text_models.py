@@ -136,18 +136,6 @@ def test_a_vocabulary_with_bigrams_loads_back_to_the_same_ids(tmp_path):
     np.testing.assert_array_equal(loaded(strings).numpy(), layer(strings).numpy())
 
 
-def test_ngrams_are_refused_with_the_wordpiece_tokenizer(tmp_path):
-    from tfaccel.config.recipe import load_recipe
-    from tfaccel.errors import RecipeError
-
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text("data: {source: text_lines, path: x.tsv, "
-                      "text: {tokenizer: wordpiece, ngrams: 2}}\n")
-    with pytest.raises(RecipeError, match="data.text.ngrams 2 is an option of "
-                                          "data.text.tokenizer text_vectorization"):
-        load_recipe(recipe)
-
-
 def test_the_transformer_reads_the_first_max_length_tokens_of_a_longer_text():
     model = models.build_model("text_transformer", input_shape=(None,), num_classes=3,
                                vocab_size=50, max_length=8)
@@ -241,14 +229,16 @@ def test_character_ngrams_follow_the_words_and_load_back_to_the_same_ids(tmp_pat
     np.testing.assert_array_equal(loaded(strings).numpy(), layer(strings).numpy())
 
 
-def test_character_ngrams_are_refused_with_the_wordpiece_tokenizer(tmp_path):
+@pytest.mark.parametrize("key, value", [("ngrams", 2), ("char_ngrams", 3)])
+def test_ngrams_are_refused_with_the_wordpiece_tokenizer(tmp_path, key, value):
     from tfaccel.config.recipe import load_recipe
     from tfaccel.errors import RecipeError
 
     recipe = tmp_path / "r.yaml"
     recipe.write_text("data: {source: text_lines, path: x.tsv, "
-                      "text: {tokenizer: wordpiece, char_ngrams: 3}}\n")
-    with pytest.raises(RecipeError, match="data.text.char_ngrams 3 is an option of "):
+                      f"text: {{tokenizer: wordpiece, {key}: {value}}}}}\n")
+    with pytest.raises(RecipeError, match=f"data.text.{key} {value} is an option of "
+                                          "data.text.tokenizer text_vectorization"):
         load_recipe(recipe)
 
 
