@@ -274,7 +274,8 @@ def test_a_text_folder_becomes_token_ids_in_batches_of_similar_length(tmp_path):
     assert info["train_examples"] == 30 and info["validation_examples"] == 10
     # Keras' TextVectorization adapted on the training texts: the 8 words, padding, OOV.
     assert info["text"] == {"tokenizer": "text_vectorization", "vocabulary_size": 10,
-                            "max_length": None, "batch_by_length": True, "ngrams": 1}
+                            "max_length": None, "batch_by_length": True, "ngrams": 1,
+                            "char_ngrams": 0}
     assert info["_vectorizer"].get_vocabulary()[:2] == ["", "[UNK]"]
     assert info["input_shape"] == (None,)
     assert _count(train) == 30 and _count(val) == 10
