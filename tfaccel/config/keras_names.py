@@ -6,7 +6,6 @@ import dataclasses
 from typing import Any, Callable
 
 from tfaccel import python_refs
-from tfaccel.config import input_paths
 from tfaccel.errors import RecipeError, did_you_mean
 
 # Copies of Keras' own names, so `tfaccel validate` names a misspelt one without importing
@@ -158,22 +157,17 @@ def resolve_callable_files(optimizer, training, resolve: Callable[[str], str]):
     Args:
         optimizer: The recipe's `OptimizerConfig`.
         training: The recipe's `TrainingConfig`.
-        resolve: The recipe's path rule (relative to the recipe's folder).
+        resolve: The recipe's rule for one name or ``module:callable`` (a file's callable
+            against the recipe's folder; anything else unchanged).
 
     Returns:
         ``(optimizer, training)``, changed where a name is a file's callable.
     """
-    def spec(value):
-        file = input_paths.python_source_file(value) if is_callable_spec(value) else None
-        if file is None:
-            return value  # a Keras name or an import path `package.module:callable`
-        return f"{resolve(value.rpartition(':')[0])}:{value.rpartition(':')[2]}"
-
-    metrics = [spec(m) if isinstance(m, str) else {**m, "name": spec(m["name"])}
+    metrics = [resolve(m) if isinstance(m, str) else {**m, "name": resolve(m["name"])}
                for m in training.metrics]
-    return (dataclasses.replace(optimizer, name=spec(optimizer.name),
-                                schedule=spec(optimizer.schedule)),
-            dataclasses.replace(training, loss=spec(training.loss), metrics=metrics))
+    return (dataclasses.replace(optimizer, name=resolve(optimizer.name),
+                                schedule=resolve(optimizer.schedule)),
+            dataclasses.replace(training, loss=resolve(training.loss), metrics=metrics))
 
 
 def _check_name(value: str, names: tuple, *, key: str, kind: str, source: str) -> None:

@@ -459,7 +459,7 @@ def recipe_from_dict(raw: Any, *, base_dir: str | os.PathLike | None = None,
     recipe = _build(Recipe, raw, "", source=source)
     _check_cross_fields(recipe, source=source, own_model=own_model)
     optimizer, training = keras_names.resolve_callable_files(
-        recipe.optimizer, recipe.training, lambda path: _resolve_path(path, base))
+        recipe.optimizer, recipe.training, lambda spec: _resolve_callable(spec, base))
     recipe = dataclasses.replace(recipe, optimizer=optimizer, training=training)
     specs = [spec for _, spec in keras_names.callable_specs(recipe)]
     if recipe.data.source == "python" and python_refs.is_reference(recipe.data.path):
@@ -925,10 +925,8 @@ def _resolve_paths(recipe: Recipe, base_dir: Path) -> Recipe:
         if not f.metadata.get("path") or not value:
             continue
         if f.name == "path" and data.source == "python":
-            module, _, attribute = value.rpartition(":")
-            if input_paths.python_source_file(value) is not None:  # `file.py:callable`
-                changes[f.name] = f"{_resolve_path(module, base_dir)}:{attribute}"
-            continue  # otherwise `package.module:callable`, an import path
+            changes[f.name] = _resolve_callable(value, base_dir)
+            continue
         changes[f.name] = _resolve_path(value, base_dir)
     return dataclasses.replace(recipe, data=dataclasses.replace(data, **changes),
                                model=_resolve_model_paths(recipe.model, base_dir))
@@ -940,11 +938,18 @@ def _resolve_model_paths(model: ModelConfig, base_dir: Path) -> ModelConfig:
     changes = {}
     if model.path:
         changes["path"] = _resolve_path(model.path, base_dir)
-    if python_refs.is_reference(model.name):
-        module, _, attribute = model.name.rpartition(":")
-        if python_refs.source_file(model.name) is not None:
-            changes["name"] = f"{_resolve_path(module, base_dir)}:{attribute}"
+    changes["name"] = _resolve_callable(model.name, base_dir)
     return dataclasses.replace(model, **changes)
+
+
+def _resolve_callable(spec, base_dir: Path):
+    """THE path rule of a ``file.py:callable`` (data.path, model.name, optimizer, loss,
+    metrics): its file against the recipe's folder. A registered or Keras name, or an import
+    path ``package.module:callable`` (found through the search folders), is kept as is."""
+    if not python_refs.is_reference(spec) or python_refs.source_file(spec) is None:
+        return spec
+    module, _, attribute = spec.rpartition(":")
+    return f"{_resolve_path(module, base_dir)}:{attribute}"
 
 
 def _resolve_path(value: str, base_dir: Path) -> str:
