@@ -10,6 +10,12 @@ import keras
 from tfaccel.errors import UserInputError
 
 
+def can_judge(monitor: str, *, has_validation: bool) -> bool:
+    """THE rule of whether a run can judge its best epoch: a ``val_`` monitor needs a
+    validation split; a training metric is always logged."""
+    return has_validation or not monitor.startswith("val_")
+
+
 def keep_plan(*, keep: str, monitor: str, has_validation: bool) -> tuple:
     """What model.keras will hold, decided before training: ``(mode, note)``.
 
@@ -24,7 +30,7 @@ def keep_plan(*, keep: str, monitor: str, has_validation: bool) -> tuple:
     """
     if keep not in ("best", "last"):
         raise UserInputError(f"training.keep must be 'best' or 'last', got {keep!r}.")
-    if keep == "best" and monitor.startswith("val_") and not has_validation:
+    if keep == "best" and not can_judge(monitor, has_validation=has_validation):
         # The training loss is no judge: it is averaged over an epoch whose weights kept
         # changing, and it falls almost every epoch; the last epoch is what fit leaves.
         return "last", f"no validation split to judge training.monitor {monitor} by"

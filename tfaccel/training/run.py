@@ -25,7 +25,7 @@ from tfaccel.config.cluster import WorkerRole, worker_role
 from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
 from tfaccel.training.inputs import TrainData, build_data, input_order_is_fixed  # noqa: F401 (tools use them from here)
 from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
-from tfaccel.training.best_epoch import keep_plan
+from tfaccel.training.best_epoch import can_judge, keep_plan
 from tfaccel.training.execution import Choice, initial_steps
 from tfaccel.training.session import Session, open_session
 
@@ -552,7 +552,7 @@ def _make_callbacks(ctx: _RunContext, *, data: TrainData, plan: BatchPlan,
     logger.records.extend(records)
     callbacks = [guard, monitor, logger]
     best = None
-    if data.validation is not None or not training.monitor.startswith("val_"):
+    if can_judge(training.monitor, has_validation=data.validation is not None):
         carried = None
         # Checkpoints written before training.keep held this state as early_stopping.
         saved = (checkpoint.state.get("best") or checkpoint.state.get("early_stopping")) \
