@@ -103,7 +103,7 @@ def read_text(path, *, encoding: Optional[str] = None, compression: Optional[str
 
 def refuse_empty(path, *, what: str = "Text file", needs: str = "one line") -> DataError:
     """THE message of a file with nothing in it (returned, for the caller to raise)."""
-    return DataError(f"{what} {os.fspath(path)!r} is empty: it holds no text, and it needs "
+    return DataError(f"{what} {os.fspath(path)!r} is empty: it needs "
                      f"at least {needs}. Remove it from the paths, or write it again.")
 
 

@@ -12,7 +12,6 @@ import abc
 import dataclasses
 from typing import ClassVar, Optional, Sequence, Tuple
 
-import numpy as np
 import tensorflow as tf
 
 from tfaccel.data.finite_values import NON_FINITE_REFUSED, first_non_finite  # noqa: F401
