@@ -74,10 +74,12 @@ def read_bytes(path, *, compression: Optional[str] = None, what: str = "Text fil
                         "the compression declared for it.") from None
 
 
-def decode(data: bytes, *, path, encoding: Optional[str] = None,
-           what: str = "Text file") -> str:
+def decode(data: bytes, *, path, encoding: Optional[str] = None, what: str = "Text file",
+           takes_encoding: bool = True) -> str:
     """`data` decoded strictly with `encoding` (None: UTF-8), a leading byte-order mark
     dropped (spreadsheet exports write one; it is not part of the first line's text).
+
+    `takes_encoding`: whether the caller has an ``encoding=`` to name in the fix.
 
     Raises:
         NotText: A byte sequence that does not decode, named with its file and line.
@@ -87,18 +89,19 @@ def decode(data: bytes, *, path, encoding: Optional[str] = None,
         text = data.decode(encoding)
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise NotText(
-            f"{what} {os.fspath(path)!r} is not {encoding} text: line {line} holds "
-            f"{data[err.start:err.end]!r} ({err.reason}); pass encoding=... with the file's "
-            "encoding (e.g. 'latin-1' or 'cp1252'), or re-encode it as UTF-8.") from None
+        fix = ("pass encoding=... with the file's encoding (e.g. 'latin-1' or 'cp1252'), or "
+               "re-encode it as UTF-8" if takes_encoding
+               else "re-encode it as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+        raise NotText(f"{what} {os.fspath(path)!r} is not {encoding} text: line {line} holds "
+                      f"{data[err.start:err.end]!r} ({err.reason}); {fix}.") from None
     return text[1:] if text.startswith(BOM) else text
 
 
 def read_text(path, *, encoding: Optional[str] = None, compression: Optional[str] = None,
-              what: str = "Text file") -> str:
+              what: str = "Text file", takes_encoding: bool = True) -> str:
     """The whole file as text: `read_bytes` then `decode` (see both for the errors)."""
     return decode(read_bytes(path, compression=compression, what=what), path=path,
-                  encoding=encoding, what=what)
+                  encoding=encoding, what=what, takes_encoding=takes_encoding)
 
 
 def refuse_empty(path, *, what: str = "Text file", needs: str = "one line") -> DataError:
