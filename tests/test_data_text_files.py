@@ -138,3 +138,18 @@ def test_validate_refuses_zlib_for_csv_without_tensorflow(tmp_path):
     body = (f"r = CliRunner().invoke(main, ['validate', {str(tmp_path / 'guard.yaml')!r}])\n"
             "assert r.exit_code == 2, r.output")
     assert heavy_modules_after(body) == []
+
+
+def test_csv_reads_a_gz_file_by_its_extension_and_names_a_cut_short_one(tmp_path):
+    whole = gzip.compress((BOM + table(300)).encode())
+    (tmp_path / "t.csv.gz").write_bytes(whole)
+    ds = data.from_csv(str(tmp_path / "t.csv.gz"), batch_size=100, label_name="label",
+                       shuffle_buffer=0)
+    assert ds.num_examples == 300 and list(ds.column_types) == ["x", "y", "label"]
+    assert [int(y[0]) for _, y in ds.as_numpy_iterator()] == [0, 0, 0]
+    cut = tmp_path / "cut.csv.gz"
+    cut.write_bytes(whole[:len(whole) // 2])
+    for rows in (100, 1000):  # the cut met by TensorFlow's count, or by type inference
+        with pytest.raises(DataError, match=f"^CSV file {str(cut)!r} is cut short"):
+            data.from_csv(str(cut), batch_size=8, label_name="label",
+                          num_rows_for_inference=rows)

@@ -85,7 +85,7 @@ class _Format:
         """Yields ``(line number, fields)`` of every record, the header included."""
         try:
             with text_files.open_text(path, encoding=self.encoding,
-                                      compression=self.compression_type,
+                                      compression=self.compression_of(path),
                                       what="CSV file") as handle:
                 reader = csv.reader(handle, delimiter=self.field_delim,
                                     quoting=csv.QUOTE_MINIMAL if self.use_quote_delim
@@ -95,6 +95,12 @@ class _Format:
                     yield reader.line_num, fields
         except csv.Error as err:
             raise DataError(f"CSV file {path!r} cannot be read: {err}") from None
+
+    def compression_of(self, path: str) -> Optional[str]:
+        """A file's compression: `compression_type`, else a ``.gz`` name's GZIP (the only
+        one CsvDataset's callers use; `text_files` reads it)."""
+        found = text_files.compression_of(path, self.compression_type)
+        return found if found == "GZIP" or self.compression_type else None
 
     def missing(self, text: str) -> bool:
         return text == "" or text == self.na_value
@@ -268,7 +274,9 @@ class _Table:
         """The CsvDataset of one file: one tuple of the read columns per row."""
         fmt = self.fmt
         return tf.data.experimental.CsvDataset(
-            path, self.record_defaults, compression_type=fmt.compression_type or "",
+            path, self.record_defaults, compression_type=fmt.compression_type or tf.where(
+                tf.strings.regex_full_match(tf.strings.lower(path), r".*\.gz(ip)?"),
+                "GZIP", ""),
             header=fmt.header, field_delim=fmt.field_delim,
             use_quote_delim=fmt.use_quote_delim, na_value=fmt.na_value,
             select_cols=None if len(self.wanted) == len(self.columns) else self.wanted)
@@ -498,7 +506,7 @@ def from_csv(source, *, batch_size: Optional[int], label_name: Optional[str] = N
         use_quote_delim: Whether double quotes quote fields (RFC 4180).
         na_value: A text that also means "missing", besides the empty field.
         num_rows_for_inference: Rows (from the first file on) the types are inferred from.
-        compression_type: None or ``"GZIP"``.
+        compression_type: None (a file named ``*.gz`` is read as GZIP) or ``"GZIP"``.
         encoding: The text encoding for the header and the checks in Python.
         shuffle_buffer: Shuffle buffer in rows, 0 for no shuffling (files and rows in
             order). None: every row up to 100,000. Any size above 0 first permutes the file
