@@ -107,7 +107,7 @@ def test_tfrecord_verification_is_a_recipe_key(tmp_path):
         for i in range(6):
             w.write(tf.train.Example(features=tf.train.Features(feature={
                 "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i])),
-                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 2])),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 3])),
             })).SerializeToString())
     features = {"x": {"dtype": "float32", "shape": [1]}, "label": {"dtype": "int64"}}
     config = DataConfig(source="tfrecords", path=str(tmp_path / "*.tfrecord"),
@@ -119,10 +119,14 @@ def test_tfrecord_verification_is_a_recipe_key(tmp_path):
     assert unverified["train_examples"] is None  # not read up front: the runner counts
     # Unverified with num_classes given: nothing read up front, labels checked as they
     # stream (a label >= num_classes stops the pipeline with a message naming it).
-    train, _, known = _build(dataclasses.replace(config, verify_records=False, num_classes=1))
-    assert known["num_classes"] == 1
-    with pytest.raises(tf.errors.InvalidArgumentError, match="label outside 0..0"):
+    train, _, known = _build(dataclasses.replace(config, verify_records=False, num_classes=2))
+    assert known["num_classes"] == 2
+    with pytest.raises(tf.errors.InvalidArgumentError, match="label outside 0..1"):
         _count(train)
+    # One class cannot make a classifier (base.refuse_one_class): named as the data is built.
+    with pytest.raises(DataError, match="^data.num_classes is 1 for data.path .*; a "
+                                        "classifier needs at least 2 classes"):
+        _build(dataclasses.replace(config, verify_records=False, num_classes=1))
     # A truncated file is named before training only when verified.
     data = (tmp_path / "a.tfrecord").read_bytes()
     (tmp_path / "a.tfrecord").write_bytes(data[:-7])

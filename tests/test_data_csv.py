@@ -69,11 +69,12 @@ def test_batches_equal_make_csv_dataset_unshuffled(tmp_path):
 # make_csv_dataset's own inference warns on float32("1e40") (numpy's overflow warning).
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 def test_type_inference_is_make_csv_datasets(tmp_path):
-    # int32, int64 (past 2**31), float32, float64 (overflows float32), string, "inf" (not a
-    # float for the inference), a column empty in the inference rows (string) and one
-    # whose later rows need a wider type than the first ones.
+    # int32, int64 (past 2**31), float32, float64 (overflows float32), string, "inf" in a
+    # text column (text), a column empty in the inference rows (string) and one whose
+    # later rows need a wider type than the first ones. ("inf" among numbers is refused:
+    # test_differences_from_make_csv_dataset_side_by_side.)
     path = _write(tmp_path / "t.csv", ["1,3000000000,0.5,1e40,a,inf,,7",
-                                       "2,4,1.5,2,b,1,,8.5"],
+                                       "2,4,1.5,2,b,x,,8.5"],
                   header="i32,i64,f32,f64,s,infs,empty,late")
     ours = data.from_csv(path, batch_size=2, shuffle_buffer=0,
                          column_defaults={"empty": ""})
@@ -224,7 +225,8 @@ def test_files_that_cannot_make_a_table_are_named(tmp_path):
                                "must have the same columns.")
     latin = tmp_path / "latin.csv"
     latin.write_bytes("name,label\ncaf\xe9,1\n".encode("latin-1"))
-    with pytest.raises(DataError, match="is not utf-8 text .* pass encoding="):
+    with pytest.raises(DataError, match=r"latin\.csv' is not utf-8 text: line 2 holds "
+                                        r"b'\\xe9' .* pass encoding="):
         data.from_csv(str(latin), batch_size=2, label_name="label")
     ds = data.from_csv(str(latin), batch_size=2, label_name="label", encoding="latin-1")
     assert ds.num_examples == 1
@@ -439,6 +441,7 @@ DIFFERENCES = {
     "a missing value": "test_differences_from_make_csv_dataset_side_by_side",
     "select_columns without the label": "test_differences_from_make_csv_dataset_side_by_side",
     "epochs": "test_differences_from_make_csv_dataset_side_by_side",
+    "nan or inf among numbers": "test_differences_from_make_csv_dataset_side_by_side",
     "a bad row": "test_bad_rows_past_the_inference_rows_are_found_by_tensorflow_and_named",
 }
 
@@ -462,6 +465,14 @@ def test_differences_from_make_csv_dataset_side_by_side(tmp_path):
     endless = tf.data.experimental.make_csv_dataset(path, batch_size=2, label_name="label")
     assert endless.cardinality() == tf.data.INFINITE_CARDINALITY
     assert sum(1 for _ in ours) == 1
+    # "nan" among numbers: make_csv_dataset makes the column strings; from_csv names it.
+    path = _write(tmp_path / "n.csv", ["1,Paris,nan,1", "2,Rome,0.5,0"])
+    theirs = tf.data.experimental.make_csv_dataset(path, batch_size=2, label_name="label",
+                                                   shuffle=False, num_epochs=1)
+    assert theirs.element_spec[0]["score"].dtype == tf.string
+    with pytest.raises(DataError, match=r"n\.csv', line 2, column 'score' holds 'nan'\. NaN "
+                                        "and infinite features are refused"):
+        data.from_csv(path, batch_size=2, label_name="label")
 
 
 def test_the_docs_table_lists_the_differences():

@@ -18,6 +18,8 @@ from tfaccel import python_refs
 from tfaccel.config import input_paths, keras_names
 from tfaccel.errors import RecipeError, UserInputError, did_you_mean
 
+# The data.compression each source reads (csv: CsvDataset's GZIP only, as from_csv).
+COMPRESSIONS = {"tfrecords": ("GZIP", "ZLIB"), "text_lines": ("GZIP", "ZLIB"), "csv": ("GZIP",)}
 SOURCES = ("builtin", "tfds", "image_folder", "text_folder", "text_lines", "csv",
            "tfrecords", "arrays", "python", "audio_folder", "timeseries")
 # The sources that find their data by name (TFDS); every other one reads data.path.
@@ -191,7 +193,8 @@ class DataConfig:
     label_key: str = _key("label", "Feature holding the label (tfds, tfrecords), or the "
                           "label column (csv, timeseries).")
     compression: Optional[Literal["GZIP", "ZLIB"]] = _key(
-        None, "TFRecord compression: GZIP, ZLIB or empty.")
+        None, "Compression of the files: GZIP or ZLIB (tfrecords, text_lines), GZIP (csv); "
+        "empty: none (text_lines: by each file's extension, .gz or .zz).")
     jpeg_dct_scaling: bool = _key(
         True, "image_folder: decode a JPEG at 1/2, 1/4 or 1/8 scale when image_size is at "
         "most that fraction of it (much less decoding; slightly smoother pixels); false "
@@ -729,6 +732,13 @@ def _check_cross_fields(recipe: Recipe, *, source: str, own_model: bool = False)
     if data.source == "tfrecords" and not data.features:
         raise RecipeError(f"{source}: data.features (the TFRecord feature spec) is required "
                           "when data.source is 'tfrecords'.")
+    if data.compression and data.compression not in COMPRESSIONS.get(data.source, ()):
+        # Refused here, without TensorFlow, not when the files are first read.
+        takes = COMPRESSIONS.get(data.source)
+        raise RecipeError(
+            f"{source}: data.compression {data.compression!r} is not read by data.source "
+            f"{data.source!r}: " + (f"it takes {' or '.join(takes)} (or empty)." if takes
+                                    else "leave data.compression empty."))
     if data.source == "timeseries" and data.timeseries.sequence_length is None:
         raise RecipeError(f"{source}: data.timeseries.sequence_length (rows in each window) "
                           "is required when data.source is 'timeseries'.")

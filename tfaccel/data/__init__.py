@@ -1,20 +1,24 @@
 """Fast tf.data pipelines from arrays, image/text/audio folders, CSV, TFRecords, TFDS, time series, Python."""
 
+from typing import TYPE_CHECKING
+
 from tfaccel.data.sources.arrays import from_arrays
 from tfaccel.data.sources.audio_folder import from_audio_folder
 from tfaccel.data.sources.csv_tables import from_csv
 from tfaccel.data.augment import AUGMENTATIONS
-from tfaccel.data.export import export_image_folder
 from tfaccel.data.sources.image_folder import from_image_folder
 from tfaccel.data.pipeline import (AUTOTUNE, EpochStream, make_options, optimize,
                                    sequential_options)
 from tfaccel.data.sources.python import WorkerError, from_python
 from tfaccel.data.service import ServiceTarget
-from tfaccel.data.sources.tfds import from_tfds
 from tfaccel.data.sources.text_folder import from_text_folder
 from tfaccel.data.sources.text_lines import from_text_lines
 from tfaccel.data.sources.tfrecords import from_tfrecords, parse_feature_spec
 from tfaccel.data.sources.timeseries import from_timeseries, from_timeseries_csv
+
+if TYPE_CHECKING:  # for readers and the API docs; imported on first use (below)
+    from tfaccel.data.export import export_image_folder
+    from tfaccel.data.sources.tfds import from_tfds
 
 __all__ = [
     "AUGMENTATIONS", "AUTOTUNE", "EpochStream", "WorkerError", "export_image_folder", "from_arrays",
@@ -23,3 +27,17 @@ __all__ = [
     "make_options", "optimize",
     "parse_feature_spec", "sequential_options", "ServiceTarget",
 ]
+
+
+# TFDS (tensorflow_datasets: ~1 s to import) only when asked for: a user who never touches
+# TFDS does not pay for it. export_image_folder reads TFDS datasets too.
+_LAZY = {"from_tfds": "tfaccel.data.sources.tfds",
+         "export_image_folder": "tfaccel.data.export"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -256,6 +256,7 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         train_options=_train_tail(config, num_replicas, stream=stream,
                                   input_context=input_context, worker=worker),
         validation_options=_val_tail(config, worker))
+    base.refuse_one_class(built.num_classes, config=config)
     train, val = built.train, built.validation
     info = {"num_classes": built.num_classes, "class_names": built.class_names,
             "train_examples": built.train_examples,

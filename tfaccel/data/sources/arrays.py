@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import cache_files, order, pipeline, sharding, splits
+from tfaccel.data import cache_files, finite_values, order, pipeline, sharding, splits
 from tfaccel.data.sources import array_files, base
 from tfaccel.errors import DataError, UserInputError
 
@@ -29,23 +29,6 @@ def _content_digest(elements) -> str:
         digest.update(f"{array.dtype.str}{array.shape}".encode())
         digest.update(np.ascontiguousarray(array).data)
     return digest.hexdigest()
-
-
-def _check_finite(arrays, name: str) -> None:
-    """Refuses NaN and infinite values in floating-point arrays, naming the first one."""
-    if isinstance(arrays, dict):
-        for key, value in arrays.items():
-            _check_finite(value, f"{name}[{key!r}]")
-        return
-    found = base.first_non_finite(arrays)
-    if found is None:
-        return
-    index, value, count = found
-    position = f" (position {index[1:]})" if len(index) > 1 else ""
-    raise DataError(
-        f"{name} holds {value} at example {index[0]}{position}; {count} value(s) are not "
-        f"finite. {base.NON_FINITE_REFUSED}. Fill or drop them first (e.g. numpy.nan_to_num, "
-        "or a mask feature and a fill value).")
 
 
 def from_arrays(x, y=None, batch_size: Optional[int] = None, *,
@@ -105,9 +88,9 @@ def from_arrays(x, y=None, batch_size: Optional[int] = None, *,
     if n == 0:
         raise DataError("x is empty: from_arrays needs at least one example.")
     x = tf.nest.map_structure(np.asarray, x)
-    _check_finite(x, "x")
+    finite_values.check_array(x, name="x")
     if y is not None:
-        _check_finite(y, "y")
+        finite_values.check_array(y, name="y")
     elements = x if y is None else (x, np.asarray(y))
     if validation_split is not None:
         return _with_validation(elements, validation_split, batch_size=batch_size,
@@ -199,10 +182,11 @@ class ArraysSource(base.Source):
             int(np.min(labels)), int(np.max(labels)), num_classes=config.num_classes,
             where=repr(path)) if len(labels) else config.num_classes
         # Named here, with the file, before the split renumbers the examples.
-        _check_finite(x, f"Arrays file {path!r}: {x_name}")
+        finite_values.check_array(x, name=f"Arrays file {path!r}: {x_name}")
         x = array_files.as_images(x)
         if vx is not None:
-            _check_finite(vx, f"Arrays file {path!r}: {val_pair[0]}")
+            finite_values.check_array(
+                vx, name=f"Arrays file {path!r}: {val_pair[0]}")
             vx = array_files.as_images(vx)
         if config.validation_fraction:
             train_idx, val_idx = splits.split_indices(len(x), config.validation_fraction,

@@ -12,9 +12,9 @@ import abc
 import dataclasses
 from typing import ClassVar, Optional, Sequence, Tuple
 
-import numpy as np
 import tensorflow as tf
 
+from tfaccel.data.finite_values import NON_FINITE_REFUSED, first_non_finite  # noqa: F401
 from tfaccel.errors import DataError
 
 
@@ -86,28 +86,6 @@ class Source(abc.ABC):
         return None
 
 
-# Why every source refuses NaN and infinite features (the one wording of that rule).
-NON_FINITE_REFUSED = (
-    "NaN and infinite features are refused: TensorFlow 2.21's fused MatMul+BiasAdd+Relu "
-    "turns a NaN input into 0 on some CPUs (seen on an AMD EPYC with avx512_bf16), so the "
-    "model would train on zeros with a finite loss and nothing would say so")
-
-
-def first_non_finite(array) -> Optional[Tuple[tuple, float, int]]:
-    """``(index, value, count)`` of a floating-point array's first NaN or infinite value.
-
-    None when the array is not floating-point or every value is finite.
-    """
-    array = np.asarray(array)
-    if not np.issubdtype(array.dtype, np.floating):
-        return None
-    bad = ~np.isfinite(array)
-    if not bad.any():
-        return None
-    index = tuple(int(i) for i in np.argwhere(bad)[0])
-    return index, float(array[index]), int(bad.sum())
-
-
 def classes_for_labels(low: int, high: int, *, num_classes, where: str) -> int:
     """THE label rule: labels are 0..num_classes-1 (inferred as largest + 1 if not given).
 
@@ -124,6 +102,42 @@ def classes_for_labels(low: int, high: int, *, num_classes, where: str) -> int:
                         f"labels must be below it (set data.num_classes: {high + 1} or more, "
                         "or fix the labels).")
     return num_classes
+
+
+# Where each source's classes come from, for the message of `refuse_one_class`.
+_CLASSES_FROM = {"image_folder": "its class sub-folders", "text_folder": "its class sub-folders",
+                 "audio_folder": "its class sub-folders",
+                 "text_lines": "the label field of its lines (the text before the first tab)",
+                 "arrays": "its labels (y)"}
+
+
+def refuse_one_class(num_classes: Optional[int], *, config) -> None:
+    """THE class-count guard of a recipe: a classifier needs at least 2 classes.
+
+    Every source's count reaches the model builder, whose own check names neither the
+    data nor the key; this one names both.
+
+    Args:
+        num_classes: The classes a source found (None: not known, nothing to check).
+        config: The recipe's `DataConfig` (`path` or `name`, `source`, `label_key`).
+
+    Raises:
+        DataError: Fewer than 2 classes, naming data.path and where the labels come from.
+    """
+    if num_classes is None or num_classes >= 2:
+        return
+    where = (f"data.path {config.path!r}" if config.path
+             else f"data.name {config.name!r}")
+    if config.num_classes is not None:
+        raise DataError(f"data.num_classes is {config.num_classes} for {where}; a classifier "
+                        "needs at least 2 classes: set data.num_classes: 2 or more.")
+    origin = _CLASSES_FROM.get(
+        config.source, f"its label column data.label_key {config.label_key!r}")
+    fix = ("Point data.path at data with at least 2 classes." if config.source in _CLASSES_FROM
+           else "Check that data.label_key names the label and that data.path holds every "
+                "class, or set data.num_classes (2 or more) if a class is absent here.")
+    raise DataError(f"{where} (data.source {config.source}) holds {num_classes} class in "
+                    f"{origin}: a classifier needs at least 2 classes. {fix}")
 
 
 def check_labels_in_pipeline(dataset, num_classes: int, *, where: str):

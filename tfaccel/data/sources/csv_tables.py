@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import gzip
 import numbers
 import os
 import re
@@ -12,7 +11,8 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import cache_files, order, pipeline, sharding, splits
+from tfaccel.data import (cache_files, finite_values, order, pipeline, sharding, splits,
+                          text_files)
 from tfaccel.data.sources import arrays, base
 from tfaccel.data.sources.tfrecords import list_record_files
 from tfaccel.errors import DataError, UserInputError, did_you_mean
@@ -83,21 +83,24 @@ class _Format:
 
     def rows(self, path: str):
         """Yields ``(line number, fields)`` of every record, the header included."""
-        opener = gzip.open if self.compression_type == "GZIP" else open
         try:
-            with opener(path, "rt", newline="", encoding=self.encoding) as handle:
+            with text_files.open_text(path, encoding=self.encoding,
+                                      compression=self.compression_of(path),
+                                      what="CSV file") as handle:
                 reader = csv.reader(handle, delimiter=self.field_delim,
                                     quoting=csv.QUOTE_MINIMAL if self.use_quote_delim
                                     else csv.QUOTE_NONE)
                 for fields in reader:
                     # line_num: the physical line the record ends on (1-based).
                     yield reader.line_num, fields
-        except UnicodeDecodeError as err:
-            raise DataError(f"CSV file {path!r} is not {self.encoding} text ({err.reason} at "
-                            f"byte {err.start}); pass encoding='...' (e.g. 'latin-1').") \
-                from None
-        except (OSError, EOFError, csv.Error) as err:
+        except csv.Error as err:
             raise DataError(f"CSV file {path!r} cannot be read: {err}") from None
+
+    def compression_of(self, path: str) -> Optional[str]:
+        """A file's compression: `compression_type`, else a ``.gz`` name's GZIP (the only
+        one CsvDataset's callers use; `text_files` reads it)."""
+        found = text_files.compression_of(path, self.compression_type)
+        return found if found == "GZIP" or self.compression_type else None
 
     def missing(self, text: str) -> bool:
         return text == "" or text == self.na_value
@@ -105,11 +108,7 @@ class _Format:
 
 def _header(path: str, fmt: _Format) -> list:
     for _, fields in fmt.rows(path):
-        if fields and fields[0].startswith("\ufeff"):
-            # A byte-order mark (spreadsheet exports) is not part of the first name; the
-            # reader skips the header line whole, so only the names need it removed.
-            fields = [fields[0][1:]] + fields[1:]
-        return fields
+        return fields  # a byte-order mark dropped by text_files
     raise DataError(f"CSV file {path!r} is empty: it has no header row (pass header=False "
                     "and column_names=[...] for files without one).")
 
@@ -180,9 +179,16 @@ def _selected(columns: list, select_columns, label_name) -> list:
 def _infer_types(files, fmt: _Format, columns: list, wanted: list, *, rows: int) -> list:
     """make_csv_dataset's rule: each column's narrowest type over the first `rows` rows.
 
-    A column with no value in those rows is a string column, as there.
+    A column with no value in those rows is a string column, as there. A NaN or infinite
+    number among numbers is refused (`finite_values`), where make_csv_dataset would widen
+    the column to strings (and a recipe would then train on it as a category).
+
+    Raises:
+        DataError: A column of numbers holding NaN or an infinite value (file, line,
+            column named).
     """
     types = [None] * len(wanted)
+    non_finite = [None] * len(wanted)  # the first (path, line, text) of each column
     seen = 0
     for path in files:
         records = fmt.rows(path)
@@ -193,12 +199,35 @@ def _infer_types(files, fmt: _Format, columns: list, wanted: list, *, rows: int)
                 break
             _check_width(path, line, fields, columns)
             for k, index in enumerate(wanted):
-                if not fmt.missing(fields[index]):
-                    types[k] = widen(types[k], fields[index])
+                text = fields[index]
+                if fmt.missing(text):
+                    continue
+                if finite_values.is_non_finite_number(text):
+                    non_finite[k] = non_finite[k] or (path, line, text)
+                else:
+                    types[k] = widen(types[k], text)
             seen += 1
         if seen >= rows:
             break
+    for k, found in enumerate(non_finite):
+        if found is not None and types[k] != "string":
+            path, line, text = found
+            raise _non_finite(path, line, columns[wanted[k]], text)
     return [t or "string" for t in types]
+
+
+def _non_finite(path: str, line: int, column: str, text: str) -> DataError:
+    return finite_values.refusal(
+        f"CSV file {path!r}, line {line}, column {column!r}", repr(text),
+        fix=f"Fill the value in, or leave it empty and name a default (column_defaults="
+            f"{{{column!r}: ...}}), or drop the row.")
+
+
+def _is_finite(text: str, type_name: str) -> bool:
+    """Whether a float column's `text` is a finite value of `type_name` (not "nan", "inf"
+    or a number that overflows it, e.g. "1e40" in float32)."""
+    with np.errstate(over="ignore"):
+        return bool(np.isfinite(np.dtype(type_name).type(text)))
 
 
 def _check_width(path: str, line: int, fields: list, columns: list) -> None:
@@ -245,7 +274,9 @@ class _Table:
         """The CsvDataset of one file: one tuple of the read columns per row."""
         fmt = self.fmt
         return tf.data.experimental.CsvDataset(
-            path, self.record_defaults, compression_type=fmt.compression_type or "",
+            path, self.record_defaults, compression_type=fmt.compression_type or tf.where(
+                tf.strings.regex_full_match(tf.strings.lower(path), r".*\.gz(ip)?"),
+                "GZIP", ""),
             header=fmt.header, field_delim=fmt.field_delim,
             use_quote_delim=fmt.use_quote_delim, na_value=fmt.na_value,
             select_cols=None if len(self.wanted) == len(self.columns) else self.wanted)
@@ -257,20 +288,32 @@ class _Table:
             DataError: A row TensorFlow refuses, named by file, line and column
                 (`locate_problem`).
         """
+        floats = [k for k, t in enumerate(self.types) if t.startswith("float")]
+
         def rows_of(path):
-            # Batched, so the count costs one step per 8192 rows, not one per row.
+            # Batched, so the count costs one step per 8192 rows, not one per row. Float
+            # columns are checked on the way (CsvDataset parses "nan" and "inf").
+            def add(state, batch):
+                total, finite = state
+                for k in floats:
+                    finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(batch[k])))
+                return total + tf.shape(batch[0], out_type=tf.int64)[0], finite
+
             return self.reader(path).batch(8192).reduce(
-                tf.constant(0, tf.int64),
-                lambda total, batch: total + tf.shape(batch[0], out_type=tf.int64)[0])
+                (tf.constant(0, tf.int64), tf.constant(True)), add)
 
         counts = tf.data.Dataset.from_tensor_slices(self.files).map(
             rows_of, num_parallel_calls=pipeline.AUTOTUNE, deterministic=True)
         try:
-            return [int(n) for n in counts.as_numpy_iterator()]
+            counted = [(int(n), bool(finite)) for n, finite in counts.as_numpy_iterator()]
         except tf.errors.InvalidArgumentError:
             # TensorFlow says neither the file nor the record: find them.
             self.locate_problem()
             raise
+        for path, (_, finite) in zip(self.files, counted):
+            if not finite:
+                self.scan(path)  # names the value (finite_values' rule)
+        return [n for n, _ in counted]
 
     def locate_problem(self) -> None:
         """Raises a DataError naming the file, line and column of the first bad row."""
@@ -288,7 +331,8 @@ class _Table:
 
         Raises:
             DataError: A row with the wrong number of fields, a missing value without a
-                default, or a value that is not of its column's type.
+                default, a value that is not of its column's type, or a NaN or infinite
+                number (`finite_values`).
         """
         records = self.fmt.rows(path)
         if self.fmt.header:
@@ -311,6 +355,8 @@ class _Table:
                         f"a {type_name}, the column's type ({self._type_origin(name)}); "
                         f"fix the value or pass column_types={{{name!r}: "
                         f"{widen(type_name, text)!r}}}.")
+                elif type_name.startswith("float") and not _is_finite(text, type_name):
+                    raise _non_finite(path, line, name, text)
 
     def _type_origin(self, name: str) -> str:
         if name in self.inferred:
@@ -460,7 +506,7 @@ def from_csv(source, *, batch_size: Optional[int], label_name: Optional[str] = N
         use_quote_delim: Whether double quotes quote fields (RFC 4180).
         na_value: A text that also means "missing", besides the empty field.
         num_rows_for_inference: Rows (from the first file on) the types are inferred from.
-        compression_type: None or ``"GZIP"``.
+        compression_type: None (a file named ``*.gz`` is read as GZIP) or ``"GZIP"``.
         encoding: The text encoding for the header and the checks in Python.
         shuffle_buffer: Shuffle buffer in rows, 0 for no shuffling (files and rows in
             order). None: every row up to 100,000. Any size above 0 first permutes the file

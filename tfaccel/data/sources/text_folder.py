@@ -9,9 +9,9 @@ from typing import Optional, Sequence, Union
 
 import tensorflow as tf
 
-from tfaccel.data import pipeline
+from tfaccel.data import pipeline, text_files
 from tfaccel.data.sources import base, class_folder
-from tfaccel.errors import UserInputError
+from tfaccel.errors import DataError, UserInputError
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +42,10 @@ def check_encoding(encoding: Optional[str]) -> Optional[str]:
 
 
 def decodes(path: str, *, encoding: Optional[str]) -> bool:
-    """Whether the whole file decodes with `encoding` (None: UTF-8), strictly."""
+    """Whether the whole file decodes with `encoding` (None: UTF-8), strictly (`text_files`)."""
     try:
-        with open(path, "rb") as f:
-            f.read().decode(encoding or "utf-8")
-    except (OSError, UnicodeDecodeError):
+        text_files.read_text(path, encoding=encoding)
+    except DataError:
         return False
     return True
 

@@ -11,7 +11,7 @@ from typing import List, NamedTuple, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import cache_files, order, pipeline, sharding, splits
+from tfaccel.data import cache_files, order, pipeline, sharding, splits, text_files
 from tfaccel.data.sources import base, class_folder
 from tfaccel.data.sources.text_folder import as_utf8, check_encoding
 from tfaccel.errors import DataError, UserInputError
@@ -59,16 +59,17 @@ def list_text_files(paths) -> List[str]:
 
 def _scan(path: str, *, encoding: Optional[str], skip_header_lines: int,
           separator: Optional[str], compression: Optional[str]) -> _Scan:
-    """Reads a file once: does it decode, how many non-empty lines, which labels."""
+    """Reads a file once: does it decode, how many non-empty lines, which labels.
+
+    Raises:
+        DataError: The file cannot be read, or its compressed stream is cut short or
+            corrupt (`text_files`); a file that does not decode is not an error here: it
+            is skipped, and named in one warning.
+    """
+    data = text_files.read_bytes(path, compression=text_files.compression_of(path, compression))
     try:
-        if compression:
-            data = tf.io.read_file(path)
-            data = tf.io.decode_compressed(data, compression).numpy()
-        else:
-            with open(path, "rb") as f:
-                data = f.read()
-        text = data.decode(encoding or "utf-8")
-    except (OSError, UnicodeDecodeError, tf.errors.OpError):
+        text = text_files.decode(data, path=path, encoding=encoding)
+    except text_files.NotText:
         return _Scan(False, 0, frozenset(), None)
     # The lines TextLineDataset yields: split on "\n", a trailing "\r" dropped, no line
     # after a final newline.
@@ -184,8 +185,10 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
     shuffle buffer. Texts are UTF-8 strings like `from_text_folder`'s, labels in Keras'
     encodings.
 
-    Before training every file is read once (`verify`): it must decode with `encoding`
-    (a file that does not is skipped and named in ONE warning), its examples are counted
+    Before training every file is read once (`verify`, through `tfaccel.data.text_files`):
+    it must decode with `encoding` (a file that does not is skipped and named in ONE
+    warning; a compressed file cut short or corrupt is a `DataError` naming it), a UTF-8
+    byte-order mark is not part of the first line, its examples are counted
     (``ds.num_examples``), and with ``labels="first_field"`` its labels are collected
     (the class names) and a line without `separator` is a `DataError` naming the file
     and line.
@@ -210,7 +213,8 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
         skip_header_lines: Lines skipped at the start of each file.
         encoding: The files' encoding (ASCII-compatible: a newline is the byte 0x0A);
             texts are transcoded to UTF-8.
-        compression: None, "GZIP" or "ZLIB".
+        compression: None (each file by its extension: ``.gz`` GZIP, ``.zz`` or ``.zlib``
+            ZLIB, else none), "GZIP" or "ZLIB".
         verify: Read every file before training (see above).
         cycle_length: Files read at once (None: min(files, 16)).
         cache: None, ``"memory"`` or a file path; see `tfaccel.data.optimize`
@@ -227,8 +231,9 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
         lines of the usable files; None without `verify`) and ``skipped_files``.
 
     Raises:
-        DataError: A path that matches no file, no usable file, a line without the
-            separator, a label not in `class_names`.
+        DataError: A path that matches no file, no usable file, a compressed file cut
+            short, files without a non-empty line, a line without the separator, a label
+            not in `class_names`.
         UserInputError: A bad argument value.
     """
     pipeline.check_builder_options(options, builder=from_text_lines)
@@ -281,6 +286,12 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
                     raise DataError(f"{owner!r} has label(s) {unknown[:5]} not in "
                                     f"class_names={list(class_names)}.")
         num_examples = sum(scans[i].examples for i in kept)
+        if num_examples == 0:
+            raise text_files.refuse_empty(
+                files[kept[0]], what="Text file" if len(kept) == 1
+                else f"Every text file of paths={reprlib.repr(paths)}, e.g.",
+                needs="one non-empty line" + (f" after skip_header_lines={skip_header_lines}"
+                                              if skip_header_lines else ""))
         files = [files[i] for i in kept]
         file_labels = [file_labels[i] for i in kept]
     if in_line and names is None:
@@ -322,7 +333,8 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
         _read_lines(files, file_labels if isinstance(labels, (list, tuple)) else None,
                     shuffle_files=shuffled and not cache, seed=seed,
                     skip_header_lines=skip_header_lines, compression=compression,
-                    cycle_length=cycle_length, options=options),
+                    strip_bom=encoding is None, cycle_length=cycle_length,
+                    options=options),
         parse=_parser(labels=labels, names=names, separator=separator,
                       label_mode=label_mode, encoding=encoding, max_length=max_length),
         options=options)
@@ -337,20 +349,28 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
 
 
 def _read_lines(files, file_labels, *, shuffle_files: bool, seed, skip_header_lines: int,
-                compression, cycle_length, options: dict):
+                compression, strip_bom: bool, cycle_length, options: dict):
     """The lines of `files` (with their file's label, given `file_labels`), several files
     read at once."""
+    # Each file's compression: the declared one, or its extension's (text_files).
+    compressions = [text_files.compression_of(f, compression) or "" for f in files]
+    columns = (tf.constant(files, tf.string), tf.constant(compressions, tf.string))
     file_ds = tf.data.Dataset.from_tensor_slices(
-        tf.constant(files, tf.string) if file_labels is None
-        else (tf.constant(files, tf.string), tf.constant(file_labels, tf.int32)))
+        columns if file_labels is None else columns + (tf.constant(file_labels, tf.int32),))
     if shuffle_files:
         # In a resumable stream the file order is the same every pass (seeded once);
         # the pass-seeded line shuffle reorders the lines.
         file_ds = file_ds.shuffle(len(files), seed=seed,
                                   reshuffle_each_iteration=options.get("stream") is None)
 
-    def lines_of(path, label=None):
-        lines = tf.data.TextLineDataset(path, compression_type=compression or "")
+    def lines_of(path, compression_type, label=None):
+        lines = tf.data.TextLineDataset(path, compression_type=compression_type)
+        if strip_bom:
+            # A byte-order mark starts the first line only: one map on that line, not a
+            # function call per line (text_files drops it in the up-front read).
+            lines = lines.take(1).map(
+                lambda line: tf.strings.regex_replace(line, "^\ufeff", "")).concatenate(
+                    lines.skip(1))
         lines = lines.skip(skip_header_lines)
         if label is None:
             return lines
@@ -451,7 +471,7 @@ class TextLinesSource(base.Source):
             options = {k: v for k, v in options.items() if k != "augment" or v}
             return from_text_lines(chosen, batch_size=batch_size, labels=FIRST_FIELD,
                                    class_names=class_names, shuffle_buffer=shuffle_buffer,
-                                   **common, **options)
+                                   compression=config.compression, **common, **options)
 
         train = build(files, shuffle_buffer=config.shuffle_buffer, options=train_options)
         val = None
@@ -469,4 +489,5 @@ class TextLinesSource(base.Source):
         # Not training batches: no strategy in scope may drop the last partial one.
         return from_text_lines(built.train.files, batch_size=batch_size, labels=FIRST_FIELD,
                                class_names=built.train.class_names, verify=False,
-                               shuffle=False, drop_remainder=False)
+                               shuffle=False, compression=self.config.compression,
+                               drop_remainder=False)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import io
+import itertools
 import operator
 import os
 import warnings
@@ -11,7 +13,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import order, pipeline, sharding
+from tfaccel.data import finite_values, order, pipeline, sharding, text_files
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError, did_you_mean
 
@@ -194,8 +196,14 @@ def from_timeseries(data, targets, sequence_length: int, *, sequence_stride: int
     Raises:
         UserInputError: An argument Keras refuses (Keras' wording), or an option that
             does not apply here.
-        DataError: The data is too short for one window, or no window has a target.
+        DataError: The data is too short for one window, no window has a target, or
+            floating-point data or targets hold NaN or an infinite value (the first named
+            with its timestep).
     """
+    # Keras passes NaN on; here it is named (finite_values), as from_arrays names it.
+    finite_values.check_array(np.asarray(data), name="data", unit="timestep")
+    if targets is not None:
+        finite_values.check_array(np.asarray(targets), name="targets", unit="timestep")
     return _windows(data, targets, sequence_length, sequence_stride=sequence_stride,
                     sampling_rate=sampling_rate, batch_size=batch_size, shuffle=shuffle,
                     seed=seed, start_index=start_index, end_index=end_index,
@@ -278,7 +286,17 @@ def _column_indices(path: str, header: List[str], names: Sequence[str], *,
     return indices
 
 
-def _first_bad_row(path: str, *, delimiter: str, header: List[str],
+def _rows(text: str, *, delimiter: str):
+    """``(line number, fields)`` of each row after the header that numpy reads (it skips
+    blank lines), in order."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    next(reader, None)
+    for row in reader:
+        if row and not all(not field.strip() for field in row):
+            yield reader.line_num, row
+
+
+def _first_bad_row(path: str, text: str, *, delimiter: str, header: List[str],
                    values_of: Sequence[int] = (), dtype=None) -> Optional[DataError]:
     """The first line with another number of fields than the header (or, in the columns
     `values_of`, a value that is not a number), named; None when every line is good.
@@ -286,25 +304,37 @@ def _first_bad_row(path: str, *, delimiter: str, header: List[str],
     csv's C reader counts fields at about 2 M lines/s; the values are parsed here only
     after numpy's fast reader failed, to name the line it does not.
     """
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f, delimiter=delimiter)
-        next(reader)
-        for row in reader:
-            if not row or all(not field.strip() for field in row):
-                continue  # numpy skips blank lines too
-            if len(row) != len(header):
+    for line, row in _rows(text, delimiter=delimiter):
+        if len(row) != len(header):
+            return DataError(
+                f"{path!r}, line {line}: {len(row)} fields where the header "
+                f"has {len(header)} ({header}).")
+        for i in values_of:
+            try:
+                np.array([row[i]]).astype(dtype)
+            except ValueError:
                 return DataError(
-                    f"{path!r}, line {reader.line_num}: {len(row)} fields where the header "
-                    f"has {len(header)} ({header}).")
-            for i in values_of:
-                try:
-                    np.array([row[i]]).astype(dtype)
-                except ValueError:
-                    return DataError(
-                        f"{path!r}, line {reader.line_num}, column {header[i]!r}: "
-                        f"{row[i]!r} is not a number ({np.dtype(dtype).name}); time series "
-                        "columns must be numeric, with no missing values.")
+                    f"{path!r}, line {line}, column {header[i]!r}: "
+                    f"{row[i]!r} is not a number ({np.dtype(dtype).name}); time series "
+                    "columns must be numeric, with no missing values.")
     return None
+
+
+def _refuse_non_finite(path: str, text: str, table: np.ndarray, *, delimiter: str,
+                       header: List[str], read: List[int]) -> None:
+    """Names the first NaN or infinite value of the columns read (`finite_values`' rule:
+    numpy reads "nan" and "inf" as numbers, and a NaN would end a run as a NaN loss)."""
+    found = finite_values.first_non_finite(table)
+    if found is None:
+        return
+    (row, column), _, count = found
+    line, fields = next(itertools.islice(_rows(text, delimiter=delimiter), row, None))
+    name = header[read[column]]
+    raise finite_values.refusal(
+        f"Time series CSV file {path!r}, line {line}, column {name!r}",
+        repr(fields[read[column]].strip()), count=count,
+        fix="Fill the value in (e.g. carry the previous timestep forward) or cut the rows "
+            "off.")
 
 
 def _names(selection: Union[str, Sequence[str]]) -> List[str]:
@@ -328,16 +358,20 @@ def read_timeseries_csv(path, *, columns: Union[str, Sequence[str], None],
         ``(data, targets)``, one row per line after the header (targets None without).
 
     Raises:
-        DataError: The file is missing or empty, a column is not in its header (the
-            columns that are named), a row has another number of fields than the header,
-            or a value is not a number (file, line and column named).
+        DataError: The file is missing, empty, not UTF-8 or cut short (`text_files`), a
+            column is not in its header (the columns that are named), a row has another
+            number of fields than the header, or a value is not a number or is NaN or
+            infinite (file, line and column named).
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise DataError(f"Time series CSV file {path!r} does not exist"
                         + (" (it is a folder)." if os.path.isdir(path) else "."))
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        header = _header(path, csv.reader(f, delimiter=delimiter))
+    # One read (text_files: UTF-8 named by file and line, a byte-order mark dropped, a
+    # .gz or .zz file decompressed and a cut-short one named), parsed from memory.
+    text = text_files.read_text(path, compression=text_files.compression_of(path),
+                                what="Time series CSV file", takes_encoding=False)
+    header = _header(path, csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
     target_names = [] if targets is None else _names(targets)
     target_indices = _column_indices(path, header, target_names,
                                      argument=f"targets={targets!r}")
@@ -354,22 +388,23 @@ def read_timeseries_csv(path, *, columns: Union[str, Sequence[str], None],
                              f"got columns={columns!r}, targets={targets!r} (the columns "
                              f"of {path!r} are {header}).")
     data_indices = _column_indices(path, header, names, argument=argument)
-    bad = _first_bad_row(path, delimiter=delimiter, header=header)
+    bad = _first_bad_row(path, text, delimiter=delimiter, header=header)
     if bad is not None:
         raise bad
     read = sorted(set(data_indices + target_indices))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "no data": too short, said later
-            table = np.loadtxt(path, delimiter=delimiter, skiprows=1, usecols=read,
-                               dtype=dtype, ndmin=2, encoding="utf-8-sig", comments=None,
-                               quotechar='"')
+            table = np.loadtxt(io.StringIO(text, newline=""), delimiter=delimiter,
+                               skiprows=1, usecols=read, dtype=dtype, ndmin=2,
+                               comments=None, quotechar='"')
     except ValueError:
         # numpy's messages do not name the line in a form to trust: scan again to name it.
-        bad = _first_bad_row(path, delimiter=delimiter, header=header, values_of=read,
+        bad = _first_bad_row(path, text, delimiter=delimiter, header=header, values_of=read,
                              dtype=dtype)
         raise (bad or DataError(f"{path!r} could not be read as numbers in columns "
                                 f"{[header[i] for i in read]}.")) from None
+    _refuse_non_finite(path, text, table, delimiter=delimiter, header=header, read=read)
 
     def take(indices, selection):
         picked = table[:, [read.index(i) for i in indices]]

@@ -1,0 +1,160 @@
+"""THE reading of a text file on the Python side: compression, encoding, byte-order mark, truncation, emptiness, each named."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+import zlib
+from typing import Iterator, Optional
+
+from tfaccel.errors import DataError
+
+COMPRESSIONS = ("GZIP", "ZLIB")
+# A file's compression when none is declared: by its extension (TensorFlow's readers
+# take "GZIP" or "ZLIB"; a zlib stream has no common extension but these two).
+_BY_EXTENSION = {".gz": "GZIP", ".gzip": "GZIP", ".zz": "ZLIB", ".zlib": "ZLIB"}
+BOM = "\ufeff"
+
+
+class NotText(DataError):
+    """A file that does not decode with the encoding asked for (a source may skip it)."""
+
+
+def compression_of(path, declared: Optional[str] = None) -> Optional[str]:
+    """The file's compression: `declared` ("GZIP", "ZLIB") if given, else by its extension.
+
+    Returns:
+        "GZIP", "ZLIB" or None (uncompressed).
+    """
+    if declared:
+        return declared
+    return _BY_EXTENSION.get(os.path.splitext(os.fspath(path))[1].lower())
+
+
+def _open_binary(path: str):
+    if "://" in path:  # gs://, hdfs://...: TensorFlow's file system (imported only then)
+        import tensorflow as tf
+
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")
+
+
+def read_bytes(path, *, compression: Optional[str] = None, what: str = "Text file") -> bytes:
+    """The whole file, decompressed.
+
+    Raises:
+        DataError: The file cannot be read, is not valid `compression` data, or is cut
+            short (its compressed stream ends before its end marker), the file named.
+    """
+    path = os.fspath(path)
+    try:
+        with _open_binary(path) as f:
+            raw = f.read()
+    except OSError as err:
+        raise DataError(f"{what} {path!r} cannot be read: {err}") from None
+    if compression is None:
+        return raw
+    try:
+        if compression == "GZIP":
+            return gzip.decompress(raw)
+        stream = zlib.decompressobj()
+        data = stream.decompress(raw)
+        if not stream.eof:
+            raise EOFError
+        return data
+    except EOFError:
+        raise DataError(
+            f"{what} {path!r} is cut short: its {compression} stream ends before its end "
+            f"marker ({len(raw)} bytes on disk), so its last lines are missing. Copy or "
+            "write the file again.") from None
+    except (OSError, zlib.error) as err:
+        raise DataError(f"{what} {path!r} is not valid {compression} data ({err}); check "
+                        "the compression declared for it.") from None
+
+
+def decode(data: bytes, *, path, encoding: Optional[str] = None, what: str = "Text file",
+           takes_encoding: bool = True) -> str:
+    """`data` decoded strictly with `encoding` (None: UTF-8), a leading byte-order mark
+    dropped (spreadsheet exports write one; it is not part of the first line's text).
+
+    `takes_encoding`: whether the caller has an ``encoding=`` to name in the fix.
+
+    Raises:
+        NotText: A byte sequence that does not decode, named with its file and line.
+    """
+    encoding = encoding or "utf-8"
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        fix = ("pass encoding=... with the file's encoding (e.g. 'latin-1' or 'cp1252'), or "
+               "re-encode it as UTF-8" if takes_encoding
+               else "re-encode it as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+        raise NotText(f"{what} {os.fspath(path)!r} is not {encoding} text: line {line} holds "
+                      f"{data[err.start:err.end]!r} ({err.reason}); {fix}.") from None
+    return text[1:] if text.startswith(BOM) else text
+
+
+def read_text(path, *, encoding: Optional[str] = None, compression: Optional[str] = None,
+              what: str = "Text file", takes_encoding: bool = True) -> str:
+    """The whole file as text: `read_bytes` then `decode` (see both for the errors)."""
+    return decode(read_bytes(path, compression=compression, what=what), path=path,
+                  encoding=encoding, what=what, takes_encoding=takes_encoding)
+
+
+def refuse_empty(path, *, what: str = "Text file", needs: str = "one line") -> DataError:
+    """THE message of a file with nothing in it (returned, for the caller to raise)."""
+    return DataError(f"{what} {os.fspath(path)!r} is empty: it needs "
+                     f"at least {needs}. Remove it from the paths, or write it again.")
+
+
+@contextlib.contextmanager
+def open_text(path, *, encoding: Optional[str] = None, compression: Optional[str] = None,
+              what: str = "Text file") -> Iterator[io.TextIOBase]:
+    """A text handle over the file, read as it streams (for files too big to hold whole).
+
+    Lines keep their line ends (``newline=""``, what `csv` needs); a leading byte-order
+    mark is dropped. An error met while reading is raised as `read_text` names it: an
+    undecodable line (`NotText`, with its line), a cut-short or corrupt stream.
+    """
+    path = os.fspath(path)
+    encoding = encoding or "utf-8"
+    raw = _open_binary(path)
+    try:
+        binary = (gzip.GzipFile(fileobj=raw) if compression == "GZIP"
+                  else io.BufferedReader(_ZlibReader(raw)) if compression == "ZLIB"
+                  else raw)
+        codec = "utf-8-sig" if encoding.replace("_", "-").lower() in ("utf-8", "utf8") \
+            else encoding
+        yield io.TextIOWrapper(binary, encoding=codec, newline="")
+    except (UnicodeDecodeError, EOFError, OSError, zlib.error):
+        # Read it again whole: the streaming error knows neither the line nor the cause.
+        read_text(path, encoding=encoding, compression=compression, what=what)
+        raise
+    finally:
+        raw.close()
+
+
+class _ZlibReader(io.RawIOBase):
+    """A readable binary stream over a zlib stream (TensorFlow's "ZLIB" files)."""
+
+    def __init__(self, raw):
+        super().__init__()
+        self._raw, self._zlib, self._pending = raw, zlib.decompressobj(), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            chunk = self._raw.read(1 << 16)
+            if not chunk:
+                if not self._zlib.eof:
+                    raise EOFError("zlib stream ends before its end marker")
+                return 0
+            self._pending = self._zlib.decompress(chunk)
+        size = min(len(buffer), len(self._pending))
+        buffer[:size], self._pending = self._pending[:size], self._pending[size:]
+        return size
