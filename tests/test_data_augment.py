@@ -58,21 +58,32 @@ def test_seeded_batches_are_the_ones_made_before_compiling():
 
 
 @pytest.mark.parametrize("names", [("flip", "crop", "brightness"), ("crop", "rotate90"),
-                                   ("rotate90", "flip", "contrast")])
-def test_cast_fused_into_the_move_only_when_nothing_moves_pixels_after(names):
+                                   ("rotate90", "flip", "contrast"),
+                                   ("contrast", "brightness")])
+@pytest.mark.parametrize("dtype", [tf.float32, tf.uint8])
+def test_compiled_steps_equal_the_kernels_one_op_at_a_time(names, dtype):
     x = tf.constant(np.random.RandomState(2).randint(0, 256, (6, 8, 8, 3)).astype(np.uint8))
     seed = tf.constant([1, 9], tf.int64)
-    out = augment.apply_to_batch(x, names, seed, dtype=tf.float32)
-    assert out.dtype == tf.float32 and out.shape == x.shape
-    # The same batch with the geometric step made separately, as uint8, then the rest.
+    out = augment.apply_to_batch(x, names, seed, dtype=dtype)
+    assert out.dtype == dtype and out.shape == x.shape
+    # The same batch made by TF's kernels one augmentation at a time, in the documented
+    # order: pixel moves on uint8, then the photometric ones in float, then the cast.
     seeds = tf.random.experimental.stateless_split(seed, num=3)
-    moved = augment._geometric(x, [n for n in names if n in GEOMETRIC], seeds[0])
-    assert moved.dtype == tf.uint8
+    expected = augment._geometric(x, [n for n in names if n in GEOMETRIC], seeds[0])
+    assert expected.dtype == tf.uint8
     if "rotate90" in names:
-        moved = augment._rotate90(moved, seeds[1])
+        expected = augment._rotate90(expected, seeds[1])
     rest = [n for n in names if n not in augment.PIXEL_MOVING]
-    moved = tf.cast(moved, tf.float32)
-    rest_seeds = tf.random.experimental.stateless_split(seeds[2], num=len(rest))
+    expected = tf.cast(expected, tf.float32)
+    rest_seeds = tf.random.experimental.stateless_split(seeds[2], num=max(len(rest), 1))
     for i, name in enumerate(rest):
-        moved = augment.AUGMENTATIONS[name](moved, rest_seeds[i])
-    np.testing.assert_array_equal(out.numpy(), moved.numpy())
+        expected = augment.AUGMENTATIONS[name](expected, rest_seeds[i])
+    if dtype == tf.uint8:
+        expected = tf.saturate_cast(tf.round(expected), tf.uint8)
+        # Rounding may tip a pixel whose float differs in the last bits (contrast's mean).
+        assert np.abs(out.numpy().astype(int) - expected.numpy()).max() <= (1 if rest else 0)
+    elif rest:
+        # XLA sums the contrast's mean in its own order: the last float bits may differ.
+        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=0, atol=2e-3)
+    else:
+        np.testing.assert_array_equal(out.numpy(), expected.numpy())

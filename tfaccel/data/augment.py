@@ -74,17 +74,52 @@ def _geometric(images, names, seed, *, dtype=None):
                         dtype=dtype or images.dtype)
 
 
-def _brightness(images, seed):
-    delta = tf.random.stateless_uniform([tf.shape(images)[0], 1, 1, 1], seed=seed,
-                                        minval=-_BRIGHTNESS_DELTA, maxval=_BRIGHTNESS_DELTA)
+def _brightness_draw(batch, seed):
+    return tf.random.stateless_uniform([batch, 1, 1, 1], seed=seed,
+                                       minval=-_BRIGHTNESS_DELTA, maxval=_BRIGHTNESS_DELTA)
+
+
+def _contrast_draw(batch, seed):
+    return tf.random.stateless_uniform([batch, 1, 1, 1], seed=seed,
+                                       minval=_CONTRAST_RANGE[0], maxval=_CONTRAST_RANGE[1])
+
+
+def _brighten(images, delta):
     return tf.clip_by_value(images + delta, 0.0, 255.0)
 
 
-def _contrast(images, seed):
-    factor = tf.random.stateless_uniform([tf.shape(images)[0], 1, 1, 1], seed=seed,
-                                         minval=_CONTRAST_RANGE[0], maxval=_CONTRAST_RANGE[1])
+def _stretch(images, factor):
     mean = tf.reduce_mean(images, axis=[1, 2], keepdims=True)
     return tf.clip_by_value((images - mean) * factor + mean, 0.0, 255.0)
+
+
+# Photometric augmentations: a per-example random draw (TF's kernels, like the geometric
+# ones) and the arithmetic on float pixels (compiled together in `_recolour`).
+_PHOTOMETRIC = {"brightness": (_brightness_draw, _brighten),
+                "contrast": (_contrast_draw, _stretch)}
+
+
+@tf.function(jit_compile=True)
+def _recolour(images, draws, names, dtype):
+    """The photometric augmentations `names` in order, then the cast to `dtype`, compiled by
+    XLA into about two passes over the batch (TF's kernels make one full copy per op:
+    measured, flip + crop + brightness + contrast on 128 images of 32x32x3, one thread,
+    1.51 ms vs 0.49 ms). The contrast's mean is summed in XLA's order, so pixels can differ
+    from TF's kernels in the last float bits (a few 1e-4 of a level)."""
+    images = tf.cast(images, tf.float32)
+    for name, draw in zip(names, draws):
+        images = _PHOTOMETRIC[name][1](images, draw)
+    if dtype.is_integer:
+        return tf.saturate_cast(tf.round(images), dtype)
+    return tf.cast(images, dtype)
+
+
+def _brightness(images, seed):
+    return _brighten(images, _brightness_draw(tf.shape(images)[0], seed))
+
+
+def _contrast(images, seed):
+    return _stretch(images, _contrast_draw(tf.shape(images)[0], seed))
 
 
 def _rotate90(images, seed):
@@ -147,8 +182,9 @@ def apply_to_batch(images, names, seed, *, dtype=tf.float32):
 
     Geometric ones (flip, flip_vertical, crop, rotate90) move pixels only, so they run
     first, on the batch's own dtype (uint8 straight from the cache is 4x less memory to
-    move); then the batch is cast to `dtype` and the photometric ones (brightness,
-    contrast) run in the order given.
+    move); then the batch is cast to float and the photometric ones (brightness, contrast)
+    run in the order given, then the cast to `dtype`. Flips and crops, and the photometric
+    ones, each run as one XLA-compiled function; their random choices are drawn outside it.
 
     Args:
         images: The batch (uint8 or float).
@@ -164,17 +200,14 @@ def apply_to_batch(images, names, seed, *, dtype=tf.float32):
     geometric = [n for n in names if n in _GEOMETRIC]
     photometric = [n for n in names if n not in PIXEL_MOVING]
     if geometric:
-        # The cast is fused into the move when nothing else moves pixels afterwards.
-        moved_dtype = images.dtype if "rotate90" in names else \
-            (tf.float32 if photometric else dtype)
-        images = _geometric(images, geometric, seeds[0], dtype=moved_dtype)
+        # The cast is fused into the last compiled step: the move when nothing follows it.
+        last = not photometric and "rotate90" not in names
+        images = _geometric(images, geometric, seeds[0], dtype=dtype if last else None)
     if "rotate90" in names:
         images = _rotate90(images, seeds[1])
     if not photometric:
         return tf.cast(images, dtype)
-    images = tf.cast(images, tf.float32)
     photo_seeds = tf.random.experimental.stateless_split(seeds[2], num=len(photometric))
-    for i, name in enumerate(photometric):
-        images = AUGMENTATIONS[name](images, photo_seeds[i])
-    return tf.saturate_cast(tf.round(images), dtype) if dtype.is_integer else \
-        tf.cast(images, dtype)
+    batch = tf.shape(images)[0]
+    draws = [_PHOTOMETRIC[name][0](batch, photo_seeds[i]) for i, name in enumerate(photometric)]
+    return _recolour(images, draws, names=tuple(photometric), dtype=dtype)
