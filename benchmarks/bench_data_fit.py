@@ -3,7 +3,8 @@
 The default recipe's workload (`--workload recipe`, the default): recipes/default.yaml's
 data section built by the runner's own `build_datasets` (tfaccel_shapes 32x32x3, cache in
 memory, shuffle 12,000, no augmentation, its global batch 64) and the registered small_cnn.
-`--workload augment`: batch 128, shuffle 10,000, flip + crop augmentation. Contenders:
+`--workload augment`: batch 128, shuffle 10,000, flip + crop augmentation (`--augment`).
+Contenders:
   * `fit` on tfaccel's pipeline: decoding, caching, shuffling (and augmentation) every epoch;
   * `fit` on the very batches that pipeline produced, materialised in memory beforehand (the
     input then costs nothing: the upper bound);
@@ -11,7 +12,7 @@ memory, shuffle 12,000, no augmentation, its global batch 64) and the registered
     the "as users write it" peer.
 With `--workload augment` a fourth contender is the same pipeline with its flips and crops
 run as TensorFlow's own kernels, the way they ran before they were compiled with XLA
-(`augment._move_pixels`): before vs after, side by side.
+(`augment._move_pixels`, `augment._recolour`): before vs after, side by side.
 Efficiency = examples/s with the pipeline / examples/s in memory. One model, one compiled
 train function; contenders alternate, each `fit` runs 2 full epochs and the second is
 timed; best of `--repeats`. `--model` picks a registered model: a small one (`mlp`) or
@@ -23,7 +24,7 @@ the whole process spent per 1,000 examples (all threads) and examples/s: the pip
 cost, which any machine's model step then competes with on the same cores.
 
     python benchmarks/bench_data_fit.py [--workload recipe|augment] [--quick] [--repeats 3]
-        [--model small_cnn] [--precision auto] [--pipeline-only]
+        [--model small_cnn] [--precision auto] [--augment flip,crop] [--pipeline-only]
 """
 
 import argparse
@@ -41,7 +42,7 @@ from tfaccel.data import augment  # noqa: E402
 
 DEFAULT_RECIPE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
                               "recipes", "default.yaml")
-BEFORE = "tfaccel, flip + crop as TF kernels (before)"
+BEFORE = "tfaccel, augmentation as TF kernels (before)"
 
 
 @contextlib.contextmanager
@@ -49,26 +50,30 @@ def kernels_not_xla():
     """Pipelines built inside this block move pixels with TensorFlow's own kernels (the
     same gathers and cast, not compiled): tf.data traces the augmentation when the pipeline
     is built, so the swap only has to last that long."""
-    compiled = augment._move_pixels
-    augment._move_pixels = tf.function(compiled.python_function)
+    compiled = augment._move_pixels, augment._recolour
+    augment._move_pixels, augment._recolour = (tf.function(f.python_function)
+                                               for f in compiled)
     try:
         yield
     finally:
-        augment._move_pixels = compiled
+        augment._move_pixels, augment._recolour = compiled
+
+
+AUGMENT = ["flip", "crop"]  # --augment
 
 
 def augmented(split, data_dir, batch, **options):
     """The augment workload's pipeline (cache in memory, shuffle 10,000, flip + crop)."""
     return data.from_tfds("tfaccel_shapes", split=split, data_dir=data_dir,
                           batch_size=batch, cache="memory", shuffle_buffer=10_000, seed=0,
-                          drop_remainder=True, **{"augment": ["flip", "crop"], **options})
+                          drop_remainder=True, **{"augment": AUGMENT, **options})
 
 
 def pipeline_only(split, data_dir, repeats):
     """CPU-seconds per 1,000 examples and examples/s of the augment pipelines alone."""
     with kernels_not_xla():
         before = augmented(split, data_dir, 128)
-    contenders = {"tfaccel, flip + crop (XLA)": augmented(split, data_dir, 128),
+    contenders = {"tfaccel, augmentation compiled (XLA)": augmented(split, data_dir, 128),
                   BEFORE: before,
                   "tfaccel, no augmentation": augmented(split, data_dir, 128, augment=None)}
     for ds in contenders.values():
@@ -85,8 +90,8 @@ def pipeline_only(split, data_dir, repeats):
             cpu[name] = min(cpu[name], (time.process_time() - clock) / count * 1000)
             rate[name] = max(rate[name], count / wall)
     print(f"\ntfaccel_shapes {split} 32x32x3, batch 128, cache in memory, shuffle 10,000, "
-          f"pipeline alone (no model), best of {repeats} alternating epochs, "
-          f"{describe_cpu()}, load average {os.getloadavg()[0]:.1f}\n")
+          f"augment {'+'.join(AUGMENT)}, pipeline alone (no model), best of {repeats} "
+          f"alternating epochs, {describe_cpu()}, load average {os.getloadavg()[0]:.1f}\n")
     print("| pipeline | CPU-s per 1,000 examples | vs before | examples/s |")
     print("| --- | ---: | ---: | ---: |")
     for name in contenders:
@@ -106,11 +111,14 @@ def main():
                         help="recipe: the default recipe's pipeline; augment: batch 128 with "
                              "flip + crop.")
     parser.add_argument("--model", default="small_cnn", help="A registered model name.")
+    parser.add_argument("--augment", default="flip,crop",
+                        help="The augment workload's names, comma-separated.")
     parser.add_argument("--pipeline-only", action="store_true",
                         help="No model: the augment workload's pipelines' CPU-seconds per "
                              "1,000 examples, before vs after.")
     args = parser.parse_args()
     repeats = 2 if args.quick else args.repeats
+    AUGMENT[:] = args.augment.split(",")
     split = "train[:25%]" if args.quick else "train"
     if args.pipeline_only:
         datasets.prepare(data_dir=args.data_dir)
@@ -197,7 +205,8 @@ def main():
 
     rate = {name: steps * batch / s for name, s in best.items()}
     upper = rate["in-memory batches (upper bound)"]
-    print(f"\n{args.model} on tfaccel_shapes, {args.workload} workload, batch {batch}, "
+    names = f" ({'+'.join(AUGMENT)})" if args.workload == "augment" else ""
+    print(f"\n{args.model} on tfaccel_shapes, {args.workload} workload{names}, batch {batch}, "
           f"{steps} steps/epoch, precision "
           f"{policy}, best of {repeats}, {describe_cpu()}, load average "
           f"{os.getloadavg()[0]:.1f}\n")
