@@ -109,8 +109,8 @@ def augmentation_verdict(recipe: Recipe, report: dict) -> Optional[str]:
     return (f"augmentation is the limit: the pipeline alone makes {rate:,.0f} examples/s "
             f"with data.augment={list(recipe.data.augment)} and {without:,.0f} without it "
             f"({1 - rate / without:.0%} of its time augmenting), and the model shares these "
-            "cores with it; change data.augment (fewer names; brightness and contrast each "
-            "add a float pass over every batch) or data.private_threads.")
+            "cores with it; change data.augment (fewer names: brightness and contrast cost "
+            "about as much again as flip and crop) or data.private_threads.")
 
 
 class _Measurements:
