@@ -1,4 +1,4 @@
-"""Random image augmentations, vectorised over a batch and seeded per batch (stateless ops)."""
+"""Random image augmentations on whole batches: stateless seeded draws, XLA-compiled pixel work."""
 
 from __future__ import annotations
 
@@ -52,9 +52,10 @@ def _move_pixels(images, flip, flip_vertical, off_y, off_x, dtype):
     gathers and the cast to `dtype` compiled by XLA into one pass over the batch.
 
     TensorFlow's own CPU kernels move a pixel of 3 bytes at a time and make a full copy per
-    step (`tf.pad(mode="REFLECT")`, `tf.reverse`, `tf.gather`, `tf.cast`): measured, a batch
-    of 128 uint8 32x32x3 images, one thread, 0.67 ms with the two gathers and the cast as
-    kernels vs 0.20 ms compiled (benchmarks/bench_data_fit.py --pipeline-only).
+    step (`tf.pad(mode="REFLECT")`, `tf.reverse`, `tf.gather`, `tf.cast`): measured, flip +
+    crop of a batch of 128 uint8 32x32x3 images to float32, one thread, call included,
+    0.76 ms with the gathers and the cast as kernels vs 0.30 ms compiled (the pipeline as a
+    whole: docs/performance.md, benchmarks/bench_data_fit.py --pipeline-only).
     """
     shape = tf.shape(images)
     batch, height, width = shape[0], shape[1], shape[2]
