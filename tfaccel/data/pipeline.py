@@ -651,6 +651,9 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
             loaders do with ``batch_size=None``; `augment` then takes only a callable
             with ``augment_on="example"``.
         map_fn: Per-example decode/resize function, run as a parallel map before the cache.
+            Images it makes (the features, or their "image") must have a known height and
+            width (one size: resize them) unless `padded_batch`; else a `UserInputError`
+            names `map_fn` and the shape.
         cache: None, ``"memory"``, or a file path (or directory) for an on-disk cache. A
             file cache is fingerprinted and locked (`tfaccel.data.cache_files`): rebuilt,
             with a message, when `cache_fingerprint` differs from the one it was built with
