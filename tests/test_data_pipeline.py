@@ -201,3 +201,46 @@ def test_arrays_of_different_lengths_or_empty():
         data.from_arrays(np.zeros((4, 2)), np.zeros(3), batch_size=2)
     with pytest.raises(DataError, match="empty"):
         data.from_arrays(np.zeros((0, 2)), np.zeros(0), batch_size=2)
+
+
+def _photos_of_two_sizes():
+    """(JPEG bytes, label) examples of 24x32 and 16x12 images: a decode yields (None, None, 3)."""
+    photos = [tf.io.encode_jpeg(tf.fill([h, w, 3], tf.constant(v, tf.uint8)))
+              for (h, w), v in [((24, 32), 40), ((16, 12), 200), ((24, 32), 90)]]
+    return tf.data.Dataset.from_tensor_slices((tf.stack(photos), [0, 1, 0]))
+
+
+def decode(jpeg, label):
+    return tf.io.decode_jpeg(jpeg, channels=3), label
+
+
+@pytest.mark.parametrize("augment", [None, ["flip", "crop"]])
+def test_images_of_unknown_size_are_refused_naming_map_fn_and_the_shape(augment):
+    # Issue #29: these came out as ragged batches without augment (silently) and failed
+    # deep inside the augmentation with "Index 1 is not uniform" with it.
+    with pytest.raises(UserInputError) as error:
+        data.optimize(_photos_of_two_sizes(), batch_size=2, map_fn=decode, augment=augment)
+    message = str(error.value)
+    assert "map_fn=decode" in message and "(None, None, 3)" in message
+    assert "tf.image.resize" in message and "\n" not in message
+
+
+def test_images_resized_in_map_fn_batch_and_augment():
+    def decode_resized(jpeg, label):
+        image = tf.image.resize(tf.io.decode_jpeg(jpeg, channels=3), (8, 8))
+        return tf.cast(tf.round(image), tf.uint8), label
+
+    batches = list(data.optimize(_photos_of_two_sizes(), batch_size=2, map_fn=decode_resized,
+                                 augment=["flip", "crop"], seed=0, deterministic=True))
+    assert [tuple(x.shape) for x, _ in batches] == [(2, 8, 8, 3), (1, 8, 8, 3)]
+    assert [y.numpy().tolist() for _, y in batches] == [[0, 1], [0]]
+    # Flat-coloured photos: moving pixels keeps each one's colour (JPEG within a level).
+    assert np.abs(batches[0][0].numpy()[1] - 200).max() <= 2
+
+
+def test_images_of_unknown_size_without_map_fn_name_the_dataset():
+    examples = _photos_of_two_sizes().map(decode)
+    with pytest.raises(UserInputError, match=r"the dataset's images .*\(None, None, 3\)"):
+        data.optimize(examples, batch_size=2)
+    padded = next(iter(data.optimize(examples, batch_size=2, padded_batch=True)))[0]
+    assert padded.shape == (2, 24, 32, 3)  # asked for: zeros up to the largest

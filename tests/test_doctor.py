@@ -144,3 +144,47 @@ def test_with_jit_compile_the_wait_is_estimated_and_says_so(tmp_path, shapes_dat
     assert report["input_wait_fraction"] == pytest.approx(expected)
     assert report["framework_overhead_fraction"] is None
     assert "training.jit_compile" not in [s["key"] for s in report["suggestions"]]
+
+
+def _augmented_report(wait, without):
+    from tfaccel.config.recipe import recipe_from_dict
+    from tfaccel.tools.doctor import augmentation_verdict
+
+    recipe = recipe_from_dict({"data": {"source": "builtin", "cache": "memory",
+                                        "augment": ["flip", "crop"]}}, base_dir=".")
+    report = {"input_wait_fraction": wait, "model_examples_per_sec": 9000.0,
+              "pipeline_examples_per_sec": 6000.0, "fit_examples_per_sec": 5000.0,
+              "pipeline_examples_per_sec_without_augment": without,
+              "settings": {"precision": "mixed_bfloat16"}, "steps_per_execution": None}
+    report["augmentation_verdict"] = augmentation_verdict(recipe, report)
+    return recipe, report
+
+
+def test_doctor_says_when_augmentation_makes_the_job_input_bound():
+    from tfaccel.tools.doctor import format_report
+
+    recipe, report = _augmented_report(0.25, 24000.0)
+    line = report["augmentation_verdict"]
+    assert line.startswith("augmentation is the limit: the pipeline alone makes 6,000 "
+                           "examples/s with data.augment=['flip', 'crop'] and 24,000 without")
+    assert "(75% of its time augmenting)" in line and "data.private_threads" in line
+    first = suggest(recipe, report, cpu_bf16=True, replicas=1)[0]
+    assert first["set"] == ["data.augment=[]"]
+    assert "up to 4.0x" in first["expected"]
+    text = format_report({**report, "verdict": "input-bound", "input_wait_source": "measured",
+                          "framework_overhead_fraction": None, "step_time_ms": 1.0,
+                          "cpu_utilisation": 1.0, "steps_timed": 4, "repeats": 1,
+                          "autotune": {"unavailable": "no"},
+                          "suggestions": [first]})
+    assert text.splitlines()[1] == "  A" + line[1:]
+
+
+@pytest.mark.parametrize("wait, without", [(0.25, 7000.0),  # augmentation barely costs
+                                           (0.01, 24000.0),  # the job does not wait
+                                           (0.25, None)])  # not measured
+def test_doctor_does_not_blame_augmentation_otherwise(wait, without):
+    recipe, report = _augmented_report(wait, without)
+    assert report["augmentation_verdict"] is None
+    suggestions = suggest(recipe, report, cpu_bf16=True, replicas=1)
+    augment = [s for s in suggestions if s["key"] == "data.augment"]
+    assert [s["try"] for s in augment] == (["pipeline"] if wait >= 0.05 else [])

@@ -327,6 +327,7 @@ class _Plan:
     random_decode: Optional[Callable] = None
     pad: bool = False
     by_length: bool = False
+    culprit: str = "the dataset's images"  # what made the examples, for messages
 
     @property
     def batch_det(self) -> Optional[bool]:
@@ -388,6 +389,36 @@ def _batches_by_length(spec, plan: _Plan) -> bool:
         and first.shape[0] is None
 
 
+def _image_spec(spec):
+    """The spec of the image in an example's spec (features, or features["image"]), or None."""
+    features = spec[0] if isinstance(spec, tuple) and len(spec) == 2 else spec
+    if isinstance(features, dict):
+        features = features.get("image")
+    return features if isinstance(features, tf.TensorSpec) else None
+
+
+def _refuse_images_of_unknown_size(spec, plan: _Plan) -> None:
+    """Refuses images ``[H, W, C]`` whose height or width is unknown before the batch stage.
+
+    Such images (a decode without a resize: photos of different sizes) were batched as
+    ragged tensors without a word, which no image model takes, and the named augmentations
+    failed on them deep inside TensorFlow ("Index 1 is not uniform"), issue #29.
+    `padded_batch=True` is the one way asked for explicitly.
+    """
+    image = _image_spec(spec)
+    if plan.pad or image is None or image.shape.rank != 3 or \
+            image.shape[:2].is_fully_defined():
+        return
+    shape = tuple(image.shape.as_list())
+    raise UserInputError(
+        f"{plan.culprit} have shape {shape}: their height and width are known only image by "
+        "image (e.g. photos of different sizes), so they cannot be stacked into batches of "
+        f"{plan.batch}{' nor augmented' if plan.names else ''}; resize them to one size in "
+        "map_fn (e.g. tf.image.resize(image, (224, 224)), or tf.ensure_shape(image, "
+        "(224, 224, 3)) when they all have that size), or pass padded_batch=True to pad "
+        "each batch with zeros to its largest image.")
+
+
 def _batch(dataset, plan: _Plan, seeds=None):
     """Stage 5: batch (drop_remainder under a strategy: equal shapes on every replica)."""
     if plan.batch is None:  # batch_size=None: examples one by one
@@ -398,6 +429,7 @@ def _batch(dataset, plan: _Plan, seeds=None):
         return length_batches.sorted_window_batches(
             dataset, batch_size=plan.batch, drop_remainder=plan.drop, seeds=seeds,
             deterministic=plan.det)
+    _refuse_images_of_unknown_size(dataset.element_spec, plan)
     if _has_unknown_dims(dataset.element_spec):
         if plan.pad:
             # Zero-padded to the longest example of each batch (Keras' audio loader).
@@ -619,6 +651,9 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
             loaders do with ``batch_size=None``; `augment` then takes only a callable
             with ``augment_on="example"``.
         map_fn: Per-example decode/resize function, run as a parallel map before the cache.
+            Images it makes (the features, or their "image") must have a known height and
+            width (one size: resize them) unless `padded_batch`; else a `UserInputError`
+            names `map_fn` and the shape.
         cache: None, ``"memory"``, or a file path (or directory) for an on-disk cache. A
             file cache is fingerprinted and locked (`tfaccel.data.cache_files`): rebuilt,
             with a message, when `cache_fingerprint` differs from the one it was built with
@@ -717,7 +752,10 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
                  det=_per_op_determinism(deterministic, parallel=num_parallel_calls,
                                          stream=stream is not None),
                  image_dtype=image_dtype, sequential=sequential, random_decode=_random_decode,
-                 pad=padded_batch, by_length=batch_by_length)
+                 pad=padded_batch, by_length=batch_by_length,
+                 **({} if map_fn is None else
+                    {"culprit": f"the images of optimize(map_fn="
+                                f"{getattr(map_fn, '__name__', repr(map_fn))})"}))
 
     cast_on_arrival = None
     if service is not None and _uint8_on_the_wire(plan):

@@ -8,6 +8,8 @@ from tfaccel.config.recipe import Recipe, recipe_from_dict, recipe_to_dict
 
 # The TensorFlow profiler's input-bound thresholds (share of step time waiting for input).
 MODERATE, HIGH = 0.05, 0.20
+# Augmentation is called the limit when the pipeline alone is this much faster without it.
+AUGMENTATION_LIMIT = 1.25
 
 
 def verdict_for(input_wait_fraction: float) -> str:
@@ -79,6 +81,13 @@ def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,
             "steps_per_execution": _steps_per_execution(
                 recipe, fit["per_call_cost"], steps_per_epoch=doctor.data.steps_per_epoch),
         }
+        if wait >= MODERATE and recipe.data.augment:
+            # Waiting for an augmented pipeline: is the augmentation what holds it back?
+            plain = recipe_from_dict(recipe_to_dict(recipe), overrides=["data.augment=[]"])
+            report["pipeline_examples_per_sec_without_augment"] = doctor.pipeline_alone(
+                plain, steps=steps, data=doctor.session.build_data(recipe=plain))[
+                "examples_per_sec"]
+        report["augmentation_verdict"] = augmentation_verdict(recipe, report)
         report["suggestions"] = suggest(recipe, report, cpu_bf16=doctor.cpu_bf16,
                                         replicas=doctor.replicas)
         if try_suggestions:
@@ -87,6 +96,21 @@ def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,
                     suggestion["measured"] = doctor.try_suggestion(recipe, suggestion,
                                                                     report, steps=steps)
         return report
+
+
+def augmentation_verdict(recipe: Recipe, report: dict) -> Optional[str]:
+    """The line saying that augmentation makes the job input-bound, naming the keys; None
+    when the job does not wait for input or the pipeline is not much faster without it."""
+    without = report.get("pipeline_examples_per_sec_without_augment")
+    rate = report["pipeline_examples_per_sec"]
+    if not without or report["input_wait_fraction"] < MODERATE or \
+            without < AUGMENTATION_LIMIT * rate:
+        return None
+    return (f"augmentation is the limit: the pipeline alone makes {rate:,.0f} examples/s "
+            f"with data.augment={list(recipe.data.augment)} and {without:,.0f} without it "
+            f"({1 - rate / without:.0%} of its time augmenting), and the model shares these "
+            "cores with it; change data.augment (fewer names: brightness and contrast cost "
+            "about as much again as flip and crop) or data.private_threads.")
 
 
 class _Measurements:
@@ -316,7 +340,16 @@ def suggest(recipe: Recipe, report: dict, *, cpu_bf16: bool, replicas: int) -> l
                                  "move Python work from threads (bound by the GIL) into "
                                  "worker processes", "CPU-heavy Python scales with cores",
                                  rank=3, trial="pipeline"))
-        if data.augment:
+        if report.get("augmentation_verdict"):
+            rate = report["pipeline_examples_per_sec"]
+            without = report["pipeline_examples_per_sec_without_augment"]
+            inputs.append(_s(["data.augment=[]"],
+                             f"use fewer or cheaper augmentations than {list(data.augment)}: "
+                             f"the pipeline alone makes {rate:,.0f} examples/s with them and "
+                             f"{without:,.0f} without",
+                             f"the pipeline up to {without / rate:.1f}x (measured without "
+                             "augmentation)", rank=4))
+        elif data.augment:
             inputs.append(_s(["data.augment=[]"], "measure without augmentation: tfaccel's "
                              "augmentations are already vectorised per batch; if this is "
                              "much faster, use fewer or cheaper ones",
@@ -377,7 +410,11 @@ def _s(overrides: Sequence[str], why: str, expected: str, *, rank: int,
 def format_report(report: dict) -> str:
     """The report as text: verdict, figures, the autotuner's choices, suggestions."""
     lines = [f"Verdict: {report['verdict']} ({report['input_wait_fraction']:.1%} of the step "
-             f"time waiting for input; {report['input_wait_source']}).", ""]
+             f"time waiting for input; {report['input_wait_source']})."]
+    if report.get("augmentation_verdict"):
+        lines.append(f"  {report['augmentation_verdict'][0].upper()}"
+                     f"{report['augmentation_verdict'][1:]}")
+    lines.append("")
     lines += [
         f"  input pipeline alone     {report['pipeline_examples_per_sec']:>10,.0f} examples/s",
         f"  model alone (in memory)  {report['model_examples_per_sec']:>10,.0f} examples/s",
