@@ -170,6 +170,7 @@ def _write_fixtures(folder: Path) -> None:
         (records / f"part-{shard}.csv").write_text("row_id,zone,spend,label\n" + "".join(
             f"{shard * 100 + i},{i % 4},{rng.normal():.3f},{i % 2}\n" for i in range(40)))
     shutil.copy(ROOT / "recipes" / "data" / "regimes.csv", records / "regimes.csv")
+    shutil.copy(ROOT / "recipes" / "models" / "convnet.py", folder / "convnet.py")
 
 
 @pytest.fixture(scope="session")
