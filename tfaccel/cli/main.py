@@ -271,7 +271,8 @@ def bench(recipe, overrides, batches, repeats, no_epochs):
 @click.option("--out", default=None, type=click.Path(path_type=str),
               help="Folder to create for the export and its export.json (must not exist); "
                    "default RUN_DIR/exports/FORMAT-MODE plus the options that change the "
-                   "export (-outside, -per-tensor, -strip), e.g. litert-int8-per-tensor-strip.")
+                   "export (-outside, -per-tensor, -strip, -calibration-N), e.g. "
+                   "litert-int8-per-tensor-strip.")
 @click.option("--preprocessing", default="inside", show_default=True, metavar="WHERE",
               help="inside: the whole model, raw pixels in. outside: the model from its "
                    "first layer with weights on; the leading weightless layers (tfaccel's "

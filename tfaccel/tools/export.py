@@ -157,7 +157,8 @@ def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "no
             the file takes what model.keras takes (float32 raw pixels).
         out: The folder to create for the export and its export.json; by default
             `default_out`'s, ``RUN_DIR/exports/<format>-<quantize>`` followed by the
-            options that change the export (``-outside``, ``-per-tensor``, ``-strip``).
+            options that change the export (``-outside``, ``-per-tensor``, ``-strip``,
+            ``-calibration-N``).
             It must not exist yet: an existing one is refused before any work.
         preprocessing: ``inside`` exports the whole model. ``outside`` exports it from the
             first layer with weights on: the leading weightless layers (tfaccel's models:
