@@ -55,9 +55,13 @@ def test_the_parser_reads_markers_and_dedents_blocks(tmp_path):
     page.write_text("text\n\n<!-- docs-test: skip (needs two hosts) -->\n\n```bash\nls\n```\n"
                     "- item:\n\n  ```python\n  x = 1\n  ```\n")
     first, second = blocks(page)
+    assert stray_markers(page) == []
     assert (first.line, first.lang, first.kind, first.reason, first.code) == (
         5, "bash", "skip", "needs two hosts", "ls\n")
     assert (second.lang, second.kind, second.code) == ("python", None, "x = 1\n")
+    page.write_text("<!-- docs-test skip (no colon) -->\n```bash\nls\n```\n\n"
+                    "<!-- docs-test: setup -->\ntext\n")
+    assert stray_markers(page) == [1, 6]
 
 
 # --------------------------------------------------------------------------- the pages
