@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -595,3 +596,65 @@ def test_export_says_which_epoch_model_keras_holds(tiny, tmp_path):
     assert result.exit_code == 0, result.output
     assert "Exported model.keras of epoch 6 of 10 (best by val_accuracy)." in result.output
     assert _read_report(tmp_path / "out")["model_epoch"] == "epoch 6 of 10 (best by val_accuracy)"
+
+
+# --------------------------------------------------------------------------- default folder
+
+
+def test_the_default_folder_names_every_option_that_changes_the_export():
+    from tfaccel.tools.export import default_out
+
+    def name(**options):
+        return default_out("run", **options).relative_to(Path("run") / "exports").as_posix()
+
+    assert name(format="litert", quantize="int8") == "litert-int8"
+    assert name(format="litert", quantize="int8", per_tensor=True,
+                strip=True) == "litert-int8-per-tensor-strip"
+    assert name(format="litert", quantize="int8", preprocessing="outside", per_tensor=True,
+                strip=True) == "litert-int8-outside-per-tensor-strip"
+    assert name(format="onnx", quantize="int8",
+                calibration_examples=32) == "onnx-int8-calibration-32"
+    # Keras' int8 reads no calibration data; latency options change no file.
+    assert name(format="keras", quantize="int8", calibration_examples=32) == "keras-int8"
+    assert name(format="saved_model") == "saved_model-none"
+
+
+def test_the_three_export_commands_of_the_docs_write_three_folders(tiny, tmp_path):
+    pytest.importorskip("ai_edge_litert")
+    run = tmp_path / "run"
+    shutil.copytree(tiny["run_dir"], run)
+    for options in ({}, {"per_tensor": True, "strip": True},
+                    {"preprocessing": "outside", "per_tensor": True, "strip": True}):
+        report = tfaccel.export(run, format="litert", quantize="int8", **options, **FAST)
+        assert (Path(report["out"]) / "model.tflite").is_file()
+    assert sorted(os.listdir(run / "exports")) == [
+        "litert-int8-calibration-32", "litert-int8-outside-per-tensor-strip-calibration-32",
+        "litert-int8-per-tensor-strip-calibration-32"]
+
+
+def test_a_taken_default_folder_is_refused_before_any_work(tiny, tmp_path, monkeypatch):
+    from tfaccel.tools import export as exporting
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny["run_dir"], run)
+    (run / "exports" / "litert-int8-per-tensor-strip").mkdir(parents=True)
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the run was read before the clash was found")
+
+    monkeypatch.setattr(exporting, "_check_run_dir", no_work)
+    monkeypatch.setattr(exporting, "_export_into", no_work)
+    with pytest.raises(UserInputError, match="litert-int8-per-tensor-strip' already exists"):
+        tfaccel.export(run, format="litert", quantize="int8", per_tensor=True, strip=True)
+
+
+def test_the_cli_refuses_a_taken_default_folder_before_tensorflow_loads(tmp_path):
+    from tf_free import heavy_modules_after
+
+    (tmp_path / "exports" / "litert-int8").mkdir(parents=True)
+    body = (f"r = CliRunner().invoke(main, ['export', {str(tmp_path)!r}, '--format', 'litert',"
+            " '--quantize', 'int8'])\n"
+            "assert r.exit_code == 2, r.output\n"
+            "assert \"exports/litert-int8' already exists\" in r.output, r.output\n"
+            "assert 'Traceback' not in r.output\n")
+    assert heavy_modules_after(body) == []

@@ -54,7 +54,8 @@ def test_tfds_mnist_recipe_without_the_prepared_dataset_says_how(tmp_path):
                                        "--set", f"runtime.runs_dir={tmp_path / 'runs'}"])
     assert result.exit_code == 2, result.output
     assert "TFDS dataset 'mnist' is not prepared" in result.output
-    assert "tfds build mnist" in result.output and "Traceback" not in result.output
+    assert "tfds.builder('mnist', data_dir=" in result.output
+    assert "download_and_prepare()" in result.output and "Traceback" not in result.output
 
 
 @pytest.mark.slow

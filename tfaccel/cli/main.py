@@ -270,7 +270,9 @@ def bench(recipe, overrides, batches, repeats, no_epochs):
                    "model.quantize('int8')).")
 @click.option("--out", default=None, type=click.Path(path_type=str),
               help="Folder to create for the export and its export.json (must not exist); "
-                   "default RUN_DIR/exports/FORMAT-MODE.")
+                   "default RUN_DIR/exports/FORMAT-MODE plus the options that change the "
+                   "export (-outside, -per-tensor, -strip, -calibration-N), e.g. "
+                   "litert-int8-per-tensor-strip.")
 @click.option("--preprocessing", default="inside", show_default=True, metavar="WHERE",
               help="inside: the whole model, raw pixels in. outside: the model from its "
                    "first layer with weights on; the leading weightless layers (tfaccel's "
@@ -298,11 +300,14 @@ def export(run_dir, export_format, quantize, out, preprocessing, per_tensor, str
     printed and written to OUT/export.json. LiteRT and ONNX need `pip install
     'tfaccel[export]'`.
     """
-    from tfaccel.tools.export import check_arguments
+    from tfaccel.tools.export import check_arguments, check_out_is_free, default_out
 
-    # A wrong format or mode is reported before TensorFlow loads.
+    # A wrong format or mode, or a folder already taken, is reported before TensorFlow loads.
     check_arguments(format=export_format, quantize=quantize, preprocessing=preprocessing,
                     per_tensor=per_tensor, strip=strip)
+    check_out_is_free(out if out is not None else default_out(
+        run_dir, format=export_format, quantize=quantize, preprocessing=preprocessing,
+        per_tensor=per_tensor, strip=strip, calibration_examples=calibration_examples))
     from tfaccel.tools.export import export as run_export, format_report
 
     report = run_export(run_dir, format=export_format, quantize=quantize, out=out,

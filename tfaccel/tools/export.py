@@ -45,6 +45,7 @@ REPORT_FILE = "export.json"
 PREPROCESSING_FILE = "preprocessing.keras"
 PREPROCESSING_MODES = ("inside", "outside")
 EXPORTS_DIR = "exports"
+DEFAULT_CALIBRATION_EXAMPLES = 300
 # Full-integer LiteRT ops that may stay float: the input QUANTIZE and the output DEQUANTIZE.
 _BOUNDARY_OPS = ("QUANTIZE", "DEQUANTIZE")
 # LiteRT ops that hold a layer's weights: one left in float32 means the layer is not int8.
@@ -86,6 +87,43 @@ def check_arguments(*, format: str, quantize: str, preprocessing: str = "inside"
                              f"and conversion metadata of the .tflite); got --format {format}.")
 
 
+def default_out(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "none",
+                preprocessing: str = "inside", per_tensor: bool = False,
+                strip: bool = False, calibration_examples: int = 300) -> Path:
+    """The folder an export goes to without ``out``: named by every option that changes it.
+
+    ``RUN_DIR/exports/FORMAT-MODE`` then ``-outside``, ``-per-tensor``, ``-strip`` and
+    ``-calibration-N`` (a calibrated int8 export read N examples, N not the default 300) as
+    given, so that exports of one run with other options never clash.
+
+    Returns:
+        ``RUN_DIR/exports/<name>``, e.g. ``exports/litert-int8-per-tensor-strip``.
+    """
+    parts = [format, quantize]
+    if preprocessing != "inside":
+        parts.append(preprocessing)
+    if per_tensor:
+        parts.append("per-tensor")
+    if strip:
+        parts.append("strip")
+    # Keras' model.quantize("int8") (keras, saved_model) reads no calibration data.
+    if (quantize == "int8" and format in ("litert", "onnx")
+            and calibration_examples != DEFAULT_CALIBRATION_EXAMPLES):
+        parts.append(f"calibration-{calibration_examples}")
+    return Path(run_dir) / EXPORTS_DIR / "-".join(parts)
+
+
+def check_out_is_free(target: Union[str, os.PathLike]) -> None:
+    """Refuses an existing export folder, before any work (no TensorFlow needed).
+
+    Raises:
+        UserInputError: `target` exists; tfaccel never overwrites an export.
+    """
+    if Path(target).exists():
+        raise UserInputError(f"--out {str(target)!r} already exists; tfaccel never overwrites "
+                             "an export. Choose a new --out or remove that one.")
+
+
 def check_dependencies(format: str) -> None:
     """Raises a one-line UserInputError naming the extra when a needed package is missing."""
     missing = [name for name in _NEEDS.get(format, ())
@@ -98,7 +136,8 @@ def check_dependencies(format: str) -> None:
 
 def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "none",
            out: Union[str, os.PathLike, None] = None, preprocessing: str = "inside",
-           per_tensor: bool = False, strip: bool = False, calibration_examples: int = 300,
+           per_tensor: bool = False, strip: bool = False,
+           calibration_examples: int = DEFAULT_CALIBRATION_EXAMPLES,
            validation_examples: Optional[int] = None, latency_runs: int = 5,
            latency_calls: int = 50) -> dict:
     """Exports a run's model.keras, loads the export back with its own runtime and checks it.
@@ -117,7 +156,10 @@ def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "no
             with weights (the input preprocessing) in float32 and quantizes the rest;
             the file takes what model.keras takes (float32 raw pixels).
         out: The folder to create for the export and its export.json; by default
-            ``RUN_DIR/exports/<format>-<quantize>``. It must not exist yet.
+            `default_out`'s, ``RUN_DIR/exports/<format>-<quantize>`` followed by the
+            options that change the export (``-outside``, ``-per-tensor``, ``-strip``,
+            ``-calibration-N``).
+            It must not exist yet: an existing one is refused before any work.
         preprocessing: ``inside`` exports the whole model. ``outside`` exports it from the
             first layer with weights on: the leading weightless layers (tfaccel's models:
             the 1/255 rescaling and the per-image standardisation) are written as
@@ -155,12 +197,15 @@ def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "no
                                             or validation_examples < 1):
         raise UserInputError(f"validation_examples must be a positive integer or None, got "
                              f"{validation_examples!r}.")
+    target = Path(out) if out is not None else default_out(
+        run_dir, format=format, quantize=quantize, preprocessing=preprocessing,
+        per_tensor=per_tensor, strip=strip, calibration_examples=calibration_examples)
+    check_out_is_free(target)
     directory = _check_run_dir(run_dir)
     if is_text_run(directory):
         check_text_export(format=format, quantize=quantize, preprocessing=preprocessing,
                           tokenizer=text_tokenizer(directory))
     check_dependencies(format)
-    target = Path(out) if out is not None else directory / EXPORTS_DIR / f"{format}-{quantize}"
     staging = _staging_dir(target)
     try:
         report = _export_into(staging, directory=directory, format=format, quantize=quantize,
@@ -268,9 +313,7 @@ def check_text_export(*, format: str, quantize: str, preprocessing: str,
 
 def _staging_dir(target: Path) -> Path:
     """A new hidden folder beside `target`, renamed to it once everything is written."""
-    if target.exists():
-        raise UserInputError(f"--out {str(target)!r} already exists; tfaccel never overwrites "
-                             "an export. Choose a new --out or remove that one.")
+    check_out_is_free(target)  # again: another export may have taken it meanwhile
     try:
         return atomic.new_staging_folder(target)
     except OSError as error:

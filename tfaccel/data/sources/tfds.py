@@ -37,11 +37,15 @@ def load_builder(name: str, *, data_dir: Optional[str] = None, download: bool = 
     if not builder.is_prepared() and not under_mock_data():
         if not download:
             where = data_dir or "the default TFDS data dir (~/tensorflow_datasets)"
+            # Not `tfds build NAME`: TFDS' command line imports apache_beam, which a plain
+            # `pip install tensorflow-datasets` does not bring; the builder API needs nothing.
+            where_arg = f", data_dir={data_dir!r}" if data_dir else ""
             raise DataError(
-                f"TFDS dataset {name!r} is not prepared in {where}. Prepare it once with "
-                f"`tfds build {name}" + (f" --data_dir {data_dir}" if data_dir else "")
-                + "` (or pass download=True / `download: true` in the recipe). tfaccel never "
-                "downloads unless asked.")
+                f"TFDS dataset {name!r} is not prepared in {where}. Prepare it once on a "
+                "machine with network access: `python3 -c \"import tensorflow_datasets as "
+                f"tfds; tfds.builder({name!r}{where_arg}).download_and_prepare()\"` (or pass "
+                "download=True / `download: true` in the recipe). tfaccel never downloads "
+                "unless asked.")
         builder.download_and_prepare()
     return builder
 

@@ -1,0 +1,253 @@
+"""Every fenced block of README.md and docs/*.md runs as written, or a visible marker skips it.
+
+A python block runs in a fresh interpreter, a bash block in bash (`tfaccel` and `python` are
+this interpreter's), a yaml block is a recipe checked by `tfaccel validate`. Each page runs
+in a folder of its own (a copy of `recipes/` and the small files of `_write_fixtures`, the
+folders and files the examples name); a block marked `<!-- docs-test: setup -->` runs
+before the page's later blocks, and a python one gives them its names. A block marked
+`<!-- docs-test: skip (reason) -->` is not run; `slow` ones are marked `slow`.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from docs_blocks import (KINDS, PAGES, ROOT, RUNNABLE, all_blocks, blocks, prose_lines,
+                         stray_markers)
+
+TIMEOUT = 600
+BLOCKS = all_blocks()
+RUN = [b for b in BLOCKS if b.lang in RUNNABLE and b.kind != "skip"]
+
+
+# --------------------------------------------------------------------------- the markers
+
+
+def test_every_block_is_run_or_skipped_with_a_reason():
+    problems = []
+    for block in BLOCKS:
+        if not block.lang:
+            problems.append(f"{block.name}: no language after ``` (python, bash, yaml, text)")
+        if block.kind is not None and block.kind not in KINDS:
+            problems.append(f"{block.name}: unknown marker {block.kind!r}; one of {KINDS}")
+        if block.kind == "skip" and not block.reason:
+            problems.append(f"{block.name}: a skip needs its reason: skip (why)")
+        if block.lang not in RUNNABLE and block.kind != "skip":
+            problems.append(f"{block.name}: a {block.lang or 'plain'} block is not run; mark "
+                            "it <!-- docs-test: skip (why) -->")
+    for page in PAGES:
+        problems += [f"{page.name}:{line}: a docs-test marker must be the line before a "
+                     "block, as <!-- docs-test: KIND (reason) -->"
+                     for line in stray_markers(page)]
+    assert problems == []
+    assert len(RUN) >= 20  # the parser finds the blocks: most of the pages' examples run
+
+
+def test_the_parser_reads_markers_and_dedents_blocks(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("text\n\n<!-- docs-test: skip (needs two hosts) -->\n\n```bash\nls\n```\n"
+                    "- item:\n\n  ```python\n  x = 1\n  ```\n")
+    first, second = blocks(page)
+    assert stray_markers(page) == []
+    assert (first.line, first.lang, first.kind, first.reason, first.code) == (
+        5, "bash", "skip", "needs two hosts", "ls\n")
+    assert (second.lang, second.kind, second.code) == ("python", None, "x = 1\n")
+    page.write_text("<!-- docs-test skip (no colon) -->\n```bash\nls\n```\n\n"
+                    "<!-- docs-test: setup -->\ntext\n")
+    assert stray_markers(page) == [1, 6]
+
+
+# --------------------------------------------------------------------------- the pages
+
+
+TABLE_ROW = re.compile(r"^\s*\|")
+HTML_COMMENT = re.compile(r"^\s*<!--.*-->\s*$")  # not rendered, so it swallows nothing
+
+
+def test_no_markdown_is_swallowed_by_a_table():
+    # Python-Markdown ends a table only at a blank line: a paragraph or list item right
+    # after the last row renders inside that row's cells.
+    problems = []
+    for page in PAGES:
+        previous = ""
+        for number, line in prose_lines(page):
+            if (TABLE_ROW.match(previous) and line.strip() and not TABLE_ROW.match(line)
+                    and not HTML_COMMENT.match(line)):
+                problems.append(f"{page.relative_to(ROOT)}:{number}: {line.strip()[:60]!r} "
+                                "follows a table row without a blank line")
+            previous = line
+    assert problems == []
+
+
+def test_the_swallow_check_finds_a_paragraph_after_a_table(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text("| a | b |\n|---|---|\n| 1 | 2 |\n**Next** paragraph\n")
+    monkeypatch.setattr(sys.modules[__name__], "PAGES", [page])
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    with pytest.raises(AssertionError, match="page.md:4: '\\*\\*Next\\*\\* paragraph'"):
+        test_no_markdown_is_swallowed_by_a_table()
+
+
+def test_the_recipe_table_lists_every_shipped_recipe():
+    text = (ROOT / "docs" / "recipes.md").read_text()
+    listed = re.findall(r"^\| `([\w.]+\.yaml)` \|", text, flags=re.M)
+    assert sorted(listed) == sorted(p.name for p in (ROOT / "recipes").glob("*.yaml"))
+
+
+def test_the_documented_import_does_not_shadow_a_data_variable():
+    # `from tfaccel import data` clashes with the `data` array of Keras' tutorials.
+    files = PAGES + [ROOT / "recipes" / "README.md", *sorted((ROOT / "tfaccel").rglob("*.py"))]
+    found = [str(p.relative_to(ROOT)) for p in files if "from tfaccel import data\n"
+             in p.read_text() or "from tfaccel import data " in p.read_text()]
+    assert found == []
+
+
+# --------------------------------------------------------------------------- the blocks
+
+
+def _png(path, rng, size=40):
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8)).save(path)
+
+
+def _wav(path, rng, rate=16000, samples=4000):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(rng.integers(-3000, 3000, samples, dtype=np.int16).tobytes())
+
+
+def _write_fixtures(folder: Path) -> None:
+    """The small files the pages' examples name, so that each runs as written."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    shutil.copytree(ROOT / "recipes", folder / "recipes")
+    for label in ("cat", "dog"):  # photos/: image folders of two classes
+        for i in range(12):
+            _png(folder / "photos" / label / f"{i}.png", rng)
+    records = folder / "data"
+    records.mkdir()
+    for shard in range(2):  # data/train-*.tfrecord, GZIP, encoded images and labels
+        options = tf.io.TFRecordOptions(compression_type="GZIP")
+        with tf.io.TFRecordWriter(str(records / f"train-{shard}.tfrecord"), options) as out:
+            for i in range(8):
+                image = tf.io.encode_png(rng.integers(0, 256, (20, 20, 3), dtype=np.uint8))
+                example = tf.train.Example(features=tf.train.Features(feature={
+                    "image": tf.train.Feature(bytes_list=tf.train.BytesList(
+                        value=[image.numpy()])),
+                    "label": tf.train.Feature(int64_list=tf.train.Int64List(
+                        value=[i % 2]))}))
+                out.write(example.SerializeToString())
+    for label in ("neg", "pos"):  # aclImdb/train/{neg,pos}/*.txt
+        for i in range(10):
+            path = folder / "aclImdb" / "train" / label / f"{i}.txt"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"a {label} film number {i}, {'fine' if label == 'pos' else 'dull'}")
+    (folder / "reviews").mkdir()
+    for name in ("train-0", "train-1", "part-0", "part-1", "part-2"):  # reviews/*.tsv
+        (folder / "reviews" / f"{name}.tsv").write_text("".join(
+            f"{'pos' if i % 2 else 'neg'}\ta {'fine' if i % 2 else 'dull'} film {i}\n"
+            for i in range(20)))
+    for label in ("down", "go"):  # speech/{down,go}/*.wav, 16-bit PCM at 16 kHz
+        for i in range(6):
+            _wav(folder / "speech" / label / f"{i}.wav", rng)
+    hours = np.arange(400)
+    (folder / "weather.csv").write_text("date,temp,pressure,humidity\n" + "".join(
+        f"d{h},{10 + 5 * np.sin(h / 24):.3f},{1000 + h % 7},{50 + h % 13}\n" for h in hours))
+    for shard in range(2):  # data/train-*.csv: age (one missing), city, target
+        (records / f"train-{shard}.csv").write_text("age,city,target\n" + "".join(
+            f"{'' if i == 3 else 20 + i},{('paris', 'rome', 'oslo')[i % 3]},{i % 2}\n"
+            for i in range(30)))
+    for shard in range(4):  # data/part-*.csv: the csv recipe's columns
+        (records / f"part-{shard}.csv").write_text("row_id,zone,spend,label\n" + "".join(
+            f"{shard * 100 + i},{i % 4},{rng.normal():.3f},{i % 2}\n" for i in range(40)))
+    shutil.copy(ROOT / "recipes" / "data" / "regimes.csv", records / "regimes.csv")
+    shutil.copy(ROOT / "recipes" / "models" / "convnet.py", folder / "convnet.py")
+
+
+@pytest.fixture(scope="session")
+def docs_env(tmp_path_factory, shapes_data_dir):
+    """The environment the blocks run in: this checkout's tfaccel, `tfaccel` and `python`
+    commands of this interpreter, the built-in dataset prepared once."""
+    bin_dir = tmp_path_factory.mktemp("bin")
+    for name, command in (("tfaccel", f'exec "{sys.executable}" -m tfaccel.cli "$@"'),
+                          ("python", f'exec "{sys.executable}" "$@"'),
+                          ("python3", f'exec "{sys.executable}" "$@"')):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{command}\n")
+        (bin_dir / name).chmod(0o755)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", TFDS_DATA_DIR=shapes_data_dir,
+        TF_CPP_MIN_LOG_LEVEL="2", MPLBACKEND="Agg")
+    return {"env": env, "pages": {}, "root": tmp_path_factory.mktemp("docs")}
+
+
+def _run(block, folder: Path, env: dict, setup_code: str = ""):
+    if block.lang == "python":
+        script = folder / f"example_{block.line}.py"
+        script.write_text(setup_code + block.code)
+        command = [sys.executable, script.name]
+    elif block.lang == "bash":
+        command = ["bash", "-e", "-o", "pipefail", "-c", block.code]
+    else:  # yaml: a recipe, checked as `tfaccel validate` checks one
+        recipe = folder / f"recipe_{block.line}.yaml"
+        recipe.write_text(block.code)
+        command = [sys.executable, "-m", "tfaccel.cli", "validate", recipe.name]
+    result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
+                            timeout=TIMEOUT)
+    assert result.returncode == 0, (
+        f"{block.name} ({block.lang}) exited {result.returncode}:\n{block.code}\n"
+        f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}")
+    return result
+
+
+def _page_folder(block, docs_env):
+    """The block's page folder, with the page's setup blocks before `block` run once."""
+    pages = docs_env["pages"]
+    if block.page not in pages:
+        folder = docs_env["root"] / block.page.stem
+        folder.mkdir()
+        _write_fixtures(folder)
+        pages[block.page] = {"folder": folder, "done": set()}
+    state = pages[block.page]
+    setup_code = ""
+    for earlier in blocks(block.page):
+        if earlier.line >= block.line:
+            break
+        if earlier.kind != "setup":
+            continue
+        if earlier.lang == "python":
+            setup_code += earlier.code + "\n"
+        elif earlier.line not in state["done"]:
+            _run(earlier, state["folder"], docs_env["env"])
+            state["done"].add(earlier.line)
+    return state["folder"], setup_code
+
+
+@pytest.mark.parametrize("block", [pytest.param(b, id=b.name, marks=(
+    [pytest.mark.slow] if b.kind == "slow" else [])) for b in RUN])
+def test_block_runs_as_written(block, docs_env):
+    folder, setup_code = _page_folder(block, docs_env)
+    if block.line in docs_env["pages"][block.page]["done"]:
+        return  # a setup block a later block of the page ran already (and checked)
+    if block.kind != "setup":
+        # A copy of the page's folder of its own: one block's files (an export folder, a
+        # run) do not collide with another's.
+        own = folder.parent / f"{folder.name}-{block.line}"
+        shutil.copytree(folder, own, symlinks=True)
+        folder = own
+    _run(block, folder, docs_env["env"], setup_code)
+    if block.kind == "setup":
+        docs_env["pages"][block.page]["done"].add(block.line)
