@@ -1,0 +1,239 @@
+"""Check this machine's devices in one table: precision, XLA, scaling, input efficiency, doctor.
+
+Run:  python benchmarks/device_check.py [--quick] [--set KEY=VALUE ...] [--json PATH]
+
+On a machine with GPUs it measures on the GPUs (1 GPU vs all GPUs with MirroredStrategy,
+float32 vs mixed_float16); on a CPU-only machine the same checks run on 2 logical CPU
+devices, with mixed_bfloat16 as the mixed policy (float16 kernels are emulated on CPU and
+many times slower, tensorflow/tensorflow#45441; without avx512_bf16/amx_bf16 bfloat16 is
+emulated too, and the table says so). Every figure is `tfaccel doctor`'s (tools/doctor.py:
+the model alone on batches in memory, and `fit` on the recipe's pipeline, timed by
+training/throughput.py's monitor) on recipes/default.yaml with one setting changed:
+
+- precision: model-alone examples/s, mixed policy over float32 (1 device);
+- XLA: model-alone examples/s, jit_compile on over off (1 device, float32);
+- scaling: model-alone examples/s on N devices over N x one device (the per-device batch
+  kept, so the global batch is N x the recipe's);
+- input efficiency: fit on the pipeline over fit on the same batches in memory;
+- doctor: the verdict on recipes/default.yaml and on the resnet recipe, as shipped (with
+  --quick a global batch over 128 is cut to 128, and the row says so).
+
+--quick (CI, under 2 minutes on 2 cores) times 10 steps once; the default 20 steps, the
+doctor's 2 repeats, and 2 rounds of the settings in turn, best of each kept (shared
+machines have bimodal timings).
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_RECIPE = ROOT / "recipes" / "default.yaml"
+LOGICAL_CPUS = 2
+QUICK_MAX_BATCH = 128
+COLUMNS = ("check", "baseline", "variant", "baseline ex/s", "variant ex/s", "result")
+
+
+def plan_devices(*, gpus, cpu_bf16: bool, cpu_name: str) -> dict:
+    """Which devices and which mixed policy the check uses (no TensorFlow needed).
+
+    Args:
+        gpus: One dict per physical GPU: ``name`` (TensorFlow's device name),
+            ``device_name`` (the product, from get_device_details) and
+            ``compute_capability`` (a (major, minor) tuple or None).
+        cpu_bf16: Whether the CPU has bfloat16 instructions (avx512_bf16 or amx_bf16).
+        cpu_name: The CPU model, named when there is no GPU.
+
+    Returns:
+        ``{"kind": "GPU" | "CPU", "devices": [names], "one": the single device,
+        "mixed": policy, "mixed_note": why that policy, "name": the device named}``.
+    """
+    if gpus:
+        names = [f"/gpu:{n}" for n in range(len(gpus))]
+        products = sorted({gpu.get("device_name") or "unknown GPU" for gpu in gpus})
+        tensor_cores = all(gpu.get("compute_capability") and
+                           tuple(gpu["compute_capability"]) >= (7, 0) for gpu in gpus)
+        note = ("mixed_float16: tensor cores (compute capability 7.0+)" if tensor_cores else
+                "mixed_float16 without tensor cores (compute capability < 7.0): "
+                "precision auto keeps float32 here")
+        return {"kind": "GPU", "devices": names, "one": names[0], "mixed": "mixed_float16",
+                "mixed_note": note,
+                "name": f"{len(gpus)} x {' / '.join(products)}"}
+    names = [f"/cpu:{n}" for n in range(LOGICAL_CPUS)]
+    # float16 is never the CPU's mixed policy: its kernels are emulated (tensorflow#45441).
+    note = ("mixed_bfloat16: the CPU has bfloat16 instructions" if cpu_bf16 else
+            "mixed_bfloat16 emulated (no avx512_bf16/amx_bf16; float16 is slower still on "
+            "CPU): precision auto keeps float32 here")
+    return {"kind": "CPU", "devices": names, "one": names[0], "mixed": "mixed_bfloat16",
+            "mixed_note": note,
+            "name": f"{cpu_name} ({LOGICAL_CPUS} logical CPU devices on "
+                    f"{os.cpu_count()} cores)"}
+
+
+def detect_devices() -> dict:
+    """`plan_devices` for this machine; on a CPU-only one, splits the CPU into 2 logical
+    devices (call before TensorFlow initialises its runtime)."""
+    import tensorflow as tf
+
+    from tfaccel.engine.precision import cpu_has_bf16
+
+    gpus = []
+    for gpu in tf.config.list_physical_devices("GPU"):
+        details = tf.config.experimental.get_device_details(gpu)
+        gpus.append({"name": gpu.name, "device_name": details.get("device_name"),
+                     "compute_capability": details.get("compute_capability")})
+    plan = plan_devices(gpus=gpus, cpu_bf16=cpu_has_bf16(),
+                        cpu_name=describe_cpu().split(",")[0])
+    if plan["kind"] == "CPU":
+        cpus = tf.config.list_physical_devices("CPU")
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration()] * LOGICAL_CPUS)
+    return plan
+
+
+def settings(plan: dict, *, batch: int) -> dict:
+    """The doctor runs of the checks: name -> overrides of recipes/default.yaml."""
+    one = ["runtime.strategy=one_device", f"runtime.devices=[{plan['one']}]",
+           "training.jit_compile=false"]
+    runs = {
+        "float32": one + ["runtime.precision=float32"],
+        "mixed": one + [f"runtime.precision={plan['mixed']}"],
+        "xla": one + ["runtime.precision=float32", "training.jit_compile=true"],
+    }
+    if len(plan["devices"]) > 1:
+        runs["all"] = ["runtime.strategy=mirrored",
+                       f"runtime.devices=[{','.join(plan['devices'])}]",
+                       "runtime.precision=float32", "training.jit_compile=false",
+                       f"training.global_batch_size={batch * len(plan['devices'])}"]
+    return runs
+
+
+def resnet_recipes(folder: Path = ROOT / "recipes") -> list:
+    """The shipped recipes whose model is a ResNet (resnet*.yaml first, then by model.name)."""
+    import yaml
+
+    named = sorted(folder.glob("resnet*.yaml"))
+    if named:
+        return named
+    found = []
+    for path in sorted(folder.glob("*.yaml")):
+        model = (yaml.safe_load(path.read_text()) or {}).get("model") or {}
+        if "resnet" in str(model.get("name", "")):
+            found.append(path)
+    return found
+
+
+def _diagnose(path, overrides, *, steps, repeats):
+    from tfaccel.config.recipe import load_recipe
+    from tfaccel.tools.doctor import diagnose
+
+    return diagnose(load_recipe(str(path), list(overrides)), steps=steps, repeats=repeats)
+
+
+def measure(plan: dict, *, recipes, extra, quick: bool) -> dict:
+    """Runs the doctor for every setting and recipe; returns ``{"runs", "doctor", ...}``."""
+    from tfaccel.config.recipe import load_recipe
+
+    steps, repeats, rounds = (10, 1, 1) if quick else (20, 2, 2)
+    batch = load_recipe(str(DEFAULT_RECIPE), list(extra)).training.global_batch_size
+    runs = {}
+    for _ in range(rounds):
+        for name, overrides in settings(plan, batch=batch).items():
+            report = _diagnose(DEFAULT_RECIPE, [*extra, *overrides], steps=steps,
+                               repeats=repeats)
+            kept = runs.get(name)
+            if kept is None or report["model_examples_per_sec"] > kept["model_examples_per_sec"]:
+                runs[name] = report
+    doctor = []
+    for path in recipes:
+        overrides, note = list(extra), ""
+        shipped = load_recipe(str(path), overrides).training.global_batch_size
+        if quick and shipped > QUICK_MAX_BATCH:
+            overrides.append(f"training.global_batch_size={QUICK_MAX_BATCH}")
+            note = f", global batch {shipped} -> {QUICK_MAX_BATCH} (--quick)"
+        report = _diagnose(path, overrides, steps=steps, repeats=repeats)
+        doctor.append({"recipe": Path(path).name, "note": note, "report": report})
+    return {"runs": runs, "doctor": doctor, "steps": steps, "repeats": repeats,
+            "rounds": rounds}
+
+
+def table_rows(plan: dict, measured: dict) -> list:
+    """The table's rows (tuples in COLUMNS order) from `measure`'s reports."""
+    runs = measured["runs"]
+    model = {name: report["model_examples_per_sec"] for name, report in runs.items()}
+    base = runs["float32"]
+    rows = [
+        ("precision", "float32", plan["mixed"], model["float32"], model["mixed"],
+         f"{model['mixed'] / model['float32']:.2f}x"),
+        ("XLA", "jit_compile off", "jit_compile on", model["float32"], model["xla"],
+         f"{model['xla'] / model['float32']:.2f}x"),
+    ]
+    count = len(plan["devices"])
+    if "all" in model:
+        rows.append(("scaling", "1 device", f"{count} devices, mirrored", model["float32"],
+                     model["all"],
+                     f"efficiency {model['all'] / (count * model['float32']):.2f}"))
+    else:
+        rows.append(("scaling", "1 device", "one device only", model["float32"],
+                     float("nan"), "not measured"))
+    rows.append(("input efficiency", "in memory", "pipeline", base["model_examples_per_sec"],
+                 base["fit_examples_per_sec"],
+                 f"{base['fit_examples_per_sec'] / base['model_examples_per_sec']:.2f}"))
+    for entry in measured["doctor"]:
+        report = entry["report"]
+        rows.append((f"doctor {entry['recipe']}", "model alone", "fit",
+                     report["model_examples_per_sec"], report["fit_examples_per_sec"],
+                     f"{report['verdict']} (input wait {report['input_wait_fraction']:.1%}, "
+                     f"{report['settings']['precision']}, "
+                     f"{report['settings']['replicas']} replica(s){entry['note']})"))
+    return rows
+
+
+def format_table(plan: dict, rows, *, measured: dict) -> str:
+    """The one Markdown table, its device named above it and the policy's reason below."""
+    lines = [f"Device check on {plan['name']} ({plan['kind']}); tfaccel doctor, "
+             f"{measured['steps']} steps, {measured['repeats']} repeat(s), "
+             f"{measured['rounds']} round(s)", "",
+             "| " + " | ".join(COLUMNS) + " |",
+             "| --- | --- | --- | ---: | ---: | --- |"]
+    for check, baseline, variant, rate_a, rate_b, result in rows:
+        lines.append(f"| {check} | {baseline} | {variant} | {rate_a:,.0f} | "
+                     f"{'-' if rate_b != rate_b else format(rate_b, ',.0f')} | {result} |")
+    lines += ["", f"precision: {plan['mixed_note']}."]
+    if plan["kind"] == "CPU":
+        lines.append(f"scaling: the {LOGICAL_CPUS} logical CPU devices share the same cores, "
+                     "so an efficiency near 1/2 is expected here; GPUs should come near 1.")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="10 steps, one round (CI: under 2 minutes on 2 CPU cores).")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="Override every recipe (e.g. data.data_dir=/tmp/tfds).")
+    parser.add_argument("--recipe", dest="recipes", action="append", default=None,
+                        help="Recipes for the doctor rows (default: recipes/default.yaml "
+                             "and the resnet recipe).")
+    parser.add_argument("--json", dest="json_path", help="Also write the figures as JSON.")
+    args = parser.parse_args(argv)
+    plan = detect_devices()
+    recipes = args.recipes or [DEFAULT_RECIPE, *resnet_recipes()]
+    measured = measure(plan, recipes=recipes, extra=args.overrides, quick=args.quick)
+    rows = table_rows(plan, measured)
+    print(format_table(plan, rows, measured=measured))
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(
+            {"device": plan, "columns": COLUMNS, "rows": rows}, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
