@@ -49,7 +49,8 @@ def plan_devices(*, gpus, cpu_bf16: bool, cpu_name: str) -> dict:
             ``device_name`` (the product, from get_device_details) and
             ``compute_capability`` (a (major, minor) tuple or None).
         cpu_bf16: Whether the CPU has bfloat16 instructions (avx512_bf16 or amx_bf16).
-        cpu_name: The CPU model, named when there is no GPU.
+        cpu_name: The CPU (benchmarks/machine.py's describe_cpu), named when there is no
+            GPU.
 
     Returns:
         ``{"kind": "GPU" | "CPU", "devices": [names], "one": the single device,
@@ -73,8 +74,7 @@ def plan_devices(*, gpus, cpu_bf16: bool, cpu_name: str) -> dict:
             "CPU): precision auto keeps float32 here")
     return {"kind": "CPU", "devices": names, "one": names[0], "mixed": "mixed_bfloat16",
             "mixed_note": note,
-            "name": f"{cpu_name} ({LOGICAL_CPUS} logical CPU devices on "
-                    f"{os.cpu_count()} cores)"}
+            "name": f"{cpu_name} (as {LOGICAL_CPUS} logical CPU devices)"}
 
 
 def detect_devices() -> dict:
@@ -90,7 +90,7 @@ def detect_devices() -> dict:
         gpus.append({"name": gpu.name, "device_name": details.get("device_name"),
                      "compute_capability": details.get("compute_capability")})
     plan = plan_devices(gpus=gpus, cpu_bf16=cpu_has_bf16(),
-                        cpu_name=describe_cpu().split(",")[0])
+                        cpu_name=describe_cpu())
     if plan["kind"] == "CPU":
         cpus = tf.config.list_physical_devices("CPU")
         tf.config.set_logical_device_configuration(
