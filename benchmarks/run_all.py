@@ -66,57 +66,60 @@ class Headline:
 
 HEADLINES = (
     Headline("end to end vs the Keras script, PNG folder (README headline)", "end_to_end",
-             "tfaccel train (defaults)", "vs keras", "1.71x"),
+             "tfaccel train (defaults)", "vs keras", "1.71x (Zen 5)"),
     Headline("  precision auto (mixed_bfloat16) alone", "end_to_end",
-             "tfaccel train (defaults)", "training examples/s", "1.35x",
+             "tfaccel train (defaults)", "training examples/s", "1.35x (Zen 5)",
              over="tfaccel, precision float32"),
     Headline("  steps_per_execution auto alone", "end_to_end", "tfaccel train (defaults)",
-             "training examples/s", "1.20x", over="tfaccel, steps_per_execution 1"),
+             "training examples/s", "1.20x (Zen 5)", over="tfaccel, steps_per_execution 1"),
     Headline("end to end vs the Keras script, TFDS", "end_to_end_tfds",
-             "tfaccel train (defaults)", "vs keras", "1.52x"),
-    Headline("image folder vs Keras image_dataset_from_directory", "data_image",
-             "tfaccel", "vs keras", "0.87x-0.95x", over=None),
+             "tfaccel train (defaults)", "vs keras", "1.52x (Zen 5)"),
+    Headline("image folder vs Keras image_dataset_from_directory, uncached", "data_image",
+             "tfaccel from_image_folder", "vs keras", "0.87x-0.89x (Zen 5)"),
     Headline("JPEG DCT-scaled decode vs Keras (smooth photos)", "jpeg_scaling",
-             "dct-scaled", "vs keras", "1.21x"),
-    Headline("random resized crop vs Keras (noisy photos)", "crop",
-             "dct scale", "vs keras", "1.15x-1.28x"),
+             "(default)", "vs keras", "1.21x (AVX2)"),
+    Headline("random resized crop vs Keras (noisy photos)", "crop", "(default)", "vs keras",
+             "1.28x-2.11x (Zen 5)"),
     Headline("fit input efficiency, default recipe (pipeline / in memory)", "data_fit",
-             "default recipe", "input efficiency", "1.04"),
+             "default recipe", "input efficiency", "1.04 (Zen 5)"),
     Headline("text batches by length vs padded", "text_bucketing", "by length",
-             "vs padded", "5.83x"),
+             "vs padded", "5.83x (AVX2)"),
     Headline("from_python workers vs from_generator", "data_python", "from_python",
-             "vs from_generator", "3.04x"),
-    Headline("mixed_bfloat16 vs float32, batch 64 (engine)", "engine", "auto",
-             "examples / s", "1.74x", table="precision", over="float32"),
-    Headline("gradient accumulation k=4 cost vs plain batch 128", "engine", "tfaccel k=4",
-             "ratio vs first row", "1.32x", table="accumulation"),
-    Headline("MirroredStrategy, 2 logical CPUs vs 1 replica (cost)", "engine", "mirrored",
-             "ratio vs first row", "1.72x", table="replicas"),
+             "vs from_generator", "3.04x (Zen 5)"),
+    Headline("precision auto vs float32, batch 64 (engine)", "engine", "auto",
+             "examples / s", "1.74x (Zen 5)", table="batch 64", over="float32"),
+    Headline("precision auto vs float32, batch 256 (engine)", "engine", "auto",
+             "examples / s", "2.37x (Zen 5)", table="batch 256", over="float32"),
+    Headline("gradient accumulation k=4, cost vs plain batch 128", "engine", "tfaccel k=4",
+             "ratio vs first row", "1.32x (Zen 5)", table="accumulation"),
+    Headline("MirroredStrategy on 2 logical CPUs, cost vs 1 replica", "engine", "mirrored",
+             "ratio vs first row", "1.72x (Zen 5)", table="replicas"),
     Headline("throughput monitor overhead, small_cnn", "throughput", "small_cnn",
-             "overhead", "-1.9%"),
+             "overhead", "-1.9% (no bf16)"),
 )
 
 
 def parse_tables(text: str) -> list:
     """Every Markdown table in a script's output: ``{"title", "header", "rows"}``.
 
-    The title is the last non-empty, non-table line printed before the table (a `###`
-    heading or the sentence naming the workload).
+    The title is the text printed between the table before and this one (a `###` heading,
+    a goal, the sentence naming the workload), its lines joined by spaces.
     """
-    tables, title, current = [], "", None
+    tables, above, current = [], [], None
     for line in text.splitlines():
         stripped = line.strip()
         if stripped.startswith("|") and stripped.endswith("|"):
             cells = [cell.strip() for cell in stripped[1:-1].split("|")]
             if current is None:
-                current = {"title": title, "header": cells, "rows": []}
+                current = {"title": " ".join(above), "header": cells, "rows": []}
                 tables.append(current)
+                above = []
             elif not all(re.fullmatch(r":?-{3,}:?", cell) for cell in cells):
                 current["rows"].append(cells)
             continue
         current = None
         if stripped:
-            title = stripped
+            above.append(stripped)
     return tables
 
 
@@ -177,9 +180,10 @@ def assemble(outputs: dict, headlines=HEADLINES) -> list:
 
 
 def _format(value: float, headline: Headline) -> str:
-    if headline.recorded.endswith("%"):
+    recorded = headline.recorded.split(" (")[0]
+    if recorded.endswith("%"):
         return f"{value:+.1f}%"
-    if headline.recorded.endswith("x"):
+    if recorded.endswith("x"):
         return f"{value:.2f}x"
     return f"{value:.2f}"
 
@@ -188,7 +192,7 @@ def format_table(rows, *, cpu: str, loads: tuple, minutes: float) -> str:
     """The one Markdown table, the CPU and the load averages named above it."""
     lines = [f"Headline ratios on {cpu}; 1-minute load average {loads[0]:.1f} before, "
              f"{loads[1]:.1f} after; {minutes:.1f} minutes (`python benchmarks/run_all.py`).",
-             "", "| claim | this run | recorded in the docs | command |",
+             "", "| claim | this run | recorded in the docs (CPU) | command |",
              "| --- | ---: | ---: | --- |"]
     lines += [f"| {claim} | {figure} | {recorded} | `{command}` |"
               for claim, figure, recorded, command in rows]
