@@ -147,7 +147,8 @@ def test_quick_run_prints_one_table_on_two_logical_cpus(shapes_data_dir):
                                "(as 2 logical CPU devices) (CPU)")
     rows = [line for line in lines if line.startswith("| ")]
     assert rows[0] == "| " + " | ".join(check.COLUMNS) + " |"
-    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows[1:]]
+    assert rows[1] == "| --- | --- | --- | ---: | ---: | --- |"
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows[2:]]
     assert [c[0] for c in cells] == ["precision", "XLA", "scaling", "input efficiency",
                                      "doctor default.yaml", "doctor mirrored_accumulate.yaml"]
     assert all(len(c) == len(check.COLUMNS) for c in cells)
