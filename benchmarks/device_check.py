@@ -41,14 +41,14 @@ QUICK_MAX_BATCH = 128
 COLUMNS = ("check", "baseline", "variant", "baseline ex/s", "variant ex/s", "result")
 
 
-def plan_devices(*, gpus, cpu_bf16: bool, cpu_name: str) -> dict:
+def plan_devices(*, gpus, auto_precision: str, cpu_name: str) -> dict:
     """Which devices and which mixed policy the check uses (no TensorFlow needed).
 
     Args:
-        gpus: One dict per physical GPU: ``name`` (TensorFlow's device name),
-            ``device_name`` (the product, from get_device_details) and
-            ``compute_capability`` (a (major, minor) tuple or None).
-        cpu_bf16: Whether the CPU has bfloat16 instructions (avx512_bf16 or amx_bf16).
+        gpus: One dict per physical GPU: ``name`` (TensorFlow's device name) and
+            ``device_name`` (the product, from get_device_details).
+        auto_precision: What `runtime.precision: auto` resolves to here
+            (tfaccel.engine.precision.resolve_precision), named beside the mixed policy.
         cpu_name: The CPU (benchmarks/machine.py's describe_cpu), named when there is no
             GPU.
 
@@ -57,24 +57,21 @@ def plan_devices(*, gpus, cpu_bf16: bool, cpu_name: str) -> dict:
         "mixed": policy, "mixed_note": why that policy, "name": the device named}``.
     """
     if gpus:
-        names = [f"/gpu:{n}" for n in range(len(gpus))]
+        kind, count, mixed = "GPU", len(gpus), "mixed_float16"
         products = sorted({gpu.get("device_name") or "unknown GPU" for gpu in gpus})
-        tensor_cores = all(gpu.get("compute_capability") and
-                           tuple(gpu["compute_capability"]) >= (7, 0) for gpu in gpus)
-        note = ("mixed_float16: tensor cores (compute capability 7.0+)" if tensor_cores else
-                "mixed_float16 without tensor cores (compute capability < 7.0): "
-                "precision auto keeps float32 here")
-        return {"kind": "GPU", "devices": names, "one": names[0], "mixed": "mixed_float16",
-                "mixed_note": note,
-                "name": f"{len(gpus)} x {' / '.join(products)}"}
-    names = [f"/cpu:{n}" for n in range(LOGICAL_CPUS)]
-    # float16 is never the CPU's mixed policy: its kernels are emulated (tensorflow#45441).
-    note = ("mixed_bfloat16: the CPU has bfloat16 instructions" if cpu_bf16 else
-            "mixed_bfloat16 emulated (no avx512_bf16/amx_bf16; float16 is slower still on "
-            "CPU): precision auto keeps float32 here")
-    return {"kind": "CPU", "devices": names, "one": names[0], "mixed": "mixed_bfloat16",
-            "mixed_note": note,
-            "name": f"{cpu_name} (as {LOGICAL_CPUS} logical CPU devices)"}
+        name = f"{count} x {' / '.join(products)}"
+        lacking = "tensor cores (compute capability 7.0+)"
+    else:
+        # float16 is never the CPU's mixed policy: its kernels are emulated, many times
+        # slower (tensorflow#45441); bfloat16 has instructions on recent CPUs.
+        kind, count, mixed = "CPU", LOGICAL_CPUS, "mixed_bfloat16"
+        name = f"{cpu_name} (as {LOGICAL_CPUS} logical CPU devices)"
+        lacking = "bfloat16 instructions (avx512_bf16/amx_bf16): bfloat16 is emulated"
+    note = (f"{mixed}, what precision auto picks here" if auto_precision == mixed else
+            f"{mixed}, though precision auto keeps {auto_precision} here: no {lacking}")
+    names = [f"/{kind.lower()}:{n}" for n in range(count)]
+    return {"kind": kind, "devices": names, "one": names[0], "mixed": mixed,
+            "mixed_note": note, "name": name}
 
 
 def detect_devices() -> dict:
@@ -82,14 +79,12 @@ def detect_devices() -> dict:
     devices (call before TensorFlow initialises its runtime)."""
     import tensorflow as tf
 
-    from tfaccel.engine.precision import cpu_has_bf16
+    from tfaccel.engine.precision import resolve_precision
 
-    gpus = []
-    for gpu in tf.config.list_physical_devices("GPU"):
-        details = tf.config.experimental.get_device_details(gpu)
-        gpus.append({"name": gpu.name, "device_name": details.get("device_name"),
-                     "compute_capability": details.get("compute_capability")})
-    plan = plan_devices(gpus=gpus, cpu_bf16=cpu_has_bf16(),
+    gpus = [{"name": gpu.name,
+             "device_name": tf.config.experimental.get_device_details(gpu).get("device_name")}
+            for gpu in tf.config.list_physical_devices("GPU")]
+    plan = plan_devices(gpus=gpus, auto_precision=resolve_precision("auto"),
                         cpu_name=describe_cpu())
     if plan["kind"] == "CPU":
         cpus = tf.config.list_physical_devices("CPU")

@@ -23,41 +23,44 @@ def _load(name):
 
 
 check = _load("device_check")
-A100 = {"name": "/physical_device:GPU:0", "device_name": "NVIDIA A100-SXM4-40GB",
-        "compute_capability": (8, 0)}
-P100 = {"name": "/physical_device:GPU:0", "device_name": "Tesla P100-PCIE-16GB",
-        "compute_capability": (6, 0)}
+A100 = {"name": "/physical_device:GPU:0", "device_name": "NVIDIA A100-SXM4-40GB"}
 
 
 def test_gpus_are_checked_with_mixed_float16_one_gpu_against_all():
     plan = check.plan_devices(gpus=[A100, dict(A100, name="/physical_device:GPU:1")],
-                              cpu_bf16=True, cpu_name="any CPU")
+                              auto_precision="mixed_float16", cpu_name="any CPU")
     assert plan["kind"] == "GPU"
     assert plan["devices"] == ["/gpu:0", "/gpu:1"] and plan["one"] == "/gpu:0"
     assert plan["mixed"] == "mixed_float16"
     assert plan["name"] == "2 x NVIDIA A100-SXM4-40GB"
-    assert "tensor cores" in plan["mixed_note"] and "float32" not in plan["mixed_note"]
+    assert plan["mixed_note"] == "mixed_float16, what precision auto picks here"
 
 
 def test_gpus_without_tensor_cores_say_auto_keeps_float32():
-    plan = check.plan_devices(gpus=[P100], cpu_bf16=False, cpu_name="any CPU")
+    plan = check.plan_devices(gpus=[dict(A100, device_name="Tesla P100-PCIE-16GB")],
+                              auto_precision="float32", cpu_name="any CPU")
     assert plan["mixed"] == "mixed_float16"
-    assert "precision auto keeps float32" in plan["mixed_note"]
+    assert plan["mixed_note"] == ("mixed_float16, though precision auto keeps float32 here: "
+                                  "no tensor cores (compute capability 7.0+)")
 
 
-@pytest.mark.parametrize("bf16, says", [(True, "has bfloat16 instructions"),
-                                        (False, "emulated")])
-def test_cpu_only_is_checked_on_two_logical_devices_with_bfloat16(bf16, says):
-    plan = check.plan_devices(gpus=[], cpu_bf16=bf16, cpu_name="AMD EPYC, 2 cores")
+@pytest.mark.parametrize("auto, says", [
+    ("mixed_bfloat16", "mixed_bfloat16, what precision auto picks here"),
+    ("float32", "mixed_bfloat16, though precision auto keeps float32 here: no bfloat16 "
+                "instructions (avx512_bf16/amx_bf16): bfloat16 is emulated")])
+def test_cpu_only_is_checked_on_two_logical_devices_with_bfloat16(auto, says):
+    plan = check.plan_devices(gpus=[], auto_precision=auto, cpu_name="AMD EPYC, 2 cores")
     assert plan["kind"] == "CPU"
     assert plan["devices"] == ["/cpu:0", "/cpu:1"] and plan["one"] == "/cpu:0"
     # float16 is never the CPU's mixed policy: its CPU kernels are emulated, many times slower.
     assert plan["mixed"] == "mixed_bfloat16"
-    assert says in plan["mixed_note"]
+    assert plan["mixed_note"] == says
     assert plan["name"] == "AMD EPYC, 2 cores (as 2 logical CPU devices)"
 
 
-def test_detect_devices_names_the_gpus_it_is_given_and_leaves_the_cpu_whole(monkeypatch):
+@pytest.mark.parametrize("capability, policy", [((9, 0), "mixed_float16"), ((6, 0), "float32")])
+def test_detect_devices_names_the_gpus_and_leaves_the_cpu_whole(monkeypatch, capability,
+                                                                policy):
     import tensorflow as tf
 
     class Device:
@@ -69,25 +72,42 @@ def test_detect_devices_names_the_gpus_it_is_given_and_leaves_the_cpu_whole(monk
                         lambda kind=None: gpus if kind == "GPU" else [Device("cpu")])
     monkeypatch.setattr(tf.config.experimental, "get_device_details",
                         lambda device: {"device_name": "NVIDIA H100 80GB HBM3",
-                                        "compute_capability": (9, 0)})
+                                        "compute_capability": capability})
     split = []
     monkeypatch.setattr(tf.config, "set_logical_device_configuration",
                         lambda *args: split.append(args))
     plan = check.detect_devices()
     assert plan["name"] == "2 x NVIDIA H100 80GB HBM3"
     assert plan["devices"] == ["/gpu:0", "/gpu:1"]
+    # The note follows what precision auto resolves to on these GPUs (engine.precision).
+    assert plan["mixed_note"].startswith(
+        "mixed_float16, what" if policy == "mixed_float16" else
+        "mixed_float16, though precision auto keeps float32")
     assert split == []  # GPUs are used as they are; only a CPU-only machine is split
 
 
+def test_detect_devices_splits_a_cpu_only_machine_in_two(monkeypatch):
+    import tensorflow as tf
+
+    cpu = object()
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: [cpu] if kind == "CPU" else [])
+    split = []
+    monkeypatch.setattr(tf.config, "set_logical_device_configuration",
+                        lambda device, config: split.append((device, len(config))))
+    plan = check.detect_devices()
+    assert plan["kind"] == "CPU" and split == [(cpu, 2)]
+
+
 def test_settings_scale_the_global_batch_with_the_devices_and_skip_one_device():
-    two = check.plan_devices(gpus=[], cpu_bf16=True, cpu_name="cpu")
+    two = check.plan_devices(gpus=[], auto_precision="mixed_bfloat16", cpu_name="cpu")
     runs = check.settings(two, batch=64)
     assert set(runs) == {"float32", "mixed", "xla", "all"}
     assert "runtime.precision=mixed_bfloat16" in runs["mixed"]
     assert "training.jit_compile=true" in runs["xla"]
     assert "training.global_batch_size=128" in runs["all"]
     assert "runtime.devices=[/cpu:0,/cpu:1]" in runs["all"]
-    one = check.plan_devices(gpus=[A100], cpu_bf16=True, cpu_name="cpu")
+    one = check.plan_devices(gpus=[A100], auto_precision="mixed_float16", cpu_name="cpu")
     assert set(check.settings(one, batch=64)) == {"float32", "mixed", "xla"}
 
 
@@ -98,7 +118,7 @@ def _report(model, fit, verdict="compute-bound", wait=0.01):
 
 
 def test_table_rows_are_the_ratios_of_the_doctor_figures():
-    plan = check.plan_devices(gpus=[], cpu_bf16=True, cpu_name="cpu")
+    plan = check.plan_devices(gpus=[], auto_precision="mixed_bfloat16", cpu_name="cpu")
     measured = {"runs": {"float32": _report(1000, 800), "mixed": _report(1500, 1),
                          "xla": _report(500, 1), "all": _report(1200, 1)},
                 "doctor": [{"recipe": "default.yaml", "note": "",
@@ -115,7 +135,7 @@ def test_table_rows_are_the_ratios_of_the_doctor_figures():
 
 
 def test_one_device_leaves_scaling_unmeasured():
-    plan = check.plan_devices(gpus=[A100], cpu_bf16=True, cpu_name="cpu")
+    plan = check.plan_devices(gpus=[A100], auto_precision="mixed_float16", cpu_name="cpu")
     measured = {"runs": {"float32": _report(1000, 800), "mixed": _report(3000, 1),
                          "xla": _report(1100, 1)}, "doctor": []}
     scaling = check.table_rows(plan, measured)[2]
