@@ -37,7 +37,7 @@ Goal: tfaccel k=4 <= 1.10x
 | contender | ms / example | examples / s | ratio vs first row |
 |---|---:|---:|---:|
 | plain fit, batch 128 | 0.418 | 2,392 | 1.00x |
-| tfaccel k=4 (4 x 32) | 0.553 | 1,808 | 1.32x |
+| tfaccel accumulate k=4 (4x32) | 0.553 | 1,808 | 1.32x |
 
 ### Precision auto vs float32, small CNN, batch 64
 
