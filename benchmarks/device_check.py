@@ -18,7 +18,7 @@ training/throughput.py's monitor) on recipes/default.yaml with one setting chang
 - doctor: the verdict on recipes/default.yaml and on the resnet recipe, as shipped (with
   --quick a global batch over 128 is cut to 128, and the row says so).
 
---quick (CI, under 2 minutes on 2 cores) times 10 steps once; the default 20 steps, the
+--quick (CI; about 1.5 minutes on 2 idle cores) times 10 steps once; the default 20 steps, the
 doctor's 2 repeats, and 2 rounds of the settings in turn, best of each kept (shared
 machines have bimodal timings).
 """
@@ -177,7 +177,7 @@ def table_rows(plan: dict, measured: dict) -> list:
                      f"efficiency {model['all'] / (count * model['float32']):.2f}"))
     else:
         rows.append(("scaling", "1 device", "one device only", model["float32"],
-                     float("nan"), "not measured"))
+                     None, "not measured"))
     rows.append(("input efficiency", "in memory", "pipeline", base["model_examples_per_sec"],
                  base["fit_examples_per_sec"],
                  f"{base['fit_examples_per_sec'] / base['model_examples_per_sec']:.2f}"))
@@ -200,7 +200,7 @@ def format_table(plan: dict, rows, *, measured: dict) -> str:
              "| --- | --- | --- | ---: | ---: | --- |"]
     for check, baseline, variant, rate_a, rate_b, result in rows:
         lines.append(f"| {check} | {baseline} | {variant} | {rate_a:,.0f} | "
-                     f"{'-' if rate_b != rate_b else format(rate_b, ',.0f')} | {result} |")
+                     f"{'-' if rate_b is None else format(rate_b, ',.0f')} | {result} |")
     lines += ["", f"precision: {plan['mixed_note']}."]
     if plan["kind"] == "CPU":
         lines.append(f"scaling: the {LOGICAL_CPUS} logical CPU devices share the same cores, "
@@ -211,7 +211,7 @@ def format_table(plan: dict, rows, *, measured: dict) -> str:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="10 steps, one round (CI: under 2 minutes on 2 CPU cores).")
+                        help="10 steps, one round (CI: about 1.5 minutes on 2 idle CPU cores).")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE",
                         help="Override every recipe (e.g. data.data_dir=/tmp/tfds).")
@@ -222,7 +222,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     plan = detect_devices()
     recipes = args.recipes or [DEFAULT_RECIPE, *resnet_recipes()]
-    measured = measure(plan, recipes=recipes, extra=args.overrides, quick=args.quick)
+    from tfaccel.errors import UserInputError
+
+    try:
+        measured = measure(plan, recipes=recipes, extra=args.overrides, quick=args.quick)
+    except UserInputError as error:  # a bad --set or --recipe: its message, no traceback
+        print(f"device_check: {error}", file=sys.stderr)
+        sys.exit(2)
     rows = table_rows(plan, measured)
     print(format_table(plan, rows, measured=measured))
     if args.json_path:

@@ -138,8 +138,11 @@ def test_one_device_leaves_scaling_unmeasured():
     plan = check.plan_devices(gpus=[A100], auto_precision="mixed_float16", cpu_name="cpu")
     measured = {"runs": {"float32": _report(1000, 800), "mixed": _report(3000, 1),
                          "xla": _report(1100, 1)}, "doctor": []}
-    scaling = check.table_rows(plan, measured)[2]
-    assert scaling[0] == "scaling" and scaling[5] == "not measured"
+    rows = check.table_rows(plan, measured)
+    assert rows[2] == ("scaling", "1 device", "one device only", 1000, None, "not measured")
+    table = check.format_table(plan, rows, measured={**measured, "steps": 10, "repeats": 1,
+                                                     "rounds": 1})
+    assert "| scaling | 1 device | one device only | 1,000 | - | not measured |" in table
 
 
 def test_the_resnet_recipe_is_found_by_its_model():
@@ -181,3 +184,14 @@ def test_quick_run_prints_one_table_on_two_logical_cpus(shapes_data_dir):
     for c in cells[4:]:
         assert c[5].split(" (")[0] in VERDICTS
     assert "replica(s), global batch 512 -> 128 (--quick)" in cells[5][5]
+
+
+def test_a_bad_override_is_named_with_exit_code_2_and_no_traceback(monkeypatch, capsys):
+    plan = check.plan_devices(gpus=[], auto_precision="mixed_bfloat16", cpu_name="cpu")
+    monkeypatch.setattr(check, "detect_devices", lambda: plan)
+    with pytest.raises(SystemExit) as exited:
+        check.main(["--quick", "--set", "training.epochz=3"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("device_check: ") and "training.epochz" in err
+    assert "Traceback" not in err
