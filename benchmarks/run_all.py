@@ -171,7 +171,9 @@ def assemble(outputs: dict, headlines=HEADLINES) -> list:
         if result is None:
             continue
         command = "python benchmarks/" + " ".join(RUNS[headline.run])
-        if result["returncode"] != 0:
+        if result["returncode"] == "timeout":
+            figure = "timed out (--timeout)"
+        elif result["returncode"] != 0:
             figure = f"failed (exit {result['returncode']})"
         else:
             value = find(parse_tables(result["stdout"]), headline)

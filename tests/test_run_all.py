@@ -110,11 +110,13 @@ def test_headlines_come_from_the_right_rows_columns_and_tables():
 
 def test_a_failed_run_is_named_in_its_rows_and_the_others_still_count():
     rows = run_all.assemble({"end_to_end": {"stdout": "", "returncode": 1, "seconds": 3.0},
+                             "crop": {"stdout": "", "returncode": "timeout", "seconds": 9.0},
                              "throughput": _ok(THROUGHPUT)})
     found = _by_claim(rows)
     assert found["end to end vs the Keras script, PNG folder (README headline)"][0] == (
         "failed (exit 1)")
     assert found["precision auto (mixed_bfloat16) alone"][0] == "failed (exit 1)"
+    assert found["random resized crop vs Keras (noisy photos)"][0] == "timed out (--timeout)"
     assert found["throughput monitor overhead, small_cnn"][0] == "-1.9%"
 
 
