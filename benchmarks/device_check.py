@@ -196,7 +196,7 @@ def table_rows(plan: dict, measured: dict) -> list:
 
 def format_table(plan: dict, rows, *, measured: dict) -> str:
     """The one Markdown table, its device named above it and the policy's reason below."""
-    lines = [f"Device check on {plan['name']} ({plan['kind']}); tfaccel doctor, "
+    lines = [f"Device check ({plan['kind']}): {plan['name']}; tfaccel doctor, "
              f"{measured['steps']} steps, {measured['repeats']} repeat(s), "
              f"{measured['rounds']} round(s)", "",
              "| " + " | ".join(COLUMNS) + " |",

@@ -130,6 +130,8 @@ def test_table_rows_are_the_ratios_of_the_doctor_figures():
     assert [row[5] for row in rows[:4]] == ["1.50x", "0.50x", "efficiency 0.60", "0.80"]
     assert rows[4][5].startswith("input-bound (input wait 25.0%")
     table = check.format_table(plan, rows, measured=measured)
+    assert table.splitlines()[0] == ("Device check (CPU): cpu (as 2 logical CPU devices); "
+                                     "tfaccel doctor, 10 steps, 1 repeat(s), 1 round(s)")
     assert table.splitlines()[2] == "| " + " | ".join(check.COLUMNS) + " |"
     assert "| precision | float32 | mixed_bfloat16 | 1,000 | 1,500 | 1.50x |" in table
 
@@ -166,8 +168,8 @@ def test_quick_run_prints_one_table_on_two_logical_cpus(shapes_data_dir):
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     machine = _load("machine")
-    assert lines[0].startswith(f"Device check on {machine.describe_cpu()} "
-                               "(as 2 logical CPU devices) (CPU)")
+    assert lines[0].startswith(f"Device check (CPU): {machine.describe_cpu()} "
+                               "(as 2 logical CPU devices); tfaccel doctor, 10 steps")
     rows = [line for line in lines if line.startswith("| ")]
     assert rows[0] == "| " + " | ".join(check.COLUMNS) + " |"
     assert rows[1] == "| --- | --- | --- | ---: | ---: | --- |"
