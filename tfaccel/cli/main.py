@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import sys
 import traceback
 
@@ -44,6 +45,17 @@ def _quiet_tensorflow() -> None:
     hide_tensorflow_import_lines()
 
 
+def resume_command(run_dir) -> str:
+    """The command that continues a stopped run: its real path, quoted for a shell.
+
+    A worker that does not know the run directory (a non-chief started by hand) names it
+    as the chief's.
+    """
+    if not run_dir:
+        return "tfaccel train --resume RUN_DIR (the chief's run directory)"
+    return f"tfaccel train --resume {shlex.quote(str(run_dir))}"
+
+
 def handle_errors(command):
     """Turns tfaccel's errors into a one-paragraph message and the documented exit code."""
 
@@ -57,7 +69,7 @@ def handle_errors(command):
         except Preempted as error:
             # A checkpoint was saved; the shell's 128 + signal convention.
             click.echo(f"Error: {error}", err=True)
-            click.echo("Resume with: tfaccel train --resume RUN_DIR.", err=True)
+            click.echo(f"Resume with: {resume_command(error.run_dir)}", err=True)
             sys.exit(128 + int(error.signum))
         except TfaccelError as error:
             click.echo(f"Error: {error}", err=True)
