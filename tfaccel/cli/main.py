@@ -256,9 +256,10 @@ def validate(recipe, overrides, show):
 def bench(recipe, overrides, batches, repeats, no_epochs):
     """Benchmark RECIPE's input pipeline alone (no model).
 
-    Reports examples/s over N batches and first-batch latency for tfaccel's pipeline and for
-    the same source through a truly sequential tf.data pipeline, with the ratio; then a cold
-    epoch versus a second (cached) epoch.
+    Reports the steady examples/s (the batches after the first) and the first batch's
+    latency for tfaccel's pipeline and for the same source through a truly sequential
+    tf.data pipeline; the headline ratio is of the steady rates, the latencies beside it.
+    Then a cold epoch versus a second (cached) epoch.
     """
     from tfaccel.config.recipe import load_recipe
 
