@@ -349,7 +349,12 @@ def doctor(recipe, overrides, steps, repeats, try_suggestions, as_json):
     loaded = load_recipe(recipe, overrides)
     from tfaccel.tools.doctor import diagnose, format_report
 
-    report = diagnose(loaded, steps=steps, repeats=repeats, try_suggestions=try_suggestions)
+    # Progress on stdout beside the report; with --json on stderr, so stdout is the JSON.
+    from tfaccel.messages import say
+
+    progress = (lambda line: click.echo(f"tfaccel: {line}", err=True)) if as_json else say
+    report = diagnose(loaded, steps=steps, repeats=repeats, try_suggestions=try_suggestions,
+                      progress=progress)
     if as_json:
         import json
 
