@@ -12,6 +12,7 @@ import click
 
 from tfaccel import datasets
 from tfaccel._version import __version__
+from tfaccel.cli.quiet_import import quiet_tensorflow
 from tfaccel.errors import Preempted, TfaccelError, UserInputError
 
 EXIT_RUNTIME_FAILURE = 1
@@ -24,25 +25,6 @@ SET_OPTION = click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE",
     help="Override one recipe key, e.g. --set training.epochs=3 (value parsed as YAML, "
          "checked like the file's own values). Repeatable.")
-
-
-# TensorFlow's C++ log level while tfaccel runs, unless the user set TF_CPP_MIN_LOG_LEVEL or
-# passed --verbose: 3 hides its start-up chatter (oneDNN, CPU features, "failed call to
-# cuInit" on a machine without a GPU, an error-level line) that buries the useful output;
-# tfaccel's own errors reach the user as exceptions and messages either way.
-QUIET_TF_LOG_LEVEL = "3"
-
-
-def _quiet_tensorflow() -> None:
-    # Read by TensorFlow when it is imported: the commands import it lazily, after this.
-    # What its libraries print before absl logging starts ignores the variable: those
-    # lines are filtered from stderr during the import itself.
-    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
-        return  # the user's own choice
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = QUIET_TF_LOG_LEVEL
-    from tfaccel.cli.quiet_import import hide_tensorflow_import_lines
-
-    hide_tensorflow_import_lines()
 
 
 def resume_command(run_dir) -> str:
@@ -94,8 +76,10 @@ def handle_errors(command):
 @click.version_option(__version__, "--version", prog_name="tfaccel",
                       message="%(prog)s %(version)s")
 @click.option("--verbose", is_flag=True,
-              help="Show TensorFlow's own start-up and C++ log lines (hidden unless "
-                   "TF_CPP_MIN_LOG_LEVEL is set).")
+              help="Show TensorFlow's own start-up and C++ log lines, TFDS' and the "
+                   "export converters' output (hidden unless TF_CPP_MIN_LOG_LEVEL is "
+                   "set; TFACCEL_VERBOSE=1 does the same, and launched workers inherit "
+                   "it).")
 def main(verbose):
     """tfaccel: fast, correct TensorFlow/Keras training from a YAML recipe.
 
@@ -104,8 +88,7 @@ def main(verbose):
     (Ctrl-C), 143 preempted (SIGTERM); after 130/143 a checkpoint was saved: resume with
     `tfaccel train --resume RUN_DIR`.
     """
-    if not verbose:
-        _quiet_tensorflow()
+    quiet_tensorflow(verbose_flag=verbose)
 
 
 def _parse_steps(value):
