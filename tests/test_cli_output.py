@@ -150,3 +150,27 @@ def test_the_cli_hides_tensorflow_s_import_lines_unless_asked():
         assert "absl::InitializeLog" in _devices_stderr(env_level="0")  # the user's choice
         # Level 2 hides warnings: the lines printed before TensorFlow reads it too.
         assert "absl::InitializeLog" not in _devices_stderr(env_level="2")
+
+
+def test_a_look_for_tensorflow_before_the_import_leaves_the_import_filtered():
+    # TensorFlow Datasets looks TensorFlow up (importlib.util.find_spec) before importing
+    # it lazily: the lines of the import that follows are filtered all the same.
+    import os
+    import subprocess
+    import sys
+
+    code = ("import importlib.util\n"
+            "from tfaccel.cli.quiet_import import quiet_tensorflow\n"
+            "quiet_tensorflow()\n"
+            "assert importlib.util.find_spec('tensorflow') is not None\n"
+            "import tensorflow\n"
+            "print(tensorflow.constant(2).numpy() * 21)\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TF_CPP_MIN_LOG_LEVEL", "TFACCEL_VERBOSE")}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "42\n"
+    assert "absl::InitializeLog" not in result.stderr, result.stderr
+    assert not [line for line in result.stderr.splitlines()
+                if re.match(r"^[IW]\d{4} ", line)], result.stderr

@@ -122,6 +122,9 @@ class _QuietLoader(importlib.abc.Loader):
         return self.inner.create_module(spec)
 
     def exec_module(self, module):
+        # The one import happens now: the finder's work is done.
+        sys.meta_path[:] = [f for f in sys.meta_path
+                            if not isinstance(f, _QuietTensorFlowFinder)]
         # TensorFlow sees its own loader, as after a plain import.
         module.__loader__ = module.__spec__.loader = self.inner
         with native_stderr_filtered():
@@ -129,12 +132,16 @@ class _QuietLoader(importlib.abc.Loader):
 
 
 class _QuietTensorFlowFinder(importlib.abc.MetaPathFinder):
-    """Finds `tensorflow` as usual, once, and wraps its loader in `_QuietLoader`."""
+    """Finds `tensorflow` as usual and wraps its loader in `_QuietLoader`.
+
+    It stays in place until the import itself runs: a library may look for TensorFlow
+    first without importing it (`importlib.util.find_spec`; TensorFlow Datasets does, then
+    imports it lazily), and the import that follows must be filtered too.
+    """
 
     def find_spec(self, name, path=None, target=None):
         if name != "tensorflow":
             return None
-        sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is not None and spec.loader is not None:
             spec.loader = _QuietLoader(spec.loader)
