@@ -175,7 +175,7 @@ def test_doctor_is_quiet_and_its_json_stdout_is_the_json(trained, tiny):
     report = json.loads(done.stdout)  # nothing but the JSON on stdout
     assert report["steps_timed"] == 2
     # The progress went to stderr, one tfaccel line per phase.
-    assert done.stderr.splitlines()[0] == \
+    assert done.stderr.splitlines()[1] == \
         "tfaccel: doctor: measuring the input pipeline alone (4 batches)..."
     assert all(line.startswith("tfaccel: ") for line in done.stderr.splitlines())
 

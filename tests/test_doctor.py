@@ -207,13 +207,14 @@ def test_tried_suggestions_rank_by_measured_gain_and_a_slowdown_is_not_suggested
     assert [s["key"] for s in report["not_suggested"]] == ["training.jit_compile"]
     text = doctor.format_report(report)
     suggested = text.split("Suggestions (most promising first):")[1].split(
-        "Tried and slower")[0]
+        "Tried and measured slower")[0]
     assert "jit_compile" not in suggested
     assert "1. --set training.global_batch_size=256" in suggested
     assert ("  --set training.jit_compile=true: model_examples_per_sec 1,000 -> 100 (0.10x; "
             "about 0.10x on fit)") in text
     # One line per phase, before it starts: nothing is silent for long.
     assert lines == [
+        "doctor: starting TensorFlow and building the input pipeline as train does...",
         "doctor: measuring the input pipeline alone (8 batches)...",
         "doctor: building the model; measuring it alone on batches in memory (4 steps after "
         "4 warm-up)...",

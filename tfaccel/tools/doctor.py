@@ -46,10 +46,11 @@ def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,
         or the reason it could not be read), ``suggestions`` (ranked), ``not_suggested``
         (tried and measured slower) and the settings.
     """
-    from tfaccel.training.session import open_session
-
     tell = progress or (lambda line: None)
     timed = f"{steps} steps after {steps} warm-up"
+    tell("doctor: starting TensorFlow and building the input pipeline as train does...")
+    from tfaccel.training.session import open_session
+
     # The same session as `train`: threads, seed, op determinism, precision, strategy and
     # batch plan set alike, the data built in the strategy's scope, all put back after.
     with open_session(recipe) as opened:
@@ -477,7 +478,7 @@ def format_report(report: dict) -> str:
                 lines.append(f"     tried: {_tried(measured)}")
     slower = report.get("not_suggested") or []
     if slower:
-        lines += ["", "Tried and slower here (not suggested):"]
+        lines += ["", "Tried and measured slower here (not suggested):"]
         lines += [f"  --set {' --set '.join(s['set'])}: {_tried(s['measured'])}"
                   for s in slower]
     return "\n".join(lines)
