@@ -123,31 +123,6 @@ def test_suggestions_follow_the_recipe_and_the_measurements():
     assert "training.jit_compile" not in keys  # XLA is suggested on one device only
 
 
-def test_doctor_rejects_a_bad_override_with_exit_2(tmp_path):
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text("name: x\n")
-    result = CliRunner().invoke(main, ["doctor", str(recipe), "--set", "training.epochs=-1"])
-    assert result.exit_code == 2
-    assert "training.epochs" in result.output and "Traceback" not in result.output
-
-
-def test_with_jit_compile_the_wait_is_estimated_and_says_so(tmp_path, shapes_data_dir):
-    recipe = tmp_path / "jit.yaml"
-    recipe.write_text(
-        f"data: {{source: builtin, data_dir: {shapes_data_dir}, train_split: 'train[:512]',\n"
-        "       validation_split: null, cache: memory, shuffle_buffer: 512}\n"
-        "model: {name: small_cnn}\n"
-        "training: {global_batch_size: 64, jit_compile: true}\n"
-        "runtime: {precision: float32}\n")
-    report = _doctor(recipe)
-    assert report["input_wait_source"].startswith("estimated from fit vs model-alone speed")
-    assert "jit_compile" in report["input_wait_source"]
-    expected = max(0.0, 1 - report["fit_examples_per_sec"] / report["model_examples_per_sec"])
-    assert report["input_wait_fraction"] == pytest.approx(expected)
-    assert report["framework_overhead_fraction"] is None
-    assert "training.jit_compile" not in [s["key"] for s in report["suggestions"]]
-
-
 class _FakeMeasurements:
     """The doctor's measurements, canned: the tester's compute-bound job on a shared CPU."""
 
@@ -255,3 +230,28 @@ def test_a_pipeline_gain_counts_on_fit_only_up_to_the_model_s_rate():
     ranked, _ = rank_by_measurement([batch, threads], pipeline_rate=500, model_rate=1_000)
     assert [s["key"] for s in ranked] == ["data.private_threads",
                                           "training.global_batch_size"]
+
+
+def test_doctor_rejects_a_bad_override_with_exit_2(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: x\n")
+    result = CliRunner().invoke(main, ["doctor", str(recipe), "--set", "training.epochs=-1"])
+    assert result.exit_code == 2
+    assert "training.epochs" in result.output and "Traceback" not in result.output
+
+
+def test_with_jit_compile_the_wait_is_estimated_and_says_so(tmp_path, shapes_data_dir):
+    recipe = tmp_path / "jit.yaml"
+    recipe.write_text(
+        f"data: {{source: builtin, data_dir: {shapes_data_dir}, train_split: 'train[:512]',\n"
+        "       validation_split: null, cache: memory, shuffle_buffer: 512}\n"
+        "model: {name: small_cnn}\n"
+        "training: {global_batch_size: 64, jit_compile: true}\n"
+        "runtime: {precision: float32}\n")
+    report = _doctor(recipe)
+    assert report["input_wait_source"].startswith("estimated from fit vs model-alone speed")
+    assert "jit_compile" in report["input_wait_source"]
+    expected = max(0.0, 1 - report["fit_examples_per_sec"] / report["model_examples_per_sec"])
+    assert report["input_wait_fraction"] == pytest.approx(expected)
+    assert report["framework_overhead_fraction"] is None
+    assert "training.jit_compile" not in [s["key"] for s in report["suggestions"]]

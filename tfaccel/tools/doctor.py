@@ -111,44 +111,6 @@ def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,
         return report
 
 
-def rank_by_measurement(suggestions: Sequence[dict], *, pipeline_rate: float,
-                        model_rate: float) -> tuple:
-    """Ranks the tried suggestions by their measured gain; a measured slowdown is dropped.
-
-    `fit` runs about as fast as the slower of the pipeline alone and the model alone, so a
-    tried suggestion's gain on fit is estimated as min(pipeline, model) after over before
-    (a faster pipeline does not speed up a compute-bound job). The tried ones take the
-    places tried ones held, in the order of that gain; the untried ones (a cache needs a
-    whole pass) and those whose try failed keep their places.
-
-    Args:
-        suggestions: `suggest`'s list, tried ones carrying ``measured``.
-        pipeline_rate: The input pipeline alone, examples/s.
-        model_rate: The model alone, examples/s.
-
-    Returns:
-        ``(suggestions, not_suggested)``: the ranked list, and the tried suggestions that
-        measured slower (ratio under 1), kept for the report. Each tried one's
-        ``measured`` gets ``fit_gain``.
-    """
-    ranked, tried, slower = list(suggestions), [], []
-    for suggestion in suggestions:
-        measured = suggestion.get("measured") or {}
-        if measured.get("ratio") is None:
-            continue
-        rates = {"pipeline": pipeline_rate, "model": model_rate}
-        rates["pipeline" if measured["what"].startswith("pipeline") else "model"] = \
-            measured["after"]
-        before = min(pipeline_rate, model_rate)
-        measured["fit_gain"] = min(rates.values()) / before if before else measured["ratio"]
-        (slower if measured["ratio"] < 1 else tried).append(suggestion)
-    places = [i for i, s in enumerate(ranked) if s in tried]
-    for place, suggestion in zip(places, sorted(tried,
-                                                key=lambda s: -s["measured"]["fit_gain"])):
-        ranked[place] = suggestion
-    return [s for s in ranked if s not in slower], slower
-
-
 class _Measurements:
     """One doctor run's measurements on a `training.session.Session` (as `train` opens it)."""
 
@@ -426,6 +388,44 @@ def _steps_per_execution(recipe: Recipe, cost: Optional[dict], *,
             cost, steps_per_epoch=steps_per_epoch,
             every_steps=recipe.training.checkpoint_every_steps, unmeasured="").as_dict()
     return out
+
+
+def rank_by_measurement(suggestions: Sequence[dict], *, pipeline_rate: float,
+                        model_rate: float) -> tuple:
+    """Ranks the tried suggestions by their measured gain; a measured slowdown is dropped.
+
+    `fit` runs about as fast as the slower of the pipeline alone and the model alone, so a
+    tried suggestion's gain on fit is estimated as min(pipeline, model) after over before
+    (a faster pipeline does not speed up a compute-bound job). The tried ones take the
+    places tried ones held, in the order of that gain; the untried ones (a cache needs a
+    whole pass) and those whose try failed keep their places.
+
+    Args:
+        suggestions: `suggest`'s list, tried ones carrying ``measured``.
+        pipeline_rate: The input pipeline alone, examples/s.
+        model_rate: The model alone, examples/s.
+
+    Returns:
+        ``(suggestions, not_suggested)``: the ranked list, and the tried suggestions that
+        measured slower (ratio under 1), kept for the report. Each tried one's
+        ``measured`` gets ``fit_gain``.
+    """
+    ranked, tried, slower = list(suggestions), [], []
+    for suggestion in suggestions:
+        measured = suggestion.get("measured") or {}
+        if measured.get("ratio") is None:
+            continue
+        rates = {"pipeline": pipeline_rate, "model": model_rate}
+        rates["pipeline" if measured["what"].startswith("pipeline") else "model"] = \
+            measured["after"]
+        before = min(pipeline_rate, model_rate)
+        measured["fit_gain"] = min(rates.values()) / before if before else measured["ratio"]
+        (slower if measured["ratio"] < 1 else tried).append(suggestion)
+    places = [i for i, s in enumerate(ranked) if s in tried]
+    for place, suggestion in zip(places, sorted(tried,
+                                                key=lambda s: -s["measured"]["fit_gain"])):
+        ranked[place] = suggestion
+    return [s for s in ranked if s not in slower], slower
 
 
 def _s(overrides: Sequence[str], why: str, expected: str, *, rank: int,
