@@ -54,6 +54,7 @@ def main():
         report["preempted"] = True
         report["signum"] = error.signum
         report["checkpoint"] = os.path.basename(error.checkpoint)
+        report["run_dir"] = error.run_dir
     with open(os.path.join(cut_dir, "summary.json")) as stream:
         report["status_after_stop"] = json.load(stream)["status"]
     resumed = train(resume=cut_dir)

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -9,6 +10,8 @@ from click.testing import CliRunner
 from tfaccel import __version__
 from tfaccel.cli.main import main
 from tf_free import heavy_modules_after
+
+REPO = Path(__file__).resolve().parents[1]
 
 COMMANDS = ["train", "validate", "devices", "keys", "models", "bench", "export-images",
             "export", "doctor", "compare", "launch", "data-service"]
@@ -118,3 +121,25 @@ def test_console_script_reports_version():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
     assert result.stdout.strip() == f"tfaccel {__version__}"
+
+
+@pytest.mark.parametrize("run_dir, hint", [
+    ("/runs/my run", "Resume with: tfaccel train --resume '/runs/my run'\n"),
+    (None, "Resume with: tfaccel train --resume RUN_DIR (the chief's run directory)\n")])
+def test_a_preempted_run_names_its_real_directory_and_exits_143(runner, monkeypatch,
+                                                                run_dir, hint):
+    import signal
+
+    from tfaccel.errors import Preempted
+    from tfaccel.training import run as runner_module
+
+    def stopped(*args, **kwargs):
+        raise Preempted("stopped by signal SIGTERM at epoch 1, step 3; checkpoint "
+                        "step-0000003 saved.", signum=int(signal.SIGTERM),
+                        checkpoint="/runs/x/checkpoints/step-0000003", run_dir=run_dir)
+
+    monkeypatch.setattr(runner_module, "train", stopped)
+    result = runner.invoke(main, ["train", str(REPO / "recipes" / "default.yaml")])
+    assert result.exit_code == 143
+    assert result.stderr.endswith(hint), result.stderr
+    assert "RUN_DIR." not in result.stderr

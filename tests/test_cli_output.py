@@ -6,7 +6,8 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from tfaccel.cli.main import QUIET_TF_LOG_LEVEL, main
+from tfaccel.cli.main import main
+from tfaccel.cli.quiet_import import QUIET_TF_LOG_LEVEL
 from tfaccel.training.run import fit_verbosity
 
 
@@ -50,22 +51,29 @@ def test_train_into_a_pipe_prints_one_line_per_epoch_and_no_carriage_return(tmp_
         "Epoch 1/3", "Epoch 2/3", "Epoch 3/3"]
 
 
-@pytest.mark.parametrize("args, preset, expected", [
-    ([], None, QUIET_TF_LOG_LEVEL),  # hidden by default
-    ([], "0", "0"),  # the user's own setting is kept
-    (["--verbose"], None, None),  # --verbose leaves TensorFlow's default
-    (["--verbose"], "1", "1"),
+@pytest.mark.parametrize("args, preset, inherited, expected", [
+    ([], None, "", QUIET_TF_LOG_LEVEL),  # hidden by default
+    ([], "0", "", "0"),  # the user's own setting is kept
+    (["--verbose"], None, "", None),  # --verbose leaves TensorFlow's default
+    (["--verbose"], "1", "", "1"),
+    ([], None, "1", None),  # a worker of a verbose launch: verbose too
 ])
-def test_the_cli_sets_tensorflow_s_log_level_unless_told(monkeypatch, args, preset, expected):
+def test_the_cli_sets_tensorflow_s_log_level_unless_told(monkeypatch, args, preset,
+                                                         inherited, expected):
     import os
+
+    from tfaccel.messages import VERBOSE_ENV
 
     if preset is None:
         monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
     else:
         monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", preset)
+    monkeypatch.setenv(VERBOSE_ENV, inherited)  # put back as it was after the test
     result = CliRunner().invoke(main, [*args, "models"])
     assert result.exit_code == 0, result.output
     assert os.environ.get("TF_CPP_MIN_LOG_LEVEL") == expected
+    # Verbose is passed on to the processes this one starts (launched workers).
+    assert os.environ[VERBOSE_ENV] == ("1" if args or inherited else "")
     assert QUIET_TF_LOG_LEVEL == "3"
 
 
@@ -83,6 +91,13 @@ def test_start_up_noise_is_absl_s_notice_and_its_info_and_warning_lines_only():
     assert not is_start_up_noise("F0000 00:00:1.2   1 x.cc:9] Check failed")
     assert not is_start_up_noise("Traceback (most recent call last):")
     assert not is_start_up_noise("tfaccel: I0000 is a fine name for a run.")
+    # By TF_CPP_MIN_LOG_LEVEL's rule: 1 hides INFO, 2 warnings too (the notice is one).
+    info = "I0000 00:00:1795518530.279869   30871 port.cc:153] oneDNN custom operations"
+    warning = "W0000 00:00:1795518530.3   7 cpu_feature_guard.cc:227] x"
+    notice = ("WARNING: All log messages before absl::InitializeLog() is called are written "
+              "to STDERR")
+    assert [[is_start_up_noise(line, min_log_level=level) for line in (info, warning, notice)]
+            for level in (0, 1, 2)] == [[False] * 3, [True, False, False], [True] * 3]
 
 
 def test_the_filter_passes_every_other_line_in_order_and_restores_stderr():
@@ -132,4 +147,30 @@ def test_the_cli_hides_tensorflow_s_import_lines_unless_asked():
                            text=True, timeout=120).stderr
     if "absl::InitializeLog" in plain:
         assert "absl::InitializeLog" in _devices_stderr("--verbose")
-        assert "absl::InitializeLog" in _devices_stderr(env_level="2")  # the user's choice
+        assert "absl::InitializeLog" in _devices_stderr(env_level="0")  # the user's choice
+        # Level 2 hides warnings: the lines printed before TensorFlow reads it too.
+        assert "absl::InitializeLog" not in _devices_stderr(env_level="2")
+
+
+def test_a_look_for_tensorflow_before_the_import_leaves_the_import_filtered():
+    # TensorFlow Datasets looks TensorFlow up (importlib.util.find_spec) before importing
+    # it lazily: the lines of the import that follows are filtered all the same.
+    import os
+    import subprocess
+    import sys
+
+    code = ("import importlib.util\n"
+            "from tfaccel.cli.quiet_import import quiet_tensorflow\n"
+            "quiet_tensorflow()\n"
+            "assert importlib.util.find_spec('tensorflow') is not None\n"
+            "import tensorflow\n"
+            "print(tensorflow.constant(2).numpy() * 21)\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TF_CPP_MIN_LOG_LEVEL", "TFACCEL_VERBOSE")}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "42\n"
+    assert "absl::InitializeLog" not in result.stderr, result.stderr
+    assert not [line for line in result.stderr.splitlines()
+                if re.match(r"^[IW]\d{4} ", line)], result.stderr

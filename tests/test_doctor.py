@@ -57,7 +57,9 @@ def test_a_slow_python_source_with_a_tiny_model_is_input_bound(tmp_path):
     assert keys[:2] == ["data.cache", "data.workers"]
     assert report["suggestions"][1]["set"] == ["data.workers=2"]
     # --try measured the pipeline with 2 workers, and the model-side ones on the model.
-    measured = {s["key"]: s.get("measured") for s in report["suggestions"]}
+    # (a try that measured slower moves to not_suggested)
+    measured = {s["key"]: s.get("measured")
+                for s in report["suggestions"] + report["not_suggested"]}
     assert measured["data.workers"]["what"] == "pipeline_examples_per_sec"
     assert measured["data.workers"]["before"] == report["pipeline_examples_per_sec"]
     assert measured["data.workers"]["after"] > 0
@@ -119,6 +121,115 @@ def test_suggestions_follow_the_recipe_and_the_measurements():
     assert keys[0] == "training.steps_per_execution"
     assert "data.cache" not in keys and "runtime.precision" not in keys
     assert "training.jit_compile" not in keys  # XLA is suggested on one device only
+
+
+class _FakeMeasurements:
+    """The doctor's measurements, canned: the tester's compute-bound job on a shared CPU."""
+
+    cpu_bf16, replicas, monitor = False, 1, None
+    tried = {"training.jit_compile": 0.10, "training.global_batch_size": 1.54}
+
+    def __init__(self, session):
+        from types import SimpleNamespace
+
+        self.data = SimpleNamespace(steps_per_epoch=100)
+
+    def settings(self):
+        return {"strategy": "default", "replicas": 1, "precision": "float32",
+                "global_batch_size": 64, "accumulation_steps": 1, "source": "builtin"}
+
+    def pipeline_alone(self, recipe, *, steps, data=None):
+        return {"examples_per_sec": 50_000.0, "autotune": {"unavailable": "canned"}}
+
+    def model_alone(self, recipe, *, steps, keep=True, build=True):
+        return 1_000.0, {}
+
+    def fit_together(self, *, steps):
+        return {"examples_per_sec": 990.0, "input_wait_fraction": 0.01,
+                "framework_overhead_fraction": 0.02, "per_call_cost": None,
+                "step_time_ms": 64.0, "cpu_utilisation": 0.9}
+
+    def try_suggestion(self, recipe, suggestion, report, *, steps):
+        ratio = self.tried[suggestion["key"]]
+        before = report["model_examples_per_sec"]
+        return {"what": "model_examples_per_sec", "before": before, "after": before * ratio,
+                "ratio": ratio}
+
+
+def test_tried_suggestions_rank_by_measured_gain_and_a_slowdown_is_not_suggested(
+        monkeypatch):
+    import contextlib
+
+    from tfaccel.config.recipe import recipe_from_dict
+    from tfaccel.tools import doctor
+    from tfaccel.training import session
+
+    monkeypatch.setattr(doctor, "_Measurements", _FakeMeasurements)
+    monkeypatch.setattr(session, "open_session",
+                        lambda recipe: contextlib.nullcontext(None))
+    recipe = recipe_from_dict({"runtime": {"precision": "float32"}}, base_dir=".")
+    untried = [s["key"] for s in suggest(recipe, {
+        "input_wait_fraction": 0.01, "model_examples_per_sec": 1_000.0,
+        "fit_examples_per_sec": 990.0, "settings": {"precision": "float32"}},
+        cpu_bf16=False, replicas=1)]
+    assert untried == ["training.jit_compile", "training.global_batch_size"]
+    lines = []
+    report = doctor.diagnose(recipe, steps=4, repeats=2, try_suggestions=True,
+                             progress=lines.append)
+    # The 1.54x bigger batch comes first; XLA measured 0.10x is not suggested at all.
+    assert [s["key"] for s in report["suggestions"]] == ["training.global_batch_size"]
+    assert report["suggestions"][0]["measured"]["fit_gain"] == pytest.approx(1.54)
+    assert [s["key"] for s in report["not_suggested"]] == ["training.jit_compile"]
+    text = doctor.format_report(report)
+    suggested = text.split("Suggestions (most promising first):")[1].split(
+        "Tried and measured slower")[0]
+    assert "jit_compile" not in suggested
+    assert "1. --set training.global_batch_size=256" in suggested
+    assert ("  --set training.jit_compile=true: model_examples_per_sec 1,000 -> 100 (0.10x; "
+            "about 0.10x on fit)") in text
+    # One line per phase, before it starts: nothing is silent for long.
+    assert lines == [
+        "doctor: starting TensorFlow and building the input pipeline as train does...",
+        "doctor: measuring the input pipeline alone (8 batches)...",
+        "doctor: building the model; measuring it alone on batches in memory (4 steps after "
+        "4 warm-up)...",
+        "doctor: measuring fit with the input pipeline (4 steps after 4 warm-up)...",
+        "doctor: repeat 2 of 2: the model alone, then fit...",
+        "doctor: trying 1 of 2: --set training.jit_compile=true (the model alone, 4 steps "
+        "after 4 warm-up)...",
+        "doctor: trying 2 of 2: --set training.global_batch_size=256 (the model alone, 4 "
+        "steps after 4 warm-up)..."]
+
+
+def test_a_pipeline_gain_counts_on_fit_only_up_to_the_model_s_rate():
+    from tfaccel.tools.doctor import rank_by_measurement
+
+    def tried(key, what, before, after):
+        return {"key": key, "set": [f"{key}=x"], "measured": {
+            "what": what, "before": before, "after": after, "ratio": after / before}}
+
+    # Compute-bound: the pipeline alone (5,000/s) is far faster than the model (1,000/s).
+    threads = tried("data.private_threads", "pipeline_examples_per_sec", 5_000, 10_000)
+    batch = tried("training.global_batch_size", "model_examples_per_sec", 1_000, 1_300)
+    steps = tried("training.steps_per_execution", "model_examples_per_sec", 1_000, 1_010)
+    slower = tried("training.jit_compile", "model_examples_per_sec", 1_000, 990)
+    untried = {"key": "data.cache", "set": ["data.cache=memory"]}
+    failed = {"key": "data.workers", "set": ["data.workers=2"],
+              "measured": {"error": "boom"}}
+    ranked, dropped = rank_by_measurement([threads, untried, slower, steps, failed, batch],
+                                          pipeline_rate=5_000, model_rate=1_000)
+    # The tried ones swap places by gain on fit (2x on the pipeline is 1.0x on fit, after
+    # 1.01x on the model); the untried and the failed keep theirs.
+    assert [s["key"] for s in ranked] == ["training.global_batch_size", "data.cache",
+                                          "training.steps_per_execution", "data.workers",
+                                          "data.private_threads"]
+    assert threads["measured"]["fit_gain"] == 1.0
+    assert batch["measured"]["fit_gain"] == pytest.approx(1.3)
+    assert dropped == [slower]  # 0.99x is a measured slowdown, however small
+    # Input-bound: the same pipeline gain is most of fit's gain.
+    ranked, _ = rank_by_measurement([batch, threads], pipeline_rate=500, model_rate=1_000)
+    assert [s["key"] for s in ranked] == ["data.private_threads",
+                                          "training.global_batch_size"]
 
 
 def test_doctor_rejects_a_bad_override_with_exit_2(tmp_path):

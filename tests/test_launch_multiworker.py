@@ -355,6 +355,8 @@ def test_sigterm_saves_on_every_worker_at_one_step_and_a_launched_resume_is_exac
     assert len(stopped) == 2, output[-4000:]  # both workers, the same step named
     assert stopped[0].split("] ", 1)[1] == stopped[1].split("] ", 1)[1]
     assert f"resume with: tfaccel launch --workers 2 -- train --resume {run}" in output
+    # Each worker's own hint names the real run directory too (the chief's).
+    assert output.count(f"Resume with: tfaccel train --resume {run}") == 2, output[-4000:]
     assert summary["checkpoint"].startswith(str(run / "checkpoints"))
     assert [p.name for p in (tmp_path / "tmpdir").iterdir()
             if p.name.startswith("tfaccel-worker")] == []

@@ -116,6 +116,7 @@ def test_sigterm_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_dat
     assert report["preempted"] and report["signum"] == signal.SIGTERM
     assert report["status_after_stop"] == "preempted"
     assert report["checkpoint"] == "step-0000031"  # saved at the next step boundary
+    assert report["run_dir"] == str(tmp_path / "cut")  # what the resume hint names
     assert "resuming from checkpoint step-0000031: epoch 2, step 7 of 24" in output
     assert report["weights_max_diff"] <= TOLERANCE
     _assert_same_epochs(report["epochs_full"], report["epochs_resumed"])
@@ -397,7 +398,9 @@ def test_cli_sigterm_saves_a_checkpoint_and_exits_143(tmp_path, shapes_data_dir)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 143, err[-2000:]
     assert time.monotonic() - sent < 60
-    assert "stopped by signal SIGTERM" in err and "Resume with: tfaccel train --resume" in err
+    assert "stopped by signal SIGTERM" in err
+    # The hint names this run's real directory, ready to paste.
+    assert f"Resume with: tfaccel train --resume {run}\n" in err, err[-2000:]
     assert "Traceback" not in err
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "preempted"

@@ -46,10 +46,13 @@ class TrainingError(TfaccelError, RuntimeError):
 class Preempted(TfaccelError):
     """Training stopped on SIGTERM/SIGINT after saving a checkpoint; `--resume` continues.
 
-    The CLI exits with the shell's 128 + signal code.
+    The CLI exits with the shell's 128 + signal code. `run_dir` is the run directory as
+    the user knows it (the chief's), set by the runner; None where no process knows it.
     """
 
-    def __init__(self, message: str, *, signum: int, checkpoint: str):
+    def __init__(self, message: str, *, signum: int, checkpoint: str,
+                 run_dir: Optional[str] = None):
         super().__init__(message)
         self.signum = signum
         self.checkpoint = checkpoint
+        self.run_dir = run_dir

@@ -1,8 +1,14 @@
 """THE way tfaccel tells the user what it is doing: one prefixed line (Orbit's `_log`)."""
 
 import logging
+import os
 
 logger = logging.getLogger("tfaccel")
+
+# Set to 1 by `tfaccel --verbose` (and inherited by the processes tfaccel starts: launched
+# workers, the dataset preparation): TensorFlow's, TFDS' and the converters' own output is
+# shown instead of hidden. A user may set it too.
+VERBOSE_ENV = "TFACCEL_VERBOSE"
 
 
 def say(message: str) -> None:
@@ -15,3 +21,8 @@ def say(message: str) -> None:
     """
     print(f"tfaccel: {message}", flush=True)
     logger.info(message)
+
+
+def verbose() -> bool:
+    """Whether the libraries' own output is to be shown (`VERBOSE_ENV` set, not 0)."""
+    return os.environ.get(VERBOSE_ENV, "").strip() not in ("", "0")

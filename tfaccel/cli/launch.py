@@ -182,12 +182,12 @@ def _prepare_builtin_once(data) -> None:
     if datasets.is_prepared(data.data_dir, name=name):
         return
     root = data.data_dir or "the default TFDS data directory"
-    code = ("from tfaccel import datasets; import sys; datasets.prepare_builtin(sys.argv[1], "
+    # The CLI's own rule for TensorFlow's output in this process too (as in the workers).
+    code = ("from tfaccel.cli.quiet_import import quiet_tensorflow; quiet_tensorflow(); "
+            "from tfaccel import datasets; import sys; datasets.prepare_builtin(sys.argv[1], "
             "data_dir=sys.argv[2] if len(sys.argv) > 2 else None)")
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     result = subprocess.run([sys.executable, "-c", code, name,
-                             *([data.data_dir] if data.data_dir else [])], env=env)
+                             *([data.data_dir] if data.data_dir else [])])
     if result.returncode != 0:
         from tfaccel.errors import TrainingError
 
@@ -366,8 +366,7 @@ def run_local(train: TrainArgs, *, workers: int, out: IO[str] = sys.stdout,
     for index in range(workers):
         env = dict(os.environ)
         env["TF_CONFIG"] = tf_config(hosts, index)
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        envs.append(env)
+        envs.append(env)  # each worker's CLI quiets TensorFlow (or not) by the same rule
     labels = [f"w{i}" for i in range(workers)]
     group = WorkerGroup([worker_command(train.args)] * workers, envs, labels=labels, out=out,
                         grace_seconds=grace_seconds)
@@ -390,7 +389,6 @@ def run_node(train: TrainArgs, *, hosts: Sequence[str], index: int,
     """Runs this node's one worker of a cluster (``--hosts``/``--index`` or SLURM)."""
     env = dict(os.environ)
     env["TF_CONFIG"] = tf_config(hosts, index)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     group = WorkerGroup([worker_command(train.args)], [env], labels=[f"w{index}"], out=out)
     role = "the chief: it writes the run directory" if index == 0 else \
         "not the chief: its files go to a temporary folder"

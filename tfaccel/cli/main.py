@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import sys
 import traceback
 
@@ -11,6 +12,7 @@ import click
 
 from tfaccel import datasets
 from tfaccel._version import __version__
+from tfaccel.cli.quiet_import import quiet_tensorflow
 from tfaccel.errors import Preempted, TfaccelError, UserInputError
 
 EXIT_RUNTIME_FAILURE = 1
@@ -25,23 +27,15 @@ SET_OPTION = click.option(
          "checked like the file's own values). Repeatable.")
 
 
-# TensorFlow's C++ log level while tfaccel runs, unless the user set TF_CPP_MIN_LOG_LEVEL or
-# passed --verbose: 3 hides its start-up chatter (oneDNN, CPU features, "failed call to
-# cuInit" on a machine without a GPU, an error-level line) that buries the useful output;
-# tfaccel's own errors reach the user as exceptions and messages either way.
-QUIET_TF_LOG_LEVEL = "3"
+def resume_command(run_dir) -> str:
+    """The command that continues a stopped run: its real path, quoted for a shell.
 
-
-def _quiet_tensorflow() -> None:
-    # Read by TensorFlow when it is imported: the commands import it lazily, after this.
-    # What its libraries print before absl logging starts ignores the variable: those
-    # lines are filtered from stderr during the import itself.
-    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
-        return  # the user's own choice
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = QUIET_TF_LOG_LEVEL
-    from tfaccel.cli.quiet_import import hide_tensorflow_import_lines
-
-    hide_tensorflow_import_lines()
+    A worker that does not know the run directory (a non-chief started by hand) names it
+    as the chief's.
+    """
+    if not run_dir:
+        return "tfaccel train --resume RUN_DIR (the chief's run directory)"
+    return f"tfaccel train --resume {shlex.quote(str(run_dir))}"
 
 
 def handle_errors(command):
@@ -57,7 +51,7 @@ def handle_errors(command):
         except Preempted as error:
             # A checkpoint was saved; the shell's 128 + signal convention.
             click.echo(f"Error: {error}", err=True)
-            click.echo("Resume with: tfaccel train --resume RUN_DIR.", err=True)
+            click.echo(f"Resume with: {resume_command(error.run_dir)}", err=True)
             sys.exit(128 + int(error.signum))
         except TfaccelError as error:
             click.echo(f"Error: {error}", err=True)
@@ -82,8 +76,10 @@ def handle_errors(command):
 @click.version_option(__version__, "--version", prog_name="tfaccel",
                       message="%(prog)s %(version)s")
 @click.option("--verbose", is_flag=True,
-              help="Show TensorFlow's own start-up and C++ log lines (hidden unless "
-                   "TF_CPP_MIN_LOG_LEVEL is set).")
+              help="Show TensorFlow's own start-up and C++ log lines, TFDS' and the "
+                   "export converters' output (hidden unless TF_CPP_MIN_LOG_LEVEL is "
+                   "set; TFACCEL_VERBOSE=1 does the same, and launched workers inherit "
+                   "it).")
 def main(verbose):
     """tfaccel: fast, correct TensorFlow/Keras training from a YAML recipe.
 
@@ -92,8 +88,7 @@ def main(verbose):
     (Ctrl-C), 143 preempted (SIGTERM); after 130/143 a checkpoint was saved: resume with
     `tfaccel train --resume RUN_DIR`.
     """
-    if not verbose:
-        _quiet_tensorflow()
+    quiet_tensorflow(verbose_flag=verbose)
 
 
 def _parse_steps(value):
@@ -244,9 +239,10 @@ def validate(recipe, overrides, show):
 def bench(recipe, overrides, batches, repeats, no_epochs):
     """Benchmark RECIPE's input pipeline alone (no model).
 
-    Reports examples/s over N batches and first-batch latency for tfaccel's pipeline and for
-    the same source through a truly sequential tf.data pipeline, with the ratio; then a cold
-    epoch versus a second (cached) epoch.
+    Reports the steady examples/s (the batches after the first) and the first batch's
+    latency for tfaccel's pipeline and for the same source through a truly sequential
+    tf.data pipeline; the headline ratio is of the steady rates, the latencies beside it.
+    Then a cold epoch versus a second (cached) epoch.
     """
     from tfaccel.config.recipe import load_recipe
 
@@ -341,7 +337,12 @@ def doctor(recipe, overrides, steps, repeats, try_suggestions, as_json):
     loaded = load_recipe(recipe, overrides)
     from tfaccel.tools.doctor import diagnose, format_report
 
-    report = diagnose(loaded, steps=steps, repeats=repeats, try_suggestions=try_suggestions)
+    # Progress on stdout beside the report; with --json on stderr, so stdout is the JSON.
+    from tfaccel.messages import say
+
+    progress = (lambda line: click.echo(f"tfaccel: {line}", err=True)) if as_json else say
+    report = diagnose(loaded, steps=steps, repeats=repeats, try_suggestions=try_suggestions,
+                      progress=progress)
     if as_json:
         import json
 

@@ -1,12 +1,10 @@
 """TFDS builder of ``tfaccel_phrases``; importing this module registers the dataset name."""
 
-import os
-
 import tensorflow_datasets as tfds
 
 from tfaccel import datasets as _catalog
+from tfaccel.datasets._prepare import prepare_once
 from tfaccel.datasets import _generate_text
-from tfaccel.messages import say
 
 # Fixed so every machine prepares identical data; each split gets its own stream.
 SEED = 20_261_124
@@ -50,12 +48,4 @@ class TfaccelPhrases(tfds.core.GeneratorBasedBuilder):
 
 def prepare(data_dir=None):
     """Prepares the dataset once in ``data_dir`` (TFDS default when None); the builder."""
-    builder = TfaccelPhrases(data_dir=os.fspath(data_dir) if data_dir is not None else None)
-    if builder.is_prepared():
-        return builder
-    say(f"preparing the built-in dataset {builder.name} in {builder.data_dir} "
-        "(once; no download)...")
-    tfds.disable_progress_bar()
-    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
-        compute_stats=tfds.download.ComputeStatsMode.SKIP))
-    return builder
+    return prepare_once(TfaccelPhrases, data_dir)

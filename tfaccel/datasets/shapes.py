@@ -1,12 +1,10 @@
 """TFDS builder of ``tfaccel_shapes``; importing this module registers the dataset name."""
 
-import os
-
 import tensorflow_datasets as tfds
 
 from tfaccel import datasets as _catalog
+from tfaccel.datasets._prepare import prepare_once
 from tfaccel.datasets import _generate
-from tfaccel.messages import say
 
 # Fixed so every machine prepares byte-identical data; each split gets its own stream.
 SEED = 20_240_917
@@ -56,28 +54,5 @@ class TfaccelShapes(tfds.core.GeneratorBasedBuilder):
 
 
 def prepare(data_dir=None):
-    """Prepares the dataset once in ``data_dir`` (TFDS default when None) and returns the builder.
-
-    Statistics are not computed: they would read the data back just to count labels,
-    which are balanced by construction.
-
-    Args:
-      data_dir: TFDS data directory, a path or None.
-
-    Returns:
-      The ``TfaccelShapes`` builder, prepared.
-    """
-    builder = TfaccelShapes(data_dir=os.fspath(data_dir) if data_dir is not None else None)
-    if builder.is_prepared():
-        return builder
-    # One line instead of TFDS's "Downloading and preparing ... Unknown size" and its
-    # progress bars: nothing is downloaded, and generation takes seconds.
-    say(f"preparing the built-in dataset {builder.name} in {builder.data_dir} "
-        "(once; no download)...")
-    tfds.disable_progress_bar()
-    builder.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(
-            compute_stats=tfds.download.ComputeStatsMode.SKIP
-        )
-    )
-    return builder
+    """Prepares the dataset once in ``data_dir`` (TFDS default when None); the builder."""
+    return prepare_once(TfaccelShapes, data_dir)

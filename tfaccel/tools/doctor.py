@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from tfaccel.config.recipe import Recipe, recipe_from_dict, recipe_to_dict
+from tfaccel.messages import say
 
 # The TensorFlow profiler's input-bound thresholds (share of step time waiting for input).
 MODERATE, HIGH = 0.05, 0.20
@@ -23,7 +24,8 @@ def verdict_for(input_wait_fraction: float) -> str:
 
 
 def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,
-             try_suggestions: bool = False) -> dict:
+             try_suggestions: bool = False,
+             progress: Optional[Callable[[str], None]] = say) -> dict:
     """Measures the input pipeline alone, the model alone and both together, side by side.
 
     Args:
@@ -33,25 +35,38 @@ def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,
         repeats: The model alone and `fit` are measured alternately this many times; the
             best of each is kept.
         try_suggestions: Also measure the cheap suggestions (pipeline or model alone with
-            the suggested setting) and report the measured change.
+            the suggested setting) and report the measured change; the suggestions are
+            then ranked by their measured gain, and a measured slowdown is not suggested
+            (it moves to ``not_suggested``).
+        progress: Called with one line as each measurement starts (`tfaccel.messages.say`
+            by default; None for none): the measurements take tens of seconds.
 
     Returns:
         A JSON-able dict: ``verdict``, ``input_wait_fraction``,
         ``pipeline_examples_per_sec``, ``model_examples_per_sec``, ``fit_examples_per_sec``,
         ``framework_overhead_fraction``, ``autotune`` (the stages tf.data's autotuner tuned,
-        or the reason it could not be read), ``suggestions`` (ranked) and the settings.
+        or the reason it could not be read), ``suggestions`` (ranked), ``not_suggested``
+        (tried and measured slower) and the settings.
     """
+    tell = progress or (lambda line: None)
+    timed = f"{steps} steps after {steps} warm-up"
+    tell("doctor: starting TensorFlow and building the input pipeline as train does...")
     from tfaccel.training.session import open_session
 
     # The same session as `train`: threads, seed, op determinism, precision, strategy and
     # batch plan set alike, the data built in the strategy's scope, all put back after.
     with open_session(recipe) as opened:
         doctor = _Measurements(opened)
+        tell(f"doctor: measuring the input pipeline alone ({2 * steps} batches)...")
         pipeline = doctor.pipeline_alone(recipe, steps=steps)
+        tell(f"doctor: building the model; measuring it alone on batches in memory "
+             f"({timed})...")
         model_rate, _ = doctor.model_alone(recipe, steps=steps)
+        tell(f"doctor: measuring fit with the input pipeline ({timed})...")
         fit = doctor.fit_together(steps=steps)
-        for _ in range(repeats - 1):
+        for repeat in range(2, repeats + 1):
             # Shared machines have bimodal timings: alternate the two, keep the best of each.
+            tell(f"doctor: repeat {repeat} of {repeats}: the model alone, then fit...")
             again, _ = doctor.model_alone(recipe, steps=steps, build=False)
             model_rate = max(model_rate, again)
             other = doctor.fit_together(steps=steps)
@@ -91,10 +106,17 @@ def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,
         report["suggestions"] = suggest(recipe, report, cpu_bf16=doctor.cpu_bf16,
                                         replicas=doctor.replicas)
         if try_suggestions:
-            for suggestion in report["suggestions"]:
-                if suggestion.get("try") in ("pipeline", "model"):
-                    suggestion["measured"] = doctor.try_suggestion(recipe, suggestion,
-                                                                    report, steps=steps)
+            tried = [s for s in report["suggestions"] if s.get("try") in ("pipeline", "model")]
+            for number, suggestion in enumerate(tried, 1):
+                what = "pipeline" if suggestion["try"] == "pipeline" else "model"
+                tell(f"doctor: trying {number} of {len(tried)}: "
+                     f"{' '.join('--set ' + o for o in suggestion['set'])} (the {what} "
+                     f"alone, {timed})...")
+                suggestion["measured"] = doctor.try_suggestion(recipe, suggestion,
+                                                                report, steps=steps)
+            report["suggestions"], report["not_suggested"] = rank_by_measurement(
+                report["suggestions"], pipeline_rate=report["pipeline_examples_per_sec"],
+                model_rate=model_rate)
         return report
 
 
@@ -401,6 +423,44 @@ def _steps_per_execution(recipe: Recipe, cost: Optional[dict], *,
     return out
 
 
+def rank_by_measurement(suggestions: Sequence[dict], *, pipeline_rate: float,
+                        model_rate: float) -> tuple:
+    """Ranks the tried suggestions by their measured gain; a measured slowdown is dropped.
+
+    `fit` runs about as fast as the slower of the pipeline alone and the model alone, so a
+    tried suggestion's gain on fit is estimated as min(pipeline, model) after over before
+    (a faster pipeline does not speed up a compute-bound job). The tried ones take the
+    places tried ones held, in the order of that gain; the untried ones (a cache needs a
+    whole pass) and those whose try failed keep their places.
+
+    Args:
+        suggestions: `suggest`'s list, tried ones carrying ``measured``.
+        pipeline_rate: The input pipeline alone, examples/s.
+        model_rate: The model alone, examples/s.
+
+    Returns:
+        ``(suggestions, not_suggested)``: the ranked list, and the tried suggestions that
+        measured slower (ratio under 1), kept for the report. Each tried one's
+        ``measured`` gets ``fit_gain``.
+    """
+    ranked, tried, slower = list(suggestions), [], []
+    for suggestion in suggestions:
+        measured = suggestion.get("measured") or {}
+        if measured.get("ratio") is None:
+            continue
+        rates = {"pipeline": pipeline_rate, "model": model_rate}
+        rates["pipeline" if measured["what"].startswith("pipeline") else "model"] = \
+            measured["after"]
+        before = min(pipeline_rate, model_rate)
+        measured["fit_gain"] = min(rates.values()) / before if before else measured["ratio"]
+        (slower if measured["ratio"] < 1 else tried).append(suggestion)
+    places = [i for i, s in enumerate(ranked) if s in tried]
+    for place, suggestion in zip(places, sorted(tried,
+                                                key=lambda s: -s["measured"]["fit_gain"])):
+        ranked[place] = suggestion
+    return [s for s in ranked if s not in slower], slower
+
+
 def _s(overrides: Sequence[str], why: str, expected: str, *, rank: int,
        trial: Optional[str] = None) -> dict:
     return {"key": overrides[0].split("=", 1)[0], "set": list(overrides), "why": why,
@@ -442,6 +502,8 @@ def format_report(report: dict) -> str:
     else:
         lines.append(f"tf.data autotuner: not readable ({autotune['unavailable']}).")
     lines += ["", "Suggestions (most promising first):"]
+    if not report["suggestions"]:
+        lines.append("  none left to suggest.")
     for n, s in enumerate(report["suggestions"], 1):
         sets = " ".join(f"--set {o}" for o in s["set"])
         lines.append(f"  {n}. {sets}: {s['why']}; expected: {s['expected']}.")
@@ -450,6 +512,18 @@ def format_report(report: dict) -> str:
             if "error" in measured:
                 lines.append(f"     tried: failed ({measured['error']})")
             else:
-                lines.append(f"     tried: {measured['what']} {measured['before']:,.0f} -> "
-                             f"{measured['after']:,.0f} ({measured['ratio']:.2f}x)")
+                lines.append(f"     tried: {_tried(measured)}")
+    slower = report.get("not_suggested") or []
+    if slower:
+        lines += ["", "Tried and measured slower here (not suggested):"]
+        lines += [f"  --set {' --set '.join(s['set'])}: {_tried(s['measured'])}"
+                  for s in slower]
     return "\n".join(lines)
+
+
+def _tried(measured: dict) -> str:
+    text = (f"{measured['what']} {measured['before']:,.0f} -> {measured['after']:,.0f} "
+            f"({measured['ratio']:.2f}x")
+    if measured.get("fit_gain") is not None:
+        text += f"; about {measured['fit_gain']:.2f}x on fit"
+    return text + ")"

@@ -360,17 +360,25 @@ def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
                  options: ExportOptions, calibration_examples: int,
                  validation_examples: Optional[int], latency_runs: int,
                  latency_calls: int) -> dict:
-    """Exports into `staging`: prepare -> convert -> measure -> report."""
-    prepared = _prepare(staging, directory=directory, format=format, quantize=quantize,
-                        options=options, calibration_examples=calibration_examples,
-                        validation_examples=validation_examples)
-    artifact = staging / ARTIFACT_NAMES[format]
-    prepared.details.update(_convert(prepared.model, artifact, format=format,
-                                     quantize=quantize, calibration=prepared.calibration,
-                                     options=options))
-    measured = _measure(artifact, prepared, staging=staging, format=format,
-                        quantize=quantize, options=options, latency_runs=latency_runs,
-                        latency_calls=latency_calls)
+    """Exports into `staging`: prepare -> convert -> measure -> report.
+
+    What the converters and runtimes print (LiteRT's "fully_quantize: 0 ..." and XNNPACK
+    lines, ONNX Runtime's advice) is kept out of the way: shown with --verbose, or with the
+    error when a step fails.
+    """
+    from tfaccel.tools.native_output import native_output_kept
+
+    with native_output_kept("the converters and runtimes"):
+        prepared = _prepare(staging, directory=directory, format=format, quantize=quantize,
+                            options=options, calibration_examples=calibration_examples,
+                            validation_examples=validation_examples)
+        artifact = staging / ARTIFACT_NAMES[format]
+        prepared.details.update(_convert(prepared.model, artifact, format=format,
+                                         quantize=quantize, calibration=prepared.calibration,
+                                         options=options))
+        measured = _measure(artifact, prepared, staging=staging, format=format,
+                            quantize=quantize, options=options, latency_runs=latency_runs,
+                            latency_calls=latency_calls)
     return _report(prepared, measured, directory=directory, format=format,
                    quantize=quantize, latency_runs=latency_runs,
                    latency_calls=latency_calls)

@@ -19,7 +19,7 @@ from tfaccel.training import model_source
 from tfaccel.training import run_dir as run_files
 from tfaccel._version import __version__
 from tfaccel.config.batching import BatchPlan
-from tfaccel.errors import DataError, TrainingError, UserInputError
+from tfaccel.errors import DataError, Preempted, TrainingError, UserInputError
 from tfaccel.messages import say
 from tfaccel.config.cluster import WorkerRole, worker_role
 from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
@@ -280,6 +280,8 @@ def _train_with(ctx: _RunContext) -> RunResult:
     except BaseException as error:
         _record_failure(ctx, error, outputs=outputs, plan=plan, data=data,
                         fit_seconds=time.perf_counter() - fit_started)
+        if isinstance(error, Preempted) and error.run_dir is None and ctx.shown_dir:
+            error.run_dir = str(ctx.shown_dir)  # the callbacks raise it without knowing it
         converted = _as_training_error(error, outputs=outputs, directory=ctx.shown_dir)
         if converted is error:
             raise
@@ -695,8 +697,6 @@ def _record_failure(ctx: _RunContext, error: BaseException, *, outputs: _Outputs
                     plan: BatchPlan, data: TrainData, fit_seconds: float) -> None:
     """Writes summary.json with the status of a run that did not complete."""
     import tensorflow as tf
-
-    from tfaccel.errors import Preempted
 
     summary = _summary(ctx, epochs=outputs.logger.records, plan=plan, data=data,
                        fit_seconds=fit_seconds, best=outputs.best)
