@@ -99,6 +99,8 @@ def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,
         if wait >= MODERATE and recipe.data.augment:
             # Waiting for an augmented pipeline: is the augmentation what holds it back?
             plain = recipe_from_dict(recipe_to_dict(recipe), overrides=["data.augment=[]"])
+            tell(f"doctor: measuring the input pipeline without augmentation "
+                 f"({2 * steps} batches)...")
             report["pipeline_examples_per_sec_without_augment"] = doctor.pipeline_alone(
                 plain, steps=steps, data=doctor.session.build_data(recipe=plain))[
                 "examples_per_sec"]
