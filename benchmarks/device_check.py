@@ -130,7 +130,9 @@ def _diagnose(path, overrides, *, steps, repeats):
     from tfaccel.config.recipe import load_recipe
     from tfaccel.tools.doctor import diagnose
 
-    return diagnose(load_recipe(str(path), list(overrides)), steps=steps, repeats=repeats)
+    # The doctor's progress lines go to stderr: stdout holds the one table.
+    return diagnose(load_recipe(str(path), list(overrides)), steps=steps, repeats=repeats,
+                    progress=lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def measure(plan: dict, *, recipes, extra, quick: bool) -> dict:

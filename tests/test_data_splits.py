@@ -55,7 +55,7 @@ def test_image_folder_and_tfrecords_hold_out_what_the_rule_says(tmp_path):
         with tf.io.TFRecordWriter(str(tmp_path / f"p{f}.tfrecord")) as writer:
             writer.write(tf.train.Example(features=tf.train.Features(feature={
                 "x": tf.train.Feature(float_list=tf.train.FloatList(value=[f])),
-                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[0])),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[f % 2])),
             })).SerializeToString())
     records = dataclasses.replace(DataConfig(), source="tfrecords",
                                   path=str(tmp_path / "*.tfrecord"), image_key="x",
