@@ -61,17 +61,32 @@ def _signature(path: str, stamp: int) -> str:
     return f"{st.st_size}.{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_ino}"
 
 
-def _load(record: str, *, root: str, check: str) -> dict:
-    """``{relative path: (signature, result)}`` of a saved record, or {} (none, or another)."""
+def _load(record: str, *, root: str, check: str) -> Optional[dict]:
+    """A saved record of `check` over `root` (names, signatures, results), or None."""
     try:
         with open(record, encoding="utf-8") as stream:
             saved = json.load(stream)
         if (saved.get("version") != VERSION or saved.get("check") != check
-                or saved.get("root") != os.path.realpath(root)):
-            return {}
-        return dict(zip(saved["names"], zip(saved["signatures"], saved["results"])))
+                or saved.get("root") != os.path.realpath(root)
+                or not len(saved["names"]) == len(saved["signatures"])
+                == len(saved["results"])):
+            return None
+        return saved
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}  # missing, half written by an older tool, or not ours: check afresh
+        return None  # missing, half written, or not ours: check afresh
+
+
+def _reused(saved: Optional[dict], names: List[str], signatures: List[str]) -> List[int]:
+    """For each name, the position of its saved result if its signature matches, else -1."""
+    if saved is None:
+        return [-1] * len(names)
+    if saved["names"] == names:  # the folder kept its files: compare in place
+        return [i if s and s == kept else -1
+                for i, (s, kept) in enumerate(zip(signatures, saved["signatures"]))]
+    where = {name: i for i, name in enumerate(saved["names"])}
+    kept = saved["signatures"]
+    return [j if s and j >= 0 and kept[j] == s else -1
+            for j, s in ((where.get(name, -1), s) for name, s in zip(names, signatures))]
 
 
 def checked(root: str, paths: Sequence[str], *, check: Callable[[str], object],
@@ -99,18 +114,13 @@ def checked(root: str, paths: Sequence[str], *, check: Callable[[str], object],
     saved = _load(record, root=root, check=name)
     start = len(os.path.join(root, ""))
     names = [p[start:] for p in paths]
-    results: List[object] = [None] * len(paths)
-    stale = []
-    for i, (relative, signature) in enumerate(zip(names, signatures)):
-        entry = saved.get(relative)
-        if signature and entry is not None and entry[0] == signature:
-            results[i] = entry[1]
-        else:
-            stale.append(i)
+    reused = _reused(saved, names, signatures)
+    results: List[object] = [None if j < 0 else saved["results"][j] for j in reused]
+    stale = [i for i, j in enumerate(reused) if j < 0]
     if stale:
         for i, result in zip(stale, chunked.map_paths(check, [paths[i] for i in stale])):
             results[i] = result
-    if stale or len(saved) != len(paths):
+    if stale or saved is None or len(saved["names"]) != len(paths):
         _save(record, root=root, name=name, names=names, signatures=signatures,
               results=results)
     return results
