@@ -1,4 +1,4 @@
-"""Each listed file's check result, saved between runs and reused while the file is unchanged."""
+"""Each listed file's check result, saved between runs, reused while its folder is unchanged."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import time
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from tfaccel import atomic
 from tfaccel.data import chunked
@@ -45,62 +45,76 @@ def record_path(root: str, *, check: str) -> Optional[str]:
     return os.path.join(where, f"{key}.json")
 
 
-def _signature(path: str, stamp: int) -> str:
-    """What identifies a file's contents without reading them ("": unknown or too recent).
+def _digest(paths: Sequence[str], *, start: int, stamp: int) -> Optional[str]:
+    """What identifies one folder's listed files without reading them (None: not trusted).
 
-    Size, modification and change times, and inode: a file replaced by another (renamed
-    over it) has another inode, one rewritten in place another modification time, and the
-    change time moves even when a tool sets the modification time back.
+    Each file's name, size, modification and change times, and inode: a file added,
+    removed or renamed changes the names, one replaced by another (renamed over it) the
+    inode, one rewritten in place the modification time, and the change time moves even
+    when a tool sets the modification time back. A file changed less than `RACY_NS`
+    before `stamp` (or gone) makes the folder untrusted.
     """
-    try:
-        st = os.stat(path)
-    except OSError:
-        return ""
-    if max(st.st_mtime_ns, st.st_ctime_ns) >= stamp - RACY_NS:
-        return ""
-    return f"{st.st_size}.{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_ino}"
+    digest = hashlib.sha256()
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if max(st.st_mtime_ns, st.st_ctime_ns) >= stamp - RACY_NS:
+            return None
+        digest.update(f"{path[start:]}\0{st.st_size}.{st.st_mtime_ns}.{st.st_ctime_ns}."
+                      f"{st.st_ino}\n".encode())
+    return digest.hexdigest()
 
 
-def _load(record: str, *, root: str, check: str) -> Optional[dict]:
-    """A saved record of `check` over `root` (names, signatures, results), or None."""
+def _load(record: str, *, root: str, check: str) -> dict:
+    """``{folder: [digest, results]}`` of a saved record of `check` over `root`, or {}."""
     try:
         with open(record, encoding="utf-8") as stream:
             saved = json.load(stream)
         if (saved.get("version") != VERSION or saved.get("check") != check
                 or saved.get("root") != os.path.realpath(root)
-                or not len(saved["names"]) == len(saved["signatures"])
-                == len(saved["results"])):
-            return None
-        return saved
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # missing, half written, or not ours: check afresh
+                or not isinstance(saved.get("folders"), dict)):
+            return {}
+        return saved["folders"]
+    except (OSError, ValueError, AttributeError):
+        return {}  # missing, half written, or not ours: check afresh
 
 
-def _reused(saved: Optional[dict], names: List[str], signatures: List[str]) -> List[int]:
-    """For each name, the position of its saved result if its signature matches, else -1."""
-    if saved is None:
-        return [-1] * len(names)
-    if saved["names"] == names:  # the folder kept its files: compare in place
-        return [i if s and s == kept else -1
-                for i, (s, kept) in enumerate(zip(signatures, saved["signatures"]))]
-    where = {name: i for i, name in enumerate(saved["names"])}
-    kept = saved["signatures"]
-    return [j if s and j >= 0 and kept[j] == s else -1
-            for j, s in ((where.get(name, -1), s) for name, s in zip(names, signatures))]
+# Results travel as one string per folder, a line per file (a few bytes each, and one
+# object per folder to parse, not one per file).
+_ENCODE = {False: "0", True: "1"}
+_DECODE = {"0": False, "1": True}
 
 
-def checked(root: str, paths: Sequence[str], *, check: Callable[[str], object],
-            name: str) -> List[object]:
-    """``[check(p) for p in paths]``, reusing the result saved for each unchanged file.
+def _encode(results: List[object]) -> str:
+    return "\n".join(_ENCODE.get(r, r) if isinstance(r, bool) else r for r in results)
 
-    A file's result is reused only when its size, times and inode are those it had when it
-    was checked (`_signature`), so a file added, removed, replaced or rewritten is checked
-    again (and only that file); the new results are saved for the next run.
+
+def _decode(text: str, *, count: int, known: dict) -> Optional[List[object]]:
+    """The results of a folder's line, each repeated string shared (`known`), or None."""
+    lines = text.split("\n") if count else []
+    if len(lines) != count:
+        return None
+    return [_DECODE.get(line) if line in _DECODE else known.setdefault(line, line)
+            for line in lines]
+
+
+def checked(root: str, paths: Sequence[str], *, folders: Sequence[Tuple[int, int]],
+            check: Callable[[str], object], name: str) -> List[object]:
+    """``[check(p) for p in paths]``, reusing the results saved for each unchanged folder.
+
+    A folder's results are reused only when its files are those it had when they were
+    checked (`_digest`: names, sizes, times, inodes), so a file added, removed, replaced
+    or rewritten has its folder's files checked again (only that folder); the new results
+    are saved for the next run.
 
     Args:
         root: The listed folder; `paths` are below it.
-        paths: The files.
-        check: ``check(path)``: a JSON-able result (False: unusable).
+        paths: The files, folder by folder.
+        folders: ``(start, end)``: the slice of `paths` each listed folder holds.
+        check: ``check(path)``: False (unusable), True, or a short string without a line
+            break (what the check found out, e.g. a size).
         name: What `check` is, with a version: results of another check are never reused.
 
     Returns:
@@ -110,33 +124,39 @@ def checked(root: str, paths: Sequence[str], *, check: Callable[[str], object],
     if record is None:
         return chunked.map_paths(check, paths)
     stamp = time.time_ns()
-    signatures = chunked.map_paths(lambda p: _signature(p, stamp), paths)
-    saved = _load(record, root=root, check=name)
     start = len(os.path.join(root, ""))
-    names = [p[start:] for p in paths]
-    reused = _reused(saved, names, signatures)
-    results: List[object] = [None if j < 0 else saved["results"][j] for j in reused]
-    stale = [i for i, j in enumerate(reused) if j < 0]
-    if stale:
-        for i, result in zip(stale, chunked.map_paths(check, [paths[i] for i in stale])):
-            results[i] = result
-    if stale or saved is None or len(saved["names"]) != len(paths):
-        _save(record, root=root, name=name, names=names, signatures=signatures,
-              results=results)
-    return results
+    saved = _load(record, root=root, check=name)
+    known: dict = {}
+
+    def one(span):
+        """``(key, digest, results, fresh)`` of one listed folder."""
+        files = paths[span[0]:span[1]]
+        key = os.path.dirname(files[0])[start:]
+        digest = _digest(files, start=start, stamp=stamp)
+        entry = saved.get(key)
+        if digest is not None and isinstance(entry, list) and len(entry) == 2:
+            results = entry[0] == digest and _decode(entry[1], count=len(files), known=known)
+            if results:
+                return key, digest, results, False
+        return key, digest, [check(p) for p in files], True
+
+    # One task per folder (a few hundred for ImageNet), threads overlapping the reads.
+    outcomes = chunked.map_paths(one, list(folders), chunk=1)
+    fresh = [(key, digest, results) for key, digest, results, new in outcomes if new]
+    if fresh:
+        kept = {key: entry for key, entry in saved.items() if isinstance(entry, list)}
+        kept.update({key: [digest, _encode(results)] for key, digest, results in fresh
+                     if digest is not None})
+        _save(record, {"version": VERSION, "check": name, "root": os.path.realpath(root),
+                       "folders": kept})
+    return [r for _, _, results, _ in outcomes for r in results]
 
 
-def _save(record: str, *, root: str, name: str, names: List[str], signatures: List[str],
-          results: List[object]) -> None:
+def _save(record: str, content: dict) -> None:
     """Writes the record (atomically); a cache folder that cannot be written is passed over."""
-    keep = [i for i, signature in enumerate(signatures) if signature]
-    text = json.dumps({"version": VERSION, "check": name, "root": os.path.realpath(root),
-                       "names": [names[i] for i in keep],
-                       "signatures": [signatures[i] for i in keep],
-                       "results": [results[i] for i in keep]}, separators=(",", ":"))
     try:
         os.makedirs(os.path.dirname(record), exist_ok=True)
-        atomic.write_file(record, text)
+        atomic.write_file(record, json.dumps(content, separators=(",", ":")))
     except OSError as error:
         # Only a speed-up: the next run checks the files again.
         logger.debug("Listing cache %s not written: %s", record, error)

@@ -33,8 +33,8 @@ class Kind(NamedTuple):
         folder: The folder in messages, e.g. "Image folder".
         usable: What a usable file is, e.g. "jpg/png image".
         check: ``check(path)``: False when a listed file is unusable, else True or what
-            the check found out about it, JSON-able (read before training; a file that
-            fails is skipped and named).
+            the check found out about it as a short string (read before training; a file
+            that fails is skipped and named).
         saved_as: The name (with a version) under which each file's check result is saved
             between runs and reused while the file is unchanged (`data.listing_cache`);
             None: every file is checked afresh (a check that keeps state of its own).
@@ -162,12 +162,14 @@ def list_class_folder(path, *, kind: Kind, verify: bool = True,
     paths: List[str] = []
     inferred: List[int] = []
     skipped: List[str] = []
+    folder_spans: List[Tuple[int, int]] = []  # where each walked folder's files are
     for label, name in enumerate(folders):
         # Keras' order: the walk's folders sorted by path, names sorted in each folder.
         walk = sorted(os.walk(os.path.join(path, name) if name else path,
                               followlinks=follow_links),
                       key=lambda entry: entry[0])
         for root, _, files in walk:
+            first = len(paths)
             for file in sorted(files):
                 full = os.path.join(root, file)
                 if file.startswith("."):
@@ -177,6 +179,8 @@ def list_class_folder(path, *, kind: Kind, verify: bool = True,
                     inferred.append(label)
                 else:
                     skipped.append(full)
+            if len(paths) > first:
+                folder_spans.append((first, len(paths)))
     if labels is None:
         class_names = None
     elif labels != "inferred":
@@ -190,8 +194,8 @@ def list_class_folder(path, *, kind: Kind, verify: bool = True,
         if kind.saved_as is None:
             results = chunked.map_paths(kind.check, paths)
         else:
-            results = listing_cache.checked(path, paths, check=kind.check,
-                                            name=kind.saved_as)
+            results = listing_cache.checked(path, paths, folders=folder_spans,
+                                            check=kind.check, name=kind.saved_as)
         bad = [p for p, result in zip(paths, results) if result is False]
         unreadable = frozenset(bad)
         skipped.extend(bad)
