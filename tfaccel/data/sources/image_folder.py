@@ -325,7 +325,9 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
             after the cache with it. None: every image without a cache, up to 10,000 with
             one. Any size above 0 first permutes the listing once, seeded.
         cache: None, ``"memory"`` or a file path; see `tfaccel.data.optimize`.
-        verify: Check every file's header and ending before training (reads ~2 KiB each).
+        verify: Check every file's header and ending before training (reads up to 5 KiB
+            each, once: the results are saved and reused for the files of a sub-folder
+            that has not changed since, see `tfaccel.data.listing_cache`).
         listing: The result of `list_image_folder(path)`, to list a folder once for both
             subsets (None lists it here).
         label_mode: "int" (int32 [B]), "categorical" (one-hot float32 [B, classes]),
