@@ -203,25 +203,25 @@ def _jpeg_plan(paths: List[str], *, listing: Listing, image_size, channels: int,
     """
     if not verified or channels not in (1, 3):
         return None, None
+    def scaled(index: int) -> int:
+        return index if jpeg_dct_scaling else min(index, 1)  # off: scale 1 for every JPEG
+
     if listing.results is None:
-        indices = jpeg_headers.plan(paths, image_size,
-                                    crop_to_aspect_ratio=crop_to_aspect_ratio)
-    else:
-        found = dict(zip(listing.paths, listing.results))
-        by_size: dict = {}  # photos share a few sizes: one rule per size, not per file
-        indices = []
-        for p in paths:
-            size = found[p]
-            if size not in by_size:
-                shape = tuple(map(int, size.split("x"))) if isinstance(size, str) else None
-                by_size[size] = jpeg_headers.ratio_index(
-                    shape, image_size, crop_to_aspect_ratio=crop_to_aspect_ratio)
-            indices.append(by_size[size])
-    if not jpeg_dct_scaling:  # scale 1 for every JPEG
-        indices = [min(i, 1) for i in indices]
-    if len(set(indices)) == 1:
-        return indices[0], None
-    return "per_file", indices
+        indices = [scaled(i) for i in jpeg_headers.plan(
+            paths, image_size, crop_to_aspect_ratio=crop_to_aspect_ratio)]
+        return (indices[0], None) if len(set(indices)) == 1 else ("per_file", indices)
+    by_size: dict = {}  # photos share a few sizes: one rule per size, not per file
+    for size in set(r for r in listing.results if r is not False):
+        shape = tuple(map(int, size.split("x"))) if isinstance(size, str) else None
+        by_size[size] = scaled(jpeg_headers.ratio_index(
+            shape, image_size, crop_to_aspect_ratio=crop_to_aspect_ratio))
+    if len(set(by_size.values())) == 1:
+        # One decode for every usable file (the chosen ones are among them): no per-path
+        # lookup (a dict of a million paths is ~100 MB).
+        return next(iter(by_size.values())), None
+    found = dict(zip(listing.paths, listing.results))
+    indices = [by_size[found[p]] for p in paths]
+    return (indices[0], None) if len(set(indices)) == 1 else ("per_file", indices)
 
 
 _COLOR_MODES = {"grayscale": 1, "rgb": 3, "rgba": 4}
