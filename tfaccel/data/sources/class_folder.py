@@ -170,10 +170,11 @@ def list_class_folder(path, *, kind: Kind, verify: bool = True,
                       key=lambda entry: entry[0])
         for root, _, files in walk:
             first = len(paths)
+            prefix = os.path.join(root, "")  # os.path.join(root, file) without a call per file
             for file in sorted(files):
-                full = os.path.join(root, file)
                 if file.startswith("."):
                     continue
+                full = prefix + file
                 if file.lower().endswith(kind.extensions):
                     paths.append(full)
                     inferred.append(label)
