@@ -140,7 +140,9 @@ def test_a_damaged_record_is_ignored(tmp_path, cache):
     again = Counting()
     assert _checked(root, paths, again) == [Counting()(p) for p in paths]
     assert again.read == ["a", "b"]
-    for damage in ("{half", '{"version": 1, "check": "n", "folders": [1]}'):
+    (key,) = saved["folders"]
+    for damage in ("{half", '{"version": 1, "check": "n", "folders": [1]}',
+                   json.dumps({**saved, "folders": {key: [entry[0], 7]}})):
         with open(record, "w", encoding="utf-8") as stream:
             stream.write(damage)
         assert _checked(root, paths, Counting()) == [Counting()(p) for p in paths]

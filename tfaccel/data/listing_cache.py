@@ -134,7 +134,8 @@ def checked(root: str, paths: Sequence[str], *, folders: Sequence[Tuple[int, int
         key = os.path.dirname(files[0])[start:]
         digest = _digest(files, start=start, stamp=stamp)
         entry = saved.get(key)
-        if digest is not None and isinstance(entry, list) and len(entry) == 2:
+        if (digest is not None and isinstance(entry, list) and len(entry) == 2
+                and isinstance(entry[1], str)):
             results = entry[0] == digest and _decode(entry[1], count=len(files), known=known)
             if results:
                 return key, digest, results, False
