@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tfaccel.data import from_image_folder, jpeg_headers
+from tfaccel.data.sources import image_folder
 from tfaccel.data.sources.image_folder import decode_image_for_size
 
 
@@ -109,3 +110,53 @@ def test_a_planned_folder_decodes_exactly_like_the_per_image_header_check(tmp_pa
     np.testing.assert_array_equal(labels.numpy(), expected_labels.numpy())
     # The plan differs per file: 1/4, full (120 < 2 x 100), generic (PNG), 1/2.
     assert jpeg_headers.plan(planned.file_paths, (100, 120)) == [3, 1, 2, 0]
+
+
+def test_a_header_longer_than_the_first_bytes_read_is_read_from_the_file(tmp_path):
+    # The listing reads each file's first 4 KiB once; an EXIF block past them (a camera's
+    # thumbnail) sends the header parse back to the file, which still finds the size.
+    jpeg = _jpeg(30, 20).numpy()
+    payload = b"Exif\x00\x00" + bytes(9000)
+    big_exif = jpeg[:2] + b"\xff\xe1" + (len(payload) + 2).to_bytes(2, "big") + payload + jpeg[2:]
+    path = tmp_path / "camera.jpg"
+    path.write_bytes(big_exif)
+    head = big_exif[:image_folder._HEAD]
+    assert jpeg_headers.jpeg_size_in(head, str(path)) == (30, 20)
+    assert jpeg_headers.jpeg_size_in(jpeg[:4096], "/nonexistent.jpg") == (30, 20)
+    assert jpeg_headers.jpeg_size_in(b"\x89PNG\r\n\x1a\n", str(path)) is None
+    assert image_folder._inspect(str(path)) == "30x20"
+    path.write_bytes(big_exif[:5000])  # cut short: no end-of-image marker
+    assert image_folder._inspect(str(path)) is False
+
+
+def test_a_folder_listed_from_its_saved_record_is_planned_and_decoded_the_same(
+        tmp_path, monkeypatch):
+    from tfaccel.data import listing_cache
+
+    monkeypatch.setenv(listing_cache.ENV, str(tmp_path / "listings"))
+    monkeypatch.setattr(listing_cache, "MIN_FILES", 0)
+    monkeypatch.setattr(listing_cache, "RACY_NS", 0)
+    root = tmp_path / "imgs"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    (root / "a" / "big.jpg").write_bytes(_jpeg(480, 640).numpy())
+    (root / "a" / "small.jpg").write_bytes(_jpeg(120, 160, seed=1).numpy())
+    (root / "b" / "mid.jpg").write_bytes(_jpeg(240, 320, seed=3).numpy())
+    common = dict(image_size=(100, 120), batch_size=3, shuffle=False)
+    cold = from_image_folder(str(root), **common)
+    read = []
+    map_paths = listing_cache.chunked.map_paths
+
+    def spy(fn, paths, **kwargs):
+        if fn is image_folder._inspect:
+            read.extend(paths)
+        return map_paths(fn, paths, **kwargs)
+
+    monkeypatch.setattr(listing_cache.chunked, "map_paths", spy)
+    warm_listing = image_folder.list_image_folder(str(root))
+    assert read == []  # no file read again: the sizes come from the saved record
+    assert warm_listing.results == ["480x640", "120x160", "240x320"]
+    warm = from_image_folder(str(root), listing=warm_listing, **common)
+    (cold_images, _), = list(cold)
+    (warm_images, _), = list(warm)
+    np.testing.assert_array_equal(cold_images.numpy(), warm_images.numpy())

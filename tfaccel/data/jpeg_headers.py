@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional, Sequence, Tuple
+
+from tfaccel.data import chunked
 
 # The DCT scalings libjpeg offers (`tf.io.decode_jpeg(ratio=r)`); a plan's index 0 means
 # "not a JPEG: the generic decoder", index i >= 1 "a JPEG decoded at 1/RATIOS[i - 1]".
@@ -26,31 +28,50 @@ def jpeg_size(path: str) -> Optional[Tuple[int, int]]:
     """
     try:
         with open(path, "rb") as f:
-            if f.read(2) != b"\xff\xd8":
-                return None
-            for _ in range(_MAX_SEGMENTS):
-                if f.read(1) != b"\xff":  # every segment starts with a marker
-                    return None
-                byte = f.read(1)
-                while byte == b"\xff":  # fill bytes before the marker's code
-                    byte = f.read(1)
-                if not byte:
-                    return None
-                marker = byte[0]
-                if marker in _NO_LENGTH_MARKERS:
-                    continue
-                length = f.read(2)
-                if len(length) < 2:
-                    return None
-                if marker in _SOF_MARKERS:
-                    frame = f.read(5)  # precision, height, width
-                    if len(frame) < 5:
-                        return None
-                    return (int.from_bytes(frame[1:3], "big"),
-                            int.from_bytes(frame[3:5], "big"))
-                f.seek(int.from_bytes(length, "big") - 2, os.SEEK_CUR)
+            size = _frame_size(f)
     except OSError:
         return None
+    return None if size is _SHORT else size
+
+
+def jpeg_size_in(head: bytes, path: str) -> Optional[Tuple[int, int]]:
+    """`jpeg_size` from the first bytes of the file at `path`, read again only if needed.
+
+    A listing reads each file's first bytes once (for its check); most headers end within
+    them, and only a file whose header runs past `head` is opened again.
+    """
+    size = _frame_size(io.BytesIO(head))
+    return jpeg_size(path) if size is _SHORT else size
+
+
+_SHORT = object()  # the header ran past the bytes given
+
+
+def _frame_size(f):
+    """The frame size of the JPEG read from `f`, None if it is not one, `_SHORT` if cut."""
+    if f.read(2) != b"\xff\xd8":
+        return None
+    for _ in range(_MAX_SEGMENTS):
+        byte = f.read(1)
+        if byte != b"\xff":  # every segment starts with a marker
+            return _SHORT if not byte else None
+        byte = f.read(1)
+        while byte == b"\xff":  # fill bytes before the marker's code
+            byte = f.read(1)
+        if not byte:
+            return _SHORT
+        marker = byte[0]
+        if marker in _NO_LENGTH_MARKERS:
+            continue
+        length = f.read(2)
+        if len(length) < 2:
+            return _SHORT
+        if marker in _SOF_MARKERS:
+            frame = f.read(5)  # precision, height, width
+            if len(frame) < 5:
+                return _SHORT
+            return (int.from_bytes(frame[1:3], "big"), int.from_bytes(frame[3:5], "big"))
+        f.seek(int.from_bytes(length, "big") - 2, os.SEEK_CUR)
     return None
 
 
@@ -83,7 +104,6 @@ def ratio_index(size: Optional[Tuple[int, int]], image_size: Sequence[int], *,
 def plan(paths: Sequence[str], image_size: Sequence[int], *,
          crop_to_aspect_ratio: bool = False) -> List[int]:
     """`ratio_index` for every path, reading the headers in threads (I/O-bound)."""
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        sizes = list(pool.map(jpeg_size, paths, chunksize=64))
+    sizes = chunked.map_paths(jpeg_size, paths)
     return [ratio_index(s, image_size, crop_to_aspect_ratio=crop_to_aspect_ratio)
             for s in sizes]

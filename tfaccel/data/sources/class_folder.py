@@ -8,13 +8,13 @@ import operator
 import os
 import reprlib
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from typing import (Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence,
                     Tuple, Union)
 
 import tensorflow as tf
 
-from tfaccel.data import cache_files, order, pipeline, sharding, splits
+from tfaccel.data import (cache_files, chunked, listing_cache, order, pipeline, sharding,
+                          splits)
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError
 from tfaccel.messages import say
@@ -32,8 +32,12 @@ class Kind(NamedTuple):
         files: The same, said as files, e.g. "image files".
         folder: The folder in messages, e.g. "Image folder".
         usable: What a usable file is, e.g. "jpg/png image".
-        check: ``check(path) -> bool``: whether a listed file is usable (read before
-            training; a file that fails is skipped and named).
+        check: ``check(path)``: False when a listed file is unusable, else True or what
+            the check found out about it as a short string (read before training; a file
+            that fails is skipped and named).
+        saved_as: The name (with a version) under which each file's check result is saved
+            between runs and reused while the file is unchanged (`data.listing_cache`);
+            None: every file is checked afresh (a check that keeps state of its own).
     """
 
     extensions: Tuple[str, ...]
@@ -41,7 +45,8 @@ class Kind(NamedTuple):
     files: str
     folder: str
     usable: str
-    check: Callable[[str], bool]
+    check: Callable[[str], object]
+    saved_as: Optional[str] = None
 
 
 class Listing(NamedTuple):
@@ -56,6 +61,7 @@ class Listing(NamedTuple):
         skipped: Files skipped: without a listed extension, or failing the check.
         unreadable: The listed paths that failed the check (left out of every subset).
         folders: The class sub-folders walked, in label order ([""]: the root alone).
+        results: The check's result for each path (None: not checked).
     """
 
     paths: List[str]
@@ -64,6 +70,7 @@ class Listing(NamedTuple):
     skipped: List[str]
     unreadable: FrozenSet[str]
     folders: List[str]
+    results: Optional[list] = None
 
 
 def given_labels(labels: Sequence[int], *, path: str, found: int, class_names,
@@ -131,7 +138,8 @@ def list_class_folder(path, *, kind: Kind, verify: bool = True,
     Args:
         path: The root folder; each sub-folder (sorted by name) is one class.
         kind: Which files are listed and how each is checked.
-        verify: Run `kind.check` on every listed file (threads: the reads overlap).
+        verify: Run `kind.check` on every listed file (threads over chunks of files: the
+            reads overlap), or reuse its saved result for an unchanged file (`kind.saved_as`).
         class_names: Only these sub-folders, labelled in this order (as Keras' loaders).
         follow_links: Descend into symbolic links to folders below each class folder.
         labels: As Keras' loaders: ``"inferred"`` (from the class sub-folders), None (every
@@ -154,21 +162,26 @@ def list_class_folder(path, *, kind: Kind, verify: bool = True,
     paths: List[str] = []
     inferred: List[int] = []
     skipped: List[str] = []
+    folder_spans: List[Tuple[int, int]] = []  # where each walked folder's files are
     for label, name in enumerate(folders):
         # Keras' order: the walk's folders sorted by path, names sorted in each folder.
         walk = sorted(os.walk(os.path.join(path, name) if name else path,
                               followlinks=follow_links),
                       key=lambda entry: entry[0])
         for root, _, files in walk:
+            first = len(paths)
+            prefix = os.path.join(root, "")  # os.path.join(root, file) without a call per file
             for file in sorted(files):
-                full = os.path.join(root, file)
                 if file.startswith("."):
                     continue
+                full = prefix + file
                 if file.lower().endswith(kind.extensions):
                     paths.append(full)
                     inferred.append(label)
                 else:
                     skipped.append(full)
+            if len(paths) > first:
+                folder_spans.append((first, len(paths)))
     if labels is None:
         class_names = None
     elif labels != "inferred":
@@ -177,12 +190,16 @@ def list_class_folder(path, *, kind: Kind, verify: bool = True,
         inferred, class_names = given_labels(labels, path=path, found=len(paths),
                                              class_names=class_names, files=kind.files)
     unreadable = frozenset()
+    results = None
     if verify and paths:
-        # I/O-bound: threads overlap the reads.
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            ok = list(pool.map(kind.check, paths, chunksize=64))
-        unreadable = frozenset(p for p, good in zip(paths, ok) if not good)
-        skipped.extend(p for p, good in zip(paths, ok) if not good)
+        if kind.saved_as is None:
+            results = chunked.map_paths(kind.check, paths)
+        else:
+            results = listing_cache.checked(path, paths, folders=folder_spans,
+                                            check=kind.check, name=kind.saved_as)
+        bad = [p for p, result in zip(paths, results) if result is False]
+        unreadable = frozenset(bad)
+        skipped.extend(bad)
     if len(unreadable) == len(paths):
         raise DataError(
             f"No {kind.noun} found in {kind.folder.lower()} {path!r}: "
@@ -190,7 +207,7 @@ def list_class_folder(path, *, kind: Kind, verify: bool = True,
             + f" no usable {kind.usable}"
             + (f" ({len(skipped)} file(s) skipped, e.g. {skipped[:SHOW_PATHS]})."
                if skipped else "."))
-    return Listing(paths, inferred, class_names, skipped, unreadable, folders)
+    return Listing(paths, inferred, class_names, skipped, unreadable, folders, results)
 
 
 def refuse_empty_classes(listing: Listing, *, path, kind: Kind, labels) -> None:
