@@ -191,3 +191,12 @@ def test_measure_cpu_step_times_both_policies(monkeypatch):
     monkeypatch.undo()  # the real measurement, not conftest's pinned figures
     float32_ms, bfloat16_ms = precision.measure_cpu_step(batch=4, repeats=1, steps=1)
     assert float32_ms > 0 and bfloat16_ms > 0
+
+
+def test_several_workers_decide_by_the_flags_alone(monkeypatch, tmp_path, cpu_only_host):
+    # Each worker would time its own machine; they must all train under one policy.
+    calls = _measured(monkeypatch, tmp_path, 10.0, 14.0)
+    choice = precision.auto_choice(measure=False)
+    assert choice["policy"] == "mixed_bfloat16" and "several workers" in choice["reason"]
+    assert calls == []
+    assert precision.auto_choice()["policy"] == "float32" and calls == [1]

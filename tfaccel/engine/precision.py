@@ -45,9 +45,15 @@ def resolve_precision(policy="auto"):
     return auto_choice()["policy"]
 
 
-def auto_choice() -> dict:
+def auto_choice(*, measure: bool = True) -> dict:
     """What "auto" resolves to on this machine, and why: ``{"policy", "reason"}`` (on a CPU
-    with bfloat16 instructions, `cpu_choice`'s figures beside them)."""
+    with bfloat16 instructions, `cpu_choice`'s figures beside them).
+
+    Args:
+        measure: Time a step on a CPU with bfloat16 instructions (`cpu_choice`). False
+            decides by the flags alone (mixed_bfloat16): what several workers must do, as
+            each would time its own machine and they must all train under one policy.
+    """
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
@@ -60,6 +66,9 @@ def auto_choice() -> dict:
     if tf.config.list_physical_devices("TPU"):
         return {"policy": "mixed_bfloat16", "reason": "TPU"}
     if cpu_has_bf16():
+        if not measure:
+            return {"policy": "mixed_bfloat16",
+                    "reason": "the CPU has bfloat16 instructions (several workers: unmeasured)"}
         return cpu_choice()
     return {"policy": "float32", "reason": "the CPU has no bfloat16 instructions"}
 

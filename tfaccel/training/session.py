@@ -115,9 +115,12 @@ def open_session(recipe: Recipe, *, precision: Optional[str] = None) -> Iterator
         info = describe_strategy(strategy)
         choice = None
         if runtime.precision == "auto":
+            from tfaccel.config.cluster import is_multi_worker
             from tfaccel.engine.precision import auto_choice
 
-            choice = auto_choice() if precision is None else {
+            # Several workers each timing their own machine could disagree: flags decide.
+            choice = auto_choice(measure=not is_multi_worker(strategy)) \
+                if precision is None else {
                 "policy": precision, "reason": "chosen when the run started"}
         precision = set_precision(runtime.precision if choice is None else choice["policy"])
         training = recipe.training
