@@ -103,7 +103,7 @@ def cpu_choice() -> dict:
     ratio = figures["float32_ms"] / max(figures["bfloat16_ms"], 1e-9)
     reason = (f"a measured step took {figures['float32_ms']:.2f} ms in float32 and "
               f"{figures['bfloat16_ms']:.2f} ms in bfloat16 ({ratio:.2f}x"
-              f"{'' if faster else f', under the {BF16_MARGIN:.0%} margin'})")
+              f"{'' if faster else f': bfloat16 not at least {BF16_MARGIN:.0%} faster'})")
     return {"policy": policy, "reason": reason, "cpu": key, "measured": measured,
             **figures}
 
