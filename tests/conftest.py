@@ -82,3 +82,23 @@ def shapes_image_subset(shapes_image_folder, tmp_path):
         return folder
 
     return subset
+
+
+@pytest.fixture(autouse=True)
+def _pinned_precision_measurement(monkeypatch, tmp_path_factory):
+    """`runtime.precision: auto` on a CPU with bfloat16 instructions times a step in float32
+    and bfloat16 (engine/precision.py). Tests never depend on this machine's timing or on
+    a cache file in the home folder: the measurement is pinned (bfloat16 1.5x faster, the
+    choice flags alone made before) and cached in a folder of the session; the tests of
+    the choice itself replace it."""
+    from tfaccel.engine import precision
+
+    folder = tmp_path_factory.getbasetemp() / "cache"
+    monkeypatch.setenv(precision.CACHE_ENV, str(folder))
+    monkeypatch.setattr(precision, "measure_cpu_step", lambda **_: (3.0, 2.0))
+    monkeypatch.setattr(precision, "_decided", {})
+    if not (folder / precision.CACHE_FILE).exists():
+        # The same figures for the `tfaccel` processes tests start (they inherit the
+        # folder): they read them instead of timing their own step.
+        precision._write_cache(str(folder / precision.CACHE_FILE),
+                               {precision._cpu_key(): {"float32_ms": 3.0, "bfloat16_ms": 2.0}})

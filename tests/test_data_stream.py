@@ -43,6 +43,24 @@ def test_a_pass_rebuilt_elsewhere_resumes_exactly_at_any_batch():
             np.testing.assert_array_equal(xa, xb)  # same augmentation draws too
 
 
+@pytest.mark.parametrize("augment_on", ["example", "batch"])
+def test_a_callable_augmentation_may_branch_on_tensors_in_a_stream(augment_on):
+    # The pass function is not converted by autograph (its start-up cost), but the maps
+    # inside it are: a Python `if` on a tensor in the user's function still works.
+    def darken_odd(features, label, seed):
+        if tf.reduce_sum(label) % 2 == 1:
+            features = features * 0.0
+        return features, label
+
+    batches = list(_stream(data.EpochStream(num_passes=1), augment=darken_odd,
+                           augment_on=augment_on))
+    assert len(batches) == 5
+    for x, y in batches:
+        odd = (y.numpy() % 2 == 1) if augment_on == "example" else \
+            np.full(len(y), y.numpy().sum() % 2 == 1)
+        assert (x.numpy()[odd] == 0).all() and (x.numpy()[~odd] > 0).any() == (~odd).any()
+
+
 def test_without_determinism_a_resumed_pass_sees_each_remaining_example_once():
     # Parallel stages after the resume point may reorder, but the examples trained before
     # the checkpoint are never seen again and none is missed.

@@ -1,5 +1,7 @@
 """Tests for tfaccel.engine.precision."""
 
+import json
+
 import keras
 import pytest
 
@@ -129,3 +131,72 @@ def test_auto_on_tpu_and_on_gpus_of_unknown_capability(monkeypatch):
                         lambda kind=None: ["gpu0"] if kind == "GPU" else [])
     monkeypatch.setattr(precision, "_compute_capability", lambda gpu: None)
     assert precision.resolve_precision("auto") == "float32"  # unknown: no float16 gamble
+
+
+def _measured(monkeypatch, tmp_path, float32_ms, bfloat16_ms):
+    calls = []
+
+    def measure(**_):
+        calls.append(1)
+        return float32_ms, bfloat16_ms
+
+    monkeypatch.setenv(precision.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(precision, "measure_cpu_step", measure)
+    monkeypatch.setattr(precision, "_decided", {})
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
+    return calls
+
+
+@pytest.mark.parametrize("float32_ms, bfloat16_ms, expected", [
+    (10.0, 6.0, "mixed_bfloat16"),  # bf16 1.67x faster (AMX, Zen 5)
+    (10.0, 9.5, "float32"),         # 5% faster: under the 10% margin
+    (10.0, 14.0, "float32"),        # bf16 slower (a CPU that emulates it)
+])
+def test_auto_on_a_bf16_cpu_takes_the_measured_faster_policy(monkeypatch, tmp_path,
+                                                              cpu_only_host, float32_ms,
+                                                              bfloat16_ms, expected):
+    calls = _measured(monkeypatch, tmp_path, float32_ms, bfloat16_ms)
+    choice = precision.auto_choice()
+    assert choice["policy"] == expected == precision.resolve_precision("auto")
+    assert (choice["float32_ms"], choice["bfloat16_ms"]) == (float32_ms, bfloat16_ms)
+    assert f"{float32_ms:.2f} ms in float32" in choice["reason"]
+    assert choice["measured"] is True
+    assert calls == [1]  # measured once per process
+
+
+def test_the_measurement_is_kept_per_cpu_model_and_reused(monkeypatch, tmp_path,
+                                                          cpu_only_host):
+    calls = _measured(monkeypatch, tmp_path, 10.0, 6.0)
+    assert precision.cpu_choice()["policy"] == "mixed_bfloat16"
+    cached = json.loads((tmp_path / "cache" / precision.CACHE_FILE).read_text())
+    assert cached == {precision._cpu_key(): {"float32_ms": 10.0, "bfloat16_ms": 6.0}}
+    # Another process on the same machine: the figures come from the cache, not a timing
+    # (which could land on the other side this time).
+    monkeypatch.setattr(precision, "_decided", {})
+    monkeypatch.setattr(precision, "measure_cpu_step", lambda **_: (5.0, 9.0))
+    choice = precision.cpu_choice()
+    assert choice["policy"] == "mixed_bfloat16" and choice["measured"] is False
+    assert calls == [1]
+
+
+def test_a_cpu_without_bf16_is_not_measured(monkeypatch, tmp_path, cpu_only_host):
+    calls = _measured(monkeypatch, tmp_path, 10.0, 6.0)
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
+    choice = precision.auto_choice()
+    assert choice == {"policy": "float32", "reason": "the CPU has no bfloat16 instructions"}
+    assert calls == []
+
+
+def test_measure_cpu_step_times_both_policies(monkeypatch):
+    monkeypatch.undo()  # the real measurement, not conftest's pinned figures
+    float32_ms, bfloat16_ms = precision.measure_cpu_step(batch=4, repeats=1, steps=1)
+    assert float32_ms > 0 and bfloat16_ms > 0
+
+
+def test_several_workers_decide_by_the_flags_alone(monkeypatch, tmp_path, cpu_only_host):
+    # Each worker would time its own machine; they must all train under one policy.
+    calls = _measured(monkeypatch, tmp_path, 10.0, 14.0)
+    choice = precision.auto_choice(measure=False)
+    assert choice["policy"] == "mixed_bfloat16" and "several workers" in choice["reason"]
+    assert calls == []
+    assert precision.auto_choice()["policy"] == "float32" and calls == [1]

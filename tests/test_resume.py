@@ -425,3 +425,26 @@ def test_recipe_differences_name_recipe_keys_and_keep_model_params_whole():
         ("seed", 0, 3),
         ("training.epochs", saved.training.epochs, 7)]
     assert recipe_differences(saved, saved) == []
+
+
+def test_a_resume_keeps_the_precision_auto_chose_when_the_run_started(tmp_path, tiny_finished,
+                                                                      monkeypatch):
+    from tfaccel.engine import precision
+    from tfaccel.training import run as runner
+
+    directory, _ = _copy_of(tiny_finished, tmp_path)
+    started = json.loads((directory / "precision.json").read_text())
+    assert started["policy"] == json.loads((directory / "summary.json").read_text())["precision"]
+    # Today the measurement says the other policy: the resumed run must not switch (its
+    # checkpoint continues bit-exactly only under the policy it was trained with).
+    other = "float32" if started["policy"] == "mixed_bfloat16" else "mixed_bfloat16"
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(precision, "_decided", {})
+    monkeypatch.setenv(precision.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(precision, "measure_cpu_step",
+                        lambda **_: (2.0, 3.0) if other == "float32" else (3.0, 2.0))
+    assert precision.resolve_precision("auto") == other
+    extended = runner.train(resume=directory, overrides=["training.epochs=3"])
+    assert extended.summary["precision"] == started["policy"]
+    assert extended.summary["precision_choice"]["reason"] == "chosen when the run started"
+    assert json.loads((directory / "precision.json").read_text()) == started

@@ -865,7 +865,18 @@ def _stream_of_passes(dataset, plan: _Plan, *, stream: EpochStream, map_fn, cach
         dataset = _cache(_decode(dataset, plan, map_fn=map_fn,
                                  ignore_decode_errors=ignore_decode_errors, det=True), cache)
 
+    @tf.autograph.experimental.do_not_convert
     def one_pass(pass_index):
+        # Plain TensorFlow: autograph's conversion of this function and of every pipeline
+        # function it calls cost about 0.5 s of CPU at each start (measured on the PNG
+        # folder of benchmarks/bench_end_to_end.py). The maps made inside it are converted
+        # as usual (a user's augmentation may branch on tensors in Python).
+        from tensorflow.python.autograph.core import ag_ctx
+
+        with ag_ctx.ControlStatusCtx(status=ag_ctx.Status.UNSPECIFIED):
+            return _one_pass(pass_index)
+
+    def _one_pass(pass_index):
         # The shuffle seeds below are tensors (they depend on the pass). TF combines an op
         # seed with the graph-level seed and fails on a tensor op seed when the graph seed
         # is 0 (`tf.random.set_seed(0)`, the default recipe seed); this sets the seed of this

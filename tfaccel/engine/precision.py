@@ -1,11 +1,26 @@
 """Choose and set the Keras mixed-precision policy for the hardware present."""
 
+import json
+import os
+import time
 import warnings
 
 POLICIES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
 # CPU flags (as in /proc/cpuinfo) that mean bfloat16 matmuls/convolutions run natively.
 _BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+# On a CPU with bfloat16 instructions `auto` takes mixed_bfloat16 only when a training step
+# measured in it is at least this much shorter than in float32: bf16 wins on some CPUs
+# (AMX) and not on others, and a near tie is not worth bf16's lower precision. The margin
+# also keeps a noisy timing near a tie from deciding.
+BF16_MARGIN = 0.10
+# Where the measurement is kept, per CPU model and TensorFlow version, so that one machine
+# decides the same way every time (and measures once): $TFACCEL_CACHE_DIR, else
+# ~/.cache/tfaccel.
+CACHE_ENV = "TFACCEL_CACHE_DIR"
+CACHE_FILE = "precision.json"
+_decided = {}  # this process's decision by cache key: the file is read once
 
 
 def resolve_precision(policy="auto"):
@@ -27,6 +42,18 @@ def resolve_precision(policy="auto"):
     _check(policy)
     if policy != "auto":
         return policy
+    return auto_choice()["policy"]
+
+
+def auto_choice(*, measure: bool = True) -> dict:
+    """What "auto" resolves to on this machine, and why: ``{"policy", "reason"}`` (on a CPU
+    with bfloat16 instructions, `cpu_choice`'s figures beside them).
+
+    Args:
+        measure: Time a step on a CPU with bfloat16 instructions (`cpu_choice`). False
+            decides by the flags alone (mixed_bfloat16): what several workers must do, as
+            each would time its own machine and they must all train under one policy.
+    """
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
@@ -34,13 +61,151 @@ def resolve_precision(policy="auto"):
         capabilities = [_compute_capability(gpu) for gpu in gpus]
         # Tensor cores (7.0+) make float16 fast; older GPUs gain little and risk more.
         if all(cap is not None and cap >= (7, 0) for cap in capabilities):
-            return "mixed_float16"
-        return "float32"
+            return {"policy": "mixed_float16", "reason": "GPUs of compute capability 7.0+"}
+        return {"policy": "float32", "reason": "a GPU below compute capability 7.0"}
     if tf.config.list_physical_devices("TPU"):
-        return "mixed_bfloat16"
+        return {"policy": "mixed_bfloat16", "reason": "TPU"}
     if cpu_has_bf16():
-        return "mixed_bfloat16"
-    return "float32"
+        if not measure:
+            return {"policy": "mixed_bfloat16",
+                    "reason": "the CPU has bfloat16 instructions (several workers: unmeasured)"}
+        return cpu_choice()
+    return {"policy": "float32", "reason": "the CPU has no bfloat16 instructions"}
+
+
+def cpu_choice() -> dict:
+    """float32 or mixed_bfloat16 on this CPU, by a measured step, cached per CPU model.
+
+    The first call on a machine times `measure_cpu_step` (about a second) and keeps the
+    figures in the cache file (see `CACHE_ENV`); later calls, in any process, reuse them,
+    so the same machine decides the same way each time.
+
+    Returns:
+        ``{"policy", "reason", "cpu", "float32_ms", "bfloat16_ms", "measured"}``:
+        `measured` is False when the figures came from the cache.
+    """
+    key = _cpu_key()
+    if key not in _decided:
+        path = _cache_path()
+        cache = _read_json(path)
+        figures, measured = cache.get(key), False
+        if not _valid(figures):
+            float32_ms, bfloat16_ms = measure_cpu_step()
+            figures = {"float32_ms": round(float32_ms, 4),
+                       "bfloat16_ms": round(bfloat16_ms, 4)}
+            measured = True
+            _write_cache(path, {**cache, key: figures})
+        _decided[key] = (figures, measured)
+    figures, measured = _decided[key]
+    _decided[key] = (figures, False)  # measured once per process
+    faster = figures["bfloat16_ms"] <= (1.0 - BF16_MARGIN) * figures["float32_ms"]
+    policy = "mixed_bfloat16" if faster else "float32"
+    ratio = figures["float32_ms"] / max(figures["bfloat16_ms"], 1e-9)
+    reason = (f"a measured step took {figures['float32_ms']:.2f} ms in float32 and "
+              f"{figures['bfloat16_ms']:.2f} ms in bfloat16 ({ratio:.2f}x"
+              f"{'' if faster else f': bfloat16 not at least {BF16_MARGIN:.0%} faster'})")
+    return {"policy": policy, "reason": reason, "cpu": key, "measured": measured,
+            **figures}
+
+
+def measure_cpu_step(*, batch=32, repeats=3, steps=3):
+    """Milliseconds of one training step of a small CNN in float32 and in bfloat16.
+
+    The step (two 3x3 convolutions, pooling, a dense layer, its gradients) stands in for
+    the vision models' kernels; bfloat16 computes as Keras' mixed_bfloat16 does (float32
+    weights cast to bfloat16, float32 updates). The two are timed in turns, the shortest
+    of `repeats` rounds of `steps` steps kept. Inputs are stateless random draws: no global
+    random state is used.
+
+    Returns:
+        ``(float32_ms, bfloat16_ms)``.
+    """
+    import tensorflow as tf
+
+    def draw(shape, salt):
+        return tf.random.stateless_normal(shape, seed=[salt, 0]) * 0.1
+
+    weights = [tf.Variable(draw(shape, i)) for i, shape in enumerate(
+        [(3, 3, 3, 16), (3, 3, 16, 32), (32, 10)])]
+    images = draw((batch, 32, 32, 3), 7)
+    labels = tf.zeros([batch], tf.int32)
+
+    def make_step(dtype):
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                w = [tf.cast(v, dtype) for v in weights]
+                x = tf.nn.relu(tf.nn.conv2d(tf.cast(images, dtype), w[0], 1, "SAME"))
+                x = tf.nn.relu(tf.nn.conv2d(x, w[1], 1, "SAME"))
+                logits = tf.matmul(tf.reduce_mean(x, axis=[1, 2]), w[2])
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    labels, tf.cast(logits, tf.float32)))
+            for variable, gradient in zip(weights, tape.gradient(loss, weights)):
+                variable.assign_sub(0.01 * tf.cast(gradient, tf.float32))
+            return loss
+
+        return step
+
+    runs = {"float32": make_step(tf.float32), "bfloat16": make_step(tf.bfloat16)}
+    best = dict.fromkeys(runs, float("inf"))
+    for name, step in runs.items():
+        step().numpy()  # trace
+    for _ in range(repeats):
+        for name, step in runs.items():
+            start = time.perf_counter()
+            for _ in range(steps):
+                loss = step()
+            loss.numpy()
+            best[name] = min(best[name], (time.perf_counter() - start) / steps)
+    return best["float32"] * 1e3, best["bfloat16"] * 1e3
+
+
+def _cpu_key(cpuinfo_path="/proc/cpuinfo"):
+    """The cache key: the CPU's model name and TensorFlow's version (its kernels decide)."""
+    import tensorflow as tf
+
+    name = "unknown CPU"
+    try:
+        with open(cpuinfo_path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    name = line.partition(":")[2].strip()
+                    break
+    except OSError:
+        pass
+    return f"{name} | tensorflow {tf.__version__}"
+
+
+def _cache_path():
+    folder = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache",
+                                                       "tfaccel")
+    return os.path.join(folder, CACHE_FILE)
+
+
+def _read_json(path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _valid(figures) -> bool:
+    return isinstance(figures, dict) and all(
+        isinstance(figures.get(k), (int, float)) and figures[k] > 0
+        for k in ("float32_ms", "bfloat16_ms"))
+
+
+def _write_cache(path, data) -> None:
+    # A cache that cannot be written (read-only home) only costs a measurement next time.
+    from tfaccel.atomic import write_file
+
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_file(path, json.dumps(data, indent=1, sort_keys=True))
+    except OSError:
+        pass
 
 
 def set_precision(policy="auto"):

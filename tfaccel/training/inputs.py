@@ -84,12 +84,23 @@ def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool,
     examples = steps * plan.global_batch_size if recipe.training.steps_per_epoch \
         else per_pass_examples
     first_built = {"stream": first_stream}
+    # Skipping a pass of the first stream costs less than rebuilding only when its
+    # examples come from memory; a service hands out batches in the order its workers
+    # finish them, so nothing is skipped over it.
+    reusable = recipe.data.cache == "memory" and not recipe.data.service.dispatcher
 
     def make_stream(global_step: int):
         # The resume point in data terms: which pass, how many of its batches are done.
         pass_index, skip = divmod(global_step, per_pass)
         if pass_index == 0 and skip == 0 and first_built.get("stream") is not None:
             return first_built.pop("stream")  # built above already
+        if reusable and 0 < global_step <= per_pass:
+            # The next part of this process's run (`steps_per_execution: auto` after its
+            # measured first epoch): the first stream again, its first steps skipped. Its
+            # memory cache is already filled, and the stream is a pure function of
+            # (seed, pass), so these are the batches a rebuilt stream would give, without
+            # listing, decoding and caching the source a second time.
+            return first_stream.skip(global_step)
         return build(EpochStream(first_pass=pass_index, skip_batches=skip))[0]
 
     return TrainData(make_stream=make_stream, validation=validation, info=info,

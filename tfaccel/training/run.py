@@ -122,7 +122,9 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
     recipe, role, directory, shown = opened.recipe, opened.role, opened.directory, opened.shown
     lock, scratch = opened.lock, opened.scratch
     try:
-        with open_session(recipe) as session:
+        # A resumed run keeps the precision `auto` chose when it started.
+        recorded = run_files.recorded_precision(directory) if resume is not None else None
+        with open_session(recipe, precision=recorded) as session:
             context = _RunContext(recipe=recipe, directory=directory, session=session,
                                   started=started, extra_callbacks=list(callbacks),
                                   resume_from=Path(resume) if resume is not None else None,
@@ -233,6 +235,7 @@ def _train_with(ctx: _RunContext) -> RunResult:
     recipe, plan = ctx.recipe, ctx.session.plan
     say(f"{ctx.session.strategy_info['strategy']} on {ctx.session.strategy_info['replicas']} "
         f"replica(s), precision {ctx.session.precision}, {plan.describe()}.")
+    _record_precision(ctx)
     _check_data_service(recipe, strategy=ctx.session.strategy_info["strategy"])
     _check_compile_arguments(recipe)
     try:
@@ -307,6 +310,16 @@ def _train_with(ctx: _RunContext) -> RunResult:
     run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
     return RunResult(run_dir=ctx.shown_dir, summary=summary, epochs=outputs.logger.records,
                      chief=ctx.role.chief)
+
+
+def _record_precision(ctx: _RunContext) -> None:
+    """`runtime.precision: auto`'s choice: said, and kept in the run directory for a resume."""
+    choice = ctx.session.precision_choice
+    if choice is None:
+        return
+    say(f"precision auto: {choice['policy']} ({choice['reason']}).")
+    if not ctx.resuming:
+        run_files.write_json(ctx.directory / run_files.PRECISION_FILE, choice)
 
 
 def _check_steps_per_execution(recipe: Recipe, data: TrainData) -> None:
@@ -835,6 +848,8 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: TrainData
         "strategy": ctx.session.strategy_info.get("strategy"),
         "workers": ctx.role.count,
         "precision": ctx.session.precision,
+        **({"precision_choice": ctx.session.precision_choice}
+           if ctx.session.precision_choice is not None else {}),
         **plan.as_dict(),  # replicas, accumulation steps, global/per-replica/micro batch
         "steps_per_epoch": data.steps_per_epoch,
         "jit_compile": recipe.training.jit_compile,
@@ -904,7 +919,8 @@ def _new_run_dir(recipe: Recipe, run_dir: Optional[str]) -> Path:
 
 def _holds_only_the_recipe(directory: Path) -> bool:
     names = {p.name for p in directory.iterdir()} - {LOCK_FILE}
-    return names <= {run_files.RECIPE_FILE, model_source.SOURCE_FILE, model_source.COPY_DIR}
+    return names <= {run_files.RECIPE_FILE, model_source.SOURCE_FILE, model_source.COPY_DIR,
+                     run_files.PRECISION_FILE}
 
 
 def _as_recipe(recipe_or_path, overrides: Sequence[str], *, own_model: bool = False) -> Recipe:

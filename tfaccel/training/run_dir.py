@@ -18,6 +18,9 @@ SUMMARY_FILE = "summary.json"
 MODEL_FILE = "model.keras"
 CHECKPOINTS_DIR = "checkpoints"
 TENSORBOARD_DIR = "tensorboard"
+# The policy `runtime.precision: auto` chose and why, written when the run starts: a resume
+# keeps it (a measured choice could differ another day, and the resume must stay exact).
+PRECISION_FILE = "precision.json"
 
 
 def create_run_dir(*, name: str, runs_dir: str, run_dir: Optional[str] = None) -> Path:
@@ -102,3 +105,15 @@ def kept_epoch(summary: dict) -> Optional[str]:
     best = summary.get("keep") == "best" or saved != last
     why = f"best by {summary.get('monitor', 'val_loss')}" if best else "last"
     return f"epoch {saved} of {last} ({why})"
+
+
+def recorded_precision(directory: Path) -> Optional[str]:
+    """The policy `precision.json` in a run directory names, or None (no file, unreadable:
+    a run from before it was written)."""
+    import json
+
+    try:
+        policy = json.loads((Path(directory) / PRECISION_FILE).read_text()).get("policy")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return policy if isinstance(policy, str) else None

@@ -26,6 +26,8 @@ class Session:
         strategy: The `tf.distribute` strategy; models and data are built in its scope.
         strategy_info: `describe_strategy`'s dict (``strategy``, ``replicas``, ``devices``).
         precision: The Keras policy in force (``auto`` resolved).
+        precision_choice: Why ``auto`` resolved so (``{"policy", "reason", ...}``), or
+            None when the recipe named a policy.
         threads: `configure_threads`' report of the thread pools in force.
         plan: The recipe's batch plan for this strategy's replicas.
     """
@@ -36,6 +38,7 @@ class Session:
     precision: str
     threads: dict
     plan: BatchPlan
+    precision_choice: Optional[dict] = None
 
     @property
     def replicas(self) -> int:
@@ -66,7 +69,7 @@ class Session:
 
 
 @contextlib.contextmanager
-def open_session(recipe: Recipe) -> Iterator[Session]:
+def open_session(recipe: Recipe, *, precision: Optional[str] = None) -> Iterator[Session]:
     """Sets the process state `recipe` asks for; puts it back on leaving, failed or not.
 
     Set, in this order: TensorFlow's thread pools (before anything initialises its
@@ -81,6 +84,8 @@ def open_session(recipe: Recipe) -> Iterator[Session]:
 
     Args:
         recipe: The validated recipe.
+        precision: The policy `runtime.precision: auto` chose when the run started (a
+            resumed run keeps it: a timed choice may differ on another day); None decides.
 
     Yields:
         The `Session`.
@@ -108,14 +113,24 @@ def open_session(recipe: Recipe) -> Iterator[Session]:
     try:
         strategy = make_strategy(runtime.strategy, devices=runtime.devices)
         info = describe_strategy(strategy)
-        precision = set_precision(runtime.precision)
+        choice = None
+        if runtime.precision == "auto":
+            from tfaccel.config.cluster import is_multi_worker
+            from tfaccel.engine.precision import auto_choice
+
+            # Several workers each timing their own machine could disagree: flags decide.
+            choice = auto_choice(measure=not is_multi_worker(strategy)) \
+                if precision is None else {
+                "policy": precision, "reason": "chosen when the run started"}
+        precision = set_precision(runtime.precision if choice is None else choice["policy"])
         training = recipe.training
         plan = plan_batches(global_batch_size=training.global_batch_size,
                             replicas=strategy.num_replicas_in_sync,
                             accumulation_steps=training.accumulation_steps,
                             micro_batch_size=training.micro_batch_size)
         yield Session(recipe=recipe, strategy=strategy, strategy_info=info,
-                      precision=precision, threads=threads, plan=plan)
+                      precision=precision, threads=threads, plan=plan,
+                      precision_choice=choice)
     finally:
         # Process-global, all of it: leave it as we found it for library users.
         keras.mixed_precision.set_global_policy(previous_policy)
