@@ -10,12 +10,13 @@ import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from tfaccel import atomic
+from tfaccel.cache_dir import cache_dir
 from tfaccel.data import chunked
 
 logger = logging.getLogger(__name__)
 
 # Where the saved results live: this variable's folder, "off" for none; by default
-# $XDG_CACHE_HOME/tfaccel/listings (~/.cache/tfaccel/listings).
+# tfaccel's cache folder's listings/ (tfaccel.cache_dir: ~/.cache/tfaccel/listings).
 ENV = "TFACCEL_LISTING_CACHE"
 # Below this many files a listing is checked afresh: it costs milliseconds, and a saved
 # file per small (often temporary) folder would only litter the cache folder.
@@ -32,8 +33,7 @@ def folder() -> Optional[str]:
     chosen = os.environ.get(ENV)
     if chosen is not None:
         return None if chosen.strip().lower() in ("", "off", "0", "false") else chosen
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tfaccel", "listings")
+    return cache_dir("listings")
 
 
 def record_path(root: str, *, check: str) -> Optional[str]:

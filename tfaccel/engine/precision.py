@@ -5,6 +5,9 @@ import os
 import time
 import warnings
 
+from tfaccel.cache_dir import ENV as cache_dir_env
+from tfaccel.cache_dir import cache_dir
+
 POLICIES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
 # CPU flags (as in /proc/cpuinfo) that mean bfloat16 matmuls/convolutions run natively.
@@ -16,9 +19,9 @@ _BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 # also keeps a noisy timing near a tie from deciding.
 BF16_MARGIN = 0.10
 # Where the measurement is kept, per CPU model and TensorFlow version, so that one machine
-# decides the same way every time (and measures once): $TFACCEL_CACHE_DIR, else
-# ~/.cache/tfaccel.
-CACHE_ENV = "TFACCEL_CACHE_DIR"
+# decides the same way every time (and measures once): in tfaccel's cache folder
+# (tfaccel.cache_dir: $TFACCEL_CACHE_DIR, else ~/.cache/tfaccel).
+CACHE_ENV = cache_dir_env
 CACHE_FILE = "precision.json"
 _decided = {}  # this process's decision by cache key: the file is read once
 
@@ -177,9 +180,7 @@ def _cpu_key(cpuinfo_path="/proc/cpuinfo"):
 
 
 def _cache_path():
-    folder = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache",
-                                                       "tfaccel")
-    return os.path.join(folder, CACHE_FILE)
+    return cache_dir(CACHE_FILE)
 
 
 def _read_json(path) -> dict:
