@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -43,6 +44,31 @@ def record_path(root: str, *, check: str) -> Optional[str]:
         return None
     key = hashlib.sha256(f"{os.path.realpath(root)}\0{check}".encode()).hexdigest()[:24]
     return os.path.join(where, f"{key}.json")
+
+
+def is_saved(root: str, *, count: int, check: str) -> bool:
+    """Whether a record of `check` over `root` (`count` files listed) exists to be reused."""
+    record = record_path(root, check=check) if count >= MIN_FILES else None
+    return record is not None and os.path.exists(record)
+
+
+def check_in_background(root: str, paths: Sequence[str], *,
+                        folders: Sequence[Tuple[int, int]], check: Callable[[str], object],
+                        name: str) -> Optional[threading.Thread]:
+    """Runs `checked` in a daemon thread (its results saved for the next run), or None.
+
+    None when nothing would be saved (the cache is off, or too few files). The thread's
+    reads overlap the first epoch instead of delaying its first batch; a process that
+    ends first leaves no record (the save is atomic) and the next run is cold again.
+    """
+    if len(paths) < MIN_FILES or record_path(root, check=check) is None:
+        return None
+    thread = threading.Thread(
+        target=checked, args=(root, list(paths)),
+        kwargs=dict(folders=list(folders), check=check, name=name),
+        name="tfaccel-listing-check", daemon=True)
+    thread.start()
+    return thread
 
 
 def _digest(paths: Sequence[str], *, start: int, stamp: int) -> Optional[str]:
