@@ -73,13 +73,6 @@ def _inspect(path: str):
     return False
 
 
-def _bytes_at(data, start, length: int):
-    """`length` bytes of `data` from `start` as uint8, zero-padded past its end."""
-    window = tf.strings.substr(data, start, length)
-    padded = tf.strings.join([window, tf.constant(b"\0" * length)])
-    return tf.io.decode_raw(tf.strings.substr(padded, 0, length), tf.uint8)
-
-
 def _is_whole_image(data):
     """`_inspect`'s check (False or not) of a file's bytes, in the graph: a bool tensor."""
     size = tf.strings.length(data)
@@ -98,10 +91,12 @@ def _is_whole_image(data):
 
     positions = tf.range(tf.size(tail))
     last = tf.reduce_max(tf.where(tf.not_equal(tail, 0), positions, -1))  # past the padding
-    gif_end = (last >= 0) & tf.equal(tf.gather(tail, tf.maximum(last, 0)), 0x3B)
-    bmp_size = tf.cast(tf.io.decode_raw(tf.strings.substr(
-        tf.strings.join([data, b"\0" * 6]), 2, 4), tf.uint32, little_endian=True)[0],
-        tf.int64)
+    padded_tail = tf.concat([tail, tf.zeros([1], tf.uint8)], 0)  # an empty file has none
+    gif_end = (last >= 0) & tf.equal(tf.gather(padded_tail, tf.maximum(last, 0)), 0x3B)
+    # A BMP's own file size, bytes 2..5 little-endian (zero-padded when the file is shorter).
+    stored = tf.cast(tf.io.decode_raw(tf.strings.substr(
+        tf.strings.join([data, b"\0" * 6]), 2, 4), tf.uint8), tf.int64)
+    bmp_size = tf.reduce_sum(stored * tf.constant([1, 1 << 8, 1 << 16, 1 << 24], tf.int64))
     return tf.reduce_any(tf.stack([
         starts(b"\xff\xd8\xff") & holds(tail, b"\xff\xd9"),
         starts(b"\x89PNG\r\n\x1a\n") & holds(tail[-16:], b"IEND"),
