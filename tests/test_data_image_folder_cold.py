@@ -2,7 +2,6 @@
 
 import io
 import logging
-import threading
 
 import numpy as np
 import pytest
@@ -48,12 +47,6 @@ def folder(tmp_path):
         for i, fmt in enumerate(("jpg", "png", "gif", "bmp", "jpg", "jpg")):
             (root / name / f"{i}.{fmt}").write_bytes(_image(fmt, seed=10 * label + i))
     return root
-
-
-def _join_background_checks():
-    for thread in threading.enumerate():
-        if thread.name == "tfaccel-listing-check":
-            thread.join()
 
 
 def _all(ds):
@@ -109,7 +102,7 @@ def test_a_corrupt_file_met_on_a_cold_run_is_named(folder, cache, caplog):
     assert text.startswith(f"Image file {bad} is not a whole JPEG, PNG, GIF or BMP image")
     assert text.endswith("until its saved listing exists.)")
     # The background check saved the listing: the next run skips the file and says so.
-    _join_background_checks()
+    listing_cache.wait_for_background_checks()
     with caplog.at_level(logging.WARNING, logger="tfaccel.data.sources.image_folder"):
         warm = data.from_image_folder(folder, batch_size=4, image_size=(8, 8), seed=0)
     assert warm.skipped_files == [str(bad)] and str(bad) in caplog.text
@@ -130,4 +123,4 @@ def test_a_corrupt_file_met_on_a_cold_run_exits_2_naming_it(folder, cache, tmp_p
     assert result.exit_code == 2, result.output
     assert f"Image file {bad} is not a whole JPEG, PNG, GIF or BMP image" in result.output
     assert "Traceback" not in result.output and "assertion failed" not in result.output
-    _join_background_checks()
+    listing_cache.wait_for_background_checks()

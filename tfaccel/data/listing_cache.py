@@ -46,6 +46,9 @@ def record_path(root: str, *, check: str) -> Optional[str]:
     return os.path.join(where, f"{key}.json")
 
 
+_THREAD_NAME = "tfaccel-listing-check"
+
+
 def is_saved(root: str, *, count: int, check: str) -> bool:
     """Whether a record of `check` over `root` (`count` files listed) exists to be reused."""
     record = record_path(root, check=check) if count >= MIN_FILES else None
@@ -66,9 +69,16 @@ def check_in_background(root: str, paths: Sequence[str], *,
     thread = threading.Thread(
         target=checked, args=(root, list(paths)),
         kwargs=dict(folders=list(folders), check=check, name=name),
-        name="tfaccel-listing-check", daemon=True)
+        name=_THREAD_NAME, daemon=True)
     thread.start()
     return thread
+
+
+def wait_for_background_checks() -> None:
+    """Waits for every `check_in_background` thread of this process to save its results."""
+    for thread in threading.enumerate():
+        if thread.name == _THREAD_NAME:
+            thread.join()
 
 
 def _digest(paths: Sequence[str], *, start: int, stamp: int) -> Optional[str]:
