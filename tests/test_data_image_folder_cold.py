@@ -100,7 +100,7 @@ def test_a_corrupt_file_met_on_a_cold_run_is_named(folder, cache, caplog):
         _all(ds)
     text = data_error_in(raised.value)
     assert text.startswith(f"Image file {bad} is not a whole JPEG, PNG, GIF or BMP image")
-    assert text.endswith("until its saved listing exists.)")
+    assert text.endswith("runs skip such files with a warning.)")
     # The background check saved the listing: the next run skips the file and says so.
     listing_cache.wait_for_background_checks()
     with caplog.at_level(logging.WARNING, logger="tfaccel.data.sources.image_folder"):

@@ -114,9 +114,9 @@ def read_checked(path):
     data = tf.io.read_file(path)
     message = tf.strings.join([
         "DataError: Image file ", path, " is not a whole JPEG, PNG, GIF or BMP image (not "
-        "an image, empty, or cut short): remove or replace it. (The folder was listed "
-        "without its up-front check, which a run of a big folder leaves to the decode "
-        "until its saved listing exists.)"])
+        "an image, empty, or cut short): remove or replace it. (A big folder's first run "
+        "checks each file as it decodes it; once the folder's listing is saved, runs skip "
+        "such files with a warning.)"])
     with tf.control_dependencies([tf.debugging.Assert(_is_whole_image(data), [message])]):
         return tf.identity(data)
 
