@@ -82,3 +82,15 @@ def shapes_image_subset(shapes_image_folder, tmp_path):
         return folder
 
     return subset
+
+
+@pytest.fixture
+def saved_listings(tmp_path, monkeypatch):
+    """A listing cache folder of the test's own; every folder saved, files trusted at once."""
+    from tfaccel.data import listing_cache
+
+    where = tmp_path / "listings"
+    monkeypatch.setenv(listing_cache.ENV, str(where))
+    monkeypatch.setattr(listing_cache, "MIN_FILES", 0)
+    monkeypatch.setattr(listing_cache, "RACY_NS", 0)
+    return where

@@ -29,14 +29,10 @@ def _image(fmt, seed, size=(20, 30)):
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """A cache folder of the test's own, every folder saved; 'big' means 10 files here."""
-    where = tmp_path / "listings"
-    monkeypatch.setenv(listing_cache.ENV, str(where))
-    monkeypatch.setattr(listing_cache, "MIN_FILES", 0)
-    monkeypatch.setattr(listing_cache, "RACY_NS", 0)
+def cache(saved_listings, monkeypatch):
+    """A listing cache of the test's own (conftest); a 'big' folder is 10 files here."""
     monkeypatch.setattr(image_folder, "DEFER_CHECK_FROM", 10)
-    return where
+    return saved_listings
 
 
 @pytest.fixture
