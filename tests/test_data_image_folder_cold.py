@@ -120,3 +120,17 @@ def test_a_corrupt_file_met_on_a_cold_run_exits_2_naming_it(folder, cache, tmp_p
     assert f"Image file {bad} is not a whole JPEG, PNG, GIF or BMP image" in result.output
     assert "Traceback" not in result.output and "assertion failed" not in result.output
     listing_cache.wait_for_background_checks()
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_random_crops_of_a_cold_folder_name_a_corrupt_file_too(folder, cache, tmp_path,
+                                                              cached):
+    bad = folder / "cat" / "8.gif"
+    bad.write_bytes(b"GIF89a" + b"\x01" * 40)  # no trailer: cut short
+    ds = data.from_image_folder(folder, batch_size=4, image_size=(8, 8), seed=0,
+                                random_resized_crop=True,
+                                cache=str(tmp_path / "crops") if cached else None)
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        _all(ds)
+    assert data_error_in(raised.value).startswith(f"Image file {bad} is not a whole")
+    listing_cache.wait_for_background_checks()
