@@ -67,8 +67,9 @@ def check_in_background(root: str, paths: Sequence[str], *,
     if len(paths) < MIN_FILES or record_path(root, check=check) is None:
         return None
     thread = threading.Thread(
-        target=_check_quietly, args=(root, list(paths)),
-        kwargs=dict(folders=list(folders), check=check, name=name),
+        # The listing's own lists, not copies (nothing changes them): a million paths.
+        target=_check_quietly, args=(root, paths),
+        kwargs=dict(folders=folders, check=check, name=name),
         name=_THREAD_NAME, daemon=True)
     thread.start()
     return thread
