@@ -356,7 +356,9 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         print(train.class_names)
 
     Files that are not images, and images that are corrupt or cut short, are skipped and
-    counted in ONE warning (count and first paths) before training starts.
+    counted in ONE warning (count and first paths) before training starts; on the first run
+    over a folder of `DEFER_CHECK_FROM` images or more (no saved listing), each is checked
+    as it is decoded instead, and a bad one stops the epoch with an error naming it.
 
     A drop-in for `keras.utils.image_dataset_from_directory` (Keras' own tests of it run
     against this function: tests/test_data_image_folder_keras_suite.py): `batch_size`,
