@@ -102,3 +102,15 @@ def _pinned_precision_measurement(monkeypatch, tmp_path_factory):
         # folder): they read them instead of timing their own step.
         precision._write_cache(str(folder / precision.CACHE_FILE),
                                {precision._cpu_key(): {"float32_ms": 3.0, "bfloat16_ms": 2.0}})
+
+
+@pytest.fixture
+def saved_listings(tmp_path, monkeypatch):
+    """A listing cache folder of the test's own; every folder saved, files trusted at once."""
+    from tfaccel.data import listing_cache
+
+    where = tmp_path / "listings"
+    monkeypatch.setenv(listing_cache.ENV, str(where))
+    monkeypatch.setattr(listing_cache, "MIN_FILES", 0)
+    monkeypatch.setattr(listing_cache, "RACY_NS", 0)
+    return where

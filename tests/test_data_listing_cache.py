@@ -11,13 +11,9 @@ from tfaccel.data.sources import image_folder
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """A cache folder of the test's own; every folder saved, files trusted at once."""
-    where = tmp_path / "listings"
-    monkeypatch.setenv(listing_cache.ENV, str(where))
-    monkeypatch.setattr(listing_cache, "MIN_FILES", 0)
-    monkeypatch.setattr(listing_cache, "RACY_NS", 0)
-    return where
+def cache(saved_listings):
+    """A cache folder of the test's own (conftest's `saved_listings`)."""
+    return saved_listings
 
 
 class Counting:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -43,6 +44,55 @@ def record_path(root: str, *, check: str) -> Optional[str]:
         return None
     key = hashlib.sha256(f"{os.path.realpath(root)}\0{check}".encode()).hexdigest()[:24]
     return os.path.join(where, f"{key}.json")
+
+
+_THREAD_NAME = "tfaccel-listing-check"
+
+
+def is_saved(root: str, *, count: int, check: str) -> bool:
+    """Whether a record of `check` over `root` (`count` files listed) exists to be reused."""
+    record = record_path(root, check=check) if count >= MIN_FILES else None
+    return record is not None and os.path.exists(record)
+
+
+def check_in_background(root: str, paths: Sequence[str], *,
+                        folders: Sequence[Tuple[int, int]], check: Callable[[str], object],
+                        name: str) -> Optional[threading.Thread]:
+    """Runs `checked` in a daemon thread (its results saved for the next run), or None.
+
+    None when nothing would be saved (the cache is off, or too few files). The thread's
+    reads overlap the first epoch instead of delaying its first batch; a process that
+    ends first leaves no record (the save is atomic) and the next run is cold again.
+    """
+    if len(paths) < MIN_FILES or record_path(root, check=check) is None:
+        return None
+    thread = threading.Thread(
+        # The listing's own lists, not copies (nothing changes them): a million paths.
+        target=_check_quietly, args=(root, paths),
+        kwargs=dict(folders=folders, check=check, name=name),
+        name=_THREAD_NAME, daemon=True)
+    thread.start()
+    return thread
+
+
+def _check_quietly(root: str, paths: Sequence[str], **kwargs) -> None:
+    """`checked` in one low-priority thread: the first epoch's work comes first.
+
+    Measured at 100k files on 2 loaded cores: 8 checking threads beside the first batch
+    made it 0.4 s -> 0.7-1.1 s (they contend for the GIL and the cores).
+    """
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)  # this thread (Linux)
+    except (AttributeError, OSError):
+        pass  # elsewhere the thread keeps the process' priority
+    checked(root, paths, workers=1, **kwargs)
+
+
+def wait_for_background_checks() -> None:
+    """Waits for every `check_in_background` thread of this process to save its results."""
+    for thread in threading.enumerate():
+        if thread.name == _THREAD_NAME:
+            thread.join()
 
 
 def _digest(paths: Sequence[str], *, start: int, stamp: int) -> Optional[str]:
@@ -101,7 +151,8 @@ def _decode(text: str, *, count: int, known: dict) -> Optional[List[object]]:
 
 
 def checked(root: str, paths: Sequence[str], *, folders: Sequence[Tuple[int, int]],
-            check: Callable[[str], object], name: str) -> List[object]:
+            check: Callable[[str], object], name: str,
+            workers: int = chunked.WORKERS) -> List[object]:
     """``[check(p) for p in paths]``, reusing the results saved for each unchanged folder.
 
     A folder's results are reused only when its files are those it had when they were
@@ -116,13 +167,14 @@ def checked(root: str, paths: Sequence[str], *, folders: Sequence[Tuple[int, int
         check: ``check(path)``: False (unusable), True, or a short string without a line
             break (what the check found out, e.g. a size).
         name: What `check` is, with a version: results of another check are never reused.
+        workers: Threads checking files at once.
 
     Returns:
         The results, in the order of `paths`.
     """
     record = record_path(root, check=name) if len(paths) >= MIN_FILES else None
     if record is None:
-        return chunked.map_paths(check, paths)
+        return chunked.map_paths(check, paths, workers=workers)
     stamp = time.time_ns()
     start = len(os.path.join(root, ""))
     saved = _load(record, root=root, check=name)
@@ -142,7 +194,7 @@ def checked(root: str, paths: Sequence[str], *, folders: Sequence[Tuple[int, int
         return key, digest, [check(p) for p in files], True
 
     # One task per folder (a few hundred for ImageNet), threads overlapping the reads.
-    outcomes = chunked.map_paths(one, list(folders), chunk=1)
+    outcomes = chunked.map_paths(one, list(folders), chunk=1, workers=workers)
     fresh = [(key, digest, results) for key, digest, results, new in outcomes if new]
     if fresh:
         kept = {key: entry for key, entry in saved.items() if isinstance(entry, list)}

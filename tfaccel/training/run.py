@@ -763,7 +763,10 @@ def data_error_in(error: BaseException) -> Optional[str]:
     marker = message.rfind("DataError: ")
     if marker == -1:
         return None
-    return message[marker + len("DataError: "):].split("\n\t [[", 1)[0].strip()
+    text = message[marker + len("DataError: "):].split("\n\t [[", 1)[0].strip()
+    if message[:marker].endswith("assertion failed: [") and text.endswith("]"):
+        text = text[:-1]  # a check in the graph (tf.debugging.Assert) brackets its text
+    return text
 
 
 _NOISE = ("Graph execution error", "Detected at node", "<stack traces unavailable>", "[[",

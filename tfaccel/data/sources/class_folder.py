@@ -62,6 +62,8 @@ class Listing(NamedTuple):
         unreadable: The listed paths that failed the check (left out of every subset).
         folders: The class sub-folders walked, in label order ([""]: the root alone).
         results: The check's result for each path (None: not checked).
+        deferred: The check was left to the decode (a cold listing of a big folder, see
+            `list_class_folder`'s `defer_from`): nothing is known unreadable yet.
     """
 
     paths: List[str]
@@ -71,6 +73,7 @@ class Listing(NamedTuple):
     unreadable: FrozenSet[str]
     folders: List[str]
     results: Optional[list] = None
+    deferred: bool = False
 
 
 def given_labels(labels: Sequence[int], *, path: str, found: int, class_names,
@@ -132,7 +135,8 @@ def _class_folders(path: str, *, kind: Kind, class_names, labels) -> Tuple[list,
 
 def list_class_folder(path, *, kind: Kind, verify: bool = True,
                       class_names: Optional[Sequence[str]] = None, follow_links: bool = True,
-                      labels: Union[str, Sequence[int], None] = "inferred") -> Listing:
+                      labels: Union[str, Sequence[int], None] = "inferred",
+                      defer_from: Optional[int] = None) -> Listing:
     """Lists the files of a class-per-sub-folder tree in Keras' order, checking each one.
 
     Args:
@@ -146,6 +150,10 @@ def list_class_folder(path, *, kind: Kind, verify: bool = True,
             listed file below `path`, sub-folders or not, without labels), or a list of
             integer labels, one per listed file below `path` in Keras' listing order (the
             classes are then the distinct labels, as strings).
+        defer_from: From this many listed files, a folder without saved check results
+            (a cold run) is not checked before training: the check runs in a background
+            thread and is saved for the next run, and the decoder must check each file
+            itself and name a bad one (``Listing.deferred``). None: always check first.
 
     Returns:
         A `Listing`.
@@ -191,6 +199,15 @@ def list_class_folder(path, *, kind: Kind, verify: bool = True,
                                              class_names=class_names, files=kind.files)
     unreadable = frozenset()
     results = None
+    if (verify and kind.saved_as is not None and defer_from is not None
+            and len(paths) >= defer_from
+            and not listing_cache.is_saved(path, count=len(paths), check=kind.saved_as)):
+        # Opening every file before the first batch is what made a cold run slower than
+        # Keras' (which only lists): the decode checks each file it reads instead.
+        listing_cache.check_in_background(path, paths, folders=folder_spans,
+                                          check=kind.check, name=kind.saved_as)
+        return Listing(paths, inferred, class_names, skipped, frozenset(), folders, None,
+                       deferred=True)
     if verify and paths:
         if kind.saved_as is None:
             results = chunked.map_paths(kind.check, paths)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from typing import List, Optional, Sequence, Tuple, Union
@@ -23,6 +24,15 @@ _CACHED_SHUFFLE_CAP = 10_000
 
 
 _HEAD = 4096  # first bytes read of each file: the magic bytes and, mostly, a JPEG's header
+
+
+@functools.lru_cache(maxsize=1024)
+def _size_text(height: int, width: int) -> str:
+    """``"HEIGHTxWIDTH"``, one string object per size.
+
+    A million checked files of a few sizes then share a few strings, not a million (~54 MB).
+    """
+    return f"{height}x{width}"
 
 
 def _looks_complete(path: str) -> bool:
@@ -62,7 +72,7 @@ def _inspect(path: str):
         if b"\xff\xd9" not in tail:
             return False
         shape = jpeg_headers.jpeg_size_in(head, path)
-        return True if shape is None else f"{shape[0]}x{shape[1]}"
+        return True if shape is None else _size_text(*shape)
     if head.startswith(b"\x89PNG\r\n\x1a\n"):
         return b"IEND" in tail[-16:]
     if head[:6] in (b"GIF87a", b"GIF89a"):
@@ -73,10 +83,64 @@ def _inspect(path: str):
     return False
 
 
+def _is_whole_image(data):
+    """`_inspect`'s check (False or not) of a file's bytes, in the graph: a bool tensor."""
+    size = tf.strings.length(data)
+    tail = tf.io.decode_raw(tf.strings.substr(data, tf.maximum(size - 1024, 0), 1024),
+                            tf.uint8)
+
+    def starts(magic: bytes):
+        return tf.equal(tf.strings.substr(data, 0, len(magic)), magic)
+
+    def holds(window, pattern: bytes):
+        n = len(pattern)
+        found = tf.ones_like(window[n - 1:], tf.bool)
+        for i, byte in enumerate(pattern):
+            found &= tf.equal(window[i:tf.size(window) - (n - 1 - i)], byte)
+        return tf.reduce_any(found)
+
+    positions = tf.range(tf.size(tail))
+    last = tf.reduce_max(tf.where(tf.not_equal(tail, 0), positions, -1))  # past the padding
+    padded_tail = tf.concat([tail, tf.zeros([1], tf.uint8)], 0)  # an empty file has none
+    gif_end = (last >= 0) & tf.equal(tf.gather(padded_tail, tf.maximum(last, 0)), 0x3B)
+    # A BMP's own file size, bytes 2..5 little-endian (zero-padded when the file is shorter).
+    stored = tf.cast(tf.io.decode_raw(tf.strings.substr(
+        tf.strings.join([data, b"\0" * 6]), 2, 4), tf.uint8), tf.int64)
+    bmp_size = tf.reduce_sum(stored * tf.constant([1, 1 << 8, 1 << 16, 1 << 24], tf.int64))
+    return tf.reduce_any(tf.stack([
+        starts(b"\xff\xd8\xff") & holds(tail, b"\xff\xd9"),
+        starts(b"\x89PNG\r\n\x1a\n") & holds(tail[-16:], b"IEND"),
+        (starts(b"GIF87a") | starts(b"GIF89a")) & gif_end,
+        starts(b"BM") & (size >= 6) & (bmp_size <= tf.cast(size, tf.int64))]))
+
+
+def read_checked(path):
+    """The bytes of the image file at `path`; an error naming it when it is not a whole image.
+
+    The decode-time form of the listing's check (`_inspect`, for a listing that left it
+    to the decode: `Listing.deferred`). The error is tf.data's, and its message carries
+    ``DataError: <text>``, which a training run reports as a `DataError` (exit 2).
+    """
+    data = tf.io.read_file(path)
+    message = tf.strings.join([
+        "DataError: Image file ", path, " is not a whole JPEG, PNG, GIF or BMP image (not "
+        "an image, empty, or cut short): remove or replace it. (A big folder's first run "
+        "checks each file as it decodes it; once the folder's listing is saved, runs skip "
+        "such files with a warning.)"])
+    with tf.control_dependencies([tf.debugging.Assert(_is_whole_image(data), [message])]):
+        return tf.identity(data)
+
+
 IMAGE_KIND = class_folder.Kind(
     extensions=IMAGE_EXTENSIONS, noun="images", files="image files", folder="Image folder",
     usable="/".join(e[1:] for e in IMAGE_EXTENSIONS) + " image", check=_inspect,
     saved_as="image check and JPEG size, v2")
+
+
+# From this many images, a folder with no saved listing (a cold run) is not checked before
+# training: opening every file made a cold 100k-file build ~2.4x slower to its first batch
+# than Keras' listing (docs/performance.md); the decode checks each file as it reads it.
+DEFER_CHECK_FROM = 10_000
 
 
 def list_image_folder(path: str, *, verify: bool = True,
@@ -87,10 +151,13 @@ def list_image_folder(path: str, *, verify: bool = True,
     `class_folder.list_class_folder` with image files, each checked by `_inspect` when
     `verify` (see there for the arguments, the result and the errors); the listing's
     `results` hold each JPEG's size, and are reused by the next run for unchanged files.
+    A folder of `DEFER_CHECK_FROM` images or more without saved results is checked in a
+    background thread instead (``Listing.deferred``): its decode checks each file.
     """
     return class_folder.list_class_folder(path, kind=IMAGE_KIND, verify=verify,
                                           class_names=class_names,
-                                          follow_links=follow_links, labels=labels)
+                                          follow_links=follow_links, labels=labels,
+                                          defer_from=DEFER_CHECK_FROM)
 
 
 
@@ -145,7 +212,7 @@ def _decode_planned(data, index, channels: int):
 def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool = True,
                  interpolation: str = "bilinear", crop_to_aspect_ratio: bool = False,
                  pad_to_aspect_ratio: bool = False, jpeg_dct_scaling: bool = False,
-                 jpeg_plan=None):
+                 jpeg_plan=None, check_files: bool = False):
     """Returns ``fn(source, label) -> (image [H, W, channels], label)`` (or ``fn(source)``).
 
     With `keep_uint8` the image is uint8 (for a cache); otherwise float32 in [0, 255].
@@ -158,6 +225,8 @@ def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool
             ``"per_file"`` (each element carries its own index), or None: with
             `jpeg_dct_scaling` every image's header is read again while decoding
             (`decode_image_for_size`).
+        check_files: Check each file's bytes first and fail naming it when it is not a
+            whole image (`read_checked`: for a listing that was not checked up front).
     """
     images.check_aspect_ratio_options(crop_to_aspect_ratio=crop_to_aspect_ratio,
                                       pad_to_aspect_ratio=pad_to_aspect_ratio)
@@ -167,6 +236,8 @@ def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool
                           crop_to_aspect_ratio=crop_to_aspect_ratio,
                           pad_to_aspect_ratio=pad_to_aspect_ratio)
 
+    read = read_checked if check_files else tf.io.read_file
+
     def decode(source, label=None):
         if jpeg_plan == "per_file":
             image = _decode_planned(tf.io.read_file(source["path"]), source["jpeg_plan"],
@@ -174,10 +245,10 @@ def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool
         elif jpeg_plan is not None:
             image = _decode_planned(tf.io.read_file(source), jpeg_plan, channels)
         elif jpeg_dct_scaling:
-            image = decode_image_for_size(tf.io.read_file(source), channels, image_size,
+            image = decode_image_for_size(read(source), channels, image_size,
                                           crop_to_aspect_ratio=crop_to_aspect_ratio)
         else:
-            image = decode_image(tf.io.read_file(source), channels)
+            image = decode_image(read(source), channels)
         if keep_uint8:
             # Back to uint8 so the cache and shuffle buffer hold 1 byte per value, not 4,
             # rounded like every other source (data.images).
@@ -285,7 +356,9 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         print(train.class_names)
 
     Files that are not images, and images that are corrupt or cut short, are skipped and
-    counted in ONE warning (count and first paths) before training starts.
+    counted in ONE warning (count and first paths) before training starts; on the first run
+    over a folder of `DEFER_CHECK_FROM` images or more (no saved listing), each is checked
+    as it is decoded instead, and a bad one stops the epoch with an error naming it.
 
     A drop-in for `keras.utils.image_dataset_from_directory` (Keras' own tests of it run
     against this function: tests/test_data_image_folder_keras_suite.py): `batch_size`,
@@ -433,8 +506,8 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
                            shuffle_buffer=shuffle_buffer, cache=cache, **build, **options)
 
 
-def _read_bytes(path, label=None):
-    data = tf.io.read_file(path)
+def _read_bytes(path, label=None, *, read=tf.io.read_file):
+    data = read(path)
     return data if label is None else (data, label)
 
 
@@ -472,6 +545,10 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
                     shuffle_buffer: Optional[int], cache, crop=None, **options):
     """The pipeline of one subset's chosen files (see `from_image_folder`)."""
     class_names = listing.class_names
+    # A listing not checked up front (a cold big folder): each file is checked as it is
+    # read, and a bad one stops the run naming it (no decode error is skipped unnamed).
+    check_files = verified and listing.deferred
+    verified = verified and not listing.deferred
     jpeg_plan, per_file = None, None
     if crop is None:  # a random crop reads the window's size from each header itself
         jpeg_plan, per_file = _jpeg_plan(paths, listing=listing, image_size=image_size,
@@ -507,23 +584,27 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
         # A random crop comes after the cache and the shuffle (stage 3b of `optimize`):
         # with a cache the files' bytes are read into it, without one each epoch reads and
         # crops in the same parallel map (one stage less: measured ~10% on 2 cores).
-        map_fn = _read_bytes if cache else None
+        read = read_checked if check_files else tf.io.read_file
+        map_fn = (lambda path, label=None: _read_bytes(path, label, read=read)) if cache \
+            else None
         options["_random_decode"] = crop if cache else (
-            lambda path, seed: crop(tf.io.read_file(path), seed))
+            lambda path, seed: crop(read(path), seed))
     else:
         map_fn = make_decoder(image_size=image_size, channels=channels,
                               keep_uint8=bool(cache) or shuffle_buffer > 0,
                               interpolation=interpolation,
                               crop_to_aspect_ratio=crop_to_aspect_ratio,
                               pad_to_aspect_ratio=pad_to_aspect_ratio,
-                              jpeg_dct_scaling=jpeg_dct_scaling, jpeg_plan=jpeg_plan)
+                              jpeg_dct_scaling=jpeg_dct_scaling, jpeg_plan=jpeg_plan,
+                              check_files=check_files)
     dataset = pipeline.optimize(
         # Without a cache the uint8 round trip only adds work (a cast back to float per
         # batch): measured 2-4% of a JPEG pipeline's throughput on 2 cores.
         dataset, batch_size=batch_size, map_fn=map_fn, cache=cache,
         shuffle_buffer=shuffle_buffer, source_shuffle=source_shuffle, seed=seed,
-        # Reading the bytes of a listed file cannot fail the way a decode can.
-        _ignore_decode_errors=crop is None,
+        # Reading the bytes of a listed file cannot fail the way a decode can; a file
+        # checked while decoding must stop the run with its name, not be skipped.
+        _ignore_decode_errors=crop is None and not check_files,
         **options)
     dataset.class_names = class_names if label_mode is not None else None  # as Keras
     dataset.file_paths = paths
