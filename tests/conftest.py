@@ -21,6 +21,38 @@ def pytest_configure(config):
     )
 
 
+# The fast tier for the edit-test loop, `python3 -m pytest -q -m fast` (under 2 minutes on 2
+# cores): these modules' tests that are not marked slow, heavy or multiworker. Chosen by
+# their measured time (a module's unmarked tests adding up to a few seconds); a module that
+# grows slow leaves the list, and the full suite (CI) runs everything anyway.
+FAST_MODULES = frozenset({
+    "test_atomic", "test_batching", "test_cli", "test_code_health", "test_compare",
+    "test_data_arrays", "test_data_audio_folder", "test_data_audio_folder_keras_suite",
+    "test_data_augment", "test_data_chunked", "test_data_crops", "test_data_distribute",
+    "test_data_file_shards", "test_data_finite_values", "test_data_image_folder",
+    "test_data_image_folder_keras", "test_data_image_folder_keras_suite",
+    "test_data_images", "test_data_jpeg_scaling", "test_data_lazy_tfds",
+    "test_data_length_batches", "test_data_listing_cache", "test_data_mixing",
+    "test_data_pipeline", "test_data_splits", "test_data_stream", "test_data_text_files",
+    "test_data_text_folder", "test_data_text_folder_keras_suite", "test_data_tfds",
+    "test_data_tfrecords", "test_data_timeseries", "test_data_timeseries_keras_suite",
+    "test_default_recipe", "test_device_check", "test_export_text", "test_inputs",
+    "test_keras_compat", "test_keras_names", "test_launch", "test_messages", "test_models",
+    "test_multiworker", "test_native_output", "test_phrases_dataset", "test_precision",
+    "test_profile", "test_public_api", "test_recipe", "test_run_all",
+    "test_sequence_models", "test_session", "test_shapes_dataset", "test_shipped_recipes",
+    "test_strategy",
+})
+_NOT_FAST = ("slow", "heavy", "multiworker")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        if module in FAST_MODULES and not any(item.get_closest_marker(m) for m in _NOT_FAST):
+            item.add_marker(pytest.mark.fast)
+
+
 @pytest.fixture
 def logical_cpus():
     """Names of the logical CPU devices that multi-replica tests may use."""
