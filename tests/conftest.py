@@ -48,7 +48,7 @@ _NOT_FAST = ("slow", "heavy", "multiworker")
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        module = getattr(getattr(item, "module", None), "__name__", "").rsplit(".", 1)[-1]
         if module in FAST_MODULES and not any(item.get_closest_marker(m) for m in _NOT_FAST):
             item.add_marker(pytest.mark.fast)
 
