@@ -65,14 +65,20 @@ def sample_window(image_shape, seed, *, scale=SCALE, ratio=RATIO):
     return tf.stack([begin[0], begin[1], size[0], size[1]])
 
 
-def _dct_index(window, image_size) -> tf.Tensor:
-    """Index into `jpeg_headers.RATIOS` of the largest scale that still covers the output."""
-    height, width = image_size
+def dct_scale_index(h, w, image_size) -> tf.Tensor:
+    """Index into `jpeg_headers.RATIOS` of the largest scale whose `h` x `w` region (tensors)
+    still covers `image_size`: the in-graph twin of `jpeg_headers.ratio_index`."""
+    height, width = (int(v) for v in image_size)
     index = tf.constant(0)
     for i, ratio in enumerate(jpeg_headers.RATIOS[1:], start=1):
-        fits = tf.logical_and(window[2] >= ratio * height, window[3] >= ratio * width)
+        fits = tf.logical_and(h >= ratio * height, w >= ratio * width)
         index = tf.where(fits, i, index)
     return index
+
+
+def _dct_index(window, image_size) -> tf.Tensor:
+    """The scale index for a crop window ``[y, x, height, width]``."""
+    return dct_scale_index(window[2], window[3], image_size)
 
 
 # libjpeg's fast integer inverse DCT, as TensorFlow's TPU ImageNet pipelines decode their

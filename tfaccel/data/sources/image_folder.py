@@ -181,13 +181,8 @@ def decode_image_for_size(data, channels: int, image_size: Tuple[int, int], *,
         h, w = shape[0], shape[1]
         if crop_to_aspect_ratio:  # the region that will be kept
             h, w = (tf.minimum(h, w * height // width), tf.minimum(w, h * width // height))
-        index = tf.constant(0)
-        for i, ratio in enumerate(jpeg_headers.RATIOS[1:], start=1):
-            fits = tf.logical_and(h >= ratio * height, w >= ratio * width)
-            index = tf.where(fits, i, index)
-        branches = [lambda r=r: tf.io.decode_jpeg(data, channels=channels, ratio=r)
-                    for r in jpeg_headers.RATIOS]
-        return tf.switch_case(index, branches)
+        # Plan indices are 1 + the position in RATIOS (0 is the generic decode).
+        return _decode_planned(data, 1 + crops.dct_scale_index(h, w, image_size), channels)
 
     is_jpeg = tf.equal(tf.strings.substr(data, 0, 3), b"\xff\xd8\xff")
     image = tf.cond(is_jpeg, jpeg, lambda: decode_image(data, channels))
