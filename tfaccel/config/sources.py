@@ -24,6 +24,9 @@ SPLIT_RULES = {
     "last_rows_int": "the last int(f * n) rows, in time order",
 }
 
+# What a recipe that sets another source's own key (`SourceEntry.own_keys`) does instead.
+OWN_KEY_INSTEAD = {"validation_path": "use data.validation_fraction"}
+
 
 @dataclasses.dataclass(frozen=True)
 class SourceEntry:
@@ -146,9 +149,6 @@ def own_key_readers(key: str) -> Tuple[str, ...]:
     return tuple(e.name for e in TABLE if key in e.own_keys)
 
 
-def compression_names() -> Tuple[str, ...]:
-    """Every data.compression value some source reads (data.compression's allowed values)."""
-    return tuple(sorted({c for e in TABLE for c in e.compressions}))
 
 
 def path_keys(source: SourceEntry) -> Tuple[Tuple[str, PathKind], ...]:
@@ -161,3 +161,7 @@ def help_text() -> str:
     """data.source's help: every source, with its words where it has some."""
     parts = [f"{e.name} ({e.summary})" if e.summary else e.name for e in TABLE]
     return ", ".join(parts[:-1]) + " or " + parts[-1] + "."
+
+
+# Every data.compression value some source reads: data.compression's allowed values.
+COMPRESSIONS = tuple(sorted({c for e in TABLE for c in e.compressions}))
