@@ -170,8 +170,8 @@ class DataConfig:
     label_key: str = _key("label", "Feature holding the label (tfds, tfrecords), or the "
                           "label column (csv, timeseries).")
     compression: Optional[Literal[sources.COMPRESSIONS]] = _key(
-        None, "Compression of the files: GZIP or ZLIB (tfrecords, text_lines), GZIP (csv); "
-        "empty: none (text_lines: by each file's extension, .gz or .zz).")
+        None, f"Compression of the files: {sources.compression_help()}; empty: none "
+        "(text_lines: by each file's extension, .gz or .zz).")
     jpeg_dct_scaling: bool = _key(
         True, "image_folder: decode a JPEG at 1/2, 1/4 or 1/8 scale when image_size is at "
         "most that fraction of it (much less decoding; slightly smoother pixels); false "

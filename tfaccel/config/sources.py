@@ -163,5 +163,14 @@ def help_text() -> str:
     return ", ".join(parts[:-1]) + " or " + parts[-1] + "."
 
 
+def compression_help() -> str:
+    """Which sources read which data.compression values, for its help."""
+    readers: dict = {}
+    for e in TABLE:
+        if e.compressions:
+            readers.setdefault(e.compressions, []).append(e.name)
+    return ", ".join(f"{' or '.join(c)} ({', '.join(n)})" for c, n in readers.items())
+
+
 # Every data.compression value some source reads: data.compression's allowed values.
 COMPRESSIONS = tuple(sorted({c for e in TABLE for c in e.compressions}))
