@@ -63,6 +63,8 @@ def test_the_table_records_what_each_source_does_today():
         "text_lines": ("GZIP", "ZLIB"), "csv": ("GZIP",), "tfrecords": ("GZIP", "ZLIB")}
     assert sources.COMPRESSIONS == ("GZIP", "ZLIB")
     assert {e.name for e in sources.TABLE if e.path == "none"} == {"builtin", "tfds"}
+    assert [e.name for e in sources.TABLE if e.python_elements] == ["python"]
+    assert [e.name for e in sources.TABLE if e.table_columns] == ["csv"]
     assert all(e.split in sources.SPLIT_RULES for e in sources.TABLE)
     assert len(set(sources.names())) == len(sources.TABLE)
 

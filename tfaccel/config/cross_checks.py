@@ -198,9 +198,9 @@ def _check_service(recipe: Recipe, *, source: str) -> None:
         parse_dispatcher_address(service.dispatcher)
     except UserInputError as error:
         raise RecipeError(f"{source}: data.service.dispatcher: {error}") from None
-    if data.source == "python":
+    if sources.entry(data.source).python_elements:
         raise RecipeError(
-            f"{source}: data.source 'python' cannot run in a tf.data service "
+            f"{source}: data.source {data.source!r} cannot run in a tf.data service "
             f"(data.service.dispatcher is {service.dispatcher!r}): its elements come from "
             "Python code in this process (from_generator / py_function), which TensorFlow "
             f"cannot serialise to the service's workers ({SERVICE_ISSUE}). Write the data "

@@ -52,6 +52,10 @@ class SourceEntry:
         reading: How its files are read (encoding, compression, header).
         classes_from: Where its classes come from, for the one-class message ("": from
             data.label_key's column or feature).
+        python_elements: Its elements come from Python code in this process
+            (from_generator, py_function): a tf.data service cannot run it.
+        table_columns: Its examples are rows of named columns, made one vector by Keras'
+            FeatureSpace (data.table).
     """
 
     name: str
@@ -67,6 +71,8 @@ class SourceEntry:
     split: SplitRule = "round_files"
     reading: str = ""
     classes_from: str = ""
+    python_elements: bool = False
+    table_columns: bool = False
 
 
 _SOURCES = "tfaccel.data.sources."
@@ -99,7 +105,7 @@ TABLE: Tuple[SourceEntry, ...] = (
                 classes_from="the label field of its lines (the text before the first tab)"),
     SourceEntry("csv", _SOURCES + "csv_tables:CsvSource", "glob", noun="CSV pattern",
                 summary="CSV files with a header; label_key names the label column",
-                compressions=("GZIP",), split="round_files",
+                compressions=("GZIP",), split="round_files", table_columns=True,
                 reading="UTF-8 CSV with a header row; GZIP by data.compression only "
                         "(CsvDataset's)"),
     SourceEntry("tfrecords", _SOURCES + "tfrecords:TfrecordsSource", "glob",
@@ -113,7 +119,8 @@ TABLE: Tuple[SourceEntry, ...] = (
                 classes_from="its labels (y)"),
     SourceEntry("python", _SOURCES + "python:PythonSource", "callable", noun="python source",
                 summary="a `module:callable` source run in worker processes",
-                split="round_examples", reading="the callable's examples, made in "
+                split="round_examples", python_elements=True,
+                reading="the callable's examples, made in "
                 "data.workers processes or threads"),
     SourceEntry("audio_folder", _SOURCES + "audio_folder:AudioFolderSource", "folder",
                 noun="audio folder", summary="a .wav file per example in class sub-folders",

@@ -292,7 +292,7 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     if _holds_texts(train.element_spec) and not raw:
         train, val, info["text"], info["_vectorizer"] = _texts_to_ids(
             config, source, built, global_batch_size=global_batch_size, common=common)
-    if config.source == "csv" and not raw:
+    if sources.entry(config.source).table_columns and not raw:
         train, val, info["table"], info["_feature_space"] = _table_to_vectors(
             config, source, built, global_batch_size=global_batch_size, common=common)
     features_spec = train.element_spec[0] if isinstance(train.element_spec, tuple) \
