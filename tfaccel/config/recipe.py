@@ -1,9 +1,8 @@
-"""Recipes: strict YAML -> frozen, typed dataclasses, with `--set` overrides (no TensorFlow).
+"""Recipes: strict YAML -> frozen, typed dataclasses, with `--set` overrides (no TensorFlow)."""
 
-The one import for callers; the work is in its parts: `sections` (the dataclasses),
-`loading` (YAML, overrides, types, paths), `cross_checks` (what keys allow of each other),
-`recipe_keys` (the key table and the dotted view) and `sources` (the data sources).
-"""
+# The one import for callers; the work is in its parts: sections (the dataclasses), loading
+# (YAML, overrides, types, paths), cross_checks (what keys allow of each other), recipe_keys
+# (the key table and the dotted view) and sources (the data sources).
 
 from __future__ import annotations
 

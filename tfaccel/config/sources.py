@@ -1,4 +1,4 @@
-"""THE table of data sources: each `data.source` declared once, what every other layer derives from."""
+"""THE table of data sources: each `data.source` declared once, for every layer to derive from."""
 
 from __future__ import annotations
 
