@@ -6,6 +6,7 @@ import glob
 import os
 
 from tfaccel import python_refs
+from tfaccel.config import sources
 from tfaccel.errors import RecipeError
 
 
@@ -32,11 +33,7 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
     _check_model_paths(recipe.model, source=source)
     _check_callable_paths(recipe, source=source)
     try:
-        _check_data_path(recipe.data, source=source)
-        validation = recipe.data.validation_path
-        if validation and not is_remote(validation) and not glob.glob(validation):
-            raise RecipeError(f"{source}: data.validation_path: the text lines pattern "
-                              f"{validation!r} matches no file.")
+        _check_data_paths(recipe.data, source=source)
     except RecipeError as error:
         if not recipe.data.prepare:
             raise
@@ -44,29 +41,25 @@ def check_input_paths(recipe, *, source: str = "recipe") -> None:
         raise RecipeError(f"{error} Prepare the data first: {recipe.data.prepare}") from None
 
 
-def _check_data_path(data, *, source: str) -> None:
-    path = data.path
-    if not path or is_remote(path):
-        return
-    if data.source in ("image_folder", "text_folder", "audio_folder"):
-        kind = data.source.split("_")[0]
-        if not os.path.exists(path):
-            raise RecipeError(f"{source}: data.path: the {kind} folder {path!r} does not exist.")
-        if not os.path.isdir(path):
-            raise RecipeError(f"{source}: data.path: the {kind} folder {path!r} is not a "
-                              "folder.")
-    elif data.source in ("tfrecords", "csv", "text_lines"):
-        if not glob.glob(path):
-            kind = {"tfrecords": "TFRecord", "csv": "CSV", "text_lines": "text lines"}[
-                data.source]
-            raise RecipeError(f"{source}: data.path: the {kind} pattern {path!r} matches no "
-                              "file.")
-    elif data.source in ("arrays", "timeseries"):
-        if not os.path.isfile(path):
-            kind = "arrays" if data.source == "arrays" else "time series CSV"
-            raise RecipeError(f"{source}: data.path: the {kind} file {path!r} does not exist.")
-    elif data.source == "python":
-        _check_python_source(path, source=source)
+def _check_data_paths(data, *, source: str) -> None:
+    # Which keys are paths, and of what kind, is the source table's (config/sources.py).
+    entry = sources.entry(data.source)
+    for key, kind in sources.path_keys(entry):
+        path = getattr(data, key)
+        if not path or is_remote(path):
+            continue
+        where = f"{source}: data.{key}: the {entry.noun}"
+        if kind == "folder":
+            if not os.path.exists(path):
+                raise RecipeError(f"{where} {path!r} does not exist.")
+            if not os.path.isdir(path):
+                raise RecipeError(f"{where} {path!r} is not a folder.")
+        elif kind == "glob" and not glob.glob(path):
+            raise RecipeError(f"{where} {path!r} matches no file.")
+        elif kind == "file" and not os.path.isfile(path):
+            raise RecipeError(f"{where} {path!r} does not exist.")
+        elif kind == "callable":
+            _check_python_source(path, source=source)
 
 
 def _check_model_paths(model, *, source: str) -> None:

@@ -2,7 +2,7 @@
 
 Editors read it to complete and check recipes as they are typed (the YAML language server:
 a first line ``# yaml-language-server: $schema=tfaccel-recipe.schema.json``). The recipe
-dataclasses in `tfaccel.config.recipe` stay the one source of types, ranges, defaults and help
+dataclasses in `tfaccel.config.sections` stay the one source of types, ranges, defaults and help
 text; this module only translates them.
 """
 
@@ -79,6 +79,8 @@ def _section(cls, prefix: str = "") -> dict:
             # A Keras name or a module:callable: the type hint says only "a string".
             schema = dict(names[key]) if key in names else _bounds(field.metadata,
                                                                    _type_schema(hint))
+            if field.metadata.get("choices"):
+                schema["enum"] = list(field.metadata["choices"]())  # data.source: the table's
             default = field.default
             if default is dataclasses.MISSING and field.default_factory is not dataclasses.MISSING:
                 default = field.default_factory()

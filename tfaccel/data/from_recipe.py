@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Tuple
+import importlib
+from typing import Iterator, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
+from tfaccel.config import sources
 from tfaccel.data import cache_files, pipeline, sharding
 from tfaccel.data.service import ServiceTarget
-from tfaccel.data.sources import (arrays, base, csv_tables, image_folder, python, text_folder,
-                                  text_lines, tfds, tfrecords)
-from tfaccel.data.sources.audio_folder import AudioFolderSource
-from tfaccel.data.sources.timeseries import TimeseriesSource
+from tfaccel.data.sources import base
 from tfaccel.errors import DataError
 
 
@@ -70,13 +69,44 @@ def _val_tail(config, worker=(0, 1)) -> dict:
             "drop_remainder": False, "batch_by_length": config.text.batch_by_length}
 
 
+def source_class(name: str) -> type:
+    """The `base.Source` class of `data.source` `name`: its source table entry's builder.
+
+    The table (`tfaccel.config.sources`) names it as ``module:Class`` so the config layer
+    stays TensorFlow-free; the module is imported here, when a recipe first uses it.
+
+    Raises:
+        DataError: No source has that name.
+        TypeError: The entry's builder is not a `base.Source` (a bug in the table).
+    """
+    entry = sources.entry(name)
+    if entry is None:
+        raise DataError(f"data.source {name!r} is not one of {', '.join(sources.names())}.")
+    module, _, attribute = entry.builder.partition(":")
+    cls = getattr(importlib.import_module(module), attribute)
+    if not (isinstance(cls, type) and issubclass(cls, base.Source)):
+        raise TypeError(f"the source table's builder {entry.builder!r} of {name!r} is not a "
+                        "tfaccel.data.sources.base.Source")
+    return cls
+
+
+class _SourceClasses(Mapping):
+    """Every recipe source's class by its data.source value, read from the source table."""
+
+    def __getitem__(self, name: str) -> type:
+        if sources.entry(name) is None:
+            raise KeyError(name)
+        return source_class(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sources.names())
+
+    def __len__(self) -> int:
+        return len(sources.names())
+
+
 # Every recipe source, by its data.source value (each module's `base.Source`).
-SOURCES = {name: cls for cls in (tfds.TfdsSource, image_folder.ImageFolderSource,
-                                 text_folder.TextFolderSource, text_lines.TextLinesSource,
-                                 csv_tables.CsvSource,
-                                 tfrecords.TfrecordsSource, arrays.ArraysSource,
-                                 python.PythonSource, AudioFolderSource, TimeseriesSource)
-           for name in cls.names}
+SOURCES: Mapping[str, type] = _SourceClasses()
 
 
 def source_for(config, *, seed: int) -> base.Source:
@@ -85,9 +115,7 @@ def source_for(config, *, seed: int) -> base.Source:
     Raises:
         DataError: `data.source` names no source.
     """
-    if config.source not in SOURCES:
-        raise DataError(f"data.source {config.source!r} is not one of {', '.join(SOURCES)}.")
-    return SOURCES[config.source](config, seed=seed)
+    return source_class(config.source)(config, seed=seed)
 
 
 def worker_file_shares(config, *, workers: int, global_batch_size: int,
@@ -264,7 +292,7 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     if _holds_texts(train.element_spec) and not raw:
         train, val, info["text"], info["_vectorizer"] = _texts_to_ids(
             config, source, built, global_batch_size=global_batch_size, common=common)
-    if config.source == "csv" and not raw:
+    if sources.entry(config.source).table_columns and not raw:
         train, val, info["table"], info["_feature_space"] = _table_to_vectors(
             config, source, built, global_batch_size=global_batch_size, common=common)
     features_spec = train.element_spec[0] if isinstance(train.element_spec, tuple) \

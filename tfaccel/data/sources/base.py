@@ -14,6 +14,7 @@ from typing import ClassVar, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from tfaccel.config import sources
 from tfaccel.data.finite_values import NON_FINITE_REFUSED, first_non_finite  # noqa: F401
 from tfaccel.errors import DataError
 
@@ -104,13 +105,6 @@ def classes_for_labels(low: int, high: int, *, num_classes, where: str) -> int:
     return num_classes
 
 
-# Where each source's classes come from, for the message of `refuse_one_class`.
-_CLASSES_FROM = {"image_folder": "its class sub-folders", "text_folder": "its class sub-folders",
-                 "audio_folder": "its class sub-folders",
-                 "text_lines": "the label field of its lines (the text before the first tab)",
-                 "arrays": "its labels (y)"}
-
-
 def refuse_one_class(num_classes: Optional[int], *, config) -> None:
     """THE class-count guard of a recipe: a classifier needs at least 2 classes.
 
@@ -131,9 +125,11 @@ def refuse_one_class(num_classes: Optional[int], *, config) -> None:
     if config.num_classes is not None:
         raise DataError(f"data.num_classes is {config.num_classes} for {where}; a classifier "
                         "needs at least 2 classes: set data.num_classes: 2 or more.")
-    origin = _CLASSES_FROM.get(
-        config.source, f"its label column data.label_key {config.label_key!r}")
-    fix = ("Point data.path at data with at least 2 classes." if config.source in _CLASSES_FROM
+    # Where the classes come from is the source table's (tfaccel.config.sources).
+    entry = sources.entry(config.source)
+    classes_from = entry.classes_from if entry is not None else ""
+    origin = classes_from or f"its label column data.label_key {config.label_key!r}"
+    fix = ("Point data.path at data with at least 2 classes." if classes_from
            else "Check that data.label_key names the label and that data.path holds every "
                 "class, or set data.num_classes (2 or more) if a class is absent here.")
     raise DataError(f"{where} (data.source {config.source}) holds {num_classes} class in "
