@@ -311,9 +311,11 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
 
     Differences from Keras' loader:
 
-    - `sampling_rate` is not a resampling: tfaccel does not resample (Keras needs
-      tensorflow-io for it). Given, every file must already be at that rate; a file at
-      another rate is a `DataError` naming it and its rate.
+    - `sampling_rate` is resampled to by tfaccel itself (`tfaccel.data.resample`: the
+      filter of ``scipy.signal.resample_poly`` in TensorFlow ops), where Keras needs
+      tensorflow-io, which has no release for this TensorFlow. `output_sequence_length`
+      then counts samples at `sampling_rate` (Keras cuts at the files' rate, then
+      resamples); it needs `verify` (the rate comes from the headers).
     - The files of one dataset must share one sample rate and one channel count (Keras
       mixes rates silently, and fails mid-epoch on mixed channel counts when batching): a
       `DataError` naming a file of each.
@@ -336,8 +338,10 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         class_names: Use only these sub-folders, labelled in this order (only with
             ``labels="inferred"``).
         batch_size: The GLOBAL batch size; None yields single waveforms (unbatched).
-        sampling_rate: The files' sample rate in Hz, checked (not resampled to: above).
-        output_sequence_length: Cut or zero-pad every waveform to this many samples.
+        sampling_rate: The waveforms' sample rate in Hz: the files are resampled to it
+            (above). None: the files' own rate.
+        output_sequence_length: Cut or zero-pad every waveform to this many samples (at
+            `sampling_rate`).
             None: each batch is zero-padded to its longest waveform.
         ragged: Batches as RaggedTensors ``[B, (samples), (channels)]``, each waveform at
             its own length (not with `output_sequence_length`).
@@ -366,13 +370,13 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         A `tf.data.Dataset` of ``(waveforms float32 [B, samples, channels], labels)``
         (waveforms alone with ``label_mode=None``; no B with ``batch_size=None``) with
         attributes ``class_names``, ``file_paths``, ``skipped_files``, ``sample_rate`` and
-        ``channels`` (the files' rate and channel count; None without `verify`); with
+        ``channels`` (the waveforms' rate, `sampling_rate` if given, and the files'
+        channel count; None without `verify`); with
         ``subset="both"`` a ``(training, validation)`` pair.
 
     Raises:
         DataError: Missing directory, no class sub-folders, a class sub-folder or the whole
-            folder without a usable .wav file, mixed sample rates or channel counts, files
-            not at `sampling_rate`.
+            folder without a usable .wav file, mixed sample rates or channel counts.
         UserInputError: A bad argument value.
     """
     pipeline.check_builder_options(options, builder=from_audio_folder)
