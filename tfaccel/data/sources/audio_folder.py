@@ -481,7 +481,8 @@ class AudioFolderSource(base.Source):
         built = class_folder.build_keras_splits(
             from_audio_folder, self.config, batch_size=batch_size, common=common,
             train_options=train_options, validation_options=validation_options,
-            output_sequence_length=self.config.audio.output_sequence_length)
+            output_sequence_length=self.config.audio.output_sequence_length,
+            sampling_rate=self.config.audio.sampling_rate)
         # Keras' spec leaves the channels unknown; a model's input needs them (the headers
         # say how many: one count per folder).
         channels = built.train.channels
