@@ -29,24 +29,12 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from alternate import best_epochs  # noqa: E402
+from bench_data_audio import write_wavs  # noqa: E402
 from machine import describe_cpu  # noqa: E402
 import tfaccel.data as tfd  # noqa: E402
 
 BATCH = 64
 RATE = 22050
-CLASSES = ("down", "go", "left", "up")
-
-
-def write_wavs(root, n, *, seed=0):
-    """n mono WAV files of 0.25-1 s at RATE into root/<class>/*.wav."""
-    rng = np.random.default_rng(seed)
-    for i in range(n):
-        folder = os.path.join(root, CLASSES[i % len(CLASSES)])
-        os.makedirs(folder, exist_ok=True)
-        frames = int(rng.integers(RATE // 4, RATE + 1))
-        audio = (0.3 * rng.standard_normal((frames, 1))).clip(-1, 1).astype(np.float32)
-        with open(os.path.join(folder, f"{i:06d}.wav"), "wb") as f:
-            f.write(tf.audio.encode_wav(audio, RATE).numpy())
 
 
 def main():
@@ -84,7 +72,7 @@ def main():
 
     root = tempfile.mkdtemp(prefix="tfaccel_bench_resample_")
     try:
-        write_wavs(root, n)
+        write_wavs(root, n, rate=RATE)
         contenders = {("22050 (none)", "files' rate"): tfaccel_loader()}
         for target in (16000, 11025):
             contenders[(str(target), "tfaccel sampling_rate")] = tfaccel_loader(
