@@ -160,6 +160,17 @@ def test_upsampling_a_folder(folder):
     assert ds.sample_rate == 2 * RATE
 
 
+def test_a_file_cache_of_other_rates_is_rebuilt_not_reused(folder_16k, tmp_path):
+    cache = str(tmp_path / "cache" / "audio")
+    kwargs = dict(batch_size=None, shuffle=False, verbose=False, cache=cache)
+    assert [len(x) for x, _ in from_audio_folder(folder_16k, sampling_rate=8000, **kwargs)] \
+        == [1500, 9, 600, 401, 2500]
+    assert [len(x) for x, _ in from_audio_folder(folder_16k, **kwargs)] \
+        == [3000, 17, 1200, 801, 5000]
+    assert [len(x) for x, _ in from_audio_folder(folder_16k, sampling_rate=11025,
+                                                 **kwargs)] == [2068, 12, 827, 552, 3446]
+
+
 def test_sampling_rate_without_the_header_check_is_refused():
     with pytest.raises(UserInputError) as caught:
         from_audio_folder("anywhere", sampling_rate=8000, verify=False, verbose=False)
