@@ -37,16 +37,16 @@ RATE = 16000
 CLASSES = ("down", "go", "left", "up")
 
 
-def write_wavs(root, n, *, seed=0):
-    """n mono WAV files of 0.25-1 s into root/<class>/*.wav."""
+def write_wavs(root, n, *, seed=0, rate=RATE):
+    """n mono WAV files of 0.25-1 s at `rate` into root/<class>/*.wav."""
     rng = np.random.default_rng(seed)
     for i in range(n):
         folder = os.path.join(root, CLASSES[i % len(CLASSES)])
         os.makedirs(folder, exist_ok=True)
-        frames = int(rng.integers(RATE // 4, RATE + 1))
+        frames = int(rng.integers(rate // 4, rate + 1))
         audio = (0.3 * rng.standard_normal((frames, 1))).clip(-1, 1).astype(np.float32)
         with open(os.path.join(folder, f"{i:06d}.wav"), "wb") as f:
-            f.write(tf.audio.encode_wav(audio, RATE).numpy())
+            f.write(tf.audio.encode_wav(audio, rate).numpy())
 
 
 def same_batches(ours, theirs, batches=3) -> bool:

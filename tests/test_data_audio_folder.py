@@ -93,11 +93,91 @@ def test_sampling_rate_equal_to_the_files_rate_reads_them_as_they_are(folder):
     assert _all(ours) == _all(theirs)
 
 
-def test_sampling_rate_other_than_the_files_rate_is_refused_by_name(folder):
-    with pytest.raises(DataError, match=r"sampling_rate=16000 but 18 of the 18 WAV files "
-                                        r".*down/00\.wav' at 8000 Hz\. tfaccel does not "
-                                        r"resample"):
-        from_audio_folder(folder, sampling_rate=16000, verbose=False)
+@pytest.fixture(scope="module")
+def folder_16k(tmp_path_factory):
+    """16 kHz stereo tones of different lengths, 2 classes (shuffle=False: sorted order)."""
+    root = tmp_path_factory.mktemp("speech16k")
+    for c, lengths in (("hi", (3000, 17, 1200)), ("lo", (801, 5000))):
+        for i, n in enumerate(lengths):
+            t = np.arange(n) / 16000
+            x = np.stack([0.5 * np.sin(2 * np.pi * 440 * t), 0.3 * np.sin(2 * np.pi * 3000 * t)],
+                         axis=1).astype(np.float32)
+            _write(root / c / f"{i}.wav", tf.audio.encode_wav(x, 16000).numpy())
+    return root
+
+
+def _resampled_by_scipy(root, up: int, down: int) -> list:
+    """Each file of `root` (sorted) decoded by TensorFlow, resampled by resample_poly."""
+    import scipy.signal
+
+    files = sorted(root.glob("*/*.wav"))
+    return [scipy.signal.resample_poly(
+        tf.audio.decode_wav(tf.io.read_file(str(f)))[0].numpy().astype(np.float64), up,
+        down, axis=0) for f in files]
+
+
+@pytest.mark.parametrize("rate, up, down", [(8000, 1, 2), (22050, 441, 320)])
+def test_sampling_rate_resamples_every_file_as_resample_poly(folder_16k, rate, up, down):
+    ds = from_audio_folder(folder_16k, sampling_rate=rate, batch_size=None, shuffle=False,
+                           verbose=False)
+    assert ds.sample_rate == rate and ds.channels == 2
+    expected = _resampled_by_scipy(folder_16k, up, down)
+    got = [x.numpy() for x, _ in ds]
+    assert [len(x) for x in got] == [-(-n * up // down) for n in (3000, 17, 1200, 801, 5000)]
+    for ours, theirs in zip(got, expected):  # float32 rounding (tests/test_data_resample.py)
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=2e-6)
+
+
+def test_output_sequence_length_counts_samples_at_the_new_rate(folder_16k):
+    ds = from_audio_folder(folder_16k, sampling_rate=8000, output_sequence_length=700,
+                           batch_size=5, shuffle=False, verbose=False)
+    assert ds.element_spec[0].shape.as_list() == [None, 700, None]
+    (x, y), = list(ds)
+    assert x.shape == (5, 700, 2) and y.numpy().tolist() == [0, 0, 0, 1, 1]
+    # Each file resampled whole, then cut or zero-padded: only the samples that decide the
+    # first 700 are read, and they give the same values.
+    for ours, theirs in zip(x.numpy(), _resampled_by_scipy(folder_16k, 1, 2)):
+        padded = np.pad(theirs, [[0, max(0, 700 - len(theirs))], [0, 0]])[:700]
+        np.testing.assert_allclose(ours, padded, rtol=0, atol=2e-6)
+
+
+def test_resampled_batches_padded_or_ragged(folder_16k):
+    lengths = [1500, 9, 600, 401, 2500]  # ceil(n / 2) of each file, sorted order
+    padded = from_audio_folder(folder_16k, sampling_rate=8000, batch_size=2, shuffle=False,
+                               verbose=False)
+    assert [x.shape[1] for x, _ in padded] == [1500, 600, 2500]  # each batch its longest
+    ragged = from_audio_folder(folder_16k, sampling_rate=8000, batch_size=5, ragged=True,
+                               shuffle=False, verbose=False)
+    (x, _), = list(ragged)
+    assert isinstance(x, tf.RaggedTensor) and x.row_lengths().numpy().tolist() == lengths
+
+
+def test_upsampling_a_folder(folder):
+    ds = from_audio_folder(folder, sampling_rate=2 * RATE, batch_size=None, shuffle=False,
+                           verbose=False)
+    plain = from_audio_folder(folder, batch_size=None, shuffle=False, verbose=False)
+    assert [len(x) for x, _ in ds] == [2 * len(x) for x, _ in plain]
+    assert ds.sample_rate == 2 * RATE
+
+
+def test_a_file_cache_of_other_rates_is_rebuilt_not_reused(folder_16k, tmp_path):
+    cache = str(tmp_path / "cache" / "audio")
+    kwargs = dict(batch_size=None, shuffle=False, verbose=False, cache=cache)
+    assert [len(x) for x, _ in from_audio_folder(folder_16k, sampling_rate=8000, **kwargs)] \
+        == [1500, 9, 600, 401, 2500]
+    assert [len(x) for x, _ in from_audio_folder(folder_16k, **kwargs)] \
+        == [3000, 17, 1200, 801, 5000]
+    assert [len(x) for x, _ in from_audio_folder(folder_16k, sampling_rate=11025,
+                                                 **kwargs)] == [2068, 12, 827, 552, 3446]
+
+
+def test_sampling_rate_without_the_header_check_is_refused():
+    with pytest.raises(UserInputError) as caught:
+        from_audio_folder("anywhere", sampling_rate=8000, verify=False, verbose=False)
+    assert str(caught.value) == (
+        "sampling_rate=8000 needs verify=True: tfaccel resamples from the rate the header "
+        "check reads (verify=False reads no header); pass verify=True or "
+        "sampling_rate=None.")
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -120,7 +200,7 @@ def test_mixed_sample_rates_are_refused_naming_a_file_of_each(tmp_path):
     _write(tmp_path / "b" / "0.wav", _wav(9, rate=8000))
     with pytest.raises(DataError, match=r"mixed sample rates: 2 file\(s\) at 16000 Hz, e\.g\. "
                                         r".*a/0\.wav', 1 file\(s\) at 8000 Hz, e\.g\. "
-                                        r".*b/0\.wav'.*does not resample"):
+                                        r".*b/0\.wav'.*resamples one rate to `sampling_rate`"):
         from_audio_folder(tmp_path, verbose=False)
 
 

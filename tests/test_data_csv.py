@@ -250,7 +250,7 @@ def test_column_types_select_columns_and_their_mistakes(tmp_path):
         data.from_csv(path, batch_size=2, column_names=["a", "b"])
     with pytest.raises(UserInputError, match="header=False needs column_names"):
         data.from_csv(path, batch_size=2, header=False)
-    with pytest.raises(UserInputError, match=r"got an unknown argument 'shuffle_seed'"):
+    with pytest.raises(UserInputError, match=r"make_csv_dataset's shuffle_seed=1: use seed="):
         data.from_csv(path, batch_size=2, shuffle_seed=1)
 
 

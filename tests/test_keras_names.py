@@ -1,5 +1,6 @@
 """Optimizers, schedules, losses and metrics by Keras' names (or module:callable), with
-their arguments: the TF-free name tables, what each recipe builds, and every refusal."""
+their arguments: the TF-free name tables, what each recipe builds, and every refusal; the
+answers to the arguments of the Keras/tf.data functions the data builders replace."""
 
 import inspect
 import json
@@ -387,3 +388,97 @@ def test_validate_names_a_missing_callable_module_of_every_key(tmp_path, section
     text = " ".join(result.output.split())
     assert f"{key} " in text
     assert "does not exist" in text or "cannot be found" in text
+
+
+# ---------------------------------------------------------------------------------------
+# The arguments of the Keras/tf.data function a builder replaces: what tfaccel does instead
+
+def _own_arguments(builder) -> set:
+    return set(inspect.signature(builder).parameters)
+
+
+def test_the_csv_hints_are_every_make_csv_dataset_argument_from_csv_does_not_take():
+    import tensorflow as tf
+    import tfaccel.data as tfd
+
+    replaced, hints = keras_names.KERAS_ARGUMENT_HINTS["from_csv"]
+    assert replaced == "tf.data.experimental.make_csv_dataset"
+    theirs = set(inspect.signature(tf.data.experimental.make_csv_dataset).parameters)
+    # file_pattern is from_csv's first argument, source (positional in both).
+    assert set(hints) == theirs - _own_arguments(tfd.from_csv) - {"file_pattern"}
+
+
+def test_the_loader_hints_are_keras_arguments_the_builders_do_not_take():
+    import tfaccel.data as tfd
+
+    for builder, function in ((tfd.from_image_folder, keras.utils.image_dataset_from_directory),
+                              (tfd.from_timeseries, keras.utils.timeseries_dataset_from_array)):
+        replaced, hints = keras_names.KERAS_ARGUMENT_HINTS[builder.__name__]
+        assert replaced == f"keras.utils.{function.__name__}"
+        theirs = set(inspect.signature(function).parameters)
+        assert hints and set(hints) <= theirs - _own_arguments(builder)
+
+
+CSV_HINTS = {
+    "num_epochs": (1, "from_csv yields one pass over the rows per epoch, with a known "
+                      "length, and Keras' fit repeats it: pass epochs= to fit"),
+    "shuffle": (False, "shuffling is on by default (the files permuted once, seeded, then "
+                       "the rows in a buffer); shuffle_buffer=0 reads files and rows in "
+                       "order"),
+    "shuffle_buffer_size": (10, "use shuffle_buffer= (rows; None: every row up to "
+                                "100,000)"),
+    "shuffle_seed": (7, "use seed= (it seeds the file order, the row shuffle and "
+                        "augmentation)"),
+    "prefetch_buffer_size": (2, "every tfaccel pipeline ends with prefetch(AUTOTUNE) "
+                                "(tfaccel.data.optimize), so there is no size to set"),
+    "num_parallel_reads": (4, "use cycle_length= (files read at once)"),
+    "sloppy": (True, "use deterministic=False to let rows arrive out of order "
+                     "(sloppy=True)"),
+    "ignore_errors": (True, "from_csv skips no row: with verify=True (the default) a bad "
+                            "row is named with its file, line and column; fix it, or give "
+                            "column_defaults= for missing values"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CSV_HINTS))
+def test_from_csv_answers_a_make_csv_dataset_argument_with_what_tfaccel_does(tmp_path, name):
+    import tfaccel.data as tfd
+
+    (tmp_path / "t.csv").write_text("a,b\n1,0\n2,1\n")
+    value, hint = CSV_HINTS[name]
+    with pytest.raises(UserInputError) as caught:
+        tfd.from_csv(str(tmp_path / "t.csv"), batch_size=2, label_name="b", **{name: value})
+    assert str(caught.value) == (f"from_csv() does not take tf.data.experimental."
+                                 f"make_csv_dataset's {name}={value!r}: {hint}.")
+
+
+def test_from_image_folder_answers_keras_data_format(tmp_path):
+    import tfaccel.data as tfd
+
+    with pytest.raises(UserInputError) as caught:
+        tfd.from_image_folder(str(tmp_path), data_format="channels_first")
+    assert str(caught.value) == (
+        "from_image_folder() does not take keras.utils.image_dataset_from_directory's "
+        "data_format='channels_first': from_image_folder yields channels_last images "
+        "([batch, height, width, channels], Keras' default); leave data_format out, or "
+        "transpose in the model (keras.layers.Permute((3, 1, 2))).")
+
+
+def test_from_timeseries_answers_keras_format():
+    import tfaccel.data as tfd
+
+    with pytest.raises(UserInputError) as caught:
+        tfd.from_timeseries(np.arange(10.0), None, 2, format="tf")
+    assert str(caught.value) == (
+        "from_timeseries() does not take keras.utils.timeseries_dataset_from_array's "
+        "format='tf': from_timeseries builds a tf.data.Dataset (Keras' format='tf'); leave "
+        "format out.")
+
+
+def test_an_unknown_argument_still_gets_the_nearest_public_one(tmp_path):
+    import tfaccel.data as tfd
+
+    (tmp_path / "t.csv").write_text("a,b\n1,0\n2,1\n")
+    with pytest.raises(UserInputError, match=r"unknown argument 'shufle_buffer' \(did you "
+                                             r"mean 'shuffle_buffer'\?\)"):
+        tfd.from_csv(str(tmp_path / "t.csv"), batch_size=2, shufle_buffer=4)

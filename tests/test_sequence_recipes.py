@@ -126,6 +126,23 @@ def test_audio_batches_are_padded_to_their_own_longest_or_cut(tones):
     assert {tuple(a.shape[1:]) for a, _ in train} == {(1000, 1)}
 
 
+def test_audio_recipe_sampling_rate_resamples_the_waveforms(tmp_path, tones):
+    # The tones are at 8 kHz, 800-1600 samples: 400-800 at 4 kHz.
+    data = {"source": "audio_folder", "path": str(tones), "validation_fraction": 0.25,
+            "audio": {"sampling_rate": 4000}}
+    train, val, info = _build({"data": data}, batch=48)
+    (audio, _), = list(train)
+    assert audio.shape[0] == 36 and 400 < audio.shape[1] <= 800
+    data["audio"]["output_sequence_length"] = 500
+    train, val, info = _build({"data": data}, batch=8)
+    assert info["input_shape"] == (500, 1)
+    assert {tuple(a.shape[1:]) for a, _ in train} == {(500, 1)}
+    assert sum(int(y.shape[0]) for _, y in val) == 12
+    recipe = _recipe(tmp_path, f"{{source: audio_folder, path: {tones}, "
+                     "audio: {sampling_rate: 0}}", AUDIO_MODEL)
+    _refused(_run("validate", recipe), "data.audio.sampling_rate", "0")
+
+
 def test_audio_recipe_validate_names_a_missing_folder(tmp_path):
     recipe = _recipe(tmp_path, "{source: audio_folder, path: no_such_folder}", AUDIO_MODEL)
     _refused(_run("validate", recipe), "data.path",

@@ -94,6 +94,40 @@ def name_schemas() -> dict[str, dict]:
                                  "items": {"anyOf": metric["anyOf"] + [mapping]}}}
 
 
+# The arguments of the Keras/tf.data function a `from_*` builder replaces that the builder
+# does not take under the same name, by builder: (the function replaced, {argument: what
+# tfaccel does instead}). `tfaccel.data.pipeline.check_builder_options` answers them with
+# this sentence rather than a did-you-mean, which would point at a look-alike with another
+# meaning (make_csv_dataset's shuffle_seed is not tfaccel's shuffle_buffer); a test keeps
+# each table equal to the function's signature minus the builder's own arguments.
+KERAS_ARGUMENT_HINTS: dict[str, tuple[str, dict[str, str]]] = {
+    "from_csv": ("tf.data.experimental.make_csv_dataset", {
+        "num_epochs": "from_csv yields one pass over the rows per epoch, with a known length, "
+                      "and Keras' fit repeats it: pass epochs= to fit",
+        "shuffle": "shuffling is on by default (the files permuted once, seeded, then the rows "
+                   "in a buffer); shuffle_buffer=0 reads files and rows in order",
+        "shuffle_buffer_size": "use shuffle_buffer= (rows; None: every row up to 100,000)",
+        "shuffle_seed": "use seed= (it seeds the file order, the row shuffle and augmentation)",
+        "prefetch_buffer_size": "every tfaccel pipeline ends with prefetch(AUTOTUNE) "
+                                "(tfaccel.data.optimize), so there is no size to set",
+        "num_parallel_reads": "use cycle_length= (files read at once)",
+        "sloppy": "use deterministic=False to let rows arrive out of order (sloppy=True)",
+        "ignore_errors": "from_csv skips no row: with verify=True (the default) a bad row is "
+                         "named with its file, line and column; fix it, or give "
+                         "column_defaults= for missing values",
+    }),
+    "from_image_folder": ("keras.utils.image_dataset_from_directory", {
+        "data_format": "from_image_folder yields channels_last images ([batch, height, width, "
+                       "channels], Keras' default); leave data_format out, or transpose in "
+                       "the model (keras.layers.Permute((3, 1, 2)))",
+    }),
+    "from_timeseries": ("keras.utils.timeseries_dataset_from_array", {
+        "format": "from_timeseries builds a tf.data.Dataset (Keras' format='tf'); leave "
+                  "format out",
+    }),
+}
+
+
 # A ``module:callable`` (or ``file.py:callable``) rather than a Keras name: the one rule of
 # `tfaccel.python_refs`, as for an own model.name.
 is_callable_spec = python_refs.is_reference

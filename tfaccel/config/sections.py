@@ -98,6 +98,9 @@ class AudioConfig:
     output_sequence_length: Optional[int] = _key(
         None, "Cut or zero-pad every waveform to this many samples; empty: each batch is "
         "zero-padded to its own longest waveform (see data.text.batch_by_length).", minimum=1)
+    sampling_rate: Optional[int] = _key(
+        None, "Resample the files to this rate in Hz (tfaccel.data.resample); empty: the "
+        "files' own rate. output_sequence_length counts samples at this rate.", minimum=1)
 
 
 @dataclass(frozen=True)

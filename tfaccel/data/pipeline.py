@@ -575,12 +575,19 @@ def check_builder_options(options: Mapping, *, builder: Callable,
         refused: ``{option: why}``: `optimize` options that mean nothing to `builder`.
 
     Raises:
-        UserInputError: An unknown or internal keyword, or a refused one with its reason.
+        UserInputError: An unknown or internal keyword, or a refused one with its reason;
+            an argument of the Keras/tf.data function `builder` replaces with what tfaccel
+            does instead (`tfaccel.config.keras_names.KERAS_ARGUMENT_HINTS`).
     """
+    from tfaccel.config.keras_names import KERAS_ARGUMENT_HINTS
     from tfaccel.errors import did_you_mean
 
     public = public_options(builder, refused=refused)
+    replaced, hints = KERAS_ARGUMENT_HINTS.get(builder.__name__, ("", {}))
     for name in options:
+        if name in hints:  # the replaced function's own name: what tfaccel does instead
+            raise UserInputError(f"{builder.__name__}() does not take {replaced}'s {name}="
+                                 f"{options[name]!r}: {hints[name]}.")
         if name in refused:
             raise UserInputError(f"{builder.__name__}() does not take {name}="
                                  f"{options[name]!r}: {refused[name]}.")

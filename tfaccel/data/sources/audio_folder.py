@@ -12,7 +12,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from tfaccel.data import pipeline
+from tfaccel.data import pipeline, resample
 from tfaccel.data.sources import base, class_folder
 from tfaccel.errors import DataError, UserInputError
 
@@ -191,27 +191,14 @@ def _one_value(headers: Dict[str, WavHeader], field: str, *, path, unit: str) ->
     raise DataError(
         f"The WAV files of {os.fspath(path)!r} have mixed {field.replace('_', ' ')}s: "
         f"{found}. Every example of a dataset must have the same {field.replace('_', ' ')} "
-        "(tfaccel does not resample or remix); convert the files first, e.g. with "
+        "(tfaccel resamples one rate to `sampling_rate`, and does not remix); convert the "
+        "files first, e.g. with "
         "`sox in.wav -r 16000 -c 1 out.wav` or `ffmpeg -i in.wav -ar 16000 -ac 1 out.wav`.")
 
 
-def _check_rates(audio: AudioListing, *, path, sampling_rate: Optional[int]) -> None:
-    """One sample rate and one channel count in the dataset; `sampling_rate` if given.
-
-    tfaccel does not resample: a `sampling_rate` is a check that the files are at that
-    rate (Keras resamples with tensorflow-io's ``tfio.audio.resample``).
-    """
-    if sampling_rate is not None:
-        other = {p: h for p, h in audio.headers.items() if h.sample_rate != sampling_rate}
-        if other:
-            first = next(iter(other))
-            raise DataError(
-                f"sampling_rate={sampling_rate} but {len(other)} of the "
-                f"{len(audio.headers)} WAV files of {os.fspath(path)!r} are at another "
-                f"rate, e.g. {first!r} at {other[first].sample_rate} Hz. tfaccel does not "
-                "resample: convert the files first (e.g. `sox in.wav -r "
-                f"{sampling_rate} out.wav`), or pass sampling_rate=None to read them at "
-                "their own rate.")
+def _check_rates(audio: AudioListing, *, path) -> None:
+    """One sample rate and one channel count in the dataset (the rate `sampling_rate`
+    resamples from: `tfaccel.data.resample`)."""
     _one_value(audio.headers, "sample_rate", path=path, unit="Hz")
     _one_value(audio.headers, "channels", path=path, unit="channel(s)")
 
@@ -236,12 +223,15 @@ def _check_audio_arguments(*, sampling_rate, output_sequence_length, ragged) -> 
                                  f"sampling_rate={sampling_rate!r}")
 
 
-def _decoder(*, output_sequence_length: Optional[int], ragged: bool, headers_known: bool):
+def _decoder(*, output_sequence_length: Optional[int], ragged: bool, headers_known: bool,
+             rates: Optional[Tuple[int, int]] = None):
     """``fn(source[, label]) -> (waveform[, label])``: Keras' decode of one file.
 
     The waveform is float32 ``[samples, channels]`` in [-1, 1), cut or zero-padded to
     `output_sequence_length`; with `ragged`, a RaggedTensor made like Keras'
-    (``RaggedTensor.from_tensor``), so batches have Keras' spec.
+    (``RaggedTensor.from_tensor``), so batches have Keras' spec. With `rates` ``(files',
+    wanted)`` it is resampled first (`tfaccel.data.resample`; only the samples that decide
+    the first `output_sequence_length` are read) and then cut or padded at the new rate.
 
     With `headers_known`, `source` is ``{"path", "offset", "frames", "channels"}`` from
     the checked headers and the samples are read as they are stored: `decode_raw` of the
@@ -251,6 +241,9 @@ def _decoder(*, output_sequence_length: Optional[int], ragged: bool, headers_kno
     (benchmarks/bench_data_audio.py). Otherwise `source` is the path, for `decode_wav`.
     """
     desired = -1 if output_sequence_length is None else output_sequence_length
+    wanted = desired  # samples at the output rate
+    if rates is not None and desired >= 0:
+        desired = resample.frames_needed(wanted, orig=rates[0], target=rates[1])
 
     def stored(source):
         frames = source["frames"]
@@ -262,7 +255,7 @@ def _decoder(*, output_sequence_length: Optional[int], ragged: bool, headers_kno
         # Channels from the element, not a constant: unknown in the spec, as Keras'.
         audio = tf.reshape(tf.cast(samples, tf.float32) * (1.0 / 32768.0),
                            tf.stack([frames, source["channels"]]))
-        if desired >= 0:
+        if desired >= 0 and rates is None:
             audio = tf.pad(audio, [[0, desired - frames], [0, 0]])
             audio.set_shape([desired, None])
         return audio
@@ -272,6 +265,12 @@ def _decoder(*, output_sequence_length: Optional[int], ragged: bool, headers_kno
             audio = stored(source)
         else:
             audio, _ = tf.audio.decode_wav(tf.io.read_file(source), desired_samples=desired)
+        if rates is not None:  # the waveform resampled whole, then cut or padded
+            audio = resample.resample(audio, orig=rates[0], target=rates[1])
+            if wanted >= 0:
+                audio = audio[:wanted]
+                audio = tf.pad(audio, [[0, wanted - tf.shape(audio)[0]], [0, 0]])
+                audio.set_shape([wanted, None])
         if ragged:
             audio = tf.RaggedTensor.from_tensor(audio)
         return audio if label is None else (audio, label)
@@ -312,9 +311,11 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
 
     Differences from Keras' loader:
 
-    - `sampling_rate` is not a resampling: tfaccel does not resample (Keras needs
-      tensorflow-io for it). Given, every file must already be at that rate; a file at
-      another rate is a `DataError` naming it and its rate.
+    - `sampling_rate` is resampled to by tfaccel itself (`tfaccel.data.resample`: the
+      filter of ``scipy.signal.resample_poly`` in TensorFlow ops), where Keras needs
+      tensorflow-io, which has no release for this TensorFlow. `output_sequence_length`
+      then counts samples at `sampling_rate` (Keras cuts at the files' rate, then
+      resamples); it needs `verify` (the rate comes from the headers).
     - The files of one dataset must share one sample rate and one channel count (Keras
       mixes rates silently, and fails mid-epoch on mixed channel counts when batching): a
       `DataError` naming a file of each.
@@ -337,8 +338,10 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         class_names: Use only these sub-folders, labelled in this order (only with
             ``labels="inferred"``).
         batch_size: The GLOBAL batch size; None yields single waveforms (unbatched).
-        sampling_rate: The files' sample rate in Hz, checked (not resampled to: above).
-        output_sequence_length: Cut or zero-pad every waveform to this many samples.
+        sampling_rate: The waveforms' sample rate in Hz: the files are resampled to it
+            (above). None: the files' own rate.
+        output_sequence_length: Cut or zero-pad every waveform to this many samples (at
+            `sampling_rate`).
             None: each batch is zero-padded to its longest waveform.
         ragged: Batches as RaggedTensors ``[B, (samples), (channels)]``, each waveform at
             its own length (not with `output_sequence_length`).
@@ -367,13 +370,13 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         A `tf.data.Dataset` of ``(waveforms float32 [B, samples, channels], labels)``
         (waveforms alone with ``label_mode=None``; no B with ``batch_size=None``) with
         attributes ``class_names``, ``file_paths``, ``skipped_files``, ``sample_rate`` and
-        ``channels`` (the files' rate and channel count; None without `verify`); with
+        ``channels`` (the waveforms' rate, `sampling_rate` if given, and the files'
+        channel count; None without `verify`); with
         ``subset="both"`` a ``(training, validation)`` pair.
 
     Raises:
         DataError: Missing directory, no class sub-folders, a class sub-folder or the whole
-            folder without a usable .wav file, mixed sample rates or channel counts, files
-            not at `sampling_rate`.
+            folder without a usable .wav file, mixed sample rates or channel counts.
         UserInputError: A bad argument value.
     """
     pipeline.check_builder_options(options, builder=from_audio_folder)
@@ -381,13 +384,14 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         label_mode=label_mode, labels=labels, files="audio files")
     _check_audio_arguments(sampling_rate=sampling_rate,
                            output_sequence_length=output_sequence_length, ragged=ragged)
+    _resampled(set(), sampling_rate=sampling_rate, verify=verify)
     shuffle_buffer = class_folder.keras_shuffle_buffer(
         shuffle=shuffle, shuffle_buffer=shuffle_buffer, batch_size=batch_size,
         validation_split=validation_split, subset=subset, seed=seed)
     audio = list_audio_folder(directory, verify=verify, class_names=class_names,
                               follow_links=follow_links, labels=labels)
     listing = audio.listing
-    _check_rates(audio, path=directory, sampling_rate=sampling_rate)
+    _check_rates(audio, path=directory)
     class_folder.labels_fingerprint(labels, cache, options)
     class_folder.check_binary(listing, label_mode=label_mode, path=directory)
     _warn_skipped(audio, path=directory)
@@ -395,14 +399,16 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         class_folder.say_found(listing)
     rates = {h.sample_rate for h in audio.headers.values()}
     channels = {h.channels for h in audio.headers.values()}
+    resampled = _resampled(rates, sampling_rate=sampling_rate, verify=verify)
     read = functools.partial(
         _audio_dataset, listing=listing, label_mode=label_mode, batch_size=batch_size,
         map_fn=_decoder(output_sequence_length=output_sequence_length, ragged=ragged,
-                        headers_known=verify),
+                        headers_known=verify, rates=resampled),
         fingerprint={"builder": "from_audio_folder",
-                     "output_sequence_length": output_sequence_length, "ragged": ragged},
+                     "output_sequence_length": output_sequence_length, "ragged": ragged,
+                     **({"resampled": list(resampled)} if resampled else {})},
         seed=seed, shuffled=shuffle_buffer != 0, deterministic=deterministic,
-        sample_rate=rates.pop() if rates else None,
+        sample_rate=sampling_rate or (rates.pop() if rates else None),
         channels=channels.pop() if channels else None,
         headers=audio.headers if verify else None,
         # Every header was checked with the decoder's own rules, so no ignore_errors stage
@@ -415,6 +421,24 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
                                       validation_split=validation_split, seed=seed,
                                       shuffle_buffer=shuffle_buffer, cache=cache,
                                       noun="audio files", options=options)
+
+
+def _resampled(rates: set, *, sampling_rate: Optional[int],
+               verify: bool) -> Optional[Tuple[int, int]]:
+    """``(the files' rate, sampling_rate)`` when they differ, else None (nothing to do).
+
+    Called before the listing (with no `rates`) too: the filter is designed from the rate
+    the header check reads, so `sampling_rate` needs `verify`.
+    """
+    if sampling_rate is None:
+        return None
+    if not verify:
+        raise UserInputError(
+            f"sampling_rate={sampling_rate} needs verify=True: tfaccel resamples from the "
+            "rate the header check reads (verify=False reads no header); pass verify=True "
+            "or sampling_rate=None.")
+    rate = next(iter(rates), sampling_rate)  # one rate (checked); no file: nothing to read
+    return None if rate == sampling_rate else (rate, sampling_rate)
 
 
 def _warn_skipped(audio: AudioListing, *, path) -> None:
@@ -457,7 +481,8 @@ class AudioFolderSource(base.Source):
         built = class_folder.build_keras_splits(
             from_audio_folder, self.config, batch_size=batch_size, common=common,
             train_options=train_options, validation_options=validation_options,
-            output_sequence_length=self.config.audio.output_sequence_length)
+            output_sequence_length=self.config.audio.output_sequence_length,
+            sampling_rate=self.config.audio.sampling_rate)
         # Keras' spec leaves the channels unknown; a model's input needs them (the headers
         # say how many: one count per folder).
         channels = built.train.channels
