@@ -158,7 +158,7 @@ def test_audio_folder_of_mixed_sample_rates_is_refused(tmp_path):
     recipe = _recipe(tmp_path, f"{{source: audio_folder, path: {tmp_path / 'wavs'}}}",
                      AUDIO_MODEL)
     _refused(_run("train", recipe), "mixed sample rates", "8000 Hz", "16000 Hz",
-             "does not resample")
+             "resamples one rate to `sampling_rate`")
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
