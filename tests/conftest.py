@@ -4,7 +4,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import pytest  # noqa: E402
+import pytest
 
 NUM_LOGICAL_CPUS = 2
 

@@ -24,7 +24,7 @@ from tfaccel.errors import DataError, Preempted, TrainingError, UserInputError
 from tfaccel.messages import say
 from tfaccel.config.cluster import WorkerRole, worker_role
 from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
-from tfaccel.training.inputs import TrainData, build_data, input_order_is_fixed  # noqa: F401 (tools use them from here)
+from tfaccel.training.inputs import TrainData
 from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
 from tfaccel.training.best_epoch import keep_plan
 from tfaccel.training.execution import initial_steps
@@ -165,7 +165,7 @@ def _train_with(ctx: RunContext) -> RunResult:
     _check_compile_arguments(recipe)
     try:
         data = ctx.session.build_data()
-    except Exception as error:  # noqa: BLE001 - only a source's DataError is converted
+    except Exception as error:  # only a source's DataError is converted
         bad_data = data_error_in(error)
         if bad_data is None:
             raise
