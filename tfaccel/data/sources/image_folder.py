@@ -35,11 +35,6 @@ def _size_text(height: int, width: int) -> str:
     return f"{height}x{width}"
 
 
-def _looks_complete(path: str) -> bool:
-    """Cheap check that a file is a whole JPEG/PNG/GIF/BMP: its magic bytes and its ending."""
-    return _inspect(path) is not False
-
-
 def _inspect(path: str):
     """A listed image's check and JPEG size in one open: False, True, or ``"HEIGHTxWIDTH"``.
 
