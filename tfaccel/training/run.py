@@ -20,7 +20,7 @@ from typing import Optional, Sequence, Union
 from tfaccel.training import checkpoints as ckpt
 from tfaccel.training import model_source
 from tfaccel.training import run_dir as run_files
-from tfaccel.errors import DataError, Preempted, TrainingError, UserInputError
+from tfaccel.errors import DataError, Preempted, UserInputError
 from tfaccel.messages import say
 from tfaccel.config.cluster import WorkerRole, worker_role
 from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
@@ -31,7 +31,8 @@ from tfaccel.training.execution import initial_steps
 from tfaccel.training.model_build import build_model
 from tfaccel.training.run_callbacks import Outputs, make_callbacks
 from tfaccel.training.run_context import RunContext
-from tfaccel.training.run_failures import as_training_error, data_error_in, record_failure
+from tfaccel.training.run_failures import (as_training_error, data_error_in,
+                                          non_finite_loss_error, record_failure)
 from tfaccel.training.run_summary import RunResult, run_summary
 from tfaccel.training.session import open_session
 
@@ -221,12 +222,7 @@ def _train_with(ctx: RunContext) -> RunResult:
         summary["status"] = "failed"
         summary["failure"] = guard.failure
         run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
-        failure = guard.failure
-        raise TrainingError(
-            f"the training loss became {failure['loss']} at epoch {failure['epoch']}, batch "
-            f"{failure['batch']}; training stopped there. Metrics of the finished epochs and "
-            f"their checkpoints are kept in {ctx.directory}. Lower optimizer.learning_rate, "
-            "set optimizer.clipnorm, or check the data for NaN values.")
+        raise non_finite_loss_error(guard.failure, directory=ctx.directory)
     if outputs.best is not None:
         # keep: best: model.keras is saved from the best epoch's weights (every worker
         # sets them: the save below is a collective under multi-worker).

@@ -58,6 +58,15 @@ def as_training_error(error: BaseException, *, outputs: Outputs,
         f"kept{where}.")
 
 
+def non_finite_loss_error(failure: dict, *, directory: Path) -> TrainingError:
+    """The error of a run whose loss became NaN or inf (`NonFiniteLossGuard.failure`)."""
+    return TrainingError(
+        f"the training loss became {failure['loss']} at epoch {failure['epoch']}, batch "
+        f"{failure['batch']}; training stopped there. Metrics of the finished epochs and "
+        f"their checkpoints are kept in {directory}. Lower optimizer.learning_rate, "
+        "set optimizer.clipnorm, or check the data for NaN values.")
+
+
 def data_error_in(error: BaseException) -> Optional[str]:
     """The text of a `DataError` a Python source raised inside tf.data, or None.
 
