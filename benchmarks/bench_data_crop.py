@@ -26,13 +26,13 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from alternate import best_epochs  # noqa: E402 (benchmarks/alternate.py)
-from bench_data_jpeg_scaling import NOISE, SOURCE, write_photos  # noqa: E402
-from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
-from tfaccel import data  # noqa: E402
-from tfaccel.data import crops  # noqa: E402
+from alternate import best_epochs  # benchmarks/alternate.py
+from bench_data_jpeg_scaling import NOISE, SOURCE, write_photos
+from machine import describe_cpu  # benchmarks/machine.py
+from tfaccel import data
+from tfaccel.data import crops
 
 BATCH = 32
 

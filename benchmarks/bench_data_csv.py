@@ -25,15 +25,15 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from tfaccel import data  # noqa: E402
+from tfaccel import data
 
 # One epoch's (seconds, examples, cores used), and the contenders alternated epoch by
 # epoch; this script's folder is on sys.path when it runs.
-from alternate import best_epochs, epoch_seconds  # noqa: E402 (benchmarks/alternate.py)
-from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
+from alternate import best_epochs, epoch_seconds  # benchmarks/alternate.py
+from machine import describe_cpu  # benchmarks/machine.py
 
 BATCH = 256
 CITIES = ["Paris", "Rome", "Oslo", "Lima", "Kyiv", "Quito", "Accra", "Hanoi"]

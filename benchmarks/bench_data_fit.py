@@ -34,11 +34,11 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
-from tfaccel import data, datasets  # noqa: E402
-from tfaccel.data import augment  # noqa: E402
+from machine import describe_cpu  # benchmarks/machine.py
+from tfaccel import data, datasets
+from tfaccel.data import augment
 
 DEFAULT_RECIPE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
                               "recipes", "default.yaml")

@@ -22,11 +22,11 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
-from tfaccel.data.sources import csv_tables, text_lines, timeseries  # noqa: E402
+from machine import describe_cpu  # benchmarks/machine.py
+from tfaccel.data.sources import csv_tables, text_lines, timeseries
 
 
 def best(fns: dict, repeats: int) -> dict:

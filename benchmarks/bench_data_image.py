@@ -22,12 +22,12 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from alternate import best_epochs, epoch_seconds  # noqa: E402 (benchmarks/alternate.py)
-from tfaccel import data  # noqa: E402
-from tfaccel.data import augment as augment_lib  # noqa: E402
+from alternate import best_epochs, epoch_seconds  # benchmarks/alternate.py
+from tfaccel import data
+from tfaccel.data import augment as augment_lib
 
 BATCH = 64
 AUGMENT = ["flip", "crop"]

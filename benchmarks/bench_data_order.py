@@ -20,12 +20,12 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from alternate import best_epochs  # noqa: E402 (benchmarks/alternate.py)
-from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
-from tfaccel.data import from_arrays, pipeline  # noqa: E402
+from alternate import best_epochs  # benchmarks/alternate.py
+from machine import describe_cpu  # benchmarks/machine.py
+from tfaccel.data import from_arrays, pipeline
 
 NUM = 20_000
 

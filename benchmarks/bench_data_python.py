@@ -19,10 +19,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from tfaccel import data  # noqa: E402
+from tfaccel import data
 
 BATCH = 32
 FEATURES = 64

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
+from machine import describe_cpu  # benchmarks/machine.py
 
 CLASSES = 100
 CONTENDERS = ("keras", "tfaccel cold", "tfaccel warm")

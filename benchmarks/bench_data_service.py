@@ -30,15 +30,15 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from tfaccel import datasets  # noqa: E402
-from tfaccel.data import augment as augment_lib  # noqa: E402
-from tfaccel.data import service as service_lib  # noqa: E402
-from tfaccel.data.from_recipe import build_datasets  # noqa: E402
-from tfaccel.data.pipeline import EpochStream  # noqa: E402
-from tfaccel.config.recipe import ServiceConfig, load_recipe  # noqa: E402
-from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
+from tfaccel import datasets
+from tfaccel.data import augment as augment_lib
+from tfaccel.data import service as service_lib
+from tfaccel.data.from_recipe import build_datasets
+from tfaccel.data.pipeline import EpochStream
+from tfaccel.config.recipe import ServiceConfig, load_recipe
+from machine import describe_cpu  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECIPE = ROOT / "recipes" / "default.yaml"

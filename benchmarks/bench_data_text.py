@@ -22,13 +22,13 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from alternate import best_epochs  # noqa: E402
-from machine import describe_cpu  # noqa: E402
+from alternate import best_epochs
+from machine import describe_cpu
 
-from tfaccel import data  # noqa: E402
+from tfaccel import data
 
 BATCH = 64
 WORDS = [f"w{i}" for i in range(2000)]

@@ -17,12 +17,12 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import keras  # noqa: E402
-from alternate import best_epochs  # noqa: E402 (benchmarks/alternate.py)
-from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
-from tfaccel import data  # noqa: E402
+import keras
+from alternate import best_epochs  # benchmarks/alternate.py
+from machine import describe_cpu  # benchmarks/machine.py
+from tfaccel import data
 
 
 def check_same(ours, theirs):

@@ -35,14 +35,14 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import tensorflow as tf
 
-import tfaccel  # noqa: E402
-from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
-from tfaccel import models  # noqa: E402
-from tfaccel.data import export_image_folder  # noqa: E402
-from tfaccel.engine.precision import resolve_precision  # noqa: E402
+import tfaccel
+from machine import describe_cpu  # benchmarks/machine.py
+from tfaccel import models
+from tfaccel.data import export_image_folder
+from tfaccel.engine.precision import resolve_precision
 
 BATCH = 64
 

@@ -150,7 +150,7 @@ def main() -> None:
     print(f"CPU: {describe_cpu()}.")
     for label, breakdown in breakdowns:
         print(f"\n{label}: bytes against its float32 file "
-              "(tfaccel.tools.export.litert_size_breakdown):\n")
+              "(tfaccel.tools.export.format_litert.litert_size_breakdown):\n")
         print("| bytes | float32 | int8 |\n|---|---|---|")
         for row in breakdown[0]:
             print("| " + " | ".join(row) + " |")

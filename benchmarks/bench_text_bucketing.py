@@ -22,14 +22,14 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import tensorflow as tf
 
-from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
-from tfaccel import models  # noqa: E402
-from tfaccel.config.recipe import load_recipe  # noqa: E402
-from tfaccel.data import length_batches  # noqa: E402
-from tfaccel.data.from_recipe import build_datasets  # noqa: E402
+from machine import describe_cpu  # benchmarks/machine.py
+from tfaccel import models
+from tfaccel.config.recipe import load_recipe
+from tfaccel.data import length_batches
+from tfaccel.data.from_recipe import build_datasets
 
 RECIPE = os.path.join(os.path.dirname(__file__), "..", "recipes", "text.yaml")
 LONGEST = 300  # tokens: the dataset's longest text (tfaccel_phrases' maximum)

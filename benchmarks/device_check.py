@@ -33,7 +33,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
+from machine import describe_cpu  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RECIPE = ROOT / "recipes" / "default.yaml"

@@ -24,7 +24,7 @@ from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from machine import describe_cpu  # noqa: E402 (benchmarks/machine.py)
+from machine import describe_cpu  # benchmarks/machine.py
 
 HERE = Path(__file__).resolve().parent
 

@@ -4,7 +4,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import pytest  # noqa: E402
+import pytest
 
 NUM_LOGICAL_CPUS = 2
 
@@ -39,7 +39,7 @@ FAST_MODULES = frozenset({
     "test_default_recipe", "test_device_check", "test_export_text", "test_inputs",
     "test_keras_compat", "test_keras_names", "test_launch", "test_messages", "test_models",
     "test_multiworker", "test_native_output", "test_phrases_dataset", "test_precision",
-    "test_profile", "test_public_api", "test_recipe", "test_run_all",
+    "test_profile", "test_public_api", "test_recipe", "test_run_all", "test_run_failures",
     "test_sequence_models", "test_session", "test_shapes_dataset", "test_shipped_recipes",
     "test_strategy",
 })

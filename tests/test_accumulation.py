@@ -114,7 +114,7 @@ def test_contract_holds_with_steps_per_execution_2(logical_cpus, plain_adam):
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_contract_under_mixed_precision(policy, logical_cpus):
     keras.mixed_precision.set_global_policy(policy)
-    build = lambda: _mlp(output_dtype="float32")  # noqa: E731  keep logits in float32
+    build = lambda: _mlp(output_dtype="float32")  # keep logits in float32
     plain, _ = _fit(optimizer="adam", build=build)
     mirrored = make_strategy("mirrored", devices=logical_cpus)
     ours, _ = _fit(optimizer="adam", steps=4, strategy=mirrored, build=build)

@@ -157,7 +157,7 @@ def test_export_is_quiet(trained, export_format, quantize):
 
     try:
         check_dependencies(export_format)
-    except Exception as missing:  # noqa: BLE001 - the export extra is not installed here
+    except Exception as missing:  # the export extra is not installed here
         pytest.skip(str(missing))
     run, _ = trained
     out = run.parent / f"export-{export_format}"

@@ -462,7 +462,7 @@ def _run_with_hang_detector(fn):
     def target():
         try:
             outcome["value"] = fn()
-        except BaseException as err:  # noqa: BLE001 - handed to the test
+        except BaseException as err:  # handed to the test
             outcome["error"] = err
 
     thread = threading.Thread(target=target, daemon=True)

@@ -164,7 +164,7 @@ def test_float_export_of_each_format_matches_the_keras_model(tiny, tmp_path, fmt
 
 def test_litert_int8_is_full_integer_and_checked_against_the_float_export(tiny, tmp_path):
     pytest.importorskip("ai_edge_litert")
-    from tfaccel.tools.export import load_litert_interpreter
+    from tfaccel.tools.export.format_litert import load_litert_interpreter
 
     out = tmp_path / "int8"
     report = tfaccel.export(tiny["run_dir"], format="litert", quantize="int8", out=out, **FAST)
@@ -236,7 +236,7 @@ def test_litert_int8_smallest_options_are_checked_like_for_like(tiny, tmp_path):
     pytest.importorskip("ai_edge_litert")
     import keras
 
-    from tfaccel.tools.export import load_litert_interpreter
+    from tfaccel.tools.export.format_litert import load_litert_interpreter
 
     out = tmp_path / "int8-small"
     report = tfaccel.export(tiny["run_dir"], format="litert", quantize="int8", out=out,
@@ -284,7 +284,7 @@ def test_split_preprocessing_cuts_the_leading_weightless_layers(tiny):
     import keras
 
     from tfaccel import models
-    from tfaccel.tools.export import split_preprocessing
+    from tfaccel.tools.export.keras_model import split_preprocessing
 
     model = keras.saving.load_model(tiny["run_dir"] / "model.keras", compile=False)
     prefix, rest = split_preprocessing(model)
@@ -372,8 +372,8 @@ def test_saved_model_int8_exports_the_keras_quantized_model(tiny, tmp_path):
 
 
 def test_int8_calibration_reads_training_data_without_augmentation(tiny, monkeypatch):
-    from tfaccel.tools import export as exporting
     from tfaccel.config.recipe import load_recipe
+    from tfaccel.tools.export.examples import calibration_arrays
 
     recipe = load_recipe(tiny["run_dir"] / "recipe.yaml")
     assert list(recipe.data.augment) == ["flip"]
@@ -387,7 +387,7 @@ def test_int8_calibration_reads_training_data_without_augmentation(tiny, monkeyp
         return real(config, **kwargs)
 
     monkeypatch.setattr(data_config, "build_datasets", spy)
-    examples = exporting._calibration_arrays(recipe, count=50)
+    examples = calibration_arrays(recipe, count=50)
     assert seen == {"augment": [], "cache": ""}
     assert examples.shape == (50, 8, 8, 3)
     # Training examples, never validation ones.
@@ -400,7 +400,7 @@ def test_mixed_precision_model_is_exported_in_float32(tiny, tmp_path):
     import keras
 
     from tfaccel import models
-    from tfaccel.tools.export import load_float32_model
+    from tfaccel.tools.export.keras_model import load_float32_model
 
     previous = keras.mixed_precision.global_policy().name
     try:
@@ -427,7 +427,7 @@ def test_mixed_precision_model_with_keras_ops_is_loaded_in_float32(tmp_path, nam
     import keras
 
     from tfaccel import models
-    from tfaccel.tools.export import load_float32_model
+    from tfaccel.tools.export.keras_model import load_float32_model
 
     previous = keras.mixed_precision.global_policy().name
     try:
@@ -552,7 +552,7 @@ def test_missing_optional_package_names_the_extra(monkeypatch):
 def test_keras_int8_without_a_quantizable_layer_is_a_user_error():
     import keras
 
-    from tfaccel.tools.export import keras_int8
+    from tfaccel.tools.export.format_keras import keras_int8
 
     inputs = keras.Input((8, 8, 3))
     outputs = keras.layers.Softmax()(keras.layers.GlobalAveragePooling2D()(

@@ -87,7 +87,7 @@ def test_a_mixed_precision_token_model_is_exported_in_float32(tmp_path, name):
     import keras
 
     from tfaccel import models
-    from tfaccel.tools.export import load_float32_model
+    from tfaccel.tools.export.keras_model import load_float32_model
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:

@@ -51,7 +51,7 @@ WORKER = textwrap.dedent(
 )
 
 
-def LOSS():  # noqa: N802  (shared with the worker script)
+def LOSS():  # shared with the worker script
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 

@@ -85,4 +85,4 @@ def test_unknown_attribute_is_an_attribute_error():
     import pytest
 
     with pytest.raises(AttributeError, match="no_such_thing"):
-        tfaccel.no_such_thing  # noqa: B018
+        tfaccel.no_such_thing

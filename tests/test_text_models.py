@@ -190,7 +190,7 @@ def test_accumulating_two_micro_batches_of_padded_texts_is_exact():
 
 def test_a_recipe_sizes_the_transformer_positions_from_data_text_max_length():
     from tfaccel.config.recipe import recipe_from_dict
-    from tfaccel.training.run import _model_params
+    from tfaccel.training.model_build import _model_params
 
     info = {"text": {"vocabulary_size": 10, "max_length": 40}}
 

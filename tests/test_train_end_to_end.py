@@ -340,7 +340,7 @@ def test_describe_op_error_shows_tensorflow_s_own_message_not_stack_frames():
     import keras
     import tensorflow as tf
 
-    from tfaccel.training.run import describe_op_error
+    from tfaccel.training.run_failures import describe_op_error
 
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")

@@ -710,7 +710,7 @@ def build_own_model(builder, *, where, input_shape, num_classes, params):
     shape = tuple(input_shape)
     try:
         model = builder(input_shape=shape, num_classes=num_classes, **params)
-    except Exception as error:  # noqa: BLE001 - the user's code may raise anything
+    except Exception as error:  # the user's code may raise anything
         raise UserInputError(
             f"{where} raised {type(error).__name__}: {error} (called with "
             f"input_shape={shape}, num_classes={num_classes}"
@@ -771,7 +771,7 @@ def check_model_fits(model, *, where, input_shape, num_classes):
         # A subclassed model has no symbolic outputs: ask Keras for the output's shape.
         try:
             given = tuple(model.compute_output_spec(keras.KerasTensor(data_shape)).shape)
-        except Exception:  # noqa: BLE001 - unknown until the first batch; fit will say
+        except Exception:  # unknown until the first batch; fit will say
             return
     if len(given) != 2 or given[-1] != num_classes:
         raise UserInputError(

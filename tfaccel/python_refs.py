@@ -123,7 +123,7 @@ def load(spec: str, *, key: str, error=UserInputError):
             module = _file_module(file, file_sha256(file))
         else:
             module = importlib.import_module(module_name)
-    except Exception as err:  # noqa: BLE001 - the user's module may raise anything
+    except Exception as err:  # the user's module may raise anything
         raise error(f"{key} {spec!r}: importing {module_name!r} failed: "
                     f"{type(err).__name__}: {err}") from None
     try:

@@ -16,7 +16,7 @@ import time
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shared import DEFAULT_OUT, read_tweets_split  # noqa: E402
+from shared import DEFAULT_OUT, read_tweets_split
 
 C_GRID = [1.0, 3.0, 10.0, 30.0]
 

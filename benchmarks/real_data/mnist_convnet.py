@@ -18,13 +18,13 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shared import DEFAULT_OUT, REPO  # noqa: E402
+from shared import DEFAULT_OUT, REPO
 
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
-from machine import describe_cpu  # noqa: E402
+from machine import describe_cpu
 
 
 def load_builder():

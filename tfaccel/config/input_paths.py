@@ -100,10 +100,6 @@ def is_remote(path: str) -> bool:
     return "://" in str(path)
 
 
-# THE python-source rule lives with the model's (tfaccel.python_refs); named here too.
-python_source_file = python_refs.source_file
-
-
 def is_file_cache(cache) -> bool:
     """THE file-cache rule: whether a cache setting names files on disk.
 

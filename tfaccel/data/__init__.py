@@ -9,7 +9,8 @@ from tfaccel.data.augment import AUGMENTATIONS
 from tfaccel.data.sources.image_folder import from_image_folder
 from tfaccel.data.pipeline import (AUTOTUNE, EpochStream, make_options, optimize,
                                    sequential_options)
-from tfaccel.data.sources.python import WorkerError, from_python
+from tfaccel.data.sources._workers import WorkerError
+from tfaccel.data.sources.python import from_python
 from tfaccel.data.service import ServiceTarget
 from tfaccel.data.sources.text_folder import from_text_folder
 from tfaccel.data.sources.text_lines import from_text_lines

@@ -10,7 +10,7 @@ import re
 from typing import Iterable, Optional
 
 from tfaccel import atomic
-from tfaccel.config.input_paths import is_file_cache  # noqa: F401 (the one rule, used here)
+from tfaccel.config.input_paths import is_file_cache  # the one rule, used here
 from tfaccel.errors import DataError
 from tfaccel.messages import say
 

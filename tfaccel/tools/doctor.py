@@ -300,7 +300,7 @@ def read_autotune(iterator) -> dict:
 
     try:
         proto = tf.data.experimental.get_model_proto(iterator)
-    except Exception as error:  # noqa: BLE001 - any failure only means "not readable here"
+    except Exception as error:  # any failure only means "not readable here"
         return {"unavailable": f"{type(error).__name__}: {str(error).splitlines()[0]}"}
     stages, node_id, seen = [], proto.output, set()
     while node_id is not None and node_id in proto.nodes and node_id not in seen:

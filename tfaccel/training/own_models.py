@@ -28,7 +28,7 @@ def load_saved(path: str, *, input_shape, num_classes: int):
     where = f"model.path {path!r}"
     try:
         model = keras.saving.load_model(path, compile=False)
-    except Exception as error:  # noqa: BLE001 - a bad file or an unknown custom layer
+    except Exception as error:  # a bad file or an unknown custom layer
         raise UserInputError(f"{where} cannot be loaded: {type(error).__name__}: "
                              f"{_first_line(error)}") from None
     models.check_model_fits(model, where=where, input_shape=input_shape,
@@ -58,7 +58,7 @@ def from_given(given, *, input_shape, num_classes: int, params: dict):
                             num_classes=num_classes)
     try:
         clone = keras.models.clone_model(given)
-    except Exception as error:  # noqa: BLE001 - a subclassed model may not clone
+    except Exception as error:  # a subclassed model may not clone
         raise UserInputError(
             f"{where} cannot be cloned into the strategy's scope ({type(error).__name__}: "
             f"{_first_line(error)}); pass a builder callable instead, "

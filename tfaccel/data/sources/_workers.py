@@ -160,7 +160,7 @@ def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks
                         return  # the parent is closing: drop the chunk, exit at once
                     examples.append(example if transform is None else transform(example))
                 payload = _pack(_stack(examples), use_shm) if examples else None
-            except Exception:  # noqa: BLE001 - the epoch fails with this text in the parent
+            except Exception:  # the epoch fails with this text in the parent
                 results.put(("error", epoch, worker_id, chunk_id, traceback.format_exc()))
                 if not random_access:
                     iterators.pop(epoch, None)  # a broken iterator: this epoch is over
@@ -175,7 +175,7 @@ def _worker_loop(worker_id, num_workers, source, transform, random_access, tasks
             if not random_access:
                 produced[epoch] += len(examples)
             results.put(("chunk", epoch, worker_id, chunk_id, payload))
-    except BaseException:  # noqa: BLE001 - every failure must reach the caller as text
+    except BaseException:  # every failure must reach the caller as text
         # Outside any one task (SystemExit from a source, a failing put): the worker is
         # going down, which fails every epoch of the pool.
         results.put(("error", None, worker_id, None, traceback.format_exc()))

@@ -15,7 +15,6 @@ from typing import ClassVar, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from tfaccel.config import sources
-from tfaccel.data.finite_values import NON_FINITE_REFUSED, first_non_finite  # noqa: F401
 from tfaccel.errors import DataError
 
 

@@ -10,9 +10,9 @@ from typing import List, Optional, Sequence, Tuple, Union
 import tensorflow as tf
 
 from tfaccel.data import cache_files, crops, images, jpeg_headers, pipeline
-from tfaccel.data.images import decode_image  # noqa: F401 (tfrecords and tests use it from here)
+from tfaccel.data.images import decode_image  # tfrecords and tests use it from here
 from tfaccel.data.sources import base, class_folder
-from tfaccel.data.sources.class_folder import LABEL_MODES, Listing  # noqa: F401 (public here)
+from tfaccel.data.sources.class_folder import Listing
 from tfaccel.errors import UserInputError
 
 logger = logging.getLogger(__name__)
@@ -33,11 +33,6 @@ def _size_text(height: int, width: int) -> str:
     A million checked files of a few sizes then share a few strings, not a million (~54 MB).
     """
     return f"{height}x{width}"
-
-
-def _looks_complete(path: str) -> bool:
-    """Cheap check that a file is a whole JPEG/PNG/GIF/BMP: its magic bytes and its ending."""
-    return _inspect(path) is not False
 
 
 def _inspect(path: str):

@@ -13,9 +13,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfaccel import python_refs
-from tfaccel.data import cache_files, order, pipeline, sharding, splits
+from tfaccel.data import cache_files, finite_values, order, pipeline, sharding, splits
 from tfaccel.data.sources import _workers, base
-from tfaccel.data.sources._workers import WorkerError  # noqa: F401  (re-exported)
 from tfaccel.errors import DataError, UserInputError
 
 
@@ -102,7 +101,7 @@ def _check_start_method(start_method, source, transform) -> None:
     for name, value in (("source", source), ("transform", transform)):
         try:
             pickle.dumps(value)
-        except Exception as err:  # noqa: BLE001 - pickling raises many types
+        except Exception as err:  # pickling raises many types
             raise UserInputError(
                 f"from_python(start_method={method!r}) sends the {name} to each worker "
                 f"process by pickling it, and {name} {value!r} cannot be pickled "
@@ -308,7 +307,7 @@ def _check_finite_chunk(arrays, *, first, order) -> None:
     """Stops the pass at a NaN or infinite value in a chunk of examples, naming the example
     (`from_arrays` refuses the same values up front)."""
     for array in arrays:
-        found = base.first_non_finite(array)
+        found = finite_values.first_non_finite(array)
         if found is None:
             continue
         (row, *_), value, _ = found
@@ -318,7 +317,7 @@ def _check_finite_chunk(arrays, *, first, order) -> None:
             which = f"source[{int(order[first + row])}]"
         else:
             which = f"example {first + row} of this pass (counted in this input's share)"
-        raise DataError(f"python source {which} holds {value}: {base.NON_FINITE_REFUSED}. "
+        raise DataError(f"python source {which} holds {value}: {finite_values.NON_FINITE_REFUSED}. "
                         "Fill or drop them in the source.")
 
 

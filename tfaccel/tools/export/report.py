@@ -1,0 +1,115 @@
+"""The export's report (export.json) and its short table."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+from tfaccel.tools.export.base import RUNTIME_THREADS
+from tfaccel.tools.export.examples import as_class_indices
+from tfaccel.tools.export.measure import Measured
+from tfaccel.tools.export.options import PREPROCESSING_FILE, REPORT_FILE
+from tfaccel.tools.export.prepare import Prepared
+
+
+def make_report(prepared: Prepared, measured: Measured, *, directory: Path, format: str,
+                quantize: str, latency_runs: int, latency_calls: int) -> dict:
+    """The export's report (export.json): size, accuracy and latency against float."""
+    import keras
+    import numpy as np
+
+    predictions, latencies, sizes = measured.predictions, measured.latencies, measured.sizes
+    labels = as_class_indices(prepared.y_val)
+    top1 = {name: np.argmax(p, axis=-1) for name, p in predictions.items()}
+    float_name = "float" if "float" in predictions else "export"
+    accuracy = float(np.mean(top1["export"] == labels))
+    float_accuracy = float(np.mean(top1[float_name] == labels))
+    calibration = prepared.calibration
+    return {
+        "format": format,
+        "quantize": quantize,
+        "size_bytes": sizes["export"],
+        "float_size_bytes": sizes["float"],
+        "size_ratio": sizes["float"] / sizes["export"],
+        "accuracy": accuracy,
+        "float_accuracy": float_accuracy,
+        "accuracy_delta": accuracy - float_accuracy,
+        "top1_agreement": float(np.mean(top1["export"] == top1[float_name])),
+        "max_abs_prob_diff": float(np.max(np.abs(predictions["export"]
+                                                 - predictions[float_name]))),
+        "latency_ms": latencies["export"],
+        "float_latency_ms": latencies[float_name],
+        "latency_speedup": latencies[float_name] / latencies["export"],
+        "validation_examples": int(len(labels)),
+        "calibration_examples": None if calibration is None else int(len(calibration)),
+        "latency": {"batch": 1, "runs": latency_runs, "calls_per_run": latency_calls,
+                    "statistic": "best run's mean per call, float and export alternated",
+                    "threads": RUNTIME_THREADS.get(format, "tensorflow default")},
+        "runtime": _runtime_name(format),
+        "run_dir": str(directory),
+        "versions": {"keras": keras.__version__, **_package_versions(format)},
+        **prepared.details,
+        **measured.details,
+    }
+
+
+def _runtime_name(format: str) -> str:
+    return {"litert": "ai_edge_litert.interpreter.Interpreter",
+            "onnx": "onnxruntime.InferenceSession (CPUExecutionProvider)",
+            "saved_model": "tf.saved_model.load", "keras": "keras.saving.load_model"}[format]
+
+
+def _package_versions(format: str) -> dict:
+    names = {"litert": ("tensorflow", "ai-edge-litert"),
+             "onnx": ("tensorflow", "tf2onnx", "onnx", "onnxruntime")}.get(format,
+                                                                            ("tensorflow",))
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def format_report(report: dict) -> str:
+    """A short table of an export.json report: the export against the float model."""
+    def size(n):
+        return f"{n / 1024:.1f} KiB" if n < 2**20 else f"{n / 2**20:.2f} MiB"
+
+    title = f"{report['format']} {report['quantize']}"
+    rows = [
+        ("", title, "float32", "ratio"),
+        ("size", size(report["size_bytes"]), size(report["float_size_bytes"]),
+         f"{report['size_ratio']:.2f}x smaller" if report["size_ratio"] >= 1
+         else f"{1 / report['size_ratio']:.2f}x larger"),
+        ("val accuracy", f"{report['accuracy']:.4f}", f"{report['float_accuracy']:.4f}",
+         f"{100 * report['accuracy_delta']:+.2f} points"),
+        ("top-1 agreement", f"{report['top1_agreement']:.4f}", "", ""),
+        ("latency (1 example)", f"{report['latency_ms']:.3f} ms",
+         f"{report['float_latency_ms']:.3f} ms", f"speed-up {report['latency_speedup']:.2f}x"),
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+             for row in rows]
+    lines.append(f"{report['validation_examples']} validation examples; latency: best of "
+                 f"{report['latency']['runs']} alternating runs on CPU.")
+    kept = report.get("float_preprocessing_ops") or []
+    if kept:
+        lines.append(f"Kept float32: the {len(kept)} ops before the first layer with weights "
+                     "(the input preprocessing; float_preprocessing_ops in export.json). "
+                     "Every layer with weights is int8; the model takes model.keras' input.")
+    others = [op for op in report.get("float_ops") or [] if op not in kept]
+    if others:
+        lines.append(f"Note: {len(others)} operation(s) without weights stay float32 (no "
+                     f"int8 kernel in the converter): {', '.join(others[:3])}.")
+    if report.get("preprocessing") == "outside":
+        lines.append(f"Preprocessing outside: both models take what {PREPROCESSING_FILE} "
+                     f"({', '.join(report['preprocessing_layers'])}) returns; run it first.")
+    if report.get("strip"):
+        lines.append("Stripped (both models): no tensor names, signatures or conversion "
+                     "metadata; use the interpreter's get_input_details/get_output_details.")
+    if report.get("model_epoch"):
+        lines.append(f"Exported model.keras of {report['model_epoch']}.")
+    lines.append(f"Wrote {report['path']} and {Path(report['out']) / REPORT_FILE}.")
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""The model a run fits: registered, the recipe's own builder, a saved one or given, compiled."""
+
+from __future__ import annotations
+
+from tfaccel.config.batching import BatchPlan
+from tfaccel.config.recipe import Recipe
+from tfaccel.errors import UserInputError
+from tfaccel.training.execution import initial_steps
+from tfaccel.training.inputs import TrainData
+
+
+def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, given=None):
+    """The recipe's Keras model and its accumulation wrapper, compiled in `strategy`'s scope.
+
+    What `train` fits, built the same way for other tools (`tfaccel doctor`). The model is
+    a registered one, the recipe's own builder (model.name ``module:callable``), a saved
+    model (model.path) or `given` (`train(model=...)`), always compiled with the recipe's
+    optimizer, loss and metrics.
+
+    Returns:
+        ``(trained_model, model)``: the model `fit` runs (the accumulation wrapper when
+        accumulating) and the plain Keras model inside it.
+    """
+    from tfaccel.engine.keras_compat import patch_for_multi_worker
+    from tfaccel.training.losses import make_loss, make_metrics
+    from tfaccel.training.optimizers import make_optimizer
+
+    training = recipe.training
+    with strategy.scope():
+        model = _make_model(recipe, data=data, given=given)
+        optimizer = make_optimizer(recipe.optimizer,
+                                   total_steps=data.steps_per_epoch * training.epochs,
+                                   steps_per_epoch=data.steps_per_epoch)
+        trained_model = model
+        if plan.accumulation_steps > 1:
+            from tfaccel.engine.accumulation import accumulate
+
+            trained_model = accumulate(model, plan.accumulation_steps)
+        trained_model.compile(optimizer=optimizer, loss=make_loss(training),
+                              metrics=make_metrics(training),
+                              jit_compile=training.jit_compile,
+                              steps_per_execution=initial_steps(training.steps_per_execution))
+        # A no-op except under multi-worker MultiWorkerMirroredStrategy (keras#20585).
+        patch_for_multi_worker(trained_model)
+    return trained_model, model
+
+
+def _make_model(recipe: Recipe, *, data: TrainData, given):
+    """The uncompiled model, made in the caller's strategy scope and precision policy."""
+    from tfaccel import models, python_refs
+    from tfaccel.training import own_models
+
+    shape, classes = data.info["input_shape"], data.info["num_classes"]
+    name = recipe.model.name
+    if given is not None:
+        return own_models.from_given(given, input_shape=shape, num_classes=classes,
+                                     params=dict(recipe.model.params))
+    if recipe.model.path is not None:
+        return own_models.load_saved(recipe.model.path, input_shape=shape, num_classes=classes)
+    if python_refs.is_reference(name):
+        builder = python_refs.load(name, key="model.name")
+        return own_models.call_builder(builder, where=f"model.name {name!r}",
+                                       input_shape=shape, num_classes=classes,
+                                       params=dict(recipe.model.params))
+    return models.build_model(name, input_shape=shape, num_classes=classes,
+                              **_model_params(recipe, data.info))
+
+
+def _model_params(recipe: Recipe, info: dict) -> dict:
+    """`model.params`, with a token model's `vocab_size` taken from the adapted vocabulary
+    and its `max_length` (positions, text_transformer) from data.text.max_length when set."""
+    from tfaccel import models
+
+    params = dict(recipe.model.params)
+    text = info.get("text")
+    defaults = models.model_params(recipe.model.name)
+    if info.get("table") is not None and "normalization" in defaults:
+        # FeatureSpace already normalised the numbers and one-hot encoded the categories:
+        # a pixel rescaling (mlp's default) would shrink them 255-fold.
+        params.setdefault("normalization", "none")
+    if text is None or "vocab_size" not in defaults:
+        return params
+    cut = text["max_length"]
+    if "max_length" in defaults and cut is not None:
+        if params.setdefault("max_length", cut) < cut:
+            raise UserInputError(
+                f"model.params.max_length is {params['max_length']} but data.text.max_length "
+                f"keeps {cut} tokens of each text; the model would read only the first "
+                f"{params['max_length']}. Leave model.params.max_length unset to follow "
+                "data.text.max_length, or lower data.text.max_length.")
+    vocabulary = text["vocabulary_size"]
+    if params.setdefault("vocab_size", vocabulary) < vocabulary:
+        raise UserInputError(
+            f"model.params.vocab_size is {params['vocab_size']} but the vocabulary adapted "
+            f"on the training texts has {vocabulary} tokens (data.text.max_tokens "
+            f"{recipe.data.text.max_tokens}); leave vocab_size empty to follow it, or lower "
+            "data.text.max_tokens.")
+    return params

@@ -1,0 +1,119 @@
+"""A run that did not complete: its status written, a TensorFlow error as one clear user error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from tfaccel.config.batching import BatchPlan
+from tfaccel.errors import DataError, Preempted, TrainingError
+from tfaccel.training import run_dir as run_files
+from tfaccel.training.inputs import TrainData
+from tfaccel.training.run_callbacks import Outputs
+from tfaccel.training.run_context import RunContext
+from tfaccel.training.run_summary import run_summary
+
+
+def record_failure(ctx: RunContext, error: BaseException, *, outputs: Outputs,
+                   plan: BatchPlan, data: TrainData, fit_seconds: float) -> None:
+    """Writes summary.json with the status of a run that did not complete."""
+    import tensorflow as tf
+
+    summary = run_summary(ctx, epochs=outputs.logger.records, plan=plan, data=data,
+                       fit_seconds=fit_seconds, best=outputs.best)
+    if isinstance(error, Preempted):
+        summary["status"] = "preempted"
+        summary["checkpoint"] = error.checkpoint
+    elif isinstance(error, KeyboardInterrupt):
+        summary["status"] = "interrupted"
+    elif isinstance(error, tf.errors.OpError):
+        summary["status"] = "failed"
+        summary["failure"] = {"error": type(error).__name__,
+                              "message": describe_op_error(error)}
+    elif isinstance(error, TrainingError):
+        summary["status"] = "failed"
+        summary["failure"] = {"error": type(error).__name__, "message": str(error)}
+    else:
+        return
+    run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
+
+
+def as_training_error(error: BaseException, *, outputs: Outputs,
+                      directory: Optional[Path]):
+    """A TensorFlow runtime failure as one clear TrainingError; anything else unchanged."""
+    import tensorflow as tf
+
+    if not isinstance(error, tf.errors.OpError):
+        return error
+    # A failure inside the compiled step or the input pipeline (a data worker that raised
+    # or died, an undecodable record): keep what was written, say what failed.
+    where = f" in {directory}" if directory is not None else " by the chief (worker 0)"
+    bad_data = data_error_in(error)
+    if bad_data is not None:  # the data's fault, named by the source: exit 2
+        return DataError(f"{bad_data} Metrics and checkpoints of the "
+                         f"{len(outputs.logger.records)} finished epoch(s) are kept{where}.")
+    return TrainingError(
+        f"training failed after {len(outputs.logger.records)} finished epoch(s): "
+        f"{describe_op_error(error)}\nMetrics and checkpoints of the finished epochs are "
+        f"kept{where}.")
+
+
+def non_finite_loss_error(failure: dict, *, directory: Path) -> TrainingError:
+    """The error of a run whose loss became NaN or inf (`NonFiniteLossGuard.failure`)."""
+    return TrainingError(
+        f"the training loss became {failure['loss']} at epoch {failure['epoch']}, batch "
+        f"{failure['batch']}; training stopped there. Metrics of the finished epochs and "
+        f"their checkpoints are kept in {directory}. Lower optimizer.learning_rate, "
+        "set optimizer.clipnorm, or check the data for NaN values.")
+
+
+def data_error_in(error: BaseException) -> Optional[str]:
+    """The text of a `DataError` a Python source raised inside tf.data, or None.
+
+    tf.data carries it as an OpError whose message holds ``DataError: <text>``.
+    """
+    import tensorflow as tf
+
+    if not isinstance(error, tf.errors.OpError):
+        return None
+    message = getattr(error, "message", None) or str(error)
+    marker = message.rfind("DataError: ")
+    if marker == -1:
+        return None
+    text = message[marker + len("DataError: "):].split("\n\t [[", 1)[0].strip()
+    if message[:marker].endswith("assertion failed: [") and text.endswith("]"):
+        text = text[:-1]  # a check in the graph (tf.debugging.Assert) brackets its text
+    return text
+
+
+_NOISE = ("Graph execution error", "Detected at node", "<stack traces unavailable>", "[[",
+          "File \"", "Traceback (most recent call last)", "Stack trace for op definition")
+
+
+def describe_op_error(error) -> str:
+    """The TensorFlow error's own message, without stack frames and graph noise.
+
+    A data worker's exception is reported with the worker's own traceback text.
+    """
+    message = getattr(error, "message", None) or str(error)
+    marker = message.rfind("WorkerError: ")
+    if marker != -1:
+        text = message[marker:].split("\n\t [[", 1)[0]
+        return "\n".join(line for line in text.splitlines() if line.strip())
+    # TF 2.x prefixes the message with where the failing op was defined: a block of
+    # "File ..., line N, in f" frames, each followed by its indented source line.
+    kept, in_frame = [], False
+    for raw in message.splitlines():
+        line = raw.strip()
+        if not line:
+            in_frame = False
+            continue
+        if line.startswith(_NOISE):
+            in_frame = line.startswith(("File \"", "Detected at node", "Traceback"))
+            continue
+        if in_frame and raw[:1] in (" ", "\t"):
+            continue  # the source line under a frame
+        in_frame = False
+        kept.append(line.split("\t [[", 1)[0].split(" [[", 1)[0].strip())
+    kept = [k for k in kept if k]
+    return " ".join(kept[:3]) or type(error).__name__

@@ -1,0 +1,155 @@
+"""What a run leaves at the end: summary.json's figures and the short text printed."""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import time
+from pathlib import Path
+from typing import Optional
+
+from tfaccel._version import __version__
+from tfaccel.config.batching import BatchPlan
+from tfaccel.training.inputs import TrainData
+from tfaccel.training.run_context import RunContext
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """What a finished run leaves: its directory, its summary and per-epoch metrics."""
+
+    run_dir: Optional[Path]
+    summary: dict
+    epochs: list
+    # False on the other workers of a multi-worker run: the chief wrote the run directory.
+    chief: bool = True
+
+    def summary_text(self) -> str:
+        """A short human summary: the kept epoch's metrics, which epoch model.keras holds
+        and why, the last epoch's metrics when it is another, examples/s, wall time."""
+        summary = self.summary
+        kept = summary.get("saved_model_metrics") or summary.get("final_metrics", {})
+        parts = [_metrics_text(kept) + " (" + _kept_text(summary) + ")"]
+        last = summary.get("epochs_completed")
+        if summary.get("saved_model_epoch") not in (None, last):
+            parts.append(f"last epoch {last}: "
+                         + _metrics_text(summary.get("final_metrics", {})))
+        parts.append(f"{summary['examples_per_sec']:.0f} examples/s, "
+                     f"wall {summary['wall_seconds']:.1f} s")
+        text = "Done: " + "; ".join(parts)
+        if not self.chief:
+            where = f": {self.run_dir}" if self.run_dir is not None else ""
+            return text + f"\nThe chief (worker 0) wrote the run directory{where}."
+        return text + f"\nRun directory: {self.run_dir}"
+
+
+def _metrics_text(metrics: dict) -> str:
+    return ", ".join(f"{key} {metrics[key]:.4f}"
+                     for key in ("val_accuracy", "accuracy", "val_loss", "loss")
+                     if key in metrics)
+
+
+def _kept_text(summary: dict) -> str:
+    """Which epoch model.keras holds, and the best epoch by the monitor when it is another."""
+    saved, last = summary.get("saved_model_epoch"), summary.get("epochs_completed")
+    monitor, best = summary.get("monitor", "val_loss"), summary.get("best_epoch")
+    if summary.get("keep") == "best":
+        if saved == last:
+            return (f"epoch {saved} of {last}, the best by {monitor} and the last, kept in "
+                    "model.keras")
+        return f"best by {monitor}: epoch {saved} of {last}, kept in model.keras"
+    text = f"last epoch {saved} of {last}, kept in model.keras"
+    if summary.get("keep_note"):
+        return f"{text}: {summary['keep_note']}"
+    if best is not None and best != saved:
+        text += (f"; best by {monitor}: epoch {best}, {monitor} "
+                 f"{summary['best_value']:.4f}")
+    return text
+
+
+def run_summary(ctx: RunContext, *, epochs: list, plan: BatchPlan, data: TrainData,
+                fit_seconds: float, best=None) -> dict:
+    """summary.json of a run: what it kept and why, its metrics, speed and settings."""
+    import keras
+    import tensorflow as tf
+
+    from tfaccel.training.throughput import THROUGHPUT_KEYS, available_cores
+
+    def metrics_of(record: dict) -> dict:
+        return {k: v for k, v in record.items()
+                if k not in ("epoch", "examples", "examples_per_sec", "train_seconds",
+                             "epoch_seconds", "non_finite_loss",
+                             "loss_scale_skipped_steps") + THROUGHPUT_KEYS}
+
+    final_metrics = metrics_of(epochs[-1]) if epochs else {}
+    saved_epoch = len(epochs) or None
+    kept_best = best is not None and best.restore_best_weights and best.best_weights is not None
+    if kept_best:
+        saved_epoch = best.best_epoch + 1  # Keras' epochs count from 0
+    judged = best is not None and best.best is not None
+    saved_metrics = next((metrics_of(e) for e in epochs if e["epoch"] == saved_epoch), {})
+    # The first epoch includes tracing and compilation; report steady state when there is one.
+    steady = epochs[1:] if len(epochs) > 1 else epochs
+    train_seconds = sum(e["train_seconds"] for e in steady)
+    examples = sum(e["examples"] for e in steady)
+    recipe = ctx.recipe
+    return {
+        "status": "completed",
+        "name": recipe.name,
+        "epochs_completed": len(epochs),
+        "final_metrics": final_metrics,
+        # model.keras: the best epoch's weights by training.monitor (keep: best) or the
+        # last epoch's; both are reported, named.
+        "saved_model_epoch": saved_epoch,
+        "saved_model_metrics": saved_metrics,
+        "keep": "best" if kept_best else "last",
+        **({"keep_note": ctx.keep_note} if ctx.keep_note is not None else {}),
+        "monitor": recipe.training.monitor,
+        "best_epoch": best.best_epoch + 1 if judged else None,
+        "best_value": float(best.best) if judged else None,
+        "examples_per_sec": examples / train_seconds if train_seconds else 0.0,
+        "first_epoch_examples_per_sec": epochs[0]["examples_per_sec"] if epochs else 0.0,
+        **_throughput_summary(steady, epochs),
+        "cpu_cores_available": available_cores(),
+        "wall_seconds": time.perf_counter() - ctx.started,
+        "fit_seconds": fit_seconds,
+        "devices": ctx.session.strategy_info.get("devices", []),
+        "strategy": ctx.session.strategy_info.get("strategy"),
+        "workers": ctx.role.count,
+        "precision": ctx.session.precision,
+        **({"precision_choice": ctx.session.precision_choice}
+           if ctx.session.precision_choice is not None else {}),
+        **plan.as_dict(),  # replicas, accumulation steps, global/per-replica/micro batch
+        "steps_per_epoch": data.steps_per_epoch,
+        "jit_compile": recipe.training.jit_compile,
+        # The steps per call in force at the end (`auto`'s choice, and why, beside it).
+        "steps_per_execution": ctx.steps_per_execution,
+        **({"steps_per_execution_choice": ctx.execution_choice.as_dict()}
+           if ctx.execution_choice is not None else {}),
+        "threads": ctx.session.threads,
+        # "_"-keys hold objects for the run itself (the text vectorizer), not numbers.
+        "dataset": {k: v for k, v in data.info.items()
+                    if k != "class_names" and not k.startswith("_")},
+        "class_names": list(data.info.get("class_names") or []),
+        # Where the model came from (model_source.json holds the same).
+        "model": ctx.model_source,
+        "versions": {"tfaccel": __version__, "tensorflow": tf.__version__,
+                     "keras": keras.__version__, "python": platform.python_version()},
+    }
+
+
+def _throughput_summary(steady: list, epochs: list) -> dict:
+    """Steady-state throughput figures: means over the epochs after the first, peaks over all."""
+    from tfaccel.training.throughput import THROUGHPUT_KEYS
+
+    out = {}
+    for key in THROUGHPUT_KEYS:
+        if key.startswith("peak_"):
+            values = [e[key] for e in epochs if e.get(key) is not None]
+            if values:
+                out[key] = max(values)
+            continue
+        values = [e[key] for e in steady if e.get(key) is not None]
+        if key == "input_wait_fraction" or values:
+            out[key] = sum(values) / len(values) if values else None
+    return out
