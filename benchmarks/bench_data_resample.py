@@ -25,13 +25,13 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from alternate import best_epochs  # noqa: E402
-from bench_data_audio import write_wavs  # noqa: E402
-from machine import describe_cpu  # noqa: E402
-import tfaccel.data as tfd  # noqa: E402
+from alternate import best_epochs
+from bench_data_audio import write_wavs
+from machine import describe_cpu
+import tfaccel.data as tfd
 
 BATCH = 64
 RATE = 22050
