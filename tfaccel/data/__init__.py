@@ -11,6 +11,7 @@ from tfaccel.data.pipeline import (AUTOTUNE, EpochStream, make_options, optimize
                                    sequential_options)
 from tfaccel.data.sources._workers import WorkerError
 from tfaccel.data.sources.python import from_python
+from tfaccel.data.resample import resample as resample_audio
 from tfaccel.data.service import ServiceTarget
 from tfaccel.data.sources.text_folder import from_text_folder
 from tfaccel.data.sources.text_lines import from_text_lines
@@ -26,7 +27,7 @@ __all__ = [
     "from_audio_folder", "from_csv", "from_image_folder", "from_python", "from_text_folder",
     "from_text_lines", "from_tfds", "from_tfrecords", "from_timeseries", "from_timeseries_csv",
     "make_options", "optimize",
-    "parse_feature_spec", "sequential_options", "ServiceTarget",
+    "parse_feature_spec", "resample_audio", "sequential_options", "ServiceTarget",
 ]
 
 
