@@ -8,6 +8,7 @@ from typing import Optional, Tuple
 import tensorflow as tf
 
 from tfaccel.data import cache_files, pipeline, sharding
+from tfaccel.data.dataset_info import DatasetInfo, TableInfo, TextInfo
 from tfaccel.data.service import ServiceTarget
 from tfaccel.data.sources import (arrays, base, csv_tables, image_folder, python, text_folder,
                                   text_lines, tfds, tfrecords)
@@ -143,7 +144,7 @@ def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batc
     of both splits, each padded to its own longest text.
 
     Returns:
-        ``(train, val, text_info, layer)``.
+        ``(train, val, text_info, layer)``, text_info a `TextInfo`.
     """
     from tfaccel.data import text_vectors
 
@@ -162,9 +163,9 @@ def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batc
     train = text_vectors.vectorize(train, layer, max_length=texts.max_length)
     if val is not None:
         val = text_vectors.vectorize(val, layer, max_length=texts.max_length)
-    info = {"tokenizer": texts.tokenizer, "vocabulary_size": int(layer.vocabulary_size()),
-            "max_length": texts.max_length, "batch_by_length": texts.batch_by_length,
-            "ngrams": texts.ngrams, "char_ngrams": texts.char_ngrams}
+    info = TextInfo(tokenizer=texts.tokenizer, vocabulary_size=int(layer.vocabulary_size()),
+                    max_length=texts.max_length, batch_by_length=texts.batch_by_length,
+                    ngrams=texts.ngrams, char_ngrams=texts.char_ngrams)
     return train, val, info, layer
 
 
@@ -176,7 +177,7 @@ def _table_to_vectors(config, source: base.Source, built: base.Built, *,
     whole batches of both splits (`table_features`).
 
     Returns:
-        ``(train, val, table_info, feature_space)``.
+        ``(train, val, table_info, feature_space)``, table_info a `TableInfo`.
     """
     from tfaccel.data import table_features
 
@@ -189,7 +190,7 @@ def _table_to_vectors(config, source: base.Source, built: base.Built, *,
     train = table_features.encode(built.train, space, plan)
     val = None if built.validation is None else table_features.encode(built.validation,
                                                                       space, plan)
-    info = {**plan.as_dict(), "features": int(train.element_spec[0].shape[-1])}
+    info = TableInfo(**plan.as_dict(), features=int(train.element_spec[0].shape[-1]))
     return train, val, info, space
 
 
@@ -220,14 +221,12 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
             is checked on, and what shows which rows each split holds.
 
     Returns:
-        ``(train_ds, val_ds_or_None, info)`` where info holds ``num_classes``,
-        ``input_shape``, ``class_names``, ``train_examples``, ``validation_examples``,
-        ``steps_per_epoch`` (optimizer steps per pass, by `pipeline.drops_remainder`, or
-        by the file shares with an `input_context`) and ``train_examples_per_pass`` (the
-        examples those steps hold over all workers); the last two are None when the
-        source does not declare its size; ``data_service`` (the tf.data service the
-        training input is sent to, as a dict, or None); and in a multi-worker job
-        ``worker_sharding``, ``"file"`` or ``"element"``.
+        ``(train_ds, val_ds_or_None, info)``, info a `DatasetInfo`: the classes, the
+        input shape, the examples of each split, ``steps_per_epoch`` (optimizer steps per
+        pass, by `pipeline.drops_remainder`, or by the file shares with an
+        `input_context`), ``train_examples_per_pass``, the tf.data service, how texts or
+        table columns became features and, in a multi-worker job, ``worker_sharding``
+        (``"file"`` or ``"element"``).
 
     Raises:
         DataError: Missing or unusable data (see each source), or files that cannot be
@@ -258,39 +257,40 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         validation_options=_val_tail(config, worker))
     base.refuse_one_class(built.num_classes, config=config)
     train, val = built.train, built.validation
-    info = {"num_classes": built.num_classes, "class_names": built.class_names,
-            "train_examples": built.train_examples,
-            "validation_examples": built.validation_examples}
+    text = table = vectorizer = feature_space = None
     if _holds_texts(train.element_spec) and not raw:
-        train, val, info["text"], info["_vectorizer"] = _texts_to_ids(
+        train, val, text, vectorizer = _texts_to_ids(
             config, source, built, global_batch_size=global_batch_size, common=common)
     if config.source == "csv" and not raw:
-        train, val, info["table"], info["_feature_space"] = _table_to_vectors(
+        train, val, table, feature_space = _table_to_vectors(
             config, source, built, global_batch_size=global_batch_size, common=common)
     features_spec = train.element_spec[0] if isinstance(train.element_spec, tuple) \
         else train.element_spec
     if isinstance(features_spec, dict):
-        info["input_shape"] = {k: tuple(v.shape[1:]) for k, v in features_spec.items()}
+        input_shape = {k: tuple(v.shape[1:]) for k, v in features_spec.items()}
     else:
-        info["input_shape"] = tuple(features_spec.shape[1:])
+        input_shape = tuple(features_spec.shape[1:])
     # Training batches (optimizer steps) per pass and the examples they hold, by the same drop
     # rule as the batch stage; None when the source does not declare its size.
-    known = info.get("train_examples")
+    known = built.train_examples
     drop = pipeline.drops_remainder(num_replicas)
     steps = None if known is None else pipeline.batches_per_pass(
         known, global_batch_size, drop_remainder=drop)
-    target = ServiceTarget.from_config(getattr(config, "service", None))
-    # Where the training input was made (summary.json's dataset section shows it).
-    info["data_service"] = None if target is None else {
-        "dispatcher": target.dispatcher, "processing_mode": target.processing_mode,
-        "job_name": target.job_name}
-    info["steps_per_epoch"] = steps
-    info["train_examples_per_pass"] = (None if known is None
-                                       else steps * global_batch_size if drop else known)
+    per_pass = None if known is None else steps * global_batch_size if drop else known
     if shares is not None:
         # Every worker makes the same number of steps from its own files.
-        info["steps_per_epoch"] = shares.steps_per_pass
-        info["train_examples_per_pass"] = shares.steps_per_pass * global_batch_size
-    if worker[1] > 1:
-        info["worker_sharding"] = "file" if shares is not None else "element"
+        steps = shares.steps_per_pass
+        per_pass = shares.steps_per_pass * global_batch_size
+    target = ServiceTarget.from_config(getattr(config, "service", None))
+    info = DatasetInfo(
+        num_classes=built.num_classes, class_names=built.class_names,
+        train_examples=known, validation_examples=built.validation_examples,
+        input_shape=input_shape, steps_per_epoch=steps, train_examples_per_pass=per_pass,
+        # Where the training input was made (summary.json's dataset section shows it).
+        data_service=None if target is None else {
+            "dispatcher": target.dispatcher, "processing_mode": target.processing_mode,
+            "job_name": target.job_name},
+        text=text, table=table, vectorizer=vectorizer, feature_space=feature_space,
+        worker_sharding=None if worker[1] <= 1 else "file" if shares is not None
+        else "element")
     return train, val, info

@@ -365,26 +365,26 @@ def _keep_vocabulary(ctx: _RunContext, data: TrainData) -> None:
     It is what turns texts into the ids the saved model takes:
     `data.text_vectors.with_vectorizer` puts it in front of the model.
     """
-    layer = data.info.get("_vectorizer")
+    layer = data.info.vectorizer
     if layer is None:
         return
     from tfaccel.data import text_vectors
 
     path = text_vectors.save_vocabulary(layer, ctx.directory)
-    say(f"text: {data.info['text']['vocabulary_size']} tokens in {Path(path).name}.")
+    say(f"text: {data.info.text.vocabulary_size} tokens in {Path(path).name}.")
 
 
 def _keep_feature_space(ctx: _RunContext, data: TrainData) -> None:
     """A table run's FeatureSpace in the run directory: how its columns became features."""
-    space = data.info.get("_feature_space")
+    space = data.info.feature_space
     if space is None:
         return
     from tfaccel.data import table_features
 
     path = table_features.save_feature_space(space, ctx.directory)
-    table = data.info["table"]
-    say(f"table: {len(table['numeric'])} numeric and {len(table['categorical'])} "
-        f"categorical column(s) as {table['features']} features ({Path(path).name}).")
+    table = data.info.table
+    say(f"table: {len(table.numeric)} numeric and {len(table.categorical)} "
+        f"categorical column(s) as {table.features} features ({Path(path).name}).")
 
 
 def _measure_padding(data: TrainData) -> None:
@@ -395,11 +395,12 @@ def _measure_padding(data: TrainData) -> None:
     """
     from tfaccel.data.length_batches import has_open_length, padding_fraction
 
-    if data.validation is None or not has_open_length(data.info.get("input_shape")):
+    if data.validation is None or not has_open_length(data.info.input_shape):
         return
 
     fraction = padding_fraction(data.validation)
-    data.info["validation_padding_fraction"] = round(fraction, 4)
+    data.info = dataclasses.replace(data.info,
+                                    validation_padding_fraction=round(fraction, 4))
     say(f"{fraction:.1%} of the validation batches' steps are padding.")
 
 
@@ -478,7 +479,7 @@ def _make_model(recipe: Recipe, *, data: TrainData, given):
     from tfaccel import models, python_refs
     from tfaccel.training import own_models
 
-    shape, classes = data.info["input_shape"], data.info["num_classes"]
+    shape, classes = data.info.input_shape, data.info.num_classes
     name = recipe.model.name
     if given is not None:
         return own_models.from_given(given, input_shape=shape, num_classes=classes,
@@ -494,21 +495,21 @@ def _make_model(recipe: Recipe, *, data: TrainData, given):
                               **_model_params(recipe, data.info))
 
 
-def _model_params(recipe: Recipe, info: dict) -> dict:
+def _model_params(recipe: Recipe, info) -> dict:
     """`model.params`, with a token model's `vocab_size` taken from the adapted vocabulary
     and its `max_length` (positions, text_transformer) from data.text.max_length when set."""
     from tfaccel import models
 
     params = dict(recipe.model.params)
-    text = info.get("text")
+    text = info.text
     defaults = models.model_params(recipe.model.name)
-    if info.get("table") is not None and "normalization" in defaults:
+    if info.table is not None and "normalization" in defaults:
         # FeatureSpace already normalised the numbers and one-hot encoded the categories:
         # a pixel rescaling (mlp's default) would shrink them 255-fold.
         params.setdefault("normalization", "none")
     if text is None or "vocab_size" not in defaults:
         return params
-    cut = text["max_length"]
+    cut = text.max_length
     if "max_length" in defaults and cut is not None:
         if params.setdefault("max_length", cut) < cut:
             raise UserInputError(
@@ -516,7 +517,7 @@ def _model_params(recipe: Recipe, info: dict) -> dict:
                 f"keeps {cut} tokens of each text; the model would read only the first "
                 f"{params['max_length']}. Leave model.params.max_length unset to follow "
                 "data.text.max_length, or lower data.text.max_length.")
-    vocabulary = text["vocabulary_size"]
+    vocabulary = text.vocabulary_size
     if params.setdefault("vocab_size", vocabulary) < vocabulary:
         raise UserInputError(
             f"model.params.vocab_size is {params['vocab_size']} but the vocabulary adapted "
@@ -862,9 +863,8 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: TrainData
            if ctx.execution_choice is not None else {}),
         "threads": ctx.session.threads,
         # "_"-keys hold objects for the run itself (the text vectorizer), not numbers.
-        "dataset": {k: v for k, v in data.info.items()
-                    if k != "class_names" and not k.startswith("_")},
-        "class_names": list(data.info.get("class_names") or []),
+        "dataset": data.info.summary(),
+        "class_names": list(data.info.class_names or []),
         # Where the model came from (model_source.json holds the same).
         "model": ctx.model_source,
         "versions": {"tfaccel": __version__, "tensorflow": tf.__version__,
