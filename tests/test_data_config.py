@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfaccel.data.dataset_info import TextInfo
+from tfaccel.data.dataset_info import DatasetInfo, TextInfo
 from tfaccel.data.from_recipe import build_datasets
 from tfaccel.errors import DataError
 from tfaccel.config.recipe import DataConfig, TextConfig
@@ -29,9 +29,9 @@ def test_arrays_with_validation_fraction(tmp_path):
     config = DataConfig(source="arrays", path=str(path), validation_fraction=0.25,
                         cache=None)
     train, val, info = _build(config)
-    assert info == {"num_classes": 5, "class_names": None, "train_examples": 15,
-                    "validation_examples": 5, "input_shape": (3,), "steps_per_epoch": 4,
-                    "train_examples_per_pass": 15, "data_service": None}
+    assert info == DatasetInfo(num_classes=5, class_names=None, train_examples=15,
+                               validation_examples=5, input_shape=(3,), steps_per_epoch=4,
+                               train_examples_per_pass=15, data_service=None)
     assert _count(train) == 15 and _count(val) == 5
 
 
@@ -117,11 +117,11 @@ def test_tfrecord_verification_is_a_recipe_key(tmp_path):
     _, _, info = _build(config)
     assert info.train_examples == 6  # counted by the verification pass
     _, _, unverified = _build(dataclasses.replace(config, verify_records=False))
-    assert unverified["train_examples"] is None  # not read up front: the runner counts
+    assert unverified.train_examples is None  # not read up front: the runner counts
     # Unverified with num_classes given: nothing read up front, labels checked as they
     # stream (a label >= num_classes stops the pipeline with a message naming it).
     train, _, known = _build(dataclasses.replace(config, verify_records=False, num_classes=2))
-    assert known["num_classes"] == 2
+    assert known.num_classes == 2
     with pytest.raises(tf.errors.InvalidArgumentError, match="label outside 0..1"):
         _count(train)
     # One class cannot make a classifier (base.refuse_one_class): named as the data is built.
@@ -182,7 +182,7 @@ def test_arrays_count_classes_over_every_split(tmp_path):
     y[7] = 6  # a label that only the held-out split may hold
     np.savez(path, x=np.zeros((20, 2), np.float32), y=y)
     config = DataConfig(source="arrays", path=str(path), validation_fraction=0.5, cache=None)
-    assert _build(config)[2]["num_classes"] == 7
+    assert _build(config)[2].num_classes == 7
 
 
 @pytest.mark.parametrize("labels, message", [

@@ -14,19 +14,17 @@ from tfaccel.data.sources import (arrays, base, csv_tables, image_folder, python
                                   text_lines, tfds, tfrecords)
 from tfaccel.data.sources.audio_folder import AudioFolderSource
 from tfaccel.data.sources.timeseries import TimeseriesSource
+from tfaccel.data.tail_options import TailOptions
 from tfaccel.errors import DataError
 
 
-def _common(config, *, seed: int, deterministic: bool, sequential: bool) -> dict:
+def _common(config, *, seed: int, deterministic: bool, sequential: bool) -> TailOptions:
     """Options of the standard tail shared by every source."""
-    return {
-        "sequential": sequential,
-        "seed": seed,
-        "deterministic": deterministic,
-        "num_parallel_calls": config.num_parallel_calls or tf.data.AUTOTUNE,
-        "private_threads": config.private_threads,
-        "ram_budget_bytes": (config.ram_budget_mb or 0) * 2**20 or None,
-    }
+    return TailOptions(
+        sequential=sequential, seed=seed, deterministic=deterministic,
+        num_parallel_calls=config.num_parallel_calls or tf.data.AUTOTUNE,
+        private_threads=config.private_threads,
+        ram_budget_bytes=(config.ram_budget_mb or 0) * 2**20 or None)
 
 
 def _cache_prefixes(config, worker=(0, 1)) -> Tuple[Optional[str], Optional[str]]:
@@ -38,17 +36,17 @@ def _cache_prefixes(config, worker=(0, 1)) -> Tuple[Optional[str], Optional[str]
 
 
 def _train_tail(config, num_replicas: int, *, stream=None, input_context=None,
-                worker=(0, 1)) -> dict:
+                worker=(0, 1)) -> TailOptions:
     # The one drop rule (pipeline.drops_remainder): the same one steps_per_epoch counts with.
-    tail = {"cache": _cache_prefixes(config, worker)[0],
-            "augment": list(config.augment) or None,
-            "drop_remainder": pipeline.drops_remainder(num_replicas),
-            "batch_by_length": config.text.batch_by_length}
+    tail = TailOptions(cache=_cache_prefixes(config, worker)[0],
+                       augment=list(config.augment) or None,
+                       drop_remainder=pipeline.drops_remainder(num_replicas),
+                       batch_by_length=config.text.batch_by_length)
     if stream is not None:
         # The runner's resumable stream of passes (pipeline.EpochStream).
-        tail["stream"] = stream
+        tail = dataclasses.replace(tail, stream=stream)
     if input_context is not None:
-        tail["input_context"] = input_context
+        tail = dataclasses.replace(tail, input_context=input_context)
     target = ServiceTarget.from_config(getattr(config, "service", None))
     if target is not None:
         # Training input only: validation is read once per epoch, without augmentation,
@@ -60,15 +58,15 @@ def _train_tail(config, num_replicas: int, *, stream=None, input_context=None,
             target = dataclasses.replace(target, job_name=(
                 f"{target.job_name}-resume-pass{stream.first_pass}-batch"
                 f"{stream.skip_batches}"))
-        tail["service"] = target
+        tail = dataclasses.replace(tail, service=target)
     return tail
 
 
-def _val_tail(config, worker=(0, 1)) -> dict:
+def _val_tail(config, worker=(0, 1)) -> TailOptions:
     # Validation: same decoding and cache, never shuffled or augmented, and the last partial
     # batch kept (Keras evaluates uneven batches fine, even under a strategy).
-    return {"cache": _cache_prefixes(config, worker)[1], "augment": None,
-            "drop_remainder": False, "batch_by_length": config.text.batch_by_length}
+    return TailOptions(cache=_cache_prefixes(config, worker)[1], augment=None,
+                       drop_remainder=False, batch_by_length=config.text.batch_by_length)
 
 
 # Every recipe source, by its data.source value (each module's `base.Source`).
@@ -123,19 +121,20 @@ def _holds_texts(spec) -> bool:
 
 
 def _plain_training(source: base.Source, built: base.Built, *, global_batch_size: int,
-                    common: dict) -> tf.data.Dataset:
+                    common: TailOptions) -> tf.data.Dataset:
     """The training split once, plainly, to adapt a vocabulary or a FeatureSpace on: the
     source's own `plain_training` (no second listing or check), or the split built again."""
     adapt_on = source.plain_training(built, batch_size=global_batch_size)
     if adapt_on is None:
-        plain = dict(cache=None, augment=None, drop_remainder=False, batch_by_length=False)
+        plain = TailOptions(cache=None, augment=None, drop_remainder=False,
+                            batch_by_length=False)
         adapt_on = source.build(batch_size=global_batch_size, common=common,
                                 train_options=plain, validation_options=plain).train
     return adapt_on
 
 
 def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batch_size: int,
-                  common: dict):
+                  common: TailOptions):
     """Token ids for a text source: the recipe's tokenizer adapted on the training split.
 
     Keras' TextVectorization, or a KerasHub WordPiece tokenizer (data.text.tokenizer),
@@ -170,7 +169,7 @@ def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batc
 
 
 def _table_to_vectors(config, source: base.Source, built: base.Built, *,
-                      global_batch_size: int, common: dict):
+                      global_batch_size: int, common: TailOptions):
     """One float vector per row for a table source: Keras' FeatureSpace on the training rows.
 
     Adapted on one plain pass of the training split (`_plain_training`), then applied to
