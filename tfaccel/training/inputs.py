@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from tfaccel.config.batching import BatchPlan
 from tfaccel.config.recipe import Recipe
 from tfaccel.errors import DataError
 from tfaccel.messages import say
+
+if TYPE_CHECKING:  # tfaccel.data imports TensorFlow; the runner imports this module first
+    from tfaccel.data.dataset_info import DatasetInfo
 
 
 @dataclasses.dataclass
@@ -17,7 +20,7 @@ class TrainData:
 
     make_stream: Callable  # global_step -> dataset of batches starting at that step
     validation: object
-    info: "DatasetInfo"  # tfaccel.data.dataset_info (a replace()d one after measurements)
+    info: DatasetInfo  # frozen: a measurement (the padding) replaces it
     steps_per_epoch: int
     batches_per_pass: int
     examples_per_epoch: int
