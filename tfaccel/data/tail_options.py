@@ -50,22 +50,25 @@ class TailOptions(Mapping):
     shard_policy: Any = UNSET
     image_dtype: Any = UNSET
 
-    def _set(self) -> dict:
-        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
-                if getattr(self, field.name) is not UNSET}
+    def __post_init__(self):
+        # The set fields, once: `**options` reads keys() and every value, per builder call.
+        object.__setattr__(self, "_given", {
+            field.name: getattr(self, field.name) for field in dataclasses.fields(self)
+            if getattr(self, field.name) is not UNSET})
 
     def __getitem__(self, name: str):
         """The value of a set field; `KeyError` for an unset or unknown one, as a dict's."""
-        shown = self._set()
-        if name not in shown:
-            raise KeyError(name)
-        return shown[name]
+        return self._given[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._set())
+        return iter(self._given)
 
     def __len__(self) -> int:
-        return len(self._set())
+        return len(self._given)
+
+    def keys(self):
+        """The set fields' names (what ``**options`` passes)."""
+        return self._given.keys()
 
     def without(self, names) -> "TailOptions":
         """A copy with the fields `names` unset (not passed: the builder's defaults hold)."""
