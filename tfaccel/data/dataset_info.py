@@ -32,9 +32,9 @@ class TableInfo:
     """How a table's columns became one float vector (summary.json's ``dataset.table``).
 
     Attributes:
-        numeric: Columns normalised as numbers (in table order).
-        categorical: Columns one-hot encoded (in table order).
-        ignored: Columns left out.
+        numeric: The columns of `table_features.ColumnPlan.numeric`.
+        categorical: The columns of `table_features.ColumnPlan.categorical`.
+        ignored: The columns of `table_features.ColumnPlan.ignored`.
         features: Length of the feature vector the columns make.
     """
 
