@@ -1,4 +1,4 @@
-"""Tests of data/dataset_info.py: a typed DatasetInfo, loud on a misspelt field, summary as before."""
+"""Tests of data/dataset_info.py: a typed DatasetInfo, loud on a misspelt field, same summary."""
 
 import dataclasses
 import json

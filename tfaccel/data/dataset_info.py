@@ -1,4 +1,4 @@
-"""What a recipe's data section built: `DatasetInfo`, one frozen field per fact, read by attribute."""
+"""What a recipe's data section built: `DatasetInfo`, one frozen field per fact."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`TailOptions`: the pipeline tail's options (`pipeline.optimize`'s keywords) as one frozen object."""
+"""`TailOptions`: the pipeline tail's options (`optimize`'s keywords) as one frozen object."""
 
 from __future__ import annotations
 
