@@ -58,14 +58,14 @@ class EpochTimer(keras.callbacks.Callback):
 
 def train_once(train, val, info, *, epochs):
     model = models.build_model("text_cnn", input_shape=(None,),
-                               num_classes=info["num_classes"],
-                               vocab_size=info["text"]["vocabulary_size"])
+                               num_classes=info.num_classes,
+                               vocab_size=info.text.vocabulary_size)
     model.compile(optimizer=keras.optimizers.Adam(2e-3),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     timer = EpochTimer()
     history = model.fit(train, validation_data=val, epochs=epochs, callbacks=[timer],
                         verbose=0)
-    return info["train_examples"] / timer.seconds, history.history["val_accuracy"][-1]
+    return info.train_examples / timer.seconds, history.history["val_accuracy"][-1]
 
 
 def main():

@@ -205,8 +205,8 @@ def _build_arrays(path, **data):
 def test_keras_layout_validates_on_exactly_the_test_arrays_with_a_channel_axis(tmp_path):
     arrays = _keras_npz(tmp_path / "mnist.npz")
     train, val, info = _build_arrays(tmp_path / "mnist.npz")  # validation_split: test
-    assert info["input_shape"] == (12, 12, 1)  # (N, H, W) uint8 got its channel axis
-    assert info["train_examples"] == 24 and info["validation_examples"] == 10
+    assert info.input_shape == (12, 12, 1)  # (N, H, W) uint8 got its channel axis
+    assert info.train_examples == 24 and info.validation_examples == 10
     vx, vy = _stacked(val)
     # The pixel rule: float32 values 0-255, unscaled (registered models rescale themselves),
     # as image folders and TFDS deliver them.
@@ -221,13 +221,13 @@ def test_train_split_names_the_arrays_trained_on(tmp_path):
     _keras_npz(tmp_path / "d.npz")
     _, val, info = _build_arrays(tmp_path / "d.npz", train_split="test",
                                  validation_split=None)
-    assert info["train_examples"] == 10 and val is None
+    assert info.train_examples == 10 and val is None
 
 
 def test_validation_fraction_holds_out_of_the_train_arrays_as_for_tfds(tmp_path):
     _keras_npz(tmp_path / "d.npz")
     _, val, info = _build_arrays(tmp_path / "d.npz", validation_fraction=0.25)
-    assert info["train_examples"] == 18 and info["validation_examples"] == 6
+    assert info.train_examples == 18 and info.validation_examples == 6
     assert len(_stacked(val)[0]) == 6
 
 
@@ -235,7 +235,7 @@ def test_integer_pixels_of_any_integer_dtype_arrive_as_float_0_to_255(tmp_path):
     arrays = _keras_npz(tmp_path / "d.npz", dtype="int64")
     _, val, info = _build_arrays(tmp_path / "d.npz")
     vx, _ = _stacked(val)
-    assert info["input_shape"] == (12, 12, 1) and vx.dtype == np.float32
+    assert info.input_shape == (12, 12, 1) and vx.dtype == np.float32
     np.testing.assert_array_equal(vx, arrays["x_test"][..., None].astype("float32"))
 
 
@@ -243,7 +243,7 @@ def test_x_and_y_without_a_test_split_say_there_is_no_validation(tmp_path, capsy
     x, y = _features(12)
     np.savez(tmp_path / "d.npz", x=x, y=y)
     _, val, info = _build_arrays(tmp_path / "d.npz")  # validation_split left at test
-    assert val is None and info["validation_examples"] is None
+    assert val is None and info.validation_examples is None
     out = capsys.readouterr().out
     assert "no validation" in out and "x_test" in out and "data.validation_fraction" in out
     assert "data.validation_split: null" in out

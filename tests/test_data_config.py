@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfaccel.data.dataset_info import DatasetInfo, TextInfo
 from tfaccel.data.from_recipe import build_datasets
 from tfaccel.errors import DataError
 from tfaccel.config.recipe import DataConfig, TextConfig
@@ -28,9 +29,9 @@ def test_arrays_with_validation_fraction(tmp_path):
     config = DataConfig(source="arrays", path=str(path), validation_fraction=0.25,
                         cache=None)
     train, val, info = _build(config)
-    assert info == {"num_classes": 5, "class_names": None, "train_examples": 15,
-                    "validation_examples": 5, "input_shape": (3,), "steps_per_epoch": 4,
-                    "train_examples_per_pass": 15, "data_service": None}
+    assert info == DatasetInfo(num_classes=5, class_names=None, train_examples=15,
+                               validation_examples=5, input_shape=(3,), steps_per_epoch=4,
+                               train_examples_per_pass=15, data_service=None)
     assert _count(train) == 15 and _count(val) == 5
 
 
@@ -43,9 +44,9 @@ def test_image_folder_with_augment_and_two_replicas(tmp_path):
     config = DataConfig(source="image_folder", path=str(tmp_path), image_size=[4, 4],
                         validation_fraction=0.2, augment=["flip"], cache="memory")
     train, val, info = _build(config, num_replicas=2)
-    assert info["class_names"] == ["a", "b"] and info["num_classes"] == 2
-    assert info["input_shape"] == (4, 4, 3)
-    assert info["train_examples"] == 8 and info["validation_examples"] == 2
+    assert info.class_names == ["a", "b"] and info.num_classes == 2
+    assert info.input_shape == (4, 4, 3)
+    assert info.train_examples == 8 and info.validation_examples == 2
     assert _count(train) == 8  # 2 full batches of 4, remainder dropped (none here)
     assert train.element_spec[1].shape.as_list() == [4]  # static: drop_remainder
     assert _count(val) == 2
@@ -61,7 +62,7 @@ def test_image_folder_random_resized_crop_crops_training_only(tmp_path):
                         validation_fraction=0.2, cache="memory",
                         augment=["random_resized_crop", "flip"])
     train, val, info = _build(config)
-    assert info["train_examples"] == 8 and _count(train) == 8 and _count(val) == 2
+    assert info.train_examples == 8 and _count(train) == 8 and _count(val) == 2
     assert train.element_spec[0].shape.as_list() == [None, 8, 8, 3]
     # Validation resizes whole images (the same every epoch); training's flat-colour files
     # give the same colours whatever the crop, one per file per epoch.
@@ -96,9 +97,9 @@ def test_tfrecords_infers_classes_and_holds_out_files(tmp_path):
     train, val, info = _build(config)
     # Labels 0, 2 in the training files and 4 in the held-out one: classes come from all
     # splits, or label 4 would crash (CPU) or give NaN (GPU) at validation.
-    assert info["num_classes"] == 5
-    assert info["train_examples"] == 8 and info["validation_examples"] == 4
-    assert info["input_shape"] == (2,)
+    assert info.num_classes == 5
+    assert info.train_examples == 8 and info.validation_examples == 4
+    assert info.input_shape == (2,)
     assert _count(val) == 4
 
 
@@ -114,13 +115,13 @@ def test_tfrecord_verification_is_a_recipe_key(tmp_path):
                         image_key="x", features=features, validation_split=None)
     assert config.verify_records is True
     _, _, info = _build(config)
-    assert info["train_examples"] == 6  # counted by the verification pass
+    assert info.train_examples == 6  # counted by the verification pass
     _, _, unverified = _build(dataclasses.replace(config, verify_records=False))
-    assert unverified["train_examples"] is None  # not read up front: the runner counts
+    assert unverified.train_examples is None  # not read up front: the runner counts
     # Unverified with num_classes given: nothing read up front, labels checked as they
     # stream (a label >= num_classes stops the pipeline with a message naming it).
     train, _, known = _build(dataclasses.replace(config, verify_records=False, num_classes=2))
-    assert known["num_classes"] == 2
+    assert known.num_classes == 2
     with pytest.raises(tf.errors.InvalidArgumentError, match="label outside 0..1"):
         _count(train)
     # One class cannot make a classifier (base.refuse_one_class): named as the data is built.
@@ -145,8 +146,8 @@ def test_python_source_from_a_file(tmp_path):
     config = DataConfig(source="python", path=f"{tmp_path / 'mysource.py'}:SOURCE",
                         validation_fraction=0.25, workers=2, worker_mode="thread")
     train, val, info = _build(config)
-    assert info["num_classes"] == 3 and info["input_shape"] == (2,)
-    assert info["train_examples"] == 9 and _count(train) == 9 and _count(val) == 3
+    assert info.num_classes == 3 and info.input_shape == (2,)
+    assert info.train_examples == 9 and _count(train) == 9 and _count(val) == 3
 
 
 def test_errors_before_training(tmp_path):
@@ -169,8 +170,8 @@ def test_builtin_default(shapes_data_dir):
     # tfds_source.load_builder) is checked by test_data_tfds.py's builtin round trip.
     config = DataConfig(source="builtin", data_dir=shapes_data_dir, augment=["flip", "crop"])
     train, val, info = _build(config, global_batch_size=128)
-    assert info["num_classes"] == 4 and info["input_shape"] == (32, 32, 3)
-    assert info["train_examples"] == 12_000 and info["validation_examples"] == 2_000
+    assert info.num_classes == 4 and info.input_shape == (32, 32, 3)
+    assert info.train_examples == 12_000 and info.validation_examples == 2_000
     x, y = next(iter(train))
     assert x.shape == (128, 32, 32, 3) and x.dtype == tf.float32
 
@@ -181,7 +182,7 @@ def test_arrays_count_classes_over_every_split(tmp_path):
     y[7] = 6  # a label that only the held-out split may hold
     np.savez(path, x=np.zeros((20, 2), np.float32), y=y)
     config = DataConfig(source="arrays", path=str(path), validation_fraction=0.5, cache=None)
-    assert _build(config)[2]["num_classes"] == 7
+    assert _build(config)[2].num_classes == 7
 
 
 @pytest.mark.parametrize("labels, message", [
@@ -218,8 +219,8 @@ def test_steps_per_epoch_follow_the_one_drop_rule(tmp_path, replicas, steps, exa
     np.savez(path, x=np.zeros((10, 2), np.float32), y=np.arange(10) % 2)
     config = DataConfig(source="arrays", path=str(path), cache=None)
     train, _, info = _build(config, num_replicas=replicas)
-    assert info["steps_per_epoch"] == steps
-    assert info["train_examples_per_pass"] == examples
+    assert info.steps_per_epoch == steps
+    assert info.train_examples_per_pass == examples
     assert sum(1 for _ in train) == steps and _count(train) == examples
 
 
@@ -233,7 +234,7 @@ def test_steps_per_epoch_unknown_for_a_generator_source(tmp_path):
     config = DataConfig(source="python", path=f"{module}:items", cache=None,
                         workers=1, worker_mode="thread", num_classes=2)
     _, _, info = _build(config)
-    assert info["steps_per_epoch"] is None and info["train_examples_per_pass"] is None
+    assert info.steps_per_epoch is None and info.train_examples_per_pass is None
 
 
 @pytest.mark.parametrize("bad", [3, -1])
@@ -274,14 +275,14 @@ def test_a_text_folder_becomes_token_ids_in_batches_of_similar_length(tmp_path):
     config = DataConfig(source="text_folder", path=str(root), validation_fraction=0.25,
                         cache="memory")
     train, val, info = _build(config, global_batch_size=8)
-    assert info["class_names"] == ["neg", "pos"] and info["num_classes"] == 2
-    assert info["train_examples"] == 30 and info["validation_examples"] == 10
+    assert info.class_names == ["neg", "pos"] and info.num_classes == 2
+    assert info.train_examples == 30 and info.validation_examples == 10
     # Keras' TextVectorization adapted on the training texts: the 8 words, padding, OOV.
-    assert info["text"] == {"tokenizer": "text_vectorization", "vocabulary_size": 10,
-                            "max_length": None, "batch_by_length": True, "ngrams": 1,
-                            "char_ngrams": 0}
-    assert info["_vectorizer"].get_vocabulary()[:2] == ["", "[UNK]"]
-    assert info["input_shape"] == (None,)
+    assert info.text == TextInfo(tokenizer="text_vectorization", vocabulary_size=10,
+                                 max_length=None, batch_by_length=True, ngrams=1,
+                                 char_ngrams=0)
+    assert info.vectorizer.get_vocabulary()[:2] == ["", "[UNK]"]
+    assert info.input_shape == (None,)
     assert _count(train) == 30 and _count(val) == 10
     for ids, _ in train:
         ids = ids.numpy()
@@ -318,7 +319,7 @@ def test_a_text_recipe_resumed_mid_pass_gets_exactly_the_rest_of_the_pass(tmp_pa
         train, _, info = _build(config, global_batch_size=4, deterministic=False,
                                 stream=EpochStream(first_pass=first_pass, skip_batches=skip,
                                                    num_passes=2))
-        vocabulary = info["_vectorizer"].get_vocabulary()
+        vocabulary = info.vectorizer.get_vocabulary()
         return [tuple(vocabulary[int(row[0])] for row in ids.numpy()) for ids, _ in train]
 
     whole = texts()
@@ -344,7 +345,7 @@ def test_a_text_folder_is_listed_and_checked_once_per_split(tmp_path, monkeypatc
                         validation_fraction=fraction, validation_split=None, cache=None)
     train, _, info = _build(config, global_batch_size=8)
     assert len(calls) == listings
-    assert info["text"]["vocabulary_size"] == 10 and _count(train) == 40 - int(40 * fraction)
+    assert info.text.vocabulary_size == 10 and _count(train) == 40 - int(40 * fraction)
 
 
 def test_text_lines_files_are_each_scanned_once(tmp_path, monkeypatch):
@@ -362,5 +363,5 @@ def test_text_lines_files_are_each_scanned_once(tmp_path, monkeypatch):
     train, val, info = _build(config, global_batch_size=4)
     assert sorted(scanned) == sorted(str(p) for p in tmp_path.glob("*.tsv"))
     # Words w0..w4 of the 3 training files, their x<f>, padding and out-of-vocabulary.
-    assert info["text"]["vocabulary_size"] == 2 + 5 + 3
+    assert info.text.vocabulary_size == 2 + 5 + 3
     assert _count(train) == 15 and _count(val) == 5

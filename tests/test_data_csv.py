@@ -511,9 +511,9 @@ def test_the_recipe_source_holds_out_whole_files_and_counts_classes(tmp_path,
     config = csv_recipe_source(str(tmp_path / "part-*.csv"), validation_fraction=0.25)
     train, val, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,
                                       deterministic=True, raw=True)
-    assert info["num_classes"] == 2  # labels 0 and 1
-    assert info["train_examples"] == 18 and info["validation_examples"] == 6
-    assert info["steps_per_epoch"] == 5
+    assert info.num_classes == 2  # labels 0 and 1
+    assert info.train_examples == 18 and info.validation_examples == 6
+    assert info.steps_per_epoch == 5
     train_files = {int(i) // 100 for x, _ in train.as_numpy_iterator() for i in x["id"]}
     val_files = {int(i) // 100 for x, _ in val.as_numpy_iterator() for i in x["id"]}
     assert len(train_files) == 3 and len(val_files) == 1 and not train_files & val_files
@@ -539,7 +539,7 @@ def test_the_recipe_source_divides_its_files_among_workers(tmp_path, csv_recipe_
         train, _, info = build_datasets(config, global_batch_size=4, num_replicas=2, seed=0,
                                         deterministic=True, stream=EpochStream(num_passes=2),
                                         input_context=ctx, raw=True)
-        assert info["worker_sharding"] == "file" and info["steps_per_epoch"] == 6
+        assert info.worker_sharding == "file" and info.steps_per_epoch == 6
         batches = [[int(i) for i in x["id"]] for x, _ in train]
         assert len(batches) == 12 and {len(b) for b in batches} == {2}  # per replica
         assert len({i // 100 for b in batches for i in b}) == 2  # only its two files

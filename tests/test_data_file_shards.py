@@ -85,8 +85,8 @@ def test_each_worker_reads_only_its_files_and_every_example_is_seen_once(tmp_pat
     passes = []
     for worker, ctx in enumerate(_contexts()):
         train, info = _worker_stream(config, ctx, EpochStream(num_passes=2))
-        assert info["steps_per_epoch"] == 12 and info["train_examples_per_pass"] == 96
-        assert info["worker_sharding"] == "file"
+        assert info.steps_per_epoch == 12 and info.train_examples_per_pass == 96
+        assert info.worker_sharding == "file"
         # Already split: TensorFlow must not split it again.
         assert (train.options().experimental_distribute.auto_shard_policy
                 == tf.data.experimental.AutoShardPolicy.OFF)

@@ -168,7 +168,7 @@ def test_recipe_image_folder_with_cache_and_small_buffer_mixes_classes(sorted_fo
     train, _, info = build_datasets(config, global_batch_size=BATCH, num_replicas=1, seed=0,
                                     deterministic=True)
     _assert_mixed_and_complete(_labels_per_batch(train))
-    assert info["train_examples"] == CLASSES * PER_CLASS
+    assert info.train_examples == CLASSES * PER_CLASS
 
 
 def test_permutation_is_a_pure_function_of_the_seed(sorted_folder):
@@ -232,7 +232,7 @@ def test_recipe_sources_sorted_by_label_mix_with_cache_and_small_buffer(tmp_path
     train, _, info = build_datasets(config, global_batch_size=BATCH, num_replicas=1, seed=0,
                                     deterministic=True)
     _assert_mixed_and_complete(_labels_per_batch(train))
-    assert info["train_examples"] == CLASSES * PER_CLASS
+    assert info.train_examples == CLASSES * PER_CLASS
 
 
 @pytest.mark.parametrize("source", ["image_folder", "arrays"])

@@ -72,4 +72,4 @@ def test_tfds_holds_out_exactly_the_rule_s_count(shapes_data_dir):
                                  validation_fraction=0.125, cache=None)
     _, _, info = _build(config)
     # 12,000 * 0.125 = 1,500 exactly (whole-percent slicing held out 13%: 1,560).
-    assert info["validation_examples"] == 1500 and info["train_examples"] == 10500
+    assert info.validation_examples == 1500 and info.train_examples == 10500

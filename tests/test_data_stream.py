@@ -220,4 +220,4 @@ def test_an_image_folder_with_a_validation_split_is_listed_once(tmp_path, monkey
     _, _, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,
                                 deterministic=True)
     assert len(calls) == 1  # was 2: every header read twice
-    assert info["train_examples"] == 18 and info["validation_examples"] == 6
+    assert info.train_examples == 18 and info.validation_examples == 6

@@ -254,7 +254,7 @@ def test_validation_path_is_the_same_fixed_split_for_every_seed(tmp_path):
     for seed in (0, 1, 2):
         _, val, info = build_datasets(config, global_batch_size=4, num_replicas=1,
                                       seed=seed, deterministic=True)
-        assert (info["train_examples"], info["validation_examples"]) == (75, 15)
+        assert (info.train_examples, info.validation_examples) == (75, 15)
         # (token ids, label) of every validation line: batches by length reorder them.
         seen.append(sorted((tuple(int(i) for i in ids if i), int(y)) for x, ys in val
                            for ids, y in zip(x.numpy(), ys.numpy())))

@@ -157,8 +157,8 @@ def test_a_recipe_builds_tfds_data_under_mock_data():
                                           deterministic=True)
         assert sum(int(y.shape[0]) for _, y in train) == 12
         assert sum(int(y.shape[0]) for _, y in val) == 12
-    assert info["num_classes"] == 10 and info["train_examples"] == 12
-    assert info["input_shape"] == (28, 28, 1) and info["steps_per_epoch"] == 3
+    assert info.num_classes == 10 and info.train_examples == 12
+    assert info.input_shape == (28, 28, 1) and info.steps_per_epoch == 3
 
 
 def test_tfds_files_are_divided_among_workers_before_the_stream(tmp_path):
@@ -191,7 +191,7 @@ def test_tfds_files_are_divided_among_workers_before_the_stream(tmp_path):
         train, _, info = build_datasets(config, global_batch_size=4, num_replicas=2, seed=0,
                                         deterministic=True, input_context=ctx,
                                         stream=EpochStream(num_passes=2))
-        assert info["steps_per_epoch"] == 2 and info["worker_sharding"] == "file"
+        assert info.steps_per_epoch == 2 and info.worker_sharding == "file"
         batches = [(x.numpy()[:, 0, 0, 0] // 10).astype(int).tolist() for x, _ in train]
         assert len(batches) == 4 and {len(b) for b in batches} == {2}
         assert sorted(sum(batches[:2], [])) == sorted(in_file[worker] + in_file[worker + 2])

@@ -159,7 +159,7 @@ for name, data in configs.items():
         two_passes, policy = ids_of(built.make_stream(0), 2 * steps)
         # A resume 5 steps into the second pass: a new stream, as `train --resume` builds.
         resumed, _ = ids_of(built.make_stream(steps + 5), steps - 5)
-        if built.info["worker_sharding"] == "file":
+        if built.info.worker_sharding == "file":
             # Keras' fit (with tfaccel's keras_compat patch) takes the per-worker streams.
             import keras
             from tfaccel.engine.keras_compat import patch_for_multi_worker
@@ -174,7 +174,7 @@ for name, data in configs.items():
     seen[name] = {"passes": [two_passes[:len(two_passes) // 2],
                              two_passes[len(two_passes) // 2:]],
                   "resumed": resumed, "steps": steps, "policy": policy,
-                  "sharding": built.info["worker_sharding"]}
+                  "sharding": built.info.worker_sharding}
 seen["fitted"] = fitted
 index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
 json.dump(seen, open(f"{out}.{index}", "w"))

@@ -118,11 +118,11 @@ def test_audio_batches_are_padded_to_their_own_longest_or_cut(tones):
         # others end in padding zeros.
         assert (audio[:, -1, 0] != 0).any()
         seen += audio.shape[0]
-    assert seen == info["train_examples"] == 36
+    assert seen == info.train_examples == 36
     assert sum(int(y.shape[0]) for _, y in val) == 12
     data["audio"] = {"output_sequence_length": 1000}
     train, _, info = _build({"data": data}, batch=8)
-    assert info["input_shape"] == (1000, 1)
+    assert info.input_shape == (1000, 1)
     assert {tuple(a.shape[1:]) for a, _ in train} == {(1000, 1)}
 
 
@@ -200,7 +200,7 @@ def test_timeseries_windows_and_labels_stay_on_their_side_of_the_split(series, s
     for name, first, last in (("train", 0, boundary), ("val", boundary, ROWS)):
         count = min(last - first - 48 + 1, last - first - offset)
         expected[name] = len(range(0, count, stride))
-    assert (info["train_examples"], info["validation_examples"]) == (expected["train"],
+    assert (info.train_examples, info.validation_examples) == (expected["train"],
                                                                      expected["val"])
     for name, dataset, first, last in (("train", train, 0, boundary),
                                        ("val", val, boundary, ROWS)):

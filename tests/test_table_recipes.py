@@ -78,16 +78,16 @@ def test_integer_columns_can_be_categorical(tmp_path, table):
         "validation_fraction": 0.25, "table": {"categorical": ["zone"], "ignore": ["row_id"]}}})
     train, val, info = build_datasets(recipe.data, global_batch_size=32, num_replicas=1,
                                       seed=0, deterministic=True)
-    assert info["table"]["categorical"] == ["city", "zone"]
-    assert info["table"]["numeric"] == ["a", "b"]
+    assert info.table.categorical == ["city", "zone"]
+    assert info.table.numeric == ["a", "b"]
     # a, b (2) + city (3 + 1) + zone (5 codes + 1).
-    assert info["input_shape"] == (12,)
+    assert info.input_shape == (12,)
     features, labels = next(iter(train))
     assert features.shape == (32, 12) and features.dtype.name == "float32"
     # Every row: the 10 one-hot slots of city and zone hold 0 or 1, two of them 1.
     values = features.numpy()
     assert (np.isin(values, [0.0, 1.0]).sum(axis=1) >= 10).all()
-    assert info["table"]["features"] == 12
+    assert info.table.features == 12
     seen = sum(int(y.shape[0]) for _, y in val)
     assert seen == 150
 

@@ -192,7 +192,14 @@ def test_a_recipe_sizes_the_transformer_positions_from_data_text_max_length():
     from tfaccel.config.recipe import recipe_from_dict
     from tfaccel.training.model_build import _model_params
 
-    info = {"text": {"vocabulary_size": 10, "max_length": 40}}
+    from tfaccel.data.dataset_info import DatasetInfo, TextInfo
+
+    def text(max_length):
+        return DatasetInfo(text=TextInfo(tokenizer="text_vectorization", vocabulary_size=10,
+                                         max_length=max_length, batch_by_length=False,
+                                         ngrams=None, char_ngrams=None))
+
+    info = text(40)
 
     def params(**model_params):
         recipe = recipe_from_dict({"data": {"text": {"max_length": 40}},
@@ -205,8 +212,8 @@ def test_a_recipe_sizes_the_transformer_positions_from_data_text_max_length():
     with pytest.raises(UserInputError, match="model.params.max_length is 20 but "
                                              "data.text.max_length keeps 40 tokens"):
         params(max_length=20)
-    assert _model_params(recipe_from_dict({"model": {"name": "text_transformer"}}), {
-        "text": {"vocabulary_size": 10, "max_length": None}}) == {"vocab_size": 10}
+    assert _model_params(recipe_from_dict({"model": {"name": "text_transformer"}}),
+                         text(None)) == {"vocab_size": 10}
 
 
 def test_character_ngrams_follow_the_words_and_load_back_to_the_same_ids(tmp_path):

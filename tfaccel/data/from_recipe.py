@@ -10,21 +10,20 @@ import tensorflow as tf
 
 from tfaccel.config import sources
 from tfaccel.data import cache_files, pipeline, sharding
+from tfaccel.data.dataset_info import DatasetInfo, TableInfo, TextInfo
 from tfaccel.data.service import ServiceTarget
 from tfaccel.data.sources import base
+from tfaccel.data.tail_options import TailOptions
 from tfaccel.errors import DataError
 
 
-def _common(config, *, seed: int, deterministic: bool, sequential: bool) -> dict:
+def _common(config, *, seed: int, deterministic: bool, sequential: bool) -> TailOptions:
     """Options of the standard tail shared by every source."""
-    return {
-        "sequential": sequential,
-        "seed": seed,
-        "deterministic": deterministic,
-        "num_parallel_calls": config.num_parallel_calls or tf.data.AUTOTUNE,
-        "private_threads": config.private_threads,
-        "ram_budget_bytes": (config.ram_budget_mb or 0) * 2**20 or None,
-    }
+    return TailOptions(
+        sequential=sequential, seed=seed, deterministic=deterministic,
+        num_parallel_calls=config.num_parallel_calls or tf.data.AUTOTUNE,
+        private_threads=config.private_threads,
+        ram_budget_bytes=(config.ram_budget_mb or 0) * 2**20 or None)
 
 
 def _cache_prefixes(config, worker=(0, 1)) -> Tuple[Optional[str], Optional[str]]:
@@ -36,17 +35,17 @@ def _cache_prefixes(config, worker=(0, 1)) -> Tuple[Optional[str], Optional[str]
 
 
 def _train_tail(config, num_replicas: int, *, stream=None, input_context=None,
-                worker=(0, 1)) -> dict:
+                worker=(0, 1)) -> TailOptions:
     # The one drop rule (pipeline.drops_remainder): the same one steps_per_epoch counts with.
-    tail = {"cache": _cache_prefixes(config, worker)[0],
-            "augment": list(config.augment) or None,
-            "drop_remainder": pipeline.drops_remainder(num_replicas),
-            "batch_by_length": config.text.batch_by_length}
+    tail = TailOptions(cache=_cache_prefixes(config, worker)[0],
+                       augment=list(config.augment) or None,
+                       drop_remainder=pipeline.drops_remainder(num_replicas),
+                       batch_by_length=config.text.batch_by_length)
     if stream is not None:
         # The runner's resumable stream of passes (pipeline.EpochStream).
-        tail["stream"] = stream
+        tail = dataclasses.replace(tail, stream=stream)
     if input_context is not None:
-        tail["input_context"] = input_context
+        tail = dataclasses.replace(tail, input_context=input_context)
     target = ServiceTarget.from_config(getattr(config, "service", None))
     if target is not None:
         # Training input only: validation is read once per epoch, without augmentation,
@@ -58,15 +57,15 @@ def _train_tail(config, num_replicas: int, *, stream=None, input_context=None,
             target = dataclasses.replace(target, job_name=(
                 f"{target.job_name}-resume-pass{stream.first_pass}-batch"
                 f"{stream.skip_batches}"))
-        tail["service"] = target
+        tail = dataclasses.replace(tail, service=target)
     return tail
 
 
-def _val_tail(config, worker=(0, 1)) -> dict:
+def _val_tail(config, worker=(0, 1)) -> TailOptions:
     # Validation: same decoding and cache, never shuffled or augmented, and the last partial
     # batch kept (Keras evaluates uneven batches fine, even under a strategy).
-    return {"cache": _cache_prefixes(config, worker)[1], "augment": None,
-            "drop_remainder": False, "batch_by_length": config.text.batch_by_length}
+    return TailOptions(cache=_cache_prefixes(config, worker)[1], augment=None,
+                       drop_remainder=False, batch_by_length=config.text.batch_by_length)
 
 
 def source_class(name: str) -> type:
@@ -150,19 +149,20 @@ def _holds_texts(spec) -> bool:
 
 
 def _plain_training(source: base.Source, built: base.Built, *, global_batch_size: int,
-                    common: dict) -> tf.data.Dataset:
+                    common: TailOptions) -> tf.data.Dataset:
     """The training split once, plainly, to adapt a vocabulary or a FeatureSpace on: the
     source's own `plain_training` (no second listing or check), or the split built again."""
     adapt_on = source.plain_training(built, batch_size=global_batch_size)
     if adapt_on is None:
-        plain = dict(cache=None, augment=None, drop_remainder=False, batch_by_length=False)
+        plain = TailOptions(cache=None, augment=None, drop_remainder=False,
+                            batch_by_length=False)
         adapt_on = source.build(batch_size=global_batch_size, common=common,
                                 train_options=plain, validation_options=plain).train
     return adapt_on
 
 
 def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batch_size: int,
-                  common: dict):
+                  common: TailOptions):
     """Token ids for a text source: the recipe's tokenizer adapted on the training split.
 
     Keras' TextVectorization, or a KerasHub WordPiece tokenizer (data.text.tokenizer),
@@ -171,7 +171,7 @@ def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batc
     of both splits, each padded to its own longest text.
 
     Returns:
-        ``(train, val, text_info, layer)``.
+        ``(train, val, text_info, layer)``, text_info a `TextInfo`.
     """
     from tfaccel.data import text_vectors
 
@@ -190,21 +190,21 @@ def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batc
     train = text_vectors.vectorize(train, layer, max_length=texts.max_length)
     if val is not None:
         val = text_vectors.vectorize(val, layer, max_length=texts.max_length)
-    info = {"tokenizer": texts.tokenizer, "vocabulary_size": int(layer.vocabulary_size()),
-            "max_length": texts.max_length, "batch_by_length": texts.batch_by_length,
-            "ngrams": texts.ngrams, "char_ngrams": texts.char_ngrams}
+    info = TextInfo(tokenizer=texts.tokenizer, vocabulary_size=int(layer.vocabulary_size()),
+                    max_length=texts.max_length, batch_by_length=texts.batch_by_length,
+                    ngrams=texts.ngrams, char_ngrams=texts.char_ngrams)
     return train, val, info, layer
 
 
 def _table_to_vectors(config, source: base.Source, built: base.Built, *,
-                      global_batch_size: int, common: dict):
+                      global_batch_size: int, common: TailOptions):
     """One float vector per row for a table source: Keras' FeatureSpace on the training rows.
 
     Adapted on one plain pass of the training split (`_plain_training`), then applied to
     whole batches of both splits (`table_features`).
 
     Returns:
-        ``(train, val, table_info, feature_space)``.
+        ``(train, val, table_info, feature_space)``, table_info a `TableInfo`.
     """
     from tfaccel.data import table_features
 
@@ -217,7 +217,7 @@ def _table_to_vectors(config, source: base.Source, built: base.Built, *,
     train = table_features.encode(built.train, space, plan)
     val = None if built.validation is None else table_features.encode(built.validation,
                                                                       space, plan)
-    info = {**plan.as_dict(), "features": int(train.element_spec[0].shape[-1])}
+    info = TableInfo(**plan.as_dict(), features=int(train.element_spec[0].shape[-1]))
     return train, val, info, space
 
 
@@ -248,14 +248,12 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
             is checked on, and what shows which rows each split holds.
 
     Returns:
-        ``(train_ds, val_ds_or_None, info)`` where info holds ``num_classes``,
-        ``input_shape``, ``class_names``, ``train_examples``, ``validation_examples``,
-        ``steps_per_epoch`` (optimizer steps per pass, by `pipeline.drops_remainder`, or
-        by the file shares with an `input_context`) and ``train_examples_per_pass`` (the
-        examples those steps hold over all workers); the last two are None when the
-        source does not declare its size; ``data_service`` (the tf.data service the
-        training input is sent to, as a dict, or None); and in a multi-worker job
-        ``worker_sharding``, ``"file"`` or ``"element"``.
+        ``(train_ds, val_ds_or_None, info)``, info a `DatasetInfo`: the classes, the
+        input shape, the examples of each split, ``steps_per_epoch`` (optimizer steps per
+        pass, by `pipeline.drops_remainder`, or by the file shares with an
+        `input_context`), ``train_examples_per_pass``, the tf.data service, how texts or
+        table columns became features and, in a multi-worker job, ``worker_sharding``
+        (``"file"`` or ``"element"``).
 
     Raises:
         DataError: Missing or unusable data (see each source), or files that cannot be
@@ -286,39 +284,40 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         validation_options=_val_tail(config, worker))
     base.refuse_one_class(built.num_classes, config=config)
     train, val = built.train, built.validation
-    info = {"num_classes": built.num_classes, "class_names": built.class_names,
-            "train_examples": built.train_examples,
-            "validation_examples": built.validation_examples}
+    text = table = vectorizer = feature_space = None
     if _holds_texts(train.element_spec) and not raw:
-        train, val, info["text"], info["_vectorizer"] = _texts_to_ids(
+        train, val, text, vectorizer = _texts_to_ids(
             config, source, built, global_batch_size=global_batch_size, common=common)
     if sources.entry(config.source).table_columns and not raw:
-        train, val, info["table"], info["_feature_space"] = _table_to_vectors(
+        train, val, table, feature_space = _table_to_vectors(
             config, source, built, global_batch_size=global_batch_size, common=common)
     features_spec = train.element_spec[0] if isinstance(train.element_spec, tuple) \
         else train.element_spec
     if isinstance(features_spec, dict):
-        info["input_shape"] = {k: tuple(v.shape[1:]) for k, v in features_spec.items()}
+        input_shape = {k: tuple(v.shape[1:]) for k, v in features_spec.items()}
     else:
-        info["input_shape"] = tuple(features_spec.shape[1:])
+        input_shape = tuple(features_spec.shape[1:])
     # Training batches (optimizer steps) per pass and the examples they hold, by the same drop
     # rule as the batch stage; None when the source does not declare its size.
-    known = info.get("train_examples")
+    known = built.train_examples
     drop = pipeline.drops_remainder(num_replicas)
     steps = None if known is None else pipeline.batches_per_pass(
         known, global_batch_size, drop_remainder=drop)
-    target = ServiceTarget.from_config(getattr(config, "service", None))
-    # Where the training input was made (summary.json's dataset section shows it).
-    info["data_service"] = None if target is None else {
-        "dispatcher": target.dispatcher, "processing_mode": target.processing_mode,
-        "job_name": target.job_name}
-    info["steps_per_epoch"] = steps
-    info["train_examples_per_pass"] = (None if known is None
-                                       else steps * global_batch_size if drop else known)
+    per_pass = None if known is None else steps * global_batch_size if drop else known
     if shares is not None:
         # Every worker makes the same number of steps from its own files.
-        info["steps_per_epoch"] = shares.steps_per_pass
-        info["train_examples_per_pass"] = shares.steps_per_pass * global_batch_size
-    if worker[1] > 1:
-        info["worker_sharding"] = "file" if shares is not None else "element"
+        steps = shares.steps_per_pass
+        per_pass = shares.steps_per_pass * global_batch_size
+    target = ServiceTarget.from_config(getattr(config, "service", None))
+    info = DatasetInfo(
+        num_classes=built.num_classes, class_names=built.class_names,
+        train_examples=known, validation_examples=built.validation_examples,
+        input_shape=input_shape, steps_per_epoch=steps, train_examples_per_pass=per_pass,
+        # Where the training input was made (summary.json's dataset section shows it).
+        data_service=None if target is None else {
+            "dispatcher": target.dispatcher, "processing_mode": target.processing_mode,
+            "job_name": target.job_name},
+        text=text, table=table, vectorizer=vectorizer, feature_space=feature_space,
+        worker_sharding=None if worker[1] <= 1 else "file" if shares is not None
+        else "element")
     return train, val, info

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from tfaccel.data import augment as augment_lib
 from tfaccel.data import cache_files
+from tfaccel.data.tail_options import TailOptions
 from tfaccel.errors import UserInputError
 
 logger = logging.getLogger(__name__)
@@ -530,9 +531,14 @@ SET_BY_BUILDERS = frozenset({"map_fn", "source_shuffle", "padded_batch",
 TRAINING_ONLY = frozenset({"augment", "augment_on", "stream", "service", "drop_remainder"})
 
 
-def validation_options(options: Mapping) -> dict:
+def validation_options(options: Mapping) -> Mapping:
     """THE options of a validation subset built beside a training one: `options` without
-    `TRAINING_ONLY`, and the last partial batch kept (Keras evaluates uneven batches)."""
+    `TRAINING_ONLY`, and the last partial batch kept (Keras evaluates uneven batches).
+
+    A `TailOptions` gives a `TailOptions` (those fields unset), a builder's keywords a dict.
+    """
+    if isinstance(options, TailOptions):
+        return dataclasses.replace(options.without(TRAINING_ONLY), drop_remainder=False)
     return {**{k: v for k, v in options.items() if k not in TRAINING_ONLY},
             "drop_remainder": False}
 

@@ -162,7 +162,7 @@ def bench_data_config(config, *, global_batch_size: int, seed: int = 0,
 
     # The last parallel build (bench_pipeline always makes one), read again from its start.
     train, info = parallel[0]
-    if has_open_length(info["input_shape"]):
+    if has_open_length(info.input_shape):
         # Sequences of open length (token ids, waveforms): the share of the steps the
         # model would compute on padding.
         result["padding_fraction"] = padding_fraction(train, num_batches=num_batches)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from tfaccel.config.batching import BatchPlan
 from tfaccel.config.recipe import Recipe
 from tfaccel.errors import DataError
 from tfaccel.messages import say
+
+if TYPE_CHECKING:  # tfaccel.data imports TensorFlow; the runner imports this module first
+    from tfaccel.data.dataset_info import DatasetInfo
 
 
 @dataclasses.dataclass
@@ -17,7 +20,7 @@ class TrainData:
 
     make_stream: Callable  # global_step -> dataset of batches starting at that step
     validation: object
-    info: dict
+    info: DatasetInfo  # frozen: a measurement (the padding) replaces it
     steps_per_epoch: int
     batches_per_pass: int
     examples_per_epoch: int
@@ -65,9 +68,8 @@ def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool,
     drop = drops_remainder(plan.replicas)
     # The data layer's own count (the one drop rule), or one counted pass when the source
     # cannot tell its size.
-    per_pass, per_pass_examples = info.get("steps_per_epoch"), info.get(
-        "train_examples_per_pass")
-    train_examples = info.get("train_examples")
+    per_pass, per_pass_examples = info.steps_per_epoch, info.train_examples_per_pass
+    train_examples = info.train_examples
     if per_pass is None:
         per_pass, per_pass_examples = count_pass(build(None)[0])
         train_examples = per_pass_examples
@@ -138,7 +140,7 @@ def _build_data_by_file(build: Callable, *, recipe: Recipe, strategy, plan: Batc
     from tfaccel.data.pipeline import EpochStream
 
     _, validation, info = build(EpochStream(), context)
-    per_pass = info["steps_per_epoch"]  # the same on every worker
+    per_pass = info.steps_per_epoch  # the same on every worker
     steps = recipe.training.steps_per_epoch or per_pass
     # Each worker's stream yields per-replica batches; its local replicas take one each
     # per step, so a step is `local` batches of this worker's stream.

@@ -50,7 +50,7 @@ def _make_model(recipe: Recipe, *, data: TrainData, given):
     from tfaccel import models, python_refs
     from tfaccel.training import own_models
 
-    shape, classes = data.info["input_shape"], data.info["num_classes"]
+    shape, classes = data.info.input_shape, data.info.num_classes
     name = recipe.model.name
     if given is not None:
         return own_models.from_given(given, input_shape=shape, num_classes=classes,
@@ -66,21 +66,21 @@ def _make_model(recipe: Recipe, *, data: TrainData, given):
                               **_model_params(recipe, data.info))
 
 
-def _model_params(recipe: Recipe, info: dict) -> dict:
+def _model_params(recipe: Recipe, info) -> dict:
     """`model.params`, with a token model's `vocab_size` taken from the adapted vocabulary
     and its `max_length` (positions, text_transformer) from data.text.max_length when set."""
     from tfaccel import models
 
     params = dict(recipe.model.params)
-    text = info.get("text")
+    text = info.text
     defaults = models.model_params(recipe.model.name)
-    if info.get("table") is not None and "normalization" in defaults:
+    if info.table is not None and "normalization" in defaults:
         # FeatureSpace already normalised the numbers and one-hot encoded the categories:
         # a pixel rescaling (mlp's default) would shrink them 255-fold.
         params.setdefault("normalization", "none")
     if text is None or "vocab_size" not in defaults:
         return params
-    cut = text["max_length"]
+    cut = text.max_length
     if "max_length" in defaults and cut is not None:
         if params.setdefault("max_length", cut) < cut:
             raise UserInputError(
@@ -88,7 +88,7 @@ def _model_params(recipe: Recipe, info: dict) -> dict:
                 f"keeps {cut} tokens of each text; the model would read only the first "
                 f"{params['max_length']}. Leave model.params.max_length unset to follow "
                 "data.text.max_length, or lower data.text.max_length.")
-    vocabulary = text["vocabulary_size"]
+    vocabulary = text.vocabulary_size
     if params.setdefault("vocab_size", vocabulary) < vocabulary:
         raise UserInputError(
             f"model.params.vocab_size is {params['vocab_size']} but the vocabulary adapted "

@@ -286,26 +286,26 @@ def _keep_vocabulary(ctx: RunContext, data: TrainData) -> None:
     It is what turns texts into the ids the saved model takes:
     `data.text_vectors.with_vectorizer` puts it in front of the model.
     """
-    layer = data.info.get("_vectorizer")
+    layer = data.info.vectorizer
     if layer is None:
         return
     from tfaccel.data import text_vectors
 
     path = text_vectors.save_vocabulary(layer, ctx.directory)
-    say(f"text: {data.info['text']['vocabulary_size']} tokens in {Path(path).name}.")
+    say(f"text: {data.info.text.vocabulary_size} tokens in {Path(path).name}.")
 
 
 def _keep_feature_space(ctx: RunContext, data: TrainData) -> None:
     """A table run's FeatureSpace in the run directory: how its columns became features."""
-    space = data.info.get("_feature_space")
+    space = data.info.feature_space
     if space is None:
         return
     from tfaccel.data import table_features
 
     path = table_features.save_feature_space(space, ctx.directory)
-    table = data.info["table"]
-    say(f"table: {len(table['numeric'])} numeric and {len(table['categorical'])} "
-        f"categorical column(s) as {table['features']} features ({Path(path).name}).")
+    table = data.info.table
+    say(f"table: {len(table.numeric)} numeric and {len(table.categorical)} "
+        f"categorical column(s) as {table.features} features ({Path(path).name}).")
 
 
 def _measure_padding(data: TrainData) -> None:
@@ -316,11 +316,12 @@ def _measure_padding(data: TrainData) -> None:
     """
     from tfaccel.data.length_batches import has_open_length, padding_fraction
 
-    if data.validation is None or not has_open_length(data.info.get("input_shape")):
+    if data.validation is None or not has_open_length(data.info.input_shape):
         return
 
     fraction = padding_fraction(data.validation)
-    data.info["validation_padding_fraction"] = round(fraction, 4)
+    data.info = dataclasses.replace(data.info,
+                                    validation_padding_fraction=round(fraction, 4))
     say(f"{fraction:.1%} of the validation batches' steps are padding.")
 
 

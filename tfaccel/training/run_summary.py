@@ -127,10 +127,8 @@ def run_summary(ctx: RunContext, *, epochs: list, plan: BatchPlan, data: TrainDa
         **({"steps_per_execution_choice": ctx.execution_choice.as_dict()}
            if ctx.execution_choice is not None else {}),
         "threads": ctx.session.threads,
-        # "_"-keys hold objects for the run itself (the text vectorizer), not numbers.
-        "dataset": {k: v for k, v in data.info.items()
-                    if k != "class_names" and not k.startswith("_")},
-        "class_names": list(data.info.get("class_names") or []),
+        "dataset": data.info.summary(),
+        "class_names": list(data.info.class_names or []),
         # Where the model came from (model_source.json holds the same).
         "model": ctx.model_source,
         "versions": {"tfaccel": __version__, "tensorflow": tf.__version__,

@@ -15,6 +15,7 @@ from typing import ClassVar, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from tfaccel.config import sources
+from tfaccel.data.tail_options import TailOptions
 from tfaccel.errors import DataError
 
 
@@ -55,8 +56,8 @@ class Source(abc.ABC):
         self.seed = seed
 
     @abc.abstractmethod
-    def build(self, *, batch_size: int, common: dict, train_options: dict,
-              validation_options: dict) -> Built:
+    def build(self, *, batch_size: int, common: TailOptions, train_options: TailOptions,
+              validation_options: TailOptions) -> Built:
         """Builds the training and validation pipelines.
 
         Args:
@@ -65,6 +66,9 @@ class Source(abc.ABC):
             train_options: The training split's own tail options (cache, augment, stream,
                 input context, service).
             validation_options: The validation split's own tail options.
+
+        Each is a frozen `TailOptions`, spread into the `from_*` builder's keywords
+        (``**common, **train_options``); a variant is a new dict or `dataclasses.replace`.
         """
 
     def plain_training(self, built: Built, *, batch_size: int) -> Optional[tf.data.Dataset]:
