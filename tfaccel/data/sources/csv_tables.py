@@ -11,8 +11,8 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import files_stage, finite_values, pipeline, text_files
-from tfaccel.data.sources import arrays, base
+from tfaccel.data import files_stage, finite_values, in_memory, pipeline, text_files
+from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError, did_you_mean
 
 # The types CsvDataset parses, in the order type inference widens a column through them:
@@ -432,7 +432,7 @@ def _from_frame(frame, *, label_name, column_defaults, select_columns, batch_siz
     data = {columns[i]: _frame_column(frame, keys[i], defaults.get(columns[i]))
             for i in _selected(columns, select_columns, label_name)}
     label = None if label_name is None else data.pop(label_name)
-    dataset = arrays.from_arrays(data, label, batch_size=batch_size,
+    dataset = in_memory.from_arrays(data, label, batch_size=batch_size,
                                  shuffle_buffer=shuffle_buffer, seed=seed, **options)
     dataset.files, dataset.row_counts = [], []
     dataset.num_examples = len(next(iter(data.values()))) if data else len(label)
