@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import cache_files, finite_values, order, pipeline, sharding
+from tfaccel.data import cache_files, finite_values, order, pipeline, sharding, splits
 from tfaccel.errors import DataError, UserInputError
 
 
@@ -105,9 +104,8 @@ def _with_validation(elements, validation_split, *, batch_size, shuffle_buffer, 
         raise UserInputError("validation_split must be a number between 0 and 1 (the "
                              f"held-out fraction), got {validation_split!r}.")
     n = len(tf.nest.flatten(elements)[0])
-    # keras/src/trainers/data_adapters/array_slicing.py train_validation_split, its rule
-    # and wording (int(n * f) held out can differ by one: floating-point rounding).
-    split_at = int(math.floor(n * (1.0 - validation_split)))
+    # Keras' rule (data.splits) and wording (array_slicing.py train_validation_split).
+    split_at = splits.fit_split_at(n, validation_split)
     if split_at in (0, n):
         raise UserInputError(
             f"Training data contains {n} samples, which is not sufficient to split it into "
