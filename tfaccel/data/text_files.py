@@ -17,6 +17,9 @@ COMPRESSIONS = ("GZIP", "ZLIB")
 # take "GZIP" or "ZLIB"; a zlib stream has no common extension but these two).
 _BY_EXTENSION = {".gz": "GZIP", ".gzip": "GZIP", ".zz": "ZLIB", ".zlib": "ZLIB"}
 BOM = "\ufeff"
+# Compressed files read whole to their end marker in this process, by (path, size, mtime):
+# a source that builds twice (training, then its plain pass or label pass) inflates once.
+_COMPLETE: set = set()
 
 
 class NotText(DataError):
@@ -59,11 +62,13 @@ def read_bytes(path, *, compression: Optional[str] = None, what: str = "Text fil
         return raw
     try:
         if compression == "GZIP":
-            return gzip.decompress(raw)
-        stream = zlib.decompressobj()
-        data = stream.decompress(raw)
-        if not stream.eof:
-            raise EOFError
+            data = gzip.decompress(raw)
+        else:
+            stream = zlib.decompressobj()
+            data = stream.decompress(raw)
+            if not stream.eof:
+                raise EOFError
+        _COMPLETE.add(_identity(path))
         return data
     except EOFError:
         raise DataError(
@@ -73,6 +78,15 @@ def read_bytes(path, *, compression: Optional[str] = None, what: str = "Text fil
     except (OSError, zlib.error) as err:
         raise DataError(f"{what} {path!r} is not valid {compression} data ({err}); check "
                         "the compression declared for it.") from None
+
+
+def _identity(path: str) -> tuple:
+    """A file as it is now: (path, size, modification time); a rewrite is another file."""
+    try:
+        stat = os.stat(path)
+    except OSError:  # a remote file (gs://): its path alone, checked once per process
+        return (path, None, None)
+    return (path, stat.st_size, stat.st_mtime_ns)
 
 
 def check_complete(path, *, compression: Optional[str], what: str = "Text file") -> None:
@@ -90,12 +104,16 @@ def check_complete(path, *, compression: Optional[str], what: str = "Text file")
     if compression is None:
         return
     path = os.fspath(path)
+    identity = _identity(path)
+    if identity in _COMPLETE:
+        return
     try:
         with _open_binary(path) as raw:
             stream = (gzip.GzipFile(fileobj=raw) if compression == "GZIP"
                       else _ZlibReader(raw))
             while stream.read(1 << 20):
                 pass
+        _COMPLETE.add(identity)
     except (EOFError, OSError, zlib.error):
         # Read it again whole: read_bytes names the cause in the one wording.
         read_bytes(path, compression=compression, what=what)

@@ -512,9 +512,11 @@ def from_csv(source, *, batch_size: Optional[int], label_name: Optional[str] = N
         seed: Seeds the file order, shuffling and augmentation (None: different each run).
         cycle_length: Files read at once (None: all of them, up to 16, when shuffling;
             one after the other, in order, when not).
-        verify: Parse every file once up front (see above). False: nothing is read but the
-            header and the inference rows, and a bad row stops training with TensorFlow's
-            own message.
+        verify: Parse every file once up front (see above). False: nothing is parsed but
+            the header and the inference rows, and a bad row stops training with
+            TensorFlow's own message. Either way a compressed file is inflated once to its
+            end marker: TensorFlow's reader stops silently where a stream is cut short, so
+            a cut file is a `DataError` naming it.
         deterministic: Keep the row order fixed. None: fixed when a `seed` is given or
             when not shuffling.
         **options: Any other keyword of `tfaccel.data.optimize` (cache, drop_remainder,
@@ -550,12 +552,12 @@ def from_csv(source, *, batch_size: Optional[int], label_name: Optional[str] = N
     table = _read_table(files, fmt, column_names=column_names, column_types=column_types,
                         column_defaults=column_defaults, select_columns=select_columns,
                         label_name=label_name, num_rows_for_inference=num_rows_for_inference)
+    # CsvDataset stops silently where a compressed stream is cut short on a row boundary
+    # (and fails nameless inside a row): each compressed file is inflated once up front,
+    # with or without `verify` (text_files; once per process and file).
+    files_stage.count_each(files, lambda f: text_files.check_complete(
+        f, compression=fmt.compression_of(f), what="CSV file"))
     counts = table.count_rows() if verify else None  # rows of each file, in `files` order
-    if not verify:
-        # TensorFlow's reader stops silently where a compressed stream is cut short on a
-        # row boundary: each compressed file is inflated once (text_files).
-        files_stage.count_each(files, lambda f: text_files.check_complete(
-            f, compression=fmt.compression_of(f), what="CSV file"))
     num_examples = None if counts is None else sum(counts)
     if num_examples == 0:
         raise DataError(f"CSV {source!r} holds no rows, only headers ({len(files)} file(s)).")

@@ -198,7 +198,9 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
             texts are transcoded to UTF-8.
         compression: None (each file by its extension: ``.gz`` GZIP, ``.zz`` or ``.zlib``
             ZLIB, else none), "GZIP" or "ZLIB".
-        verify: Read every file before training (see above).
+        verify: Read every file before training (see above). False: only compressed
+            files are inflated once to their end marker (TensorFlow's reader stops
+            silently where a stream is cut short), a cut one named in a `DataError`.
         cycle_length: Files read at once (None: min(files, 16)).
         cache: None, ``"memory"`` or a file path; see `tfaccel.data.optimize`
             (fingerprinted with the files, their order and every read setting).
