@@ -206,7 +206,8 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
             (fingerprinted with the files, their order and every read setting).
         deterministic: Keep the element order fixed (None: when a `seed` is given or not
             shuffling).
-        input_context: From ``distribute_datasets_from_function``: shard by file.
+        input_context: From ``distribute_datasets_from_function``: by file, or by
+            example with fewer files than pipelines (`files_stage.split_for_workers`).
         **options: Any other keyword of `tfaccel.data.optimize`.
 
     Returns:

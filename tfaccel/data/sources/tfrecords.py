@@ -182,7 +182,10 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         seed: Seed for shuffling and augmentation.
         cycle_length: Files read at once by the parallel interleave (None: min(files, 16)).
         verify: Walk every file's record framing before training (see `check_record_file`).
-        input_context: From ``distribute_datasets_from_function``: shard by file.
+            Without it a truncated file stops training with TensorFlow's DataLossError
+            (an offset, not the file, named).
+        input_context: From ``distribute_datasets_from_function``: by file, or by
+            example with fewer files than pipelines (`files_stage.split_for_workers`).
         **options: Any other keyword of `tfaccel.data.optimize`.
 
     Returns:
