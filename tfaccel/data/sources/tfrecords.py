@@ -216,7 +216,10 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         files, lambda f: check_record_file(f, compression))) if verify else None)
     shuffled = bool(shuffle_buffer)
     options["input_context"] = input_context
-    # Split in listing order (the per-pass file shuffle below mixes each share).
+    # The one seeded file order (files named by class still mix before any cache), then
+    # this pipeline's share of it (the runner plans the shares in the same order).
+    (files,) = files_stage.read_order(files, shuffled=shuffled, seed=seed,
+                                      input_context=input_context)
     (files,) = files_stage.split_for_workers(files, options=options)
     # The files this pipeline reads (names, sizes, times), their order and the parse
     # and decode settings: everything the cached examples depend on.
@@ -330,4 +333,7 @@ class TfrecordsSource(base.Source):
         counts = (files_stage.count_each(
             files, lambda f: check_record_file(f, config.compression or None))
             if config.verify_records else None)
+        # In the order from_tfrecords reads them (worker i gets files i, i + n, ... of it).
+        _, counts = files_stage.read_order(files, counts, shuffled=bool(config.shuffle_buffer),
+                                           seed=self.seed)
         return counts, "TFRecord files"
