@@ -195,3 +195,28 @@ def test_csv_names_a_gzip_cut_at_a_row_boundary(tmp_path, verify):
         data.from_csv(str(path), batch_size=8, label_name="label", verify=verify)
     assert_refused(run(tmp_path, source="csv", path=str(path), label_key="label",
                        verify_records=verify), str(path), "is cut short")
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "is empty: it has no header row"),
+    ("x,y,label\n", "holds no rows, only headers"),
+])
+def test_csv_names_an_empty_or_header_only_file(tmp_path, content, message):
+    path = tmp_path / "t.csv"
+    path.write_text(content)
+    with pytest.raises(DataError, match=message):
+        data.from_csv(str(path), batch_size=8, label_name="label")
+    assert_refused(run(tmp_path, source="csv", path=str(path), label_key="label"),
+                   str(path), message)
+
+
+def test_a_csv_recipe_drops_the_bom_before_its_label_column(tmp_path):
+    # The label column first: with the BOM kept its name would be '\ufefflabel'.
+    path = tmp_path / "t.csv"
+    rows = "".join(f"{i % 2},{i * 0.5},{i}\n" for i in range(40))
+    path.write_text(BOM + "label,x,y\n" + rows, encoding="utf-8")
+    result = run(tmp_path, source="csv", path=str(path), label_key="label")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["dataset"]["num_classes"] == 2
+    assert summary["dataset"]["train_examples"] == 40
