@@ -30,6 +30,7 @@ def test_split_that_leaves_a_side_empty_is_a_data_error(n, fraction, message):
         splits.split_indices(n, fraction, seed=0)
     assert splits.held_out_count(10, 0.01) == 1  # a fraction > 0 always holds one out
 
+
 # --- the rule per family: tfaccel's round(f*n), Keras' int(f*n) in Keras' drop-ins ----------
 
 
