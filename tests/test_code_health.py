@@ -1,5 +1,6 @@
 """The code's shape is checked like its behaviour: imports point down the layers, lint clean."""
 
+import ast
 import os
 import pathlib
 import shutil
@@ -39,6 +40,43 @@ def test_the_layer_contract_catches_an_upward_import(tmp_path):
     result = _lint_imports(tmp_path, PYTHONPATH=str(tmp_path))
     assert result.returncode != 0
     assert "tfaccel.errors is not allowed to import tfaccel.training" in result.stdout
+
+
+# What a source module may import from tfaccel.data.sources: the shared stages of the
+# families (base: the Source interface; class_folder: the class-folder family; _workers:
+# the Python source's processes; array_files: an .npz file's split names). The file-glob
+# stage (files_stage), the in-memory stage and text reading live in tfaccel.data itself.
+SHARED_IN_SOURCES = {"base", "class_folder", "_workers", "array_files"}
+
+
+def _sibling_imports(text: str) -> list:
+    """The modules of tfaccel.data.sources that `text` (a module's source) imports, nested
+    imports included, but the shared ones."""
+    found = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "tfaccel.data.sources":
+                found.update(alias.name for alias in node.names)
+            elif node.module.startswith("tfaccel.data.sources."):
+                found.add(node.module.split(".")[3])
+        elif isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[3] for alias in node.names
+                         if alias.name.startswith("tfaccel.data.sources."))
+    return sorted(found - SHARED_IN_SOURCES)
+
+
+def test_no_source_imports_another_source():
+    # Issue #28: sources over shared stages; a sibling import (csv -> tfrecords' listing,
+    # text lines -> text folder's decoding) is a step that belongs in a stage.
+    found = {path.name: _sibling_imports(path.read_text(encoding="utf-8"))
+             for path in sorted((ROOT / "tfaccel" / "data" / "sources").glob("*.py"))}
+    assert {name: mods for name, mods in found.items() if mods} == {}
+    # Not vacuous: each form of a sibling import is caught, the shared ones are not.
+    assert _sibling_imports("from tfaccel.data.sources import base, tfrecords\n"
+                            "from tfaccel.data.sources.text_folder import as_utf8\n"
+                            "def f():\n    import tfaccel.data.sources.arrays\n"
+                            "from tfaccel.data.sources.class_folder import Listing\n") \
+        == ["arrays", "text_folder", "tfrecords"]
 
 
 def test_ruff_finds_nothing():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfaccel.data import EpochStream, cache_files, sharding
+from tfaccel.data import EpochStream, cache_files, files_stage, sharding
 from tfaccel.data.from_recipe import build_datasets, worker_file_shares
 from tfaccel.errors import DataError
 from tfaccel.config.recipe import recipe_from_dict
@@ -93,7 +93,9 @@ def test_each_worker_reads_only_its_files_and_every_example_is_seen_once(tmp_pat
         batches = _steps(train)
         assert len(batches) == 24 and {len(b) for b in batches} == {4}  # per-replica batch
         files = {i // 24 for b in batches for i in b}
-        assert files == ({0, 2} if worker == 0 else {1, 3})  # only this worker's files
+        # Only this worker's files: every other file of the one seeded order (seed 0).
+        read_order = files_stage.read_order(list(range(4)), shuffled=True, seed=0)[0]
+        assert files == set(read_order[worker::2])
         passes.append((sum(batches[:12], []), sum(batches[12:], [])))
     for p in range(2):  # one pass = one epoch: every example exactly once across workers
         assert sorted(passes[0][p] + passes[1][p]) == IDS.tolist()
@@ -142,7 +144,8 @@ def test_batches_per_pass_caps_every_pass_after_a_resume_too():
 
 
 def test_shares_that_would_fall_out_of_step_are_refused_as_an_input_context(tmp_path):
-    config = _config(write_id_records(tmp_path / "uneven", [13, 11, 13, 11]))
+    # 30 + 10 against 10 + 10 examples, whichever the seeded file order: 10 and 5 steps.
+    config = _config(write_id_records(tmp_path / "uneven", [30, 10, 10, 10]))
     assert not worker_file_shares(config, workers=2, global_batch_size=BATCH, seed=0).by_file
     with pytest.raises(DataError, match="cannot be divided by file among 2 workers"):
         _worker_stream(config, _contexts()[0], EpochStream())
@@ -159,7 +162,8 @@ def test_each_worker_caches_its_own_share_under_its_own_prefix(tmp_path):
         for worker, ctx in enumerate(_contexts()):
             train, _ = _worker_stream(config, ctx, EpochStream(num_passes=2))
             assert len(_steps(train)) == 24
-        for worker, files in ((0, [0, 2]), (1, [1, 3])):
+        read_order = files_stage.read_order(list(range(4)), shuffled=True, seed=0)[0]
+        for worker, files in ((0, read_order[0::2]), (1, read_order[1::2])):
             prefix = tmp_path / "cache" / f"c.worker-{worker}-of-2"
             assert (tmp_path / "cache" / f"{prefix.name}.index").exists()
             fingerprint = json.loads((tmp_path / "cache" /
@@ -173,7 +177,7 @@ def test_each_worker_caches_its_own_share_under_its_own_prefix(tmp_path):
         # A rebuilt stream (a resume) of worker 1 reads its complete cache as it is.
         resumed = _steps(_worker_stream(config, _contexts()[1],
                                         EpochStream(first_pass=1, num_passes=2))[0])
-        assert {i // 24 for b in resumed for i in b} == {1, 3}
+        assert {i // 24 for b in resumed for i in b} == set(read_order[1::2])
     finally:
         cache_files.forget_prepared()
 

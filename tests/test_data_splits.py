@@ -1,4 +1,4 @@
-"""One seeded validation-split rule for every source."""
+"""The held-out counts: tfaccel's one seeded rule, and Keras' own rules where a loader is its drop-in."""
 
 import dataclasses
 
@@ -29,6 +29,49 @@ def test_split_that_leaves_a_side_empty_is_a_data_error(n, fraction, message):
     with pytest.raises(DataError, match=message):
         splits.split_indices(n, fraction, seed=0)
     assert splits.held_out_count(10, 0.01) == 1  # a fraction > 0 always holds one out
+
+
+# --- the rule per family: tfaccel's round(f*n), Keras' int(f*n) in Keras' drop-ins ----------
+
+
+def test_the_two_rules_differ_where_the_issue_met_them():
+    # 13 files at 0.2: tfaccel's rule holds out 3, Keras' loaders 2 (issue #28).
+    assert splits.held_out_count(13, 0.2) == 3
+    assert splits.keras_held_out_count(13, 0.2) == 2
+    assert splits.keras_held_out_count(13, 0.0) == 0
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 10, 13, 29, 100, 1001])
+@pytest.mark.parametrize("fraction", [0.1, 0.2, 0.25, 0.3, 0.5, 0.7])
+def test_keras_count_is_keras_own_split(n, fraction):
+    # The judge: Keras' own get_training_or_validation_split on n samples.
+    from keras.src.utils import dataset_utils
+
+    samples = list(range(n))
+    expected = int(fraction * n)
+    if not 0 < expected < n:
+        with pytest.raises(DataError, match=f"validation_split={fraction} of {n} files "
+                                            f"holds out {expected}, leaving no"):
+            splits.keras_held_out_count(n, fraction)
+        return
+    val, _ = dataset_utils.get_training_or_validation_split(samples, None, fraction,
+                                                             "validation")
+    assert splits.keras_held_out_count(n, fraction) == len(val)
+
+
+@pytest.mark.parametrize("n", [3, 10, 13, 29, 1001])
+@pytest.mark.parametrize("fraction", [0.1, 0.2, 0.3, 0.7])
+def test_fit_split_is_keras_fit_split(n, fraction):
+    from keras.src.trainers.data_adapters import array_slicing
+
+    split_at = splits.fit_split_at(n, fraction)
+    if split_at in (0, n):  # Keras refuses it; from_arrays refuses it in Keras' words
+        with pytest.raises(ValueError, match="not sufficient to split"):
+            array_slicing.train_validation_split((np.arange(n),), fraction)
+        return
+    (train_x,), _ = array_slicing.train_validation_split((np.arange(n),), fraction)
+    assert split_at == len(train_x)
+
 
 
 def _build(config):

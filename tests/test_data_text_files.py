@@ -153,3 +153,70 @@ def test_csv_reads_a_gz_file_by_its_extension_and_names_a_cut_short_one(tmp_path
         with pytest.raises(DataError, match=f"^CSV file {str(cut)!r} is cut short"):
             data.from_csv(str(cut), batch_size=8, label_name="label",
                           num_rows_for_inference=rows)
+
+
+# --- verify=False: TensorFlow's readers stop silently at a cut stream -----------------------
+
+
+def _cut_at_a_line_end(text: str, keep_lines: int) -> bytes:
+    """A GZIP file of `text` cut right after its first `keep_lines` lines: what is left
+    inflates to whole lines, with no end marker (no reader meets a torn line)."""
+    head = "".join(text.splitlines(keepends=True)[:keep_lines]).encode()
+    packer = zlib.compressobj(wbits=31)  # 31: the gzip container
+    return packer.compress(head) + packer.flush(zlib.Z_FULL_FLUSH)
+
+
+def test_check_complete_names_a_cut_stream_and_passes_a_whole_one(tmp_path):
+    whole, cut = tmp_path / "whole.gz", tmp_path / "cut.gz"
+    whole.write_bytes(gzip.compress(lines(300).encode()))
+    cut.write_bytes(_cut_at_a_line_end(lines(300), 100))
+    text_files.check_complete(whole, compression="GZIP")
+    text_files.check_complete(tmp_path / "missing-but-uncompressed", compression=None)
+    with pytest.raises(DataError, match=f"^Text file {str(cut)!r} is cut short"):
+        text_files.check_complete(cut, compression="GZIP")
+
+
+def test_text_lines_without_verify_names_a_cut_gzip(tmp_path):
+    # TextLineDataset yielded the 100 lines before the cut and said nothing.
+    path = tmp_path / "cut.tsv.gz"
+    path.write_bytes(_cut_at_a_line_end(lines(300), 100))
+    with pytest.raises(DataError, match=f"^Text file {str(path)!r} is cut short"):
+        data.from_text_lines(str(path), labels="first_field", class_names=["neg", "pos"],
+                             verify=False, batch_size=8)
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_csv_names_a_gzip_cut_at_a_row_boundary(tmp_path, verify):
+    # CsvDataset read the 3,000 rows before the cut and said nothing, verify or not (the
+    # type inference reads only the first 100 rows).
+    path = tmp_path / "cut.csv.gz"
+    path.write_bytes(_cut_at_a_line_end(table(6000), 3001))
+    with pytest.raises(DataError, match=f"^CSV file {str(path)!r} is cut short"):
+        data.from_csv(str(path), batch_size=8, label_name="label", verify=verify)
+    assert_refused(run(tmp_path, source="csv", path=str(path), label_key="label",
+                       verify_records=verify), str(path), "is cut short")
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "is empty: it has no header row"),
+    ("x,y,label\n", "holds no rows, only headers"),
+])
+def test_csv_names_an_empty_or_header_only_file(tmp_path, content, message):
+    path = tmp_path / "t.csv"
+    path.write_text(content)
+    with pytest.raises(DataError, match=message):
+        data.from_csv(str(path), batch_size=8, label_name="label")
+    assert_refused(run(tmp_path, source="csv", path=str(path), label_key="label"),
+                   str(path), message)
+
+
+def test_a_csv_recipe_drops_the_bom_before_its_label_column(tmp_path):
+    # The label column first: with the BOM kept its name would be '\ufefflabel'.
+    path = tmp_path / "t.csv"
+    rows = "".join(f"{i % 2},{i * 0.5},{i}\n" for i in range(40))
+    path.write_text(BOM + "label,x,y\n" + rows, encoding="utf-8")
+    result = run(tmp_path, source="csv", path=str(path), label_key="label")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["dataset"]["num_classes"] == 2
+    assert summary["dataset"]["train_examples"] == 40

@@ -97,7 +97,7 @@ def test_undecodable_file_skipped_in_one_warning(tmp_path, caplog):
 
 
 @pytest.mark.parametrize("content, kwargs, error, message", [
-    (None, {}, DataError, r"Text file '.*missing.txt' does not exist"),
+    (None, {}, DataError, r"Text file pattern '.*missing.txt' matches no file"),
     (b"pos\tok\nno label here\n", {"labels": "first_field"}, DataError,
      r"Line 2 of '.*a.txt' has no label"),
     (b"pos\tok\nneu\tmeh\n", {"labels": "first_field", "class_names": ["neg", "pos"]},

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from tfaccel.data.sources.arrays import from_arrays
+from tfaccel.data.in_memory import from_arrays
 from tfaccel.data.sources.audio_folder import from_audio_folder
 from tfaccel.data.sources.csv_tables import from_csv
 from tfaccel.data.augment import AUGMENTATIONS

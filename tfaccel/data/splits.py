@@ -1,6 +1,25 @@
-"""THE validation-split rule every source uses: a seeded choice of round(fraction * n)."""
+"""THE held-out counts of every source: tfaccel's round(fraction * n), and Keras' own where a loader is Keras' drop-in.
+
+The rule per family (docs/data.md, "Validation split"):
+
+- tfaccel's `validation_fraction` (arrays, Python, TFDS, TFRecords, CSV and text-lines
+  files; the `validation_fraction=` argument of the builders): `held_out_count`,
+  ``round(fraction * n)``, at least 1 and never all, chosen by `split_indices`' seeded
+  permutation (whole files for the file-glob sources).
+- Keras' drop-ins, judged by Keras' own code and tests: the class folders' Keras name
+  `validation_split` (image, text, audio folders, and the recipes that call them with it)
+  holds out `keras_held_out_count`, ``int(fraction * n)`` of Keras' permutation (keras
+  ``utils/dataset_utils.py``, ``get_training_or_validation_split``), so the files equal
+  Keras' files; `fit`'s `validation_split` of `from_arrays` trains the first
+  `fit_split_at`, ``floor(n * (1 - fraction))`` (keras ``array_slicing.py``).
+- A time series holds out its LAST `keras_held_out_count` rows, in time order.
+
+13 items at 0.2: tfaccel's rule holds out 3, Keras' loaders 2.
+"""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -48,3 +67,39 @@ def held_out_files(files, fraction: float, seed: int, *, what: str = "files"):
         return files, []
     train_idx, val_idx = split_indices(len(files), fraction, seed, what=what)
     return [files[i] for i in train_idx], [files[i] for i in val_idx]
+
+
+def keras_held_out_count(n: int, fraction: float, *, what: str = "files",
+                         argument: str = "validation_split") -> int:
+    """Keras' count for its loaders: ``int(fraction * n)`` (0 for no fraction).
+
+    Keras' ``get_training_or_validation_split`` (keras/src/utils/dataset_utils.py) holds
+    out the last ``int(validation_split * len(samples))`` of its permutation; a drop-in
+    that counts otherwise would give other files than Keras for the same seed.
+
+    Args:
+        n: Items (files, rows) to split.
+        fraction: The held-out fraction (0 or None: nothing held out).
+        what: The items, for messages.
+        argument: The name the caller's user gave the fraction, for messages.
+
+    Raises:
+        DataError: A fraction > 0 that leaves one side empty (Keras would build an empty
+            dataset there).
+    """
+    if not fraction:
+        return 0
+    held_out = int(fraction * n)
+    if not 0 < held_out < n:
+        raise DataError(
+            f"{argument}={fraction} of {n} {what} holds out {held_out}, leaving no "
+            f"{'validation' if held_out == 0 else 'training'} {what}; use more {what} or "
+            f"another {argument}.")
+    return held_out
+
+
+def fit_split_at(n: int, fraction: float) -> int:
+    """Keras ``fit(validation_split=)``: how many of `n` leading examples train,
+    ``floor(n * (1 - fraction))`` (keras/src/trainers/data_adapters/array_slicing.py; it
+    can differ by one from ``n - int(n * fraction)``: floating-point rounding)."""
+    return int(math.floor(n * (1.0 - fraction)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import gzip
 import io
@@ -9,13 +10,16 @@ import os
 import zlib
 from typing import Iterator, Optional
 
-from tfaccel.errors import DataError
+from tfaccel.errors import DataError, UserInputError
 
 COMPRESSIONS = ("GZIP", "ZLIB")
 # A file's compression when none is declared: by its extension (TensorFlow's readers
 # take "GZIP" or "ZLIB"; a zlib stream has no common extension but these two).
 _BY_EXTENSION = {".gz": "GZIP", ".gzip": "GZIP", ".zz": "ZLIB", ".zlib": "ZLIB"}
 BOM = "\ufeff"
+# Compressed files read whole to their end marker in this process, by (path, size, mtime):
+# a source that builds twice (training, then its plain pass or label pass) inflates once.
+_COMPLETE: set = set()
 
 
 class NotText(DataError):
@@ -58,11 +62,13 @@ def read_bytes(path, *, compression: Optional[str] = None, what: str = "Text fil
         return raw
     try:
         if compression == "GZIP":
-            return gzip.decompress(raw)
-        stream = zlib.decompressobj()
-        data = stream.decompress(raw)
-        if not stream.eof:
-            raise EOFError
+            data = gzip.decompress(raw)
+        else:
+            stream = zlib.decompressobj()
+            data = stream.decompress(raw)
+            if not stream.eof:
+                raise EOFError
+        _COMPLETE.add(_identity(path))
         return data
     except EOFError:
         raise DataError(
@@ -72,6 +78,46 @@ def read_bytes(path, *, compression: Optional[str] = None, what: str = "Text fil
     except (OSError, zlib.error) as err:
         raise DataError(f"{what} {path!r} is not valid {compression} data ({err}); check "
                         "the compression declared for it.") from None
+
+
+def _identity(path: str) -> tuple:
+    """A file as it is now: (path, size, modification time); a rewrite is another file."""
+    try:
+        stat = os.stat(path)
+    except OSError:  # a remote file (gs://): its path alone, checked once per process
+        return (path, None, None)
+    return (path, stat.st_size, stat.st_mtime_ns)
+
+
+def check_complete(path, *, compression: Optional[str], what: str = "Text file") -> None:
+    """Checks that a compressed file's stream reaches its end marker, keeping nothing.
+
+    TensorFlow's readers stop silently where a GZIP or ZLIB stream is cut short
+    (`tf.data.TextLineDataset` yields the lines before the cut and no error; CsvDataset
+    fails only if the cut falls inside a row), so a source that skips the full up-front
+    read (``verify=False``) still runs this: the file is inflated once and the output
+    thrown away, at zlib's speed. Uncompressed files need nothing.
+
+    Raises:
+        DataError: The stream is cut short or corrupt, the file named (`read_bytes`).
+    """
+    if compression is None:
+        return
+    path = os.fspath(path)
+    identity = _identity(path)
+    if identity in _COMPLETE:
+        return
+    try:
+        with _open_binary(path) as raw:
+            stream = (gzip.GzipFile(fileobj=raw) if compression == "GZIP"
+                      else _ZlibReader(raw))
+            while stream.read(1 << 20):
+                pass
+        _COMPLETE.add(identity)
+    except (EOFError, OSError, zlib.error):
+        # Read it again whole: read_bytes names the cause in the one wording.
+        read_bytes(path, compression=compression, what=what)
+        raise
 
 
 def decode(data: bytes, *, path, encoding: Optional[str] = None, what: str = "Text file",
@@ -108,6 +154,49 @@ def refuse_empty(path, *, what: str = "Text file", needs: str = "one line") -> D
     """THE message of a file with nothing in it (returned, for the caller to raise)."""
     return DataError(f"{what} {os.fspath(path)!r} is empty: it needs "
                      f"at least {needs}. Remove it from the paths, or write it again.")
+
+
+def check_encoding(encoding: Optional[str]) -> Optional[str]:
+    """The encoding files are transcoded from, or None for UTF-8 (read as it is).
+
+    The name must be known both to Python (the up-front check decodes with it) and to
+    ICU (`tf.strings.unicode_transcode` converts with it in the pipeline); common names
+    ("latin-1", "cp1252", "shift_jis", "utf-16") are.
+
+    Raises:
+        UserInputError: An encoding either of them does not know.
+    """
+    if encoding is None:
+        return None
+    import tensorflow as tf  # the readers' pipelines need it; this module's Python side not
+
+    try:
+        if codecs.lookup(encoding).name == "utf-8":
+            return None
+        tf.strings.unicode_transcode(b"", input_encoding=encoding, output_encoding="UTF-8")
+    except (LookupError, TypeError, tf.errors.InvalidArgumentError):
+        raise UserInputError(
+            f"encoding must name a text encoding known to Python and ICU (e.g. 'utf-8', "
+            f"'latin-1', 'cp1252', 'utf-16'), got encoding={encoding!r}.") from None
+    return encoding
+
+
+def as_utf8(text, *, encoding: Optional[str], max_length: Optional[int]):
+    """`text` (a string tensor) transcoded from `encoding` to UTF-8, then cut to `max_length`.
+
+    The cut is in bytes, as Keras' loader cuts (``tf.strings.substr``): a character of
+    several bytes can be split at the end.
+    """
+    import tensorflow as tf
+
+    if encoding is not None:
+        # The file decoded in the up-front check; "replace" only matters without it.
+        text = tf.strings.unicode_transcode(text, input_encoding=encoding,
+                                            output_encoding="UTF-8", errors="replace",
+                                            replace_control_characters=False)
+    if max_length is not None:
+        text = tf.strings.substr(text, 0, max_length)
+    return text
 
 
 @contextlib.contextmanager

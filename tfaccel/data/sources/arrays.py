@@ -1,154 +1,15 @@
-"""In-memory arrays (NumPy or tensors, or dicts of them) as a batched tf.data pipeline."""
+"""``data.source: arrays``: an .npz file's arrays through the in-memory stage (`tfaccel.data.in_memory`)."""
 
 from __future__ import annotations
 
-import hashlib
-import math
 import os
-from typing import Optional
 
 import numpy as np
-import tensorflow as tf
 
-from tfaccel.data import cache_files, finite_values, order, pipeline, sharding, splits
+from tfaccel.data import finite_values, splits
+from tfaccel.data.in_memory import from_arrays
 from tfaccel.data.sources import array_files, base
-from tfaccel.errors import DataError, UserInputError
-
-
-def _length(x, name):
-    lengths = {len(v) for v in tf.nest.flatten(x)}
-    if len(lengths) != 1:
-        raise DataError(f"{name} holds arrays of different lengths: {sorted(lengths)}.")
-    return lengths.pop()
-
-
-def _content_digest(elements) -> str:
-    """A digest of the arrays' bytes, shapes and dtypes, in order (what a cache holds)."""
-    digest = hashlib.blake2b(digest_size=16)
-    for array in tf.nest.flatten(elements):
-        digest.update(f"{array.dtype.str}{array.shape}".encode())
-        digest.update(np.ascontiguousarray(array).data)
-    return digest.hexdigest()
-
-
-def from_arrays(x, y=None, batch_size: Optional[int] = None, *,
-                shuffle_buffer: Optional[int] = None, seed: Optional[int] = None,
-                validation_split: Optional[float] = None, **options):
-    """Builds batches from in-memory arrays.
-
-    Example::
-
-        train = tfaccel.data.from_arrays(x_train, y_train, 128,
-                                         augment=["flip", "crop"], seed=0)
-        model.fit(train, epochs=5)
-
-        train, val = tfaccel.data.from_arrays(x_train, y_train, 128, validation_split=0.1)
-        model.fit(train, validation_data=val, epochs=5)
-
-    `x`, `y` and `batch_size` come in `model.fit`'s order, positionally or by name; the
-    rest is keyword-only.
-
-    Args:
-        x: An array, or a dict of arrays with the same first dimension.
-        y: Labels with the same first dimension, or None for features only.
-        batch_size: The GLOBAL batch size (required).
-        shuffle_buffer: Shuffle buffer in examples, 0 for no shuffling (as
-            ``data.shuffle_buffer``). None (default): every example, a full shuffle each
-            epoch as ``model.fit(x, y)`` does. A smaller buffer first permutes the
-            arrays once, seeded (`tfaccel.data.order`), so arrays sorted by label still
-            give mixed batches after a cache.
-        seed: Seed of that permutation, of shuffling and augmentation.
-        validation_split: `fit`'s meaning: the last fraction of the arrays, taken before
-            any shuffling, is held out (Keras' rule: the first
-            ``floor(n * (1 - validation_split))`` examples train). The validation dataset
-            keeps their order and every example (never shuffled, augmented, streamed or
-            sent to a tf.data service; its last partial batch kept) and caches into its own files
-            (``PREFIX_validation``) with a file `cache`.
-        **options: Any public keyword of `tfaccel.data.optimize` (augment, deterministic,
-            cache, private_threads, ...).
-
-    Returns:
-        A `tf.data.Dataset` of ``(x_batch, y_batch)`` (or ``x_batch``) ready for `fit`;
-        with `validation_split` a ``(training, validation)`` tuple of them, as
-        `from_image_folder`'s ``subset="both"``.
-
-    Raises:
-        DataError: The arrays are empty or their lengths differ, or a floating-point array
-            holds NaN or an infinite value (the first is named with its example).
-        UserInputError: An unknown keyword, no `batch_size`, or a `validation_split` that
-            leaves no example on one side (Keras' check).
-    """
-    pipeline.check_builder_options(options, builder=from_arrays)
-    if batch_size is None:
-        raise UserInputError("from_arrays() needs batch_size (the third argument, or "
-                             "batch_size=), as fit(x, y, batch_size) takes it.")
-    n = _length(x, "x")
-    if y is not None and _length(y, "y") != n:
-        raise DataError(f"x has {n} examples but y has {_length(y, 'y')}.")
-    if n == 0:
-        raise DataError("x is empty: from_arrays needs at least one example.")
-    x = tf.nest.map_structure(np.asarray, x)
-    finite_values.check_array(x, name="x")
-    if y is not None:
-        finite_values.check_array(y, name="y")
-    elements = x if y is None else (x, np.asarray(y))
-    if validation_split is not None:
-        return _with_validation(elements, validation_split, batch_size=batch_size,
-                                shuffle_buffer=shuffle_buffer, seed=seed, options=options)
-    return _batches(elements, batch_size=batch_size, shuffle_buffer=shuffle_buffer,
-                    seed=seed, options=options)
-
-
-def _with_validation(elements, validation_split, *, batch_size, shuffle_buffer, seed,
-                     options: dict):
-    """`from_arrays` with `fit`'s `validation_split`: ``(training, validation)``."""
-    if isinstance(validation_split, bool) or not isinstance(validation_split, (int, float)) \
-            or not 0 < validation_split < 1:
-        raise UserInputError("validation_split must be a number between 0 and 1 (the "
-                             f"held-out fraction), got {validation_split!r}.")
-    n = len(tf.nest.flatten(elements)[0])
-    # keras/src/trainers/data_adapters/array_slicing.py train_validation_split, its rule
-    # and wording (int(n * f) held out can differ by one: floating-point rounding).
-    split_at = int(math.floor(n * (1.0 - validation_split)))
-    if split_at in (0, n):
-        raise UserInputError(
-            f"Training data contains {n} samples, which is not sufficient to split it into "
-            f"a validation and training set as specified by `validation_split="
-            f"{validation_split}`. Either provide more data, or a different value for the "
-            "`validation_split` argument.")
-    train_cache, validation_cache = cache_files.split_prefixes(options.get("cache"))
-    train = _batches(tf.nest.map_structure(lambda a: a[:split_at], elements),
-                     batch_size=batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
-                     options={**options, "cache": train_cache})
-    validation = _batches(tf.nest.map_structure(lambda a: a[split_at:], elements),
-                          batch_size=batch_size, shuffle_buffer=0, seed=seed,
-                          options={**pipeline.validation_options(options),
-                                   "cache": validation_cache})
-    return train, validation
-
-
-def _batches(elements, *, batch_size, shuffle_buffer, seed, options: dict):
-    """The checked `elements` (x, or (x, y)) through the standard tail."""
-    options = dict(options)
-    n = len(tf.nest.flatten(elements)[0])
-    if shuffle_buffer is None:
-        shuffle_buffer = n
-    if 0 < shuffle_buffer < n:
-        # A buffer smaller than the data mixes only neighbours: permute once, seeded, so
-        # arrays sorted by label still mix (a whole-data buffer needs no help).
-        permuted = order.permutation(n, order.resolve_seed(
-            seed, input_context=options.get("input_context")))
-        elements = tf.nest.map_structure(lambda a: a[permuted], elements)
-    if cache_files.is_file_cache(options.get("cache")):
-        options["cache_fingerprint"] = {"builder": "from_arrays",
-                                        "examples": f"{n}: {_content_digest(elements)}",
-                                        **options.get("cache_fingerprint", {})}
-    dataset = tf.data.Dataset.from_tensor_slices(elements)
-    # In-memory data has no files to split: a multi-worker strategy must shard by element.
-    options.setdefault("shard_policy", "data")
-    sharding.fix_order_for_data_sharding(options)  # DATA sharding needs a fixed order
-    return pipeline.optimize(dataset, batch_size=batch_size, shuffle_buffer=shuffle_buffer,
-                             seed=seed, **options)
+from tfaccel.errors import DataError
 
 
 class ArraysSource(base.Source):

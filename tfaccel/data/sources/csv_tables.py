@@ -11,10 +11,8 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import (cache_files, finite_values, order, pipeline, sharding, splits,
-                          text_files)
-from tfaccel.data.sources import arrays, base
-from tfaccel.data.sources.tfrecords import list_record_files
+from tfaccel.data import files_stage, finite_values, in_memory, pipeline, text_files
+from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError, did_you_mean
 
 # The types CsvDataset parses, in the order type inference widens a column through them:
@@ -434,7 +432,7 @@ def _from_frame(frame, *, label_name, column_defaults, select_columns, batch_siz
     data = {columns[i]: _frame_column(frame, keys[i], defaults.get(columns[i]))
             for i in _selected(columns, select_columns, label_name)}
     label = None if label_name is None else data.pop(label_name)
-    dataset = arrays.from_arrays(data, label, batch_size=batch_size,
+    dataset = in_memory.from_arrays(data, label, batch_size=batch_size,
                                  shuffle_buffer=shuffle_buffer, seed=seed, **options)
     dataset.files, dataset.row_counts = [], []
     dataset.num_examples = len(next(iter(data.values()))) if data else len(label)
@@ -514,9 +512,11 @@ def from_csv(source, *, batch_size: Optional[int], label_name: Optional[str] = N
         seed: Seeds the file order, shuffling and augmentation (None: different each run).
         cycle_length: Files read at once (None: all of them, up to 16, when shuffling;
             one after the other, in order, when not).
-        verify: Parse every file once up front (see above). False: nothing is read but the
-            header and the inference rows, and a bad row stops training with TensorFlow's
-            own message.
+        verify: Parse every file once up front (see above). False: nothing is parsed but
+            the header and the inference rows, and a bad row stops training with
+            TensorFlow's own message. Either way a compressed file is inflated once to its
+            end marker: TensorFlow's reader stops silently where a stream is cut short, so
+            a cut file is a `DataError` naming it.
         deterministic: Keep the row order fixed. None: fixed when a `seed` is given or
             when not shuffling.
         **options: Any other keyword of `tfaccel.data.optimize` (cache, drop_remainder,
@@ -548,10 +548,15 @@ def from_csv(source, *, batch_size: Optional[int], label_name: Optional[str] = N
                            shuffle_buffer=shuffle_buffer, seed=seed, **options)
     fmt = _Format(header=header, field_delim=field_delim, use_quote_delim=use_quote_delim,
                   na_value=na_value, encoding=encoding, compression_type=compression_type)
-    files = list_record_files(source, what="CSV")
+    files = files_stage.list_files(source, what="CSV")
     table = _read_table(files, fmt, column_names=column_names, column_types=column_types,
                         column_defaults=column_defaults, select_columns=select_columns,
                         label_name=label_name, num_rows_for_inference=num_rows_for_inference)
+    # CsvDataset stops silently where a compressed stream is cut short on a row boundary
+    # (and fails nameless inside a row): each compressed file is inflated once up front,
+    # with or without `verify` (text_files; once per process and file).
+    files_stage.count_each(files, lambda f: text_files.check_complete(
+        f, compression=fmt.compression_of(f), what="CSV file"))
     counts = table.count_rows() if verify else None  # rows of each file, in `files` order
     num_examples = None if counts is None else sum(counts)
     if num_examples == 0:
@@ -571,53 +576,27 @@ def from_csv(source, *, batch_size: Optional[int], label_name: Optional[str] = N
 
 def read_order(files: list, counts: Optional[list], *, shuffled: bool, seed: Optional[int],
                input_context=None):
-    """THE order a table's files are read in: ``(files, their row counts or None)``.
-
-    Shuffled, one seeded permutation of the listing before any cache (a table split into
-    files by class or date still mixes; the row buffer after the cache does the rest);
-    otherwise the listing's order. Input pipelines take every n-th file of this order.
-    """
-    if not shuffled:
-        return files, counts
-    permuted = order.permutation(len(files), order.resolve_seed(seed,
-                                                                input_context=input_context))
-    return ([files[i] for i in permuted],
-            None if counts is None else [counts[i] for i in permuted])
+    """THE order a table's files are read in: ``(files, their row counts or None)``
+    (`files_stage.read_order`; input pipelines take every n-th file of it)."""
+    return files_stage.read_order(files, counts, shuffled=shuffled, seed=seed,
+                                  input_context=input_context)
 
 
 def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffle_buffer,
                    seed, shuffled, deterministic, cycle_length, counts, **options):
     """The pipeline of `files` in this order (see `from_csv`)."""
-    ctx = options.get("input_context")
-    split_by_file = ctx is not None and 1 < ctx.num_input_pipelines <= len(files)
-    if split_by_file:
-        # Each input pipeline reads only its own files (the permutation above is the same
-        # in every pipeline), so no row is parsed twice.
-        files = files[ctx.input_pipeline_id::ctx.num_input_pipelines]
-        counts = None if counts is None else counts[ctx.input_pipeline_id::
-                                                    ctx.num_input_pipelines]
-        options["input_context"] = pipeline.batch_only_context(ctx)
-    elif ctx is not None and ctx.num_input_pipelines > 1:
-        # Fewer files than pipelines: `optimize` shards the rows by position, which needs
-        # every pipeline to read them in the same order.
-        deterministic = True
     options["deterministic"] = deterministic
-    if ctx is not None:
-        options.setdefault("shard_policy", "off")  # this pipeline's share is decided here
-    else:
-        # TensorFlow's FILE auto-sharding finds TFRecord, TextLine and fixed-length
-        # readers, not CsvDataset (tensorflow/core/grappler/optimizers/data/auto_shard.cc):
-        # a multi-worker strategy would fall back to DATA anyway, so say DATA, with the
-        # fixed order it needs. An input context (the recipe's runner) splits by file.
-        options.setdefault("shard_policy", "data")
-        sharding.fix_order_for_data_sharding(options)
-        deterministic = options["deterministic"]
-    if cache_files.is_file_cache(options.get("cache")):
-        options["cache_fingerprint"] = {
-            "builder": "from_csv", "source files": cache_files.files_digest(files),
-            "order": order.describe(files, seed=seed, shuffled=shuffled),
-            "label_name": label_name, **table.fingerprint(),
-            **options.get("cache_fingerprint", {})}
+    # The one worker split of the file sources (files_stage): by file, or by row in one
+    # fixed order when there are fewer files than pipelines.
+    files, counts = files_stage.split_for_workers(files, counts, options=options)
+    # TensorFlow's FILE auto-sharding finds TFRecord, TextLine and fixed-length readers,
+    # not CsvDataset (tensorflow/core/grappler/optimizers/data/auto_shard.cc): without an
+    # input context a multi-worker strategy splits the rows (DATA) in a fixed order.
+    files_stage.choose_shard_policy(options, num_files=len(files), file_readers=False)
+    deterministic = options["deterministic"]
+    files_stage.fingerprint_cache(options, cache=options.get("cache"), builder="from_csv",
+                                  files=files, seed=seed, shuffled=shuffled,
+                                  label_name=label_name, **table.fingerprint())
     names = table.names
 
     def to_example(*values):
@@ -632,11 +611,9 @@ def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffl
         # interleave). Unshuffled: one after the other, so rows come in file order (as
         # make_csv_dataset's with shuffle=False) and predictions match the files' rows.
         cycle_length = min(len(files), 16) if shuffled else 1
-    rows = tf.data.Dataset.from_tensor_slices(files).interleave(
-        table.reader, cycle_length=cycle_length,
-        num_parallel_calls=None if options.get("sequential") else pipeline.AUTOTUNE,
-        # None when free: the pipeline's option decides (a resumable stream fixes it).
-        deterministic=deterministic or None)
+    rows = files_stage.interleave(tf.data.Dataset.from_tensor_slices(files), table.reader,
+                                  num_files=len(files), cycle_length=cycle_length,
+                                  options=options, deterministic=deterministic)
     if counts is not None:
         # The rows are counted: say so, so that Keras shows a real progress bar and does
         # not warn that the input "ran out of data" at the end of the first epoch.
@@ -673,8 +650,8 @@ class CsvSource(base.Source):
     def files(self) -> Tuple[list, list]:
         """The training and validation files, in listing order."""
         config = self.config
-        return splits.held_out_files(list_record_files(config.path, what="CSV"),
-                                     config.validation_fraction, self.seed, what="CSV files")
+        return files_stage.held_out(config.path, config.validation_fraction, self.seed,
+                                    what="CSV")
 
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         config = self.config
@@ -715,10 +692,8 @@ class CsvSource(base.Source):
         labels = from_csv(files, batch_size=1 << 16, select_columns=[label],
                           shuffle_buffer=0, drop_remainder=False,
                           **{**kwargs, "verify": False})
-        batches = [y for _, y in labels.as_numpy_iterator() if y.size]
-        if not batches:
-            raise DataError(f"No labels found in {self.config.path!r}: its files hold no rows.")
-        return (int(min(b.min() for b in batches)), int(max(b.max() for b in batches)))
+        return files_stage.label_range((y for _, y in labels.as_numpy_iterator()),
+                                       where=repr(self.config.path))
 
     def file_counts(self):
         config = self.config

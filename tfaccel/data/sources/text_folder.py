@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 import functools
 import logging
 from typing import Optional, Sequence, Union
@@ -10,35 +9,13 @@ from typing import Optional, Sequence, Union
 import tensorflow as tf
 
 from tfaccel.data import pipeline, text_files
+from tfaccel.data.text_files import as_utf8, check_encoding
 from tfaccel.data.sources import base, class_folder
 from tfaccel.errors import DataError, UserInputError
 
 logger = logging.getLogger(__name__)
 
 TEXT_EXTENSIONS = (".txt",)  # Keras' only format
-
-
-def check_encoding(encoding: Optional[str]) -> Optional[str]:
-    """The encoding files are transcoded from, or None for UTF-8 (read as it is).
-
-    The name must be known both to Python (the up-front check decodes with it) and to
-    ICU (`tf.strings.unicode_transcode` converts with it in the pipeline); common names
-    ("latin-1", "cp1252", "shift_jis", "utf-16") are.
-
-    Raises:
-        UserInputError: An encoding either of them does not know.
-    """
-    if encoding is None:
-        return None
-    try:
-        if codecs.lookup(encoding).name == "utf-8":
-            return None
-        tf.strings.unicode_transcode(b"", input_encoding=encoding, output_encoding="UTF-8")
-    except (LookupError, TypeError, tf.errors.InvalidArgumentError):
-        raise UserInputError(
-            f"encoding must name a text encoding known to Python and ICU (e.g. 'utf-8', "
-            f"'latin-1', 'cp1252', 'utf-16'), got encoding={encoding!r}.") from None
-    return encoding
 
 
 def decodes(path: str, *, encoding: Optional[str]) -> bool:
@@ -48,22 +25,6 @@ def decodes(path: str, *, encoding: Optional[str]) -> bool:
     except DataError:
         return False
     return True
-
-
-def as_utf8(text, *, encoding: Optional[str], max_length: Optional[int]):
-    """`text` (a string tensor) transcoded from `encoding` to UTF-8, then cut to `max_length`.
-
-    The cut is in bytes, as Keras' loader cuts (``tf.strings.substr``): a character of
-    several bytes can be split at the end.
-    """
-    if encoding is not None:
-        # The file decoded in the up-front check; "replace" only matters without it.
-        text = tf.strings.unicode_transcode(text, input_encoding=encoding,
-                                            output_encoding="UTF-8", errors="replace",
-                                            replace_control_characters=False)
-    if max_length is not None:
-        text = tf.strings.substr(text, 0, max_length)
-    return text
 
 
 def _reader(*, encoding: Optional[str], max_length: Optional[int]):

@@ -5,15 +5,14 @@ from __future__ import annotations
 import logging
 import os
 import reprlib
-from concurrent.futures import ThreadPoolExecutor
 from typing import List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import cache_files, order, pipeline, sharding, splits, text_files
+from tfaccel.data import files_stage, pipeline, text_files
 from tfaccel.data.sources import base, class_folder
-from tfaccel.data.sources.text_folder import as_utf8, check_encoding
+from tfaccel.data.text_files import as_utf8, check_encoding
 from tfaccel.errors import DataError, UserInputError
 
 logger = logging.getLogger(__name__)
@@ -36,25 +35,9 @@ class _Scan(NamedTuple):
 
 
 def list_text_files(paths) -> List[str]:
-    """The files of `paths` (a path, a glob, or a list of them), each glob sorted.
-
-    Raises:
-        DataError: A path or glob that matches no file, or a folder.
-    """
-    patterns = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    if not patterns:
-        raise UserInputError("paths must name at least one text file, got paths=[].")
-    files = []
-    for pattern in map(os.fspath, patterns):
-        matched = sorted(tf.io.gfile.glob(pattern))
-        if not matched:
-            raise DataError(f"Text file {pattern!r} does not exist (no file matches it).")
-        folders = [m for m in matched if tf.io.gfile.isdir(m)]
-        if folders:
-            raise DataError(f"Text file path {folders[0]!r} is a folder; name its files "
-                            f"(e.g. {os.path.join(folders[0], '*.txt')!r}).")
-        files.extend(matched)
-    return files
+    """The files of `paths` (a path, a glob, or a list of them), each glob sorted
+    (`files_stage.list_files`)."""
+    return files_stage.list_files(paths, what="Text file")
 
 
 def _scan(path: str, *, encoding: Optional[str], skip_header_lines: int,
@@ -215,13 +198,16 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
             texts are transcoded to UTF-8.
         compression: None (each file by its extension: ``.gz`` GZIP, ``.zz`` or ``.zlib``
             ZLIB, else none), "GZIP" or "ZLIB".
-        verify: Read every file before training (see above).
+        verify: Read every file before training (see above). False: only compressed
+            files are inflated once to their end marker (TensorFlow's reader stops
+            silently where a stream is cut short), a cut one named in a `DataError`.
         cycle_length: Files read at once (None: min(files, 16)).
         cache: None, ``"memory"`` or a file path; see `tfaccel.data.optimize`
             (fingerprinted with the files, their order and every read setting).
         deterministic: Keep the element order fixed (None: when a `seed` is given or not
             shuffling).
-        input_context: From ``distribute_datasets_from_function``: shard by file.
+        input_context: From ``distribute_datasets_from_function``: by file, or by
+            example with fewer files than pipelines (`files_stage.split_for_workers`).
         **options: Any other keyword of `tfaccel.data.optimize`.
 
     Returns:
@@ -254,10 +240,9 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
     in_line = _in_line(labels)
     num_examples, skipped = None, []
     if verify:
-        with ThreadPoolExecutor(max_workers=8) as pool:  # I/O overlaps
-            scans = list(pool.map(lambda f: _scan(
-                f, encoding=encoding, skip_header_lines=skip_header_lines,
-                separator=separator if in_line else None, compression=compression), files))
+        scans = files_stage.count_each(files, lambda f: _scan(
+            f, encoding=encoding, skip_header_lines=skip_header_lines,
+            separator=separator if in_line else None, compression=compression))
         skipped = [f for f, s in zip(files, scans) if not s.decodes]
         for f, s in zip(files, scans):
             if s.bad_line is not None:
@@ -294,6 +279,11 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
                                               if skip_header_lines else ""))
         files = [files[i] for i in kept]
         file_labels = [file_labels[i] for i in kept]
+    else:
+        # Nothing read up front, but TensorFlow's reader stops silently where a compressed
+        # stream is cut short: each compressed file is inflated once (text_files).
+        files_stage.count_each(files, lambda f: text_files.check_complete(
+            f, compression=text_files.compression_of(f, compression)))
     if in_line and names is None:
         names = list(class_names)
     if label_mode == "binary" and len(names) != 2:
@@ -301,34 +291,23 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
                              f"classes; got class_names={names}.")
     listed = files  # ds.files: the order `labels` counts in
     shuffled = shuffle_buffer != 0
-    if shuffled:
-        # The one seeded permutation (data.order), the same in every worker.
-        chosen = order.permutation(len(files),
-                                   order.resolve_seed(seed, input_context=input_context))
-        files, file_labels = [files[i] for i in chosen], [file_labels[i] for i in chosen]
+    ctx = options["input_context"] = input_context
+    # The one seeded permutation (files_stage.read_order), the same in every worker.
+    files, file_labels = files_stage.read_order(files, file_labels, shuffled=shuffled,
+                                                seed=seed, input_context=ctx)
     if shuffle_buffer is None:
         shuffle_buffer = min(num_examples or _DEFAULT_SHUFFLE, _DEFAULT_SHUFFLE) or 1
     if deterministic is None:
         deterministic = not shuffled or seed is not None
     options["deterministic"] = deterministic
-    ctx = input_context
-    if ctx is not None and ctx.num_input_pipelines > 1:
-        if len(files) < ctx.num_input_pipelines:
-            raise DataError(f"{len(files)} text file(s) cannot be split by file among "
-                            f"{ctx.num_input_pipelines} input pipelines; split the text "
-                            "into more files.")
-        files = files[ctx.input_pipeline_id::ctx.num_input_pipelines]
-        file_labels = file_labels[ctx.input_pipeline_id::ctx.num_input_pipelines]
-        options["input_context"] = pipeline.batch_only_context(ctx)
-    if cache_files.is_file_cache(cache):
-        options["cache_fingerprint"] = {
-            "builder": "from_text_lines", "source files": cache_files.files_digest(files),
-            "order": order.describe(files, seed=seed, shuffled=shuffled),
-            "labels": labels if not isinstance(labels, (list, tuple)) else file_labels,
-            "separator": separator, "class_names": names, "label_mode": label_mode,
-            "max_length": max_length, "encoding": encoding,
-            "skip_header_lines": skip_header_lines, "compression": compression,
-            **options.get("cache_fingerprint", {})}
+    files, file_labels = files_stage.split_for_workers(files, file_labels, options=options)
+    files_stage.fingerprint_cache(
+        options, cache=cache, builder="from_text_lines", files=files, seed=seed,
+        shuffled=shuffled,
+        labels=labels if not isinstance(labels, (list, tuple)) else file_labels,
+        separator=separator, class_names=names, label_mode=label_mode,
+        max_length=max_length, encoding=encoding, skip_header_lines=skip_header_lines,
+        compression=compression)
     examples = _examples(
         _read_lines(files, file_labels if isinstance(labels, (list, tuple)) else None,
                     shuffle_files=shuffled and not cache, seed=seed,
@@ -338,7 +317,7 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
         parse=_parser(labels=labels, names=names, separator=separator,
                       label_mode=label_mode, encoding=encoding, max_length=max_length),
         options=options)
-    sharding.choose_file_policy(options, num_files=len(files), sharded=ctx is not None)
+    files_stage.choose_shard_policy(options, num_files=len(files))
     dataset = pipeline.optimize(examples, batch_size=batch_size, cache=cache,
                                 shuffle_buffer=shuffle_buffer, seed=seed, **options)
     dataset.files = listed
@@ -358,10 +337,8 @@ def _read_lines(files, file_labels, *, shuffle_files: bool, seed, skip_header_li
     file_ds = tf.data.Dataset.from_tensor_slices(
         columns if file_labels is None else columns + (tf.constant(file_labels, tf.int32),))
     if shuffle_files:
-        # In a resumable stream the file order is the same every pass (seeded once);
-        # the pass-seeded line shuffle reorders the lines.
-        file_ds = file_ds.shuffle(len(files), seed=seed,
-                                  reshuffle_each_iteration=options.get("stream") is None)
+        file_ds = files_stage.shuffle_each_pass(file_ds, num_files=len(files), seed=seed,
+                                                options=options)
 
     def lines_of(path, compression_type, label=None):
         lines = tf.data.TextLineDataset(path, compression_type=compression_type)
@@ -377,10 +354,8 @@ def _read_lines(files, file_labels, *, shuffle_files: bool, seed, skip_header_li
         # A zip, not a map: no function call per line.
         return tf.data.Dataset.zip((lines, tf.data.Dataset.from_tensors(label).repeat()))
 
-    return file_ds.interleave(
-        lines_of, cycle_length=cycle_length or min(len(files), 16),
-        num_parallel_calls=None if options.get("sequential") else pipeline.AUTOTUNE,
-        deterministic=options.get("deterministic") or None)
+    return files_stage.interleave(file_ds, lines_of, num_files=len(files),
+                                  cycle_length=cycle_length, options=options)
 
 
 def _examples(lines, *, parse, options: dict):
@@ -459,9 +434,8 @@ class TextLinesSource(base.Source):
                 raise DataError(f"Text file {both[0]!r} matches both data.path and "
                                 "data.validation_path: a line would train and validate.")
             return train, val
-        return splits.held_out_files(list_text_files(self.config.path),
-                                     self.config.validation_fraction, self.seed,
-                                     what="text files")
+        return files_stage.held_out(self.config.path, self.config.validation_fraction,
+                                    self.seed, what="Text file")
 
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         config = self.config

@@ -8,12 +8,10 @@ import struct
 import zlib
 from typing import Mapping, Optional, Sequence, Tuple, Union
 
-import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import cache_files, images, order, pipeline, sharding, splits
+from tfaccel.data import files_stage, images, pipeline
 from tfaccel.data.sources import base
-from tfaccel.data.sources import image_folder
 from tfaccel.errors import DataError, UserInputError
 
 _COMPRESSIONS = (None, "", "GZIP", "ZLIB")
@@ -150,22 +148,6 @@ def check_record_file(path: str, compression: Optional[str] = None) -> int:
                     f"({compression or 'uncompressed'}, {size} bytes). Re-write or remove it.")
 
 
-def list_record_files(pattern, *, what: str = "TFRecord") -> list:
-    """The files a glob (or list of globs) matches, sorted per glob; `what` names them.
-
-    Raises:
-        DataError: A glob matches no file.
-    """
-    patterns = [pattern] if isinstance(pattern, (str, os.PathLike)) else list(pattern)
-    files = []
-    for p in patterns:
-        matched = sorted(tf.io.gfile.glob(os.fspath(p)))
-        if not matched:
-            raise DataError(f"{what} pattern {os.fspath(p)!r} matches no file.")
-        files.extend(matched)
-    return files
-
-
 def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
                    batch_size: int, label_key: Optional[str] = "label",
                    input_key: Optional[str] = None,
@@ -200,7 +182,10 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         seed: Seed for shuffling and augmentation.
         cycle_length: Files read at once by the parallel interleave (None: min(files, 16)).
         verify: Walk every file's record framing before training (see `check_record_file`).
-        input_context: From ``distribute_datasets_from_function``: shard by file.
+            Without it a truncated file stops training with TensorFlow's DataLossError
+            (an offset, not the file, named).
+        input_context: From ``distribute_datasets_from_function``: by file, or by
+            example with fewer files than pipelines (`files_stage.split_for_workers`).
         **options: Any other keyword of `tfaccel.data.optimize`.
 
     Returns:
@@ -226,43 +211,31 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
     if image_keys and image_size is None:
         raise UserInputError(f"features {list(image_keys)} have decode: image, so image_size "
                              "(height, width) is needed to batch them.")
-    files = list_record_files(pattern)
-    num_examples = sum(check_record_file(f, compression) for f in files) if verify else None
-
-    ctx = input_context
-    if ctx is not None and ctx.num_input_pipelines > 1:
-        if len(files) < ctx.num_input_pipelines:
-            raise DataError(f"{len(files)} TFRecord file(s) cannot be split by file among "
-                            f"{ctx.num_input_pipelines} input pipelines; write more files.")
-        files = files[ctx.input_pipeline_id::ctx.num_input_pipelines]
-        options["input_context"] = pipeline.batch_only_context(ctx)
-    else:
-        options["input_context"] = ctx
-    if cache_files.is_file_cache(options.get("cache")):
-        # The files this pipeline reads (names, sizes, times), their order and the parse
-        # and decode settings: everything the cached examples depend on.
-        options["cache_fingerprint"] = {
-            "builder": "from_tfrecords", "source files": cache_files.files_digest(files),
-            "order": order.describe(files, seed=seed, shuffled=bool(shuffle_buffer)),
-            "features": {k: repr(v) for k, v in spec.items()}, "label_key": label_key,
-            "input_key": input_key, "compression": compression,
-            "image_size": None if image_size is None else [int(v) for v in image_size],
-            "channels": channels, **options.get("cache_fingerprint", {})}
+    files = files_stage.list_files(pattern, what="TFRecord")
+    num_examples = (sum(files_stage.count_each(
+        files, lambda f: check_record_file(f, compression))) if verify else None)
+    shuffled = bool(shuffle_buffer)
+    options["input_context"] = input_context
+    # The one seeded file order (files named by class still mix before any cache), then
+    # this pipeline's share of it (the runner plans the shares in the same order).
+    (files,) = files_stage.read_order(files, shuffled=shuffled, seed=seed,
+                                      input_context=input_context)
+    (files,) = files_stage.split_for_workers(files, options=options)
+    # The files this pipeline reads (names, sizes, times), their order and the parse
+    # and decode settings: everything the cached examples depend on.
+    files_stage.fingerprint_cache(
+        options, cache=options.get("cache"), builder="from_tfrecords", files=files,
+        seed=seed, shuffled=shuffled, features={k: repr(v) for k, v in spec.items()},
+        label_key=label_key, input_key=input_key, compression=compression,
+        image_size=None if image_size is None else [int(v) for v in image_size],
+        channels=channels)
     file_ds = tf.data.Dataset.from_tensor_slices(files)
-    if shuffle_buffer:
-        # In a resumable stream (options["stream"]) the file order is the same every pass
-        # (seeded once), so pass p does not depend on how many passes came before; the
-        # pass-seeded example shuffle after the cache reorders the examples.
-        file_ds = file_ds.shuffle(len(files), seed=seed,
-                                  reshuffle_each_iteration=options.get("stream") is None)
-    deterministic = options.get("deterministic", False)
-    # Parallel interleave: several files are read at once, so one slow file (or a remote
-    # object store's latency) does not stall the pipeline.
-    records = file_ds.interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type=compression or ""),
-        cycle_length=cycle_length or min(len(files), 16),
-        num_parallel_calls=None if options.get("sequential") else pipeline.AUTOTUNE,
-        deterministic=deterministic or None)
+    if shuffled:
+        file_ds = files_stage.shuffle_each_pass(file_ds, num_files=len(files), seed=seed,
+                                                options=options)
+    records = files_stage.interleave(
+        file_ds, lambda f: tf.data.TFRecordDataset(f, compression_type=compression or ""),
+        num_files=len(files), cycle_length=cycle_length, options=options)
 
     decode_size = None if image_size is None else [int(v) for v in image_size]
 
@@ -270,7 +243,7 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
     def parse(record):
         example = tf.io.parse_single_example(record, spec)
         for key in image_keys:
-            image = image_folder.decode_image(example[key], channels)
+            image = images.decode_image(example[key], channels)
             if decode_size is not None:
                 image = images.resize_to_uint8(image, decode_size)
             example[key] = image
@@ -285,8 +258,8 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
     # Outside a stream the files are real reader datasets, so a multi-worker strategy can
     # split them by FILE (each worker reads only its files) when there are at least as many
     # files as workers; by element (DATA) otherwise; not again (OFF) when an input context
-    # already gave this pipeline its files.
-    sharding.choose_file_policy(options, num_files=len(files), sharded=ctx is not None)
+    # already gave this pipeline its share.
+    files_stage.choose_shard_policy(options, num_files=len(files))
     dataset = pipeline.optimize(records, batch_size=batch_size, map_fn=parse,
                                 shuffle_buffer=shuffle_buffer, seed=seed, **options)
     dataset.files = files
@@ -303,9 +276,8 @@ class TfrecordsSource(base.Source):
     def files(self) -> Tuple[list, list]:
         """The training and validation record files, in read order."""
         config = self.config
-        return splits.held_out_files(list_record_files(config.path),
-                                     config.validation_fraction, self.seed,
-                                     what="TFRecord files")
+        return files_stage.held_out(config.path, config.validation_fraction, self.seed,
+                                    what="TFRecord")
 
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         config = self.config
@@ -353,18 +325,15 @@ class TfrecordsSource(base.Source):
                                           num_parallel_reads=tf.data.AUTOTUNE)
         labels = records.batch(1024).map(
             lambda r: tf.io.parse_example(r, spec)[config.label_key])
-        low, high = None, None
-        for batch in labels.as_numpy_iterator():
-            if batch.size:
-                low = int(np.min(batch)) if low is None else min(low, int(np.min(batch)))
-                high = int(np.max(batch)) if high is None else max(high, int(np.max(batch)))
-        if high is None:
-            raise DataError(f"No labels found in {config.path!r}; set data.num_classes.")
-        return low, high
+        return files_stage.label_range(labels.as_numpy_iterator(), where=repr(config.path))
 
     def file_counts(self):
         config = self.config
         files, _ = self.files()
-        counts = ([check_record_file(f, config.compression or None) for f in files]
-                  if config.verify_records else None)
+        counts = (files_stage.count_each(
+            files, lambda f: check_record_file(f, config.compression or None))
+            if config.verify_records else None)
+        # In the order from_tfrecords reads them (worker i gets files i, i + n, ... of it).
+        _, counts = files_stage.read_order(files, counts, shuffled=bool(config.shuffle_buffer),
+                                           seed=self.seed)
         return counts, "TFRecord files"

@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import finite_values, order, pipeline, sharding, text_files
+from tfaccel.data import finite_values, order, pipeline, sharding, splits, text_files
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError, did_you_mean
 
@@ -511,7 +511,8 @@ class TimeseriesSource(base.Source):
                                            targets=config.label_key)
         labels = self._integer_labels(labels, where=where)
         rows = len(data)
-        boundary = rows - int(config.validation_fraction * rows)
+        boundary = rows - splits.keras_held_out_count(
+            rows, config.validation_fraction, what="rows", argument="data.validation_fraction")
 
         def split(first, last, options, *, shuffle, what):
             options = {k: v for k, v in {**common, **options}.items()
