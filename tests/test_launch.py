@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from tfaccel.cli import launch
 from tfaccel.config import cluster
-from tfaccel.cli.main import main
+from tfaccel.cli.main import main, parse_train_command
 from tfaccel.errors import UserInputError
 
 from launch_helpers import DEFAULT_RECIPE
@@ -87,18 +87,19 @@ def test_slurm_without_its_variables_is_a_clear_error(monkeypatch):
 
 def test_prepare_creates_one_run_dir_and_passes_it_to_every_worker(tmp_path):
     runs = tmp_path / "runs"
-    prepared = launch.prepare_train_args(
-        ["train", str(DEFAULT_RECIPE), "--set", f"runtime.runs_dir={runs}"],
+    prepared = launch.prepare_train_args(parse_train_command(
+        ["train", str(DEFAULT_RECIPE), "--set", f"runtime.runs_dir={runs}"]),
         choose_run_dir=True)
     (created,) = list(runs.iterdir())
     assert prepared.args[-2:] == ["--run-dir", str(created)]
     assert prepared.run_dir == str(created) and not prepared.resume
     assert list(created.iterdir()) == []  # the chief writes everything
     # --resume and --run-dir pass through untouched; a cluster node does not choose.
-    resumed = launch.prepare_train_args(["train", "--resume", str(created)],
-                                        choose_run_dir=True)
+    resumed = launch.prepare_train_args(parse_train_command(
+        ["train", "--resume", str(created)]), choose_run_dir=True)
     assert resumed.args == ["train", "--resume", str(created)] and resumed.resume
-    node = launch.prepare_train_args(["train", str(DEFAULT_RECIPE)], choose_run_dir=False)
+    node = launch.prepare_train_args(parse_train_command(["train", str(DEFAULT_RECIPE)]),
+                                     choose_run_dir=False)
     assert node.args == ["train", str(DEFAULT_RECIPE)] and node.run_dir is None
 
 
@@ -111,7 +112,7 @@ def test_prepare_creates_one_run_dir_and_passes_it_to_every_worker(tmp_path):
 ])
 def test_prepare_refuses_what_is_not_a_train_command(args, message):
     with pytest.raises(UserInputError, match=message):
-        launch.prepare_train_args(args, choose_run_dir=True)
+        launch.prepare_train_args(parse_train_command(args), choose_run_dir=True)
 
 
 def test_a_recipe_mistake_is_reported_once_by_the_launcher(tmp_path):

@@ -113,6 +113,21 @@ def in_slurm_job() -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
+class TrainCommand:
+    """The ``train ...`` part of a launch, parsed by the `train` command's own options.
+
+    The CLI parses it (`tfaccel.cli.main.parse_train_command`) and hands it here typed, so
+    the launcher never imports the command line that imports it.
+    """
+
+    args: List[str]  # the command line as given after ``--``, starting with ``train``
+    recipe: Optional[str] = None
+    overrides: tuple = ()
+    run_dir: Optional[str] = None
+    resume_dir: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainArgs:
     """The ``train ...`` command line a launch passes to every worker, and its run dir."""
 
@@ -121,7 +136,7 @@ class TrainArgs:
     resume: bool
 
 
-def prepare_train_args(args: Sequence[str], *, choose_run_dir: bool) -> TrainArgs:
+def prepare_train_args(command: TrainCommand, *, choose_run_dir: bool) -> TrainArgs:
     """Checks the ``train ...`` part of a launch and, if asked, picks the run directory.
 
     Every worker must agree on the one run directory the chief writes; a name made from
@@ -129,39 +144,27 @@ def prepare_train_args(args: Sequence[str], *, choose_run_dir: bool) -> TrainArg
     passes ``--run-dir`` to all of them.
 
     Args:
-        args: Everything after ``--``: ``train RECIPE [--set ...]`` or ``train --resume DIR``.
+        command: Everything after ``--``, parsed: ``train RECIPE [--set ...]`` or
+            ``train --resume DIR``.
         choose_run_dir: Create the run directory here (a local launch) unless the
             arguments already name one (``--run-dir`` or ``--resume``).
 
     Raises:
-        UserInputError: Not a ``train`` command, or its arguments are wrong (the recipe is
-            loaded and checked, TF-free).
+        UserInputError: Neither a recipe nor a run to resume, or the recipe is wrong (it
+            is loaded and checked, TF-free).
     """
-    import click
-
-    from tfaccel.cli import main as cli
     from tfaccel.config.recipe import load_recipe
     from tfaccel.training.run_dir import check_resume_target, create_run_dir
 
-    args = list(args)
-    if not args or args[0] != "train":
-        raise UserInputError(
-            f"launch runs `train` on every worker: write `tfaccel launch ... -- train RECIPE "
-            f"[--set ...]`; got {' '.join(args) or 'nothing'!r} after `--`.")
-    try:
-        context = cli.train.make_context("train", args[1:])
-    except click.ClickException as error:
-        raise UserInputError(f"the train arguments after `--` are wrong: "
-                             f"{error.format_message()}") from None
-    params = context.params
-    if params["recipe"] is None and params["resume_dir"] is None:
+    args = list(command.args)
+    if command.recipe is None and command.resume_dir is None:
         raise UserInputError("launch needs `-- train RECIPE` or `-- train --resume RUN_DIR`.")
-    check_resume_target(run_dir=params["run_dir"], resume=params["resume_dir"])
-    if params["resume_dir"] is not None:
-        return TrainArgs(args=args, run_dir=params["resume_dir"], resume=True)
-    recipe = load_recipe(params["recipe"], params["overrides"])  # a mistake shows here once
-    if params["run_dir"] is not None or not choose_run_dir:
-        return TrainArgs(args=args, run_dir=params["run_dir"], resume=False)
+    check_resume_target(run_dir=command.run_dir, resume=command.resume_dir)
+    if command.resume_dir is not None:
+        return TrainArgs(args=args, run_dir=command.resume_dir, resume=True)
+    recipe = load_recipe(command.recipe, command.overrides)  # a mistake shows here once
+    if command.run_dir is not None or not choose_run_dir:
+        return TrainArgs(args=args, run_dir=command.run_dir, resume=False)
     _prepare_builtin_once(recipe.data)
     directory = create_run_dir(name=recipe.name, runs_dir=recipe.runtime.runs_dir)
     return TrainArgs(args=args + ["--run-dir", str(directory)], run_dir=str(directory),

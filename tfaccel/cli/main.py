@@ -190,8 +190,9 @@ def launch(workers, hosts, index, port, train_args):
     if (hosts is None) != (index is None):
         raise click.UsageError("--hosts and --index go together (this machine's position "
                                "in the host list).")
+    command = parse_train_command(train_args)
     if workers is not None:
-        prepared = launcher.prepare_train_args(train_args, choose_run_dir=True)
+        prepared = launcher.prepare_train_args(command, choose_run_dir=True)
         sys.exit(launcher.run_local(prepared, workers=workers))
     if hosts is not None:
         host_list = launcher.parse_hosts(hosts)
@@ -202,8 +203,37 @@ def launch(workers, hosts, index, port, train_args):
     else:
         raise click.UsageError("give --workers N, or --hosts and --index, or run under "
                                "SLURM (srun) so the cluster comes from its variables.")
-    prepared = launcher.prepare_train_args(train_args, choose_run_dir=False)
+    prepared = launcher.prepare_train_args(command, choose_run_dir=False)
     sys.exit(launcher.run_node(prepared, hosts=host_list, index=index))
+
+
+def parse_train_command(args):
+    """The ``train ...`` after a launch's ``--``, parsed by `train`'s own options.
+
+    Args:
+        args: The words after ``--``, ``train`` first.
+
+    Returns:
+        A `tfaccel.cli.launch.TrainCommand` for the launcher.
+
+    Raises:
+        UserInputError: Not a ``train`` command, or its options are wrong.
+    """
+    from tfaccel.cli.launch import TrainCommand
+
+    args = list(args)
+    if not args or args[0] != "train":
+        raise UserInputError(
+            f"launch runs `train` on every worker: write `tfaccel launch ... -- train RECIPE "
+            f"[--set ...]`; got {' '.join(args) or 'nothing'!r} after `--`.")
+    try:
+        params = train.make_context("train", args[1:]).params
+    except click.ClickException as error:
+        raise UserInputError(f"the train arguments after `--` are wrong: "
+                             f"{error.format_message()}") from None
+    return TrainCommand(args=args, recipe=params["recipe"],
+                        overrides=tuple(params["overrides"]), run_dir=params["run_dir"],
+                        resume_dir=params["resume_dir"])
 
 
 @main.command()
