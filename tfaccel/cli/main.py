@@ -164,9 +164,14 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
 @click.option("--port", type=click.IntRange(min=1, max=65535), default=None,
               help="Under SLURM: the port each task listens on (tasks sharing a node use "
                    "the next ones). Default 12345.")
+@click.option("--ps", type=click.IntRange(min=1), default=None,
+              help="A parameter-server cluster (runtime.strategy parameter_server): this "
+                   "many ps tasks. With --workers: chief, ps and workers on this machine; "
+                   "with --hosts or SLURM the hosts are in the order chief, ps..., "
+                   "workers....")
 @click.argument("train_args", nargs=-1, type=click.UNPROCESSED, metavar="-- train ...")
 @handle_errors
-def launch(workers, hosts, index, port, train_args):
+def launch(workers, hosts, index, port, ps, train_args):
     """Run `tfaccel train` as one job on several workers (MultiWorkerMirroredStrategy).
 
     \b
@@ -181,6 +186,11 @@ def launch(workers, hosts, index, port, train_args):
     every worker: they checkpoint at the same step and exit 143. Each worker's TensorFlow
     gRPC server listens on its port on every network interface (even for --workers),
     without authentication: use a trusted network or a firewall.
+
+    \b
+    Parameter servers (asynchronous; recipe runtime.strategy parameter_server):
+      tfaccel launch --ps 1 --workers 2 -- train RECIPE
+    A lost worker is tolerated (its steps are re-run elsewhere); a lost ps stops the run.
     """
     from tfaccel.cli import launch as launcher
 
@@ -191,8 +201,19 @@ def launch(workers, hosts, index, port, train_args):
         raise click.UsageError("--hosts and --index go together (this machine's position "
                                "in the host list).")
     command = parse_train_command(train_args)
+    if ps is not None and command.recipe is not None:
+        from tfaccel.config.recipe import load_recipe
+
+        strategy = load_recipe(command.recipe, command.overrides).runtime.strategy
+        if strategy != "parameter_server":
+            raise UserInputError(
+                f"--ps starts a parameter-server cluster, but the recipe's runtime.strategy "
+                f"is {strategy!r}; set runtime.strategy: parameter_server (or --set "
+                "runtime.strategy=parameter_server).")
     if workers is not None:
         prepared = launcher.prepare_train_args(command, choose_run_dir=True)
+        if ps is not None:
+            sys.exit(launcher.run_parameter_server_local(prepared, ps=ps, workers=workers))
         sys.exit(launcher.run_local(prepared, workers=workers))
     if hosts is not None:
         host_list = launcher.parse_hosts(hosts)
@@ -204,6 +225,9 @@ def launch(workers, hosts, index, port, train_args):
         raise click.UsageError("give --workers N, or --hosts and --index, or run under "
                                "SLURM (srun) so the cluster comes from its variables.")
     prepared = launcher.prepare_train_args(command, choose_run_dir=False)
+    if ps is not None:
+        sys.exit(launcher.run_parameter_server_node(prepared, hosts=host_list, index=index,
+                                                    ps=ps))
     sys.exit(launcher.run_node(prepared, hosts=host_list, index=index))
 
 
