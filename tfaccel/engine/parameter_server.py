@@ -129,27 +129,29 @@ class StepCounter:
         return self.completed
 
 
-def failed_task(error: BaseException) -> Optional[str]:
+def lost_ps_task(error: BaseException) -> Optional[str]:
     """The ``/job:ps/replica:0/task:N`` a TensorFlow error names, or None."""
     import re
 
     message = getattr(error, "message", None) or str(error)
-    match = re.search(r"/job:(ps|worker|chief)/replica:\d+/task:\d+", message)
+    match = re.search(r"/job:ps/replica:\d+/task:\d+", message)
     return match.group(0) if match else None
 
 
 def lost_parameter_server(error: BaseException, *, step: int, run_dir) -> Optional[TrainingError]:
-    """A lost parameter server as one clear TrainingError (None for any other error)."""
+    """A lost parameter server as one clear TrainingError (None for any other error).
+
+    A lost worker never reaches here: the coordinator runs its closures elsewhere.
+    """
     if not isinstance(error, (tf.errors.UnavailableError, tf.errors.AbortedError,
                               tf.errors.CancelledError, tf.errors.InternalError,
                               tf.errors.NotFoundError, tf.errors.FailedPreconditionError)):
         return None
-    task = failed_task(error)
-    if task is not None and "/job:ps" not in task:
+    task = lost_ps_task(error)
+    if task is None:
         return None
-    where = task or "a parameter server"
     return TrainingError(
-        f"parameter server {where} is unreachable (TensorFlow: {type(error).__name__}); "
+        f"parameter server {task} is unreachable (TensorFlow: {type(error).__name__}); "
         f"the variables it held are lost, so the run stopped after {step} completed "
         f"step(s). Workers may come and go, parameter servers may not. Restart the "
         f"cluster and continue from the last checkpoint with `tfaccel launch --ps N "
