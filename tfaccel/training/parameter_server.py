@@ -55,6 +55,9 @@ def train_on_cluster(ctx):
     workers = len(ps.worker_names(coordinator))
     servers = len(ps.cluster_spec_from_tf_config()["ps"])
     say(f"parameter servers: {servers}, workers: {workers}; {ps.NO_PARTITIONER}.")
+    if training.early_stopping_patience or training.keep == "best" or recipe.runtime.tensorboard:
+        say("under parameter_server, model.keras holds the last epoch (training.keep), with "
+            "no early stopping and no TensorBoard files (docs/distributed.md, Limits).")
     with strategy.scope():
         # A fixed element order: every worker deals its share out of the same stream.
         data = build_data(recipe, plan, deterministic=True, strategy=strategy)
