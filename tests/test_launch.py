@@ -14,7 +14,7 @@ from tfaccel.config import cluster
 from tfaccel.cli.main import main, parse_train_command
 from tfaccel.errors import UserInputError
 
-from launch_helpers import DEFAULT_RECIPE
+from launch_helpers import DEFAULT_RECIPE, set_slurm_task
 
 
 def test_tf_config_makes_worker_zero_the_chief(monkeypatch):
@@ -62,11 +62,7 @@ def test_parse_hosts():
 
 def test_slurm_layout_comes_from_tensorflows_resolver(monkeypatch):
     # Two nodes with two tasks each, as srun sets it; task 3 is the second on node2.
-    monkeypatch.setenv("SLURM_PROCID", "3")
-    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
-    monkeypatch.setenv("SLURM_STEP_NODELIST", "node[1-2]")
-    monkeypatch.setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2)")
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    set_slurm_task(monkeypatch, 3)
     assert launch.in_slurm_job()
     hosts, index = launch.slurm_cluster(port=2222)
     assert hosts == ["node1:2222", "node1:2223", "node2:2222", "node2:2223"]

@@ -13,7 +13,7 @@ from tfaccel.cli import launch
 from tfaccel.cli.main import main
 from tfaccel.errors import UserInputError
 
-from launch_helpers import DEFAULT_RECIPE
+from launch_helpers import DEFAULT_RECIPE, set_slurm_task
 
 
 def test_hosts_are_the_chief_then_the_ps_then_the_workers():
@@ -34,11 +34,7 @@ def test_hosts_are_the_chief_then_the_ps_then_the_workers():
 
 def test_slurm_tasks_become_chief_ps_and_workers(monkeypatch):
     # Two nodes, two tasks each: task 0 the chief, task 1 the ps, tasks 2-3 the workers.
-    monkeypatch.setenv("SLURM_PROCID", "2")
-    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
-    monkeypatch.setenv("SLURM_STEP_NODELIST", "node[1-2]")
-    monkeypatch.setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2)")
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    set_slurm_task(monkeypatch, 2)
     hosts, index = launch.slurm_cluster(port=2222)
     cluster = launch.parameter_server_cluster(hosts, ps=1)
     assert cluster == {"chief": ["node1:2222"], "ps": ["node1:2223"],
