@@ -117,3 +117,27 @@ def test_a_lost_parameter_server_stops_the_run_and_resume_finishes_it(tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps_completed"] == 3 * STEPS_PER_EPOCH
     assert [e["epoch"] for e in _epochs(run)] == [1, 2, 3]  # each epoch once
+
+
+@pytest.mark.heavy  # four launches of one task each (about a minute on 2 loaded cores)
+def test_a_cluster_given_by_hosts_trains_with_one_launch_per_task(tmp_path):
+    from tfaccel.cli.launch import free_ports
+
+    recipe = _recipe(tmp_path, epochs=1)
+    run_dir = tmp_path / "runs" / "by-hosts"
+    hosts = ",".join(f"127.0.0.1:{port}" for port in free_ports(4))
+    processes = [subprocess.Popen(
+        [sys.executable, "-m", "tfaccel.cli", "launch", "--ps", "1", "--hosts", hosts,
+         "--index", str(index), "--", "train", str(recipe), "--run-dir", str(run_dir)],
+        env=child_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=tmp_path, start_new_session=True) for index in range(4)]
+    try:
+        chief_output = processes[0].communicate(timeout=TIMEOUT_SECONDS)[0]
+    finally:
+        for process in processes:
+            kill_tree(process.pid)  # the servers serve until stopped
+    assert processes[0].returncode == 0, chief_output[-4000:]
+    assert "[launch] chief 0 of a cluster of 4" in chief_output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps_completed"] == STEPS_PER_EPOCH
+    assert (summary["workers"], summary["parameter_servers"]) == (2, 1)

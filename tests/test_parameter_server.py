@@ -134,3 +134,20 @@ def test_metrics_with_running_sums_are_refused_and_means_are_per_batch():
     assert name == "accuracy" and list(np.asarray(values)) == [1.0, 0.0]
     with pytest.raises(UserInputError, match="training.metrics 'auc' keeps running sums"):
         _loss_and_metrics(TrainingConfig(metrics=["auc"]), Data())
+
+
+def test_accumulation_is_refused_before_the_cluster_is_touched():
+    import types
+
+    from tfaccel.config.batching import plan_batches
+    from tfaccel.config.recipe import load_recipe
+    from tfaccel.training.parameter_server import train_on_cluster
+
+    recipe = load_recipe(DEFAULT_RECIPE, ["runtime.strategy=parameter_server",
+                                          "training.accumulation_steps=2"])
+    plan = plan_batches(global_batch_size=64, replicas=1, accumulation_steps=2)
+    ctx = types.SimpleNamespace(recipe=recipe, session=types.SimpleNamespace(
+        plan=plan, strategy=None))
+    with pytest.raises(UserInputError, match=r"training.accumulation_steps 2 cannot be used "
+                                             r"with runtime.strategy parameter_server"):
+        train_on_cluster(ctx)
