@@ -84,7 +84,9 @@ def train_on_cluster(ctx):
                 loss = loss_fn(y, predictions)
                 if model.losses:
                     loss += tf.add_n(model.losses)
-            gradients = tape.gradient(loss, model.trainable_variables)
+                # mixed_float16's LossScaleOptimizer unscales what it applies; others: as is.
+                scaled = optimizer.scale_loss(loss)
+            gradients = tape.gradient(scaled, model.trainable_variables)
             optimizer.apply(gradients, model.trainable_variables)
             out = {"loss": tf.cast(loss, tf.float32)}
             for name, fn in metric_fns:
