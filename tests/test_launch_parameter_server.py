@@ -43,8 +43,9 @@ runtime: {{strategy: parameter_server, precision: float32, tensorboard: false,
     return path
 
 
-def _launch_and_kill(tmp_path, args, *, victim, after):
-    """Runs a launch; SIGKILLs task `victim` (e.g. "w1") once a line matches `after`."""
+def _launch_and_kill(tmp_path, args, *, victim, after, signum=signal.SIGKILL):
+    """Runs a launch; signals task `victim` (e.g. "w1"; "launch": the launcher itself) once
+    a line matches `after`."""
     process = subprocess.Popen([sys.executable, "-m", "tfaccel.cli", "launch", *args],
                                env=child_env(tmp_path), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
@@ -55,10 +56,10 @@ def _launch_and_kill(tmp_path, args, *, victim, after):
         for line in process.stdout:
             lines.append(line)
             found = re.match(rf"\[{victim}\] .* serving on .* \(pid (\d+)\)", line)
-            if found:
-                pid = int(found.group(1))
+            if found or victim == "launch":
+                pid = int(found.group(1)) if found else process.pid
             if not killed and pid is not None and re.search(after, line):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signum)
                 killed = True
             if time.monotonic() > deadline:
                 raise AssertionError("timed out:\n" + "".join(lines[-60:]))
@@ -141,3 +142,22 @@ def test_a_cluster_given_by_hosts_trains_with_one_launch_per_task(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps_completed"] == STEPS_PER_EPOCH
     assert (summary["workers"], summary["parameter_servers"]) == (2, 1)
+
+
+@pytest.mark.heavy  # two launches (about a minute and a half on 2 loaded cores)
+def test_sigterm_saves_a_checkpoint_on_the_chief_and_resume_is_exact_in_steps(tmp_path):
+    recipe = _recipe(tmp_path, epochs=4)
+    code, output = _launch_and_kill(
+        tmp_path, ["--ps", "1", "--workers", "2", "--", "train", str(recipe)],
+        victim="launch", after=r"\[chief\] tfaccel: epoch 1/4", signum=signal.SIGTERM)
+    assert code == 143, output[-4000:]
+    assert "[launch] stopped on request (code 143); the chief saved a checkpoint." in output
+    assert re.search(r"stopped by signal SIGTERM at step \d+; checkpoint ps-step-\d+\.npz "
+                     r"saved", output)
+    run = _run_dir(tmp_path)
+    code, output = run_tfaccel(["launch", "--ps", "1", "--workers", "2", "--", "train",
+                                "--resume", run], tmp_path=tmp_path)
+    assert code == 0, output[-4000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps_completed"] == 4 * STEPS_PER_EPOCH
+    assert [e["step"] for e in _epochs(run)] == [40, 80, 120, 160]

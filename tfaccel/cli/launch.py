@@ -296,8 +296,9 @@ class WorkerGroup:
                      "(they save a checkpoint at the same step and stop); send it again to "
                      "kill them.")
             # SIGTERM for Ctrl-C too: only SIGTERM is agreed on among the workers (TF's
-            # PreemptionCheckpointHandler), a SIGINT would stop each at its own step.
-            self._send(signal.SIGTERM)
+            # PreemptionCheckpointHandler), a SIGINT would stop each at its own step. Not
+            # to the servers: the chief reads the variables from them to save.
+            self._send(signal.SIGTERM, self.processes[:len(self.processes) - self.servers])
         else:
             self._send(signal.SIGKILL)
 
@@ -360,8 +361,9 @@ class WorkerGroup:
             return 0
         label, code = first_failure
         if self._stopped_on_request(code):
-            self.say(f"stopped on request ({describe_exit(code)}); every worker saved a "
-                     "checkpoint at the same step.")
+            saved = "the chief saved a checkpoint" if self.servers else \
+                "every worker saved a checkpoint at the same step"
+            self.say(f"stopped on request ({describe_exit(code)}); {saved}.")
         else:
             self.say(f"failed: {label} exited first with {describe_exit(code)}.")
         return shell_code(code)

@@ -11,12 +11,16 @@ from typing import List, Optional
 import numpy as np
 
 from tfaccel.atomic import write_file
-from tfaccel.errors import TrainingError, UserInputError
+from tfaccel.errors import Preempted, TrainingError, UserInputError
 from tfaccel.messages import say
 from tfaccel.training import run_dir as run_files
+from tfaccel.training.callbacks import PreemptionSignals
 
 # One file per checkpoint: the variables (model then optimizer, in order) and the state.
 CHECKPOINT_PREFIX = "ps-step-"
+# Steps scheduled before the coordinator waits for them: bounds how long a checkpoint or a
+# SIGTERM waits, and keeps every worker's queue full in between.
+SCHEDULE_CHUNK = 50
 
 
 def train_on_cluster(ctx):
@@ -98,36 +102,52 @@ def train_on_cluster(ctx):
     every = training.checkpoint_every_steps or steps
     started = time.perf_counter()
     partial = state.get("partial") or []
+    epoch_seconds = 0.0
     try:
-        while counter.completed < total:
-            epoch, done = divmod(counter.completed, steps)
-            chunk = min(every - counter.completed % every, steps - done)
-            epoch_started = time.perf_counter()
-            values = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(chunk)]
-            coordinator.join()
-            partial += [{k: float(np.mean(v)) for k, v in value.fetch().items()} for value in values]
-            counter.add(chunk)
-            seconds = time.perf_counter() - epoch_started
-            if not np.isfinite(partial[-1]["loss"]):
-                raise TrainingError(
-                    f"the training loss became {partial[-1]['loss']} at step "
-                    f"{counter.completed}; training stopped there. Lower "
-                    "optimizer.learning_rate or set optimizer.clipnorm.")
-            if counter.completed % steps == 0:
-                record = _epoch_record(partial, epoch=epoch + 1, step=counter.completed,
-                                       examples=steps * plan.global_batch_size,
-                                       seconds=seconds)
-                record.update(_evaluate(model, data.validation, loss_fn, metric_fns,
-                                        steps=training.validation_steps))
-                records.append(record)
-                run_files.append_jsonl(Path(ctx.directory) / run_files.METRICS_FILE, record)
-                say(f"epoch {epoch + 1}/{training.epochs}: step {counter.completed}, "
-                    + ", ".join(f"{k} {v:.4f}" for k, v in record.items()
-                                if k not in ("epoch", "step", "examples", "train_seconds",
-                                             "examples_per_sec")))
-                partial = []
-            _save(checkpoints, model=model, optimizer=optimizer, step=counter.completed,
-                  records=records, partial=partial, keep=training.keep_checkpoints)
+        with PreemptionSignals() as signals:
+            while counter.completed < total:
+                epoch, done = divmod(counter.completed, steps)
+                # Scheduled in chunks: a checkpoint or a signal waits for one chunk at most.
+                chunk = min(every - counter.completed % every, steps - done, SCHEDULE_CHUNK)
+                chunk_started = time.perf_counter()
+                values = [coordinator.schedule(train_step, args=(iterator,))
+                          for _ in range(chunk)]
+                coordinator.join()
+                partial += [{k: float(np.mean(v)) for k, v in value.fetch().items()}
+                            for value in values]
+                counter.add(chunk)
+                epoch_seconds += time.perf_counter() - chunk_started
+                if not np.isfinite(partial[-1]["loss"]):
+                    raise TrainingError(
+                        f"the training loss became {partial[-1]['loss']} at step "
+                        f"{counter.completed}; training stopped there. Lower "
+                        "optimizer.learning_rate or set optimizer.clipnorm.")
+                if counter.completed % steps == 0:
+                    record = _epoch_record(partial, epoch=epoch + 1, step=counter.completed,
+                                           examples=steps * plan.global_batch_size,
+                                           seconds=epoch_seconds)
+                    record.update(_evaluate(model, data.validation, loss_fn, metric_fns,
+                                            steps=training.validation_steps))
+                    records.append(record)
+                    run_files.append_jsonl(Path(ctx.directory) / run_files.METRICS_FILE,
+                                           record)
+                    say(f"epoch {epoch + 1}/{training.epochs}: step {counter.completed}, "
+                        + ", ".join(f"{k} {v:.4f}" for k, v in record.items()
+                                    if k not in ("epoch", "step", "examples",
+                                                 "train_seconds", "examples_per_sec")))
+                    partial, epoch_seconds = [], 0.0
+
+                def save(step=counter.completed, partial=partial):
+                    return _save(checkpoints, model=model, optimizer=optimizer, step=step,
+                                 records=records, partial=partial,
+                                 keep=training.keep_checkpoints)
+
+                if counter.completed % every == 0 or counter.completed % steps == 0:
+                    save()
+                signals.at_step(save, where=f"step {counter.completed}")
+    except Preempted as error:
+        error.run_dir = str(ctx.shown_dir or ctx.directory)
+        raise
     except Exception as error:  # noqa: BLE001 - only a lost parameter server is converted
         lost = ps.lost_parameter_server(error, step=counter.completed,
                                         run_dir=ctx.shown_dir or ctx.directory)
@@ -216,7 +236,7 @@ def _variables(model, optimizer) -> list:
 
 
 def _save(folder: Path, *, model, optimizer, step: int, records: list, partial: list,
-          keep: int) -> None:
+          keep: int) -> Path:
     """One checkpoint file: every variable read back from the servers, and the loop's state."""
     folder.mkdir(parents=True, exist_ok=True)
     arrays = {f"v{i}": np.asarray(v.numpy()) for i, v in enumerate(_variables(model, optimizer))}
@@ -225,9 +245,11 @@ def _save(folder: Path, *, model, optimizer, step: int, records: list, partial: 
         dtype=np.uint8)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
-    write_file(folder / f"{CHECKPOINT_PREFIX}{step:09d}.npz", buffer.getvalue())
+    path = folder / f"{CHECKPOINT_PREFIX}{step:09d}.npz"
+    write_file(path, buffer.getvalue())
     for old in sorted(folder.glob(f"{CHECKPOINT_PREFIX}*.npz"))[:-keep]:
         old.unlink(missing_ok=True)
+    return path
 
 
 def latest_checkpoint(folder: Path) -> Optional[Path]:
