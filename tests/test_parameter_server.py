@@ -151,3 +151,18 @@ def test_accumulation_is_refused_before_the_cluster_is_touched():
     with pytest.raises(UserInputError, match=r"training.accumulation_steps 2 cannot be used "
                                              r"with runtime.strategy parameter_server"):
         train_on_cluster(ctx)
+
+
+def test_launch_ps_under_slurm_runs_this_tasks_role(monkeypatch):
+    set_slurm_task(monkeypatch, 1)
+    calls = []
+    monkeypatch.setattr(launch, "run_parameter_server_node",
+                        lambda train, **kw: calls.append((train, kw)) or 0)
+    result = CliRunner().invoke(main, ["launch", "--ps", "1", "--port", "2222", "--", "train",
+                                       str(DEFAULT_RECIPE), "--set",
+                                       "runtime.strategy=parameter_server"])
+    assert result.exit_code == 0, result.output
+    ((train, kw),) = calls
+    assert kw == {"hosts": ["node1:2222", "node1:2223", "node2:2222", "node2:2223"],
+                  "index": 1, "ps": 1}
+    assert train.args[:2] == ["train", str(DEFAULT_RECIPE)] and train.run_dir is None
