@@ -134,10 +134,15 @@ def test_a_cluster_given_by_hosts_trains_with_one_launch_per_task(tmp_path):
         cwd=tmp_path, start_new_session=True) for index in range(4)]
     try:
         chief_output = processes[0].communicate(timeout=TIMEOUT_SECONDS)[0]
+        # Each task's own launch ends once the chief's port stops answering.
+        server_outputs = [p.communicate(timeout=60)[0] for p in processes[1:]]
     finally:
         for process in processes:
-            kill_tree(process.pid)  # the servers serve until stopped
+            kill_tree(process.pid)
     assert processes[0].returncode == 0, chief_output[-4000:]
+    assert [p.returncode for p in processes[1:]] == [0, 0, 0], server_outputs
+    assert "the chief (127.0.0.1:" in server_outputs[0] and "is gone; stopping." in \
+        server_outputs[0]
     assert "[launch] chief 0 of a cluster of 4" in chief_output
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps_completed"] == STEPS_PER_EPOCH

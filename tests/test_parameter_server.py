@@ -5,6 +5,7 @@ import io
 import json
 import sys
 import textwrap
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -166,3 +167,35 @@ def test_launch_ps_under_slurm_runs_this_tasks_role(monkeypatch):
     assert kw == {"hosts": ["node1:2222", "node1:2223", "node2:2222", "node2:2223"],
                   "index": 1, "ps": 1}
     assert train.args[:2] == ["train", str(DEFAULT_RECIPE)] and train.run_dir is None
+
+
+@pytest.mark.slow  # one TensorFlow process (about 10-20 s on 2 loaded cores)
+def test_a_task_ends_by_itself_once_its_chief_is_gone(tmp_path):
+    # On its own machine (--hosts, SLURM) a ps or worker would otherwise serve forever.
+    import socket
+    import subprocess
+
+    from launch_helpers import child_env
+
+    chief = socket.socket()
+    chief.bind(("127.0.0.1", 0))
+    chief.listen()
+    hosts = [f"127.0.0.1:{chief.getsockname()[1]}",
+             *(f"127.0.0.1:{p}" for p in launch.free_ports(2))]
+    cluster = launch.parameter_server_cluster(hosts, ps=1)
+    env = {**child_env(tmp_path), "TF_CONFIG": launch.parameter_server_tf_config(cluster, 1)}
+    process = subprocess.Popen(launch.server_command(), env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in process.stdout:
+            if "serving on" in line:
+                break
+        time.sleep(3)  # the task has seen its chief answer
+        assert process.poll() is None
+        chief.close()
+        output = process.communicate(timeout=60)[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0
+    assert f"ps 0: the chief ({hosts[0]}) is gone; stopping." in output

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
+import time
 from typing import Callable, List, Optional
 
 import tensorflow as tf
@@ -57,12 +60,18 @@ def make_parameter_server_strategy():
     return tf.distribute.ParameterServerStrategy(resolver)
 
 
-def serve_task() -> None:
-    """Runs this process's ps or worker server from TF_CONFIG until it is killed.
+def serve_task(*, poll_seconds: float = 2.0) -> None:
+    """Runs this process's ps or worker server from TF_CONFIG until the chief is gone.
 
     A parameter-server cluster's ps and worker tasks run no Python of their own: the
-    chief sends them the variables, the datasets and the step functions. The server
-    blocks in C++, so a signal ends it by its default action (SIGTERM: 143).
+    chief sends them the variables, the datasets and the step functions. TensorFlow's
+    server never ends by itself, so a task on its own machine (``--hosts``, SLURM) would
+    outlive the job: once the chief's port has answered, a task whose chief stops
+    answering it ends with exit code 0. A signal ends it too (the server blocks in C++,
+    so by the signal's default action: SIGTERM gives 143).
+
+    Args:
+        poll_seconds: How often the chief's port is tried.
     """
     config = json.loads(os.environ.get("TF_CONFIG", "{}"))
     task = config.get("task", {})
@@ -72,10 +81,30 @@ def serve_task() -> None:
     server = tf.distribute.Server(tf.train.ClusterSpec(config["cluster"]),
                                   job_name=task["type"], task_index=int(task["index"]),
                                   protocol="grpc", start=True)
-    print(f"{task['type']} {task['index']} serving on "
-          f"{config['cluster'][task['type']][int(task['index'])]} (pid {os.getpid()})",
-          flush=True)
+    name = f"{task['type']} {task['index']}"
+    print(f"{name} serving on {config['cluster'][task['type']][int(task['index'])]} "
+          f"(pid {os.getpid()})", flush=True)
+    chief = config["cluster"]["chief"][0]
+    threading.Thread(target=_end_after_chief, args=(chief, name, poll_seconds),
+                     daemon=True).start()
     server.join()
+
+
+def _end_after_chief(chief: str, name: str, poll_seconds: float) -> None:
+    """Ends the process (exit 0) once `chief` answered and then stopped answering twice."""
+    host, port = chief.rsplit(":", 1)
+    host = host.strip("[]")
+    seen, misses = False, 0
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=poll_seconds):
+                seen, misses = True, 0
+        except OSError:
+            misses += 1
+        if seen and misses >= 2:
+            print(f"{name}: the chief ({chief}) is gone; stopping.", flush=True)
+            os._exit(0)  # the server thread blocks in C++ and cannot be asked to stop
+        time.sleep(poll_seconds)
 
 
 def per_worker_iterators(coordinator, make_dataset: Callable[[], tf.data.Dataset]):
