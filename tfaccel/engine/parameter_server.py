@@ -19,7 +19,9 @@ JOBS = ("chief", "ps", "worker")
 # Why no `variable_partitioner`: Keras 3 wraps each tf.Variable in its own keras.Variable,
 # and TensorFlow's GradientTape cannot differentiate through a ShardedVariable held inside
 # one (tried with TF 2.21 / Keras 3.15: "AttributeError: 'ShardedVariable' object has no
-# attribute 'handle'" in tape.gradient, for Embedding and Dense alike).
+# attribute 'handle'" in tape.gradient, for Embedding and Dense alike). Gradients taken of
+# the shards get past the tape, but Keras' optimizer updates through extended.update, which
+# refuses it: "ShardedVariable doesn't support being used as a reference".
 NO_PARTITIONER = (
     "variables are not sharded: Keras 3 wraps each variable in a keras.Variable and "
     "TensorFlow's GradientTape cannot take gradients of a ShardedVariable inside one "
