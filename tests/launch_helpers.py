@@ -14,6 +14,15 @@ DEFAULT_RECIPE = ROOT / "recipes" / "default.yaml"
 TIMEOUT_SECONDS = 420
 
 
+def set_slurm_task(monkeypatch, procid: int) -> None:
+    """srun's variables for task `procid` of 2 nodes with 2 tasks each (CPU nodes)."""
+    monkeypatch.setenv("SLURM_PROCID", str(procid))
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
+    monkeypatch.setenv("SLURM_STEP_NODELIST", "node[1-2]")
+    monkeypatch.setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2)")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
 def child_env(tmp_path: Path) -> dict:
     """The environment of launched processes: this worktree first, a private TMPDIR."""
     env = dict(os.environ)

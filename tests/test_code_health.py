@@ -25,10 +25,11 @@ def _lint_imports(cwd, **env):
 
 def test_imports_point_down_the_layers():
     # setup.cfg [importlinter]: cli -> tools -> training -> data|engine -> config ->
-    # models|datasets -> errors. An upward import (e.g. data importing training) fails here.
+    # models|datasets -> errors. An upward import (e.g. data importing training) fails here,
+    # and so does cli.launch importing cli.main (the launcher takes typed arguments).
     result = _lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 kept, 0 broken" in result.stdout
+    assert "2 kept, 0 broken" in result.stdout
 
 
 def test_the_layer_contract_catches_an_upward_import(tmp_path):

@@ -11,10 +11,10 @@ from click.testing import CliRunner
 
 from tfaccel.cli import launch
 from tfaccel.config import cluster
-from tfaccel.cli.main import main
+from tfaccel.cli.main import main, parse_train_command
 from tfaccel.errors import UserInputError
 
-from launch_helpers import DEFAULT_RECIPE
+from launch_helpers import DEFAULT_RECIPE, set_slurm_task
 
 
 def test_tf_config_makes_worker_zero_the_chief(monkeypatch):
@@ -62,11 +62,7 @@ def test_parse_hosts():
 
 def test_slurm_layout_comes_from_tensorflows_resolver(monkeypatch):
     # Two nodes with two tasks each, as srun sets it; task 3 is the second on node2.
-    monkeypatch.setenv("SLURM_PROCID", "3")
-    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
-    monkeypatch.setenv("SLURM_STEP_NODELIST", "node[1-2]")
-    monkeypatch.setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2)")
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    set_slurm_task(monkeypatch, 3)
     assert launch.in_slurm_job()
     hosts, index = launch.slurm_cluster(port=2222)
     assert hosts == ["node1:2222", "node1:2223", "node2:2222", "node2:2223"]
@@ -87,18 +83,19 @@ def test_slurm_without_its_variables_is_a_clear_error(monkeypatch):
 
 def test_prepare_creates_one_run_dir_and_passes_it_to_every_worker(tmp_path):
     runs = tmp_path / "runs"
-    prepared = launch.prepare_train_args(
-        ["train", str(DEFAULT_RECIPE), "--set", f"runtime.runs_dir={runs}"],
+    prepared = launch.prepare_train_args(parse_train_command(
+        ["train", str(DEFAULT_RECIPE), "--set", f"runtime.runs_dir={runs}"]),
         choose_run_dir=True)
     (created,) = list(runs.iterdir())
     assert prepared.args[-2:] == ["--run-dir", str(created)]
     assert prepared.run_dir == str(created) and not prepared.resume
     assert list(created.iterdir()) == []  # the chief writes everything
     # --resume and --run-dir pass through untouched; a cluster node does not choose.
-    resumed = launch.prepare_train_args(["train", "--resume", str(created)],
-                                        choose_run_dir=True)
+    resumed = launch.prepare_train_args(parse_train_command(
+        ["train", "--resume", str(created)]), choose_run_dir=True)
     assert resumed.args == ["train", "--resume", str(created)] and resumed.resume
-    node = launch.prepare_train_args(["train", str(DEFAULT_RECIPE)], choose_run_dir=False)
+    node = launch.prepare_train_args(parse_train_command(["train", str(DEFAULT_RECIPE)]),
+                                     choose_run_dir=False)
     assert node.args == ["train", str(DEFAULT_RECIPE)] and node.run_dir is None
 
 
@@ -111,7 +108,7 @@ def test_prepare_creates_one_run_dir_and_passes_it_to_every_worker(tmp_path):
 ])
 def test_prepare_refuses_what_is_not_a_train_command(args, message):
     with pytest.raises(UserInputError, match=message):
-        launch.prepare_train_args(args, choose_run_dir=True)
+        launch.prepare_train_args(parse_train_command(args), choose_run_dir=True)
 
 
 def test_a_recipe_mistake_is_reported_once_by_the_launcher(tmp_path):

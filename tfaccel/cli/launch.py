@@ -113,6 +113,21 @@ def in_slurm_job() -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
+class TrainCommand:
+    """The ``train ...`` part of a launch, parsed by the `train` command's own options.
+
+    The CLI parses it (`tfaccel.cli.main.parse_train_command`) and hands it here typed, so
+    the launcher never imports the command line that imports it.
+    """
+
+    args: List[str]  # the command line as given after ``--``, starting with ``train``
+    recipe: Optional[str] = None
+    overrides: tuple = ()
+    run_dir: Optional[str] = None
+    resume_dir: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainArgs:
     """The ``train ...`` command line a launch passes to every worker, and its run dir."""
 
@@ -121,7 +136,7 @@ class TrainArgs:
     resume: bool
 
 
-def prepare_train_args(args: Sequence[str], *, choose_run_dir: bool) -> TrainArgs:
+def prepare_train_args(command: TrainCommand, *, choose_run_dir: bool) -> TrainArgs:
     """Checks the ``train ...`` part of a launch and, if asked, picks the run directory.
 
     Every worker must agree on the one run directory the chief writes; a name made from
@@ -129,39 +144,27 @@ def prepare_train_args(args: Sequence[str], *, choose_run_dir: bool) -> TrainArg
     passes ``--run-dir`` to all of them.
 
     Args:
-        args: Everything after ``--``: ``train RECIPE [--set ...]`` or ``train --resume DIR``.
+        command: Everything after ``--``, parsed: ``train RECIPE [--set ...]`` or
+            ``train --resume DIR``.
         choose_run_dir: Create the run directory here (a local launch) unless the
             arguments already name one (``--run-dir`` or ``--resume``).
 
     Raises:
-        UserInputError: Not a ``train`` command, or its arguments are wrong (the recipe is
-            loaded and checked, TF-free).
+        UserInputError: Neither a recipe nor a run to resume, or the recipe is wrong (it
+            is loaded and checked, TF-free).
     """
-    import click
-
-    from tfaccel.cli import main as cli
     from tfaccel.config.recipe import load_recipe
     from tfaccel.training.run_dir import check_resume_target, create_run_dir
 
-    args = list(args)
-    if not args or args[0] != "train":
-        raise UserInputError(
-            f"launch runs `train` on every worker: write `tfaccel launch ... -- train RECIPE "
-            f"[--set ...]`; got {' '.join(args) or 'nothing'!r} after `--`.")
-    try:
-        context = cli.train.make_context("train", args[1:])
-    except click.ClickException as error:
-        raise UserInputError(f"the train arguments after `--` are wrong: "
-                             f"{error.format_message()}") from None
-    params = context.params
-    if params["recipe"] is None and params["resume_dir"] is None:
+    args = list(command.args)
+    if command.recipe is None and command.resume_dir is None:
         raise UserInputError("launch needs `-- train RECIPE` or `-- train --resume RUN_DIR`.")
-    check_resume_target(run_dir=params["run_dir"], resume=params["resume_dir"])
-    if params["resume_dir"] is not None:
-        return TrainArgs(args=args, run_dir=params["resume_dir"], resume=True)
-    recipe = load_recipe(params["recipe"], params["overrides"])  # a mistake shows here once
-    if params["run_dir"] is not None or not choose_run_dir:
-        return TrainArgs(args=args, run_dir=params["run_dir"], resume=False)
+    check_resume_target(run_dir=command.run_dir, resume=command.resume_dir)
+    if command.resume_dir is not None:
+        return TrainArgs(args=args, run_dir=command.resume_dir, resume=True)
+    recipe = load_recipe(command.recipe, command.overrides)  # a mistake shows here once
+    if command.run_dir is not None or not choose_run_dir:
+        return TrainArgs(args=args, run_dir=command.run_dir, resume=False)
     _prepare_builtin_once(recipe.data)
     directory = create_run_dir(name=recipe.name, runs_dir=recipe.runtime.runs_dir)
     return TrainArgs(args=args + ["--run-dir", str(directory)], run_dir=str(directory),
@@ -242,8 +245,12 @@ class WorkerGroup:
 
     def __init__(self, commands: Sequence[Sequence[str]], envs: Sequence[dict], *,
                  labels: Sequence[str], out: IO[str] = sys.stdout,
-                 grace_seconds: float = DEFAULT_GRACE_SECONDS):
+                 grace_seconds: float = DEFAULT_GRACE_SECONDS, servers: int = 0):
         self.commands, self.envs, self.labels = list(commands), list(envs), list(labels)
+        # The last `servers` processes serve the others (a parameter-server cluster's ps
+        # and worker tasks): their exit decides nothing (the chief tolerates a lost
+        # worker and names a lost ps itself); they are stopped when the others end.
+        self.servers = int(servers)
         self.out = out
         self.grace_seconds = grace_seconds
         self.processes: List[subprocess.Popen] = []
@@ -289,13 +296,14 @@ class WorkerGroup:
                      "(they save a checkpoint at the same step and stop); send it again to "
                      "kill them.")
             # SIGTERM for Ctrl-C too: only SIGTERM is agreed on among the workers (TF's
-            # PreemptionCheckpointHandler), a SIGINT would stop each at its own step.
-            self._send(signal.SIGTERM)
+            # PreemptionCheckpointHandler), a SIGINT would stop each at its own step. Not
+            # to the servers: the chief reads the variables from them to save.
+            self._send(signal.SIGTERM, self.processes[:len(self.processes) - self.servers])
         else:
             self._send(signal.SIGKILL)
 
-    def _send(self, signum) -> None:
-        for process in self.processes:
+    def _send(self, signum, processes=None) -> None:
+        for process in self.processes if processes is None else processes:
             if process.poll() is None:
                 try:
                     process.send_signal(signum)
@@ -313,8 +321,16 @@ class WorkerGroup:
     def _watch(self) -> int:
         first_failure = None
         failed_at = None
+        reported = set()
+        deciding = len(self.processes) - self.servers
         while True:
             codes = [p.poll() for p in self.processes]
+            for label, code in zip(self.labels[deciding:], codes[deciding:]):
+                if code is not None and label not in reported:
+                    reported.add(label)
+                    self.say(f"{label} exited with {describe_exit(code)}; the chief "
+                             "carries on without it (a lost ps stops it with a message).")
+            codes = codes[:deciding]
             if first_failure is None:
                 for label, code in zip(self.labels, codes):
                     if code not in (None, 0):
@@ -333,19 +349,21 @@ class WorkerGroup:
                 still = [label for label, code in zip(self.labels, codes) if code is None]
                 self.say(f"killing {', '.join(still)}: still running "
                          f"{self.grace_seconds:.0f} s after {first_failure[0]} failed.")
-                self._send(signal.SIGKILL)
-                for process in self.processes:
+                self._send(signal.SIGKILL, self.processes[:deciding])
+                for process in self.processes[:deciding]:
                     process.wait()
                 break
             time.sleep(0.2)
+        self._send(signal.SIGTERM, self.processes[deciding:])
         for thread in self._threads:
             thread.join(timeout=5)
         if first_failure is None:
             return 0
         label, code = first_failure
         if self._stopped_on_request(code):
-            self.say(f"stopped on request ({describe_exit(code)}); every worker saved a "
-                     "checkpoint at the same step.")
+            saved = "the chief saved a checkpoint" if self.servers else \
+                "every worker saved a checkpoint at the same step"
+            self.say(f"stopped on request ({describe_exit(code)}); {saved}.")
         else:
             self.say(f"failed: {label} exited first with {describe_exit(code)}.")
         return shell_code(code)
@@ -398,6 +416,115 @@ def run_node(train: TrainArgs, *, hosts: Sequence[str], index: int,
                                   ports=[_port(hosts[index])],
                                   runs="it runs any graph or op a peer sends"))
     return group.run()
+
+
+def parameter_server_cluster(hosts: Sequence[str], *, ps: int) -> dict:
+    """The TF_CONFIG cluster of a parameter-server job: chief, `ps` servers, then workers.
+
+    ``hosts[0]`` is the chief (the coordinator: it runs tfaccel's loop and writes the run
+    directory), the next `ps` hold the variables, the rest are workers.
+
+    Raises:
+        UserInputError: Too few hosts for a chief, `ps` servers and one worker.
+    """
+    hosts = list(hosts)
+    if ps < 1 or len(hosts) < ps + 2:
+        raise UserInputError(f"a parameter-server cluster needs a chief, --ps N >= 1 servers "
+                             f"and at least one worker: {ps + 2} or more hosts; got --ps "
+                             f"{ps} and {len(hosts)} host(s) ({', '.join(hosts)}).")
+    return {"chief": hosts[:1], "ps": hosts[1:ps + 1], "worker": hosts[ps + 1:]}
+
+
+def parameter_server_task(cluster: dict, index: int) -> tuple:
+    """``(job, job_index)`` of host `index` in the order chief, ps..., worker..."""
+    order = [(job, i) for job in ("chief", "ps", "worker") for i in range(len(cluster[job]))]
+    if not 0 <= index < len(order):
+        raise UserInputError(f"--index must be between 0 and {len(order) - 1} for "
+                             f"{len(order)} hosts; got {index}.")
+    return order[index]
+
+
+def parameter_server_tf_config(cluster: dict, index: int) -> str:
+    """The TF_CONFIG of host `index` (order: chief, ps..., worker...) of `cluster`."""
+    job, job_index = parameter_server_task(cluster, index)
+    return json.dumps({"cluster": cluster, "task": {"type": job, "index": job_index}})
+
+
+def server_command() -> List[str]:
+    """The command line of a ps or worker task: TensorFlow's server, serving until stopped."""
+    code = ("from tfaccel.cli.quiet_import import quiet_tensorflow; quiet_tensorflow(); "
+            "from tfaccel.engine.parameter_server import serve_task; serve_task()")
+    return [sys.executable, "-c", code]
+
+
+def _task_label(job: str, index: int) -> str:
+    return {"chief": "chief", "ps": f"ps{index}", "worker": f"w{index}"}[job]
+
+
+def run_parameter_server_local(train: TrainArgs, *, ps: int, workers: int,
+                               host: str = "127.0.0.1", out: IO[str] = sys.stdout) -> int:
+    """A whole parameter-server cluster on this machine: chief, `ps` servers, `workers`.
+
+    Args:
+        train: The chief's ``train ...`` arguments (the recipe's strategy must be
+            parameter_server).
+        ps: Parameter servers.
+        workers: Workers.
+        host: The address every task is reached at (127.0.0.1; another for a test host).
+        out: Where the prefixed output goes.
+
+    Returns:
+        The chief's exit code (a worker lost is tolerated; a ps lost ends the chief).
+    """
+    if workers < 1 or ps < 1:
+        raise UserInputError(f"--ps and --workers must be at least 1; got --ps {ps} "
+                             f"--workers {workers}.")
+    hosts = [f"{host}:{port}" for port in free_ports(ps + workers + 1, host=host)]
+    cluster = parameter_server_cluster(hosts, ps=ps)
+    group = _parameter_server_group(train, cluster=cluster, indices=range(len(hosts)), out=out)
+    where = f"run directory {train.run_dir}" if train.run_dir else "the run directory"
+    group.say(f"chief on {hosts[0]}, {ps} ps on {', '.join(cluster['ps'])}, {workers} "
+              f"worker(s) on {', '.join(cluster['worker'])}; the chief writes {where}.")
+    group.say(open_ports_note(server="the cluster's TensorFlow gRPC servers",
+                              ports=[_port(h) for h in hosts],
+                              runs="they run any graph or op a peer sends"))
+    code = group.run()
+    if code != 0 and train.run_dir:
+        group.say(f"resume with: tfaccel launch --ps {ps} --workers {workers} -- train "
+                  f"--resume {train.run_dir}")
+    return code
+
+
+def run_parameter_server_node(train: TrainArgs, *, hosts: Sequence[str], index: int, ps: int,
+                              out: IO[str] = sys.stdout) -> int:
+    """This node's one task of a parameter-server cluster (``--hosts``/``--index``, SLURM)."""
+    cluster = parameter_server_cluster(hosts, ps=ps)
+    job, job_index = parameter_server_task(cluster, index)
+    group = _parameter_server_group(train, cluster=cluster, indices=[index], out=out)
+    role = "the chief: it runs the training loop and writes the run directory" \
+        if job == "chief" else "serving the chief until it stops this task"
+    group.say(f"{job} {job_index} of a cluster of {len(hosts)} ({', '.join(hosts)}); {role}.")
+    group.say(open_ports_note(server=f"{job} {job_index}'s TensorFlow gRPC server",
+                              ports=[_port(hosts[index])],
+                              runs="it runs any graph or op a peer sends"))
+    return group.run()
+
+
+def _parameter_server_group(train: TrainArgs, *, cluster: dict, indices,
+                            out: IO[str]) -> WorkerGroup:
+    """The processes of `indices` (chief first, when it is one of them)."""
+    commands, envs, labels = [], [], []
+    for index in indices:
+        job, job_index = parameter_server_task(cluster, index)
+        env = dict(os.environ)
+        env["TF_CONFIG"] = parameter_server_tf_config(cluster, index)
+        commands.append(worker_command(train.args) if job == "chief" else server_command())
+        envs.append(env)
+        labels.append(_task_label(job, job_index))
+    servers = sum(label != "chief" for label in labels)
+    # A node that runs only a server (--hosts) waits for it: it decides its own exit.
+    return WorkerGroup(commands, envs, labels=labels, out=out,
+                       servers=servers if "chief" in labels else 0)
 
 
 def _port(host: str) -> int:

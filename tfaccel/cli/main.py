@@ -164,9 +164,14 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
 @click.option("--port", type=click.IntRange(min=1, max=65535), default=None,
               help="Under SLURM: the port each task listens on (tasks sharing a node use "
                    "the next ones). Default 12345.")
+@click.option("--ps", type=click.IntRange(min=1), default=None,
+              help="A parameter-server cluster (runtime.strategy parameter_server): this "
+                   "many ps tasks. With --workers: chief, ps and workers on this machine; "
+                   "with --hosts or SLURM the hosts are in the order chief, ps..., "
+                   "workers....")
 @click.argument("train_args", nargs=-1, type=click.UNPROCESSED, metavar="-- train ...")
 @handle_errors
-def launch(workers, hosts, index, port, train_args):
+def launch(workers, hosts, index, port, ps, train_args):
     """Run `tfaccel train` as one job on several workers (MultiWorkerMirroredStrategy).
 
     \b
@@ -181,6 +186,11 @@ def launch(workers, hosts, index, port, train_args):
     every worker: they checkpoint at the same step and exit 143. Each worker's TensorFlow
     gRPC server listens on its port on every network interface (even for --workers),
     without authentication: use a trusted network or a firewall.
+
+    \b
+    Parameter servers (asynchronous; recipe runtime.strategy parameter_server):
+      tfaccel launch --ps 1 --workers 2 -- train RECIPE
+    A lost worker is tolerated (its steps are re-run elsewhere); a lost ps stops the run.
     """
     from tfaccel.cli import launch as launcher
 
@@ -190,8 +200,20 @@ def launch(workers, hosts, index, port, train_args):
     if (hosts is None) != (index is None):
         raise click.UsageError("--hosts and --index go together (this machine's position "
                                "in the host list).")
+    command = parse_train_command(train_args)
+    if ps is not None and command.recipe is not None:
+        from tfaccel.config.recipe import load_recipe
+
+        strategy = load_recipe(command.recipe, command.overrides).runtime.strategy
+        if strategy != "parameter_server":
+            raise UserInputError(
+                f"--ps starts a parameter-server cluster, but the recipe's runtime.strategy "
+                f"is {strategy!r}; set runtime.strategy: parameter_server (or --set "
+                "runtime.strategy=parameter_server).")
     if workers is not None:
-        prepared = launcher.prepare_train_args(train_args, choose_run_dir=True)
+        prepared = launcher.prepare_train_args(command, choose_run_dir=True)
+        if ps is not None:
+            sys.exit(launcher.run_parameter_server_local(prepared, ps=ps, workers=workers))
         sys.exit(launcher.run_local(prepared, workers=workers))
     if hosts is not None:
         host_list = launcher.parse_hosts(hosts)
@@ -202,8 +224,40 @@ def launch(workers, hosts, index, port, train_args):
     else:
         raise click.UsageError("give --workers N, or --hosts and --index, or run under "
                                "SLURM (srun) so the cluster comes from its variables.")
-    prepared = launcher.prepare_train_args(train_args, choose_run_dir=False)
+    prepared = launcher.prepare_train_args(command, choose_run_dir=False)
+    if ps is not None:
+        sys.exit(launcher.run_parameter_server_node(prepared, hosts=host_list, index=index,
+                                                    ps=ps))
     sys.exit(launcher.run_node(prepared, hosts=host_list, index=index))
+
+
+def parse_train_command(args):
+    """The ``train ...`` after a launch's ``--``, parsed by `train`'s own options.
+
+    Args:
+        args: The words after ``--``, ``train`` first.
+
+    Returns:
+        A `tfaccel.cli.launch.TrainCommand` for the launcher.
+
+    Raises:
+        UserInputError: Not a ``train`` command, or its options are wrong.
+    """
+    from tfaccel.cli.launch import TrainCommand
+
+    args = list(args)
+    if not args or args[0] != "train":
+        raise UserInputError(
+            f"launch runs `train` on every worker: write `tfaccel launch ... -- train RECIPE "
+            f"[--set ...]`; got {' '.join(args) or 'nothing'!r} after `--`.")
+    try:
+        params = train.make_context("train", args[1:]).params
+    except click.ClickException as error:
+        raise UserInputError(f"the train arguments after `--` are wrong: "
+                             f"{error.format_message()}") from None
+    return TrainCommand(args=args, recipe=params["recipe"],
+                        overrides=tuple(params["overrides"]), run_dir=params["run_dir"],
+                        resume_dir=params["resume_dir"])
 
 
 @main.command()

@@ -326,8 +326,9 @@ class TrainingConfig:
 class RuntimeConfig:
     """Where and how the job runs: devices, strategy, precision, threads, outputs."""
 
-    strategy: Literal["auto", "one_device", "mirrored", "multi_worker"] = _key(
-        "auto", "auto, one_device, mirrored or multi_worker.")
+    strategy: Literal["auto", "one_device", "mirrored", "multi_worker", "parameter_server"] = _key(
+        "auto", "auto, one_device, mirrored, multi_worker or parameter_server (asynchronous, "
+        "started by tfaccel launch --ps N --workers M).")
     devices: Optional[list[str]] = _key(
         None, "Devices for one_device or mirrored, e.g. [/gpu:0, /gpu:1]; empty for all.")
     precision: Literal["auto", "float32", "mixed_float16", "mixed_bfloat16"] = _key(

@@ -6,7 +6,7 @@ import tensorflow as tf
 from tfaccel.config import cluster
 from tfaccel.errors import UserInputError
 
-STRATEGY_KINDS = ("auto", "one_device", "mirrored", "multi_worker")
+STRATEGY_KINDS = ("auto", "one_device", "mirrored", "multi_worker", "parameter_server")
 
 # describe_strategy names strategies by the kind that creates them.
 _SHORT_NAMES = {
@@ -14,6 +14,7 @@ _SHORT_NAMES = {
     "MirroredStrategy": "mirrored",
     "MultiWorkerMirroredStrategy": "multi_worker",
     "CollectiveAllReduceStrategy": "multi_worker",
+    "ParameterServerStrategyV2": "parameter_server",
 }
 
 
@@ -21,7 +22,9 @@ def make_strategy(kind="auto", *, devices=None):
     """Create a `tf.distribute.Strategy`.
 
     Args:
-        kind: One of "auto", "one_device", "mirrored", "multi_worker". "auto" picks
+        kind: One of "auto", "one_device", "mirrored", "multi_worker",
+            "parameter_server" (TF_CONFIG's chief/ps/worker cluster, run on the chief;
+            `tfaccel.engine.parameter_server`). "auto" picks
             MultiWorkerMirroredStrategy when TF_CONFIG names a cluster of more than one
             task, MirroredStrategy when more than one GPU is visible, and TensorFlow's
             default (one device) strategy otherwise.
@@ -45,7 +48,7 @@ def make_strategy(kind="auto", *, devices=None):
             raise UserInputError(
                 f"devices must be a non-empty list of device names; got {devices!r}"
             )
-        if kind in ("auto", "multi_worker"):
+        if kind in ("auto", "multi_worker", "parameter_server"):
             raise UserInputError(
                 f"devices cannot be chosen with strategy kind {kind!r} (got devices={devices!r}); "
                 "use kind='mirrored' or 'one_device'"
@@ -65,6 +68,10 @@ def make_strategy(kind="auto", *, devices=None):
         return tf.distribute.OneDeviceStrategy(device)
     if kind == "mirrored":
         return _mirrored(devices)
+    if kind == "parameter_server":
+        from tfaccel.engine.parameter_server import make_parameter_server_strategy
+
+        return make_parameter_server_strategy()
     return tf.distribute.MultiWorkerMirroredStrategy()
 
 
@@ -85,6 +92,8 @@ def describe_strategy(strategy):
         devices = list(strategy.extended.worker_devices)
     except RuntimeError:  # the default strategy has no device list: it uses the first device
         devices = [_first_device()]
+    except (AttributeError, NotImplementedError):  # parameter servers: the workers' devices
+        devices = [str(d) for d in getattr(strategy.extended, "_worker_device", None) or []]
     return {"strategy": name, "replicas": int(strategy.num_replicas_in_sync), "devices": devices}
 
 

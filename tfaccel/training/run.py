@@ -162,6 +162,10 @@ def _train_with(ctx: RunContext) -> RunResult:
     say(f"{ctx.session.strategy_info['strategy']} on {ctx.session.strategy_info['replicas']} "
         f"replica(s), precision {ctx.session.precision}, {plan.describe()}.")
     _record_precision(ctx)
+    if ctx.session.strategy_info["strategy"] == "parameter_server":  # Keras' fit cannot drive it
+        from tfaccel.training.parameter_server import train_on_cluster
+
+        return train_on_cluster(ctx)
     _check_data_service(recipe, strategy=ctx.session.strategy_info["strategy"])
     _check_compile_arguments(recipe)
     try:

@@ -1,0 +1,169 @@
+"""`tfaccel launch --ps 1 --workers 2` with real processes on 127.0.0.1: the step count is
+exact, a worker killed mid-run is tolerated, a lost parameter server stops the run with a
+message and `--resume` finishes it.
+
+Each test starts 4 TensorFlow processes (a chief, a ps, 2 workers) on a tiny model: all
+are marked `slow` and `multiworker`, run under a timeout; the ps-loss one is `heavy`.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from launch_helpers import TIMEOUT_SECONDS, child_env, kill_tree, run_tfaccel
+
+pytestmark = [pytest.mark.slow, pytest.mark.multiworker]
+
+STEPS_PER_EPOCH = 40  # 1000 examples, batch 25
+
+
+def _recipe(tmp_path, *, epochs):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1200, 16)).astype("float32")
+    y = (x @ rng.normal(size=(16, 3))).argmax(1).astype("int64")
+    np.savez(tmp_path / "blobs.npz", x_train=x[:1000], y_train=y[:1000], x_test=x[1000:],
+             y_test=y[1000:])
+    path = tmp_path / "ps.yaml"
+    path.write_text(f"""
+name: ps-tiny
+data: {{source: arrays, path: blobs.npz, validation_split: test}}
+model: {{name: mlp, params: {{hidden_units: [32], normalization: none, dropout: 0.0}}}}
+optimizer: {{name: adam, learning_rate: 1e-2}}
+training: {{epochs: {epochs}, global_batch_size: 25, checkpoint_every_steps: 20}}
+runtime: {{strategy: parameter_server, precision: float32, tensorboard: false,
+          runs_dir: {tmp_path / 'runs'}}}
+""")
+    return path
+
+
+def _launch_and_kill(tmp_path, args, *, victim, after, signum=signal.SIGKILL):
+    """Runs a launch; signals task `victim` (e.g. "w1"; "launch": the launcher itself) once
+    a line matches `after`."""
+    process = subprocess.Popen([sys.executable, "-m", "tfaccel.cli", "launch", *args],
+                               env=child_env(tmp_path), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+                               start_new_session=True)
+    lines, pid, killed = [], None, False
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            found = re.match(rf"\[{victim}\] .* serving on .* \(pid (\d+)\)", line)
+            if found or victim == "launch":
+                pid = int(found.group(1)) if found else process.pid
+            if not killed and pid is not None and re.search(after, line):
+                os.kill(pid, signum)
+                killed = True
+            if time.monotonic() > deadline:
+                raise AssertionError("timed out:\n" + "".join(lines[-60:]))
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            kill_tree(process.pid)
+    assert killed, "".join(lines[-60:])
+    return process.returncode, "".join(lines)
+
+
+def _run_dir(tmp_path):
+    (run,) = list((tmp_path / "runs").iterdir())
+    return run
+
+
+def _epochs(run):
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_worker_killed_mid_run_is_tolerated_and_every_step_is_counted_once(tmp_path):
+    recipe = _recipe(tmp_path, epochs=6)
+    code, output = _launch_and_kill(
+        tmp_path, ["--ps", "1", "--workers", "2", "--", "train", str(recipe)],
+        victim="w1", after=r"\[chief\] tfaccel: epoch 1/6")
+    assert code == 0, output[-4000:]
+    lost = output.index("[launch] w1 exited with signal SIGKILL; the chief carries on")
+    assert "[chief] tfaccel: epoch 6/6" in output[lost:]  # epochs trained after the loss
+    run = _run_dir(tmp_path)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["steps_completed"] == 6 * STEPS_PER_EPOCH  # exact, a worker lost or not
+    assert (summary["workers"], summary["parameter_servers"]) == (2, 1)
+    assert [(e["epoch"], e["step"]) for e in _epochs(run)] == [
+        (epoch, epoch * STEPS_PER_EPOCH) for epoch in range(1, 7)]
+    assert summary["final_metrics"]["val_accuracy"] > 0.8  # it learned across the loss
+
+
+@pytest.mark.heavy  # two launches (about 2 minutes on 2 loaded cores)
+def test_a_lost_parameter_server_stops_the_run_and_resume_finishes_it(tmp_path):
+    recipe = _recipe(tmp_path, epochs=3)
+    code, output = _launch_and_kill(
+        tmp_path, ["--ps", "1", "--workers", "2", "--", "train", str(recipe)],
+        victim="ps0", after=r"\[chief\] tfaccel: epoch 1/3")
+    assert code != 0
+    assert re.search(r"parameter server /job:ps/replica:0/task:0 is unreachable .* the run "
+                     r"stopped after \d+ completed step\(s\)", output), [
+        line for line in output.splitlines() if "Error:" in line]
+    assert "Traceback" not in output
+    run = _run_dir(tmp_path)
+    stopped = json.loads((run / "summary.json").read_text())
+    assert stopped["status"] == "failed" and stopped["steps_completed"] >= STEPS_PER_EPOCH
+    code, output = run_tfaccel(["launch", "--ps", "1", "--workers", "2", "--", "train",
+                                "--resume", run], tmp_path=tmp_path)
+    assert code == 0, output[-4000:]
+    assert "resuming from checkpoint ps-step-" in output
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps_completed"] == 3 * STEPS_PER_EPOCH
+    assert [e["epoch"] for e in _epochs(run)] == [1, 2, 3]  # each epoch once
+
+
+@pytest.mark.heavy  # four launches of one task each (about a minute on 2 loaded cores)
+def test_a_cluster_given_by_hosts_trains_with_one_launch_per_task(tmp_path):
+    from tfaccel.cli.launch import free_ports
+
+    recipe = _recipe(tmp_path, epochs=1)
+    run_dir = tmp_path / "runs" / "by-hosts"
+    hosts = ",".join(f"127.0.0.1:{port}" for port in free_ports(4))
+    processes = [subprocess.Popen(
+        [sys.executable, "-m", "tfaccel.cli", "launch", "--ps", "1", "--hosts", hosts,
+         "--index", str(index), "--", "train", str(recipe), "--run-dir", str(run_dir)],
+        env=child_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=tmp_path, start_new_session=True) for index in range(4)]
+    try:
+        chief_output = processes[0].communicate(timeout=TIMEOUT_SECONDS)[0]
+        # Each task's own launch ends once the chief's port stops answering.
+        server_outputs = [p.communicate(timeout=60)[0] for p in processes[1:]]
+    finally:
+        for process in processes:
+            kill_tree(process.pid)
+    assert processes[0].returncode == 0, chief_output[-4000:]
+    assert [p.returncode for p in processes[1:]] == [0, 0, 0], server_outputs
+    assert "the chief (127.0.0.1:" in server_outputs[0] and "is gone; stopping." in \
+        server_outputs[0]
+    assert "[launch] chief 0 of a cluster of 4" in chief_output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps_completed"] == STEPS_PER_EPOCH
+    assert (summary["workers"], summary["parameter_servers"]) == (2, 1)
+
+
+@pytest.mark.heavy  # two launches (about a minute and a half on 2 loaded cores)
+def test_sigterm_saves_a_checkpoint_on_the_chief_and_resume_is_exact_in_steps(tmp_path):
+    recipe = _recipe(tmp_path, epochs=4)
+    code, output = _launch_and_kill(
+        tmp_path, ["--ps", "1", "--workers", "2", "--", "train", str(recipe)],
+        victim="launch", after=r"\[chief\] tfaccel: epoch 1/4", signum=signal.SIGTERM)
+    assert code == 143, output[-4000:]
+    assert "[launch] stopped on request (code 143); the chief saved a checkpoint." in output
+    assert re.search(r"stopped by signal SIGTERM at step \d+; checkpoint ps-step-\d+\.npz "
+                     r"saved", output)
+    run = _run_dir(tmp_path)
+    code, output = run_tfaccel(["launch", "--ps", "1", "--workers", "2", "--", "train",
+                                "--resume", run], tmp_path=tmp_path)
+    assert code == 0, output[-4000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps_completed"] == 4 * STEPS_PER_EPOCH
+    assert [e["step"] for e in _epochs(run)] == [40, 80, 120, 160]

@@ -1,0 +1,194 @@
+"""TensorFlow's parameter-server engine for Keras 3: the strategy, the coordinator, the tasks that serve."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from typing import Callable, List, Optional
+
+import tensorflow as tf
+
+from tfaccel.errors import TrainingError, UserInputError
+
+# The jobs of a parameter-server cluster, as TensorFlow names them in TF_CONFIG.
+JOBS = ("chief", "ps", "worker")
+
+# Why no `variable_partitioner`: Keras 3 wraps each tf.Variable in its own keras.Variable,
+# and TensorFlow's GradientTape cannot differentiate through a ShardedVariable held inside
+# one (tried with TF 2.21 / Keras 3.15: "AttributeError: 'ShardedVariable' object has no
+# attribute 'handle'" in tape.gradient, for Embedding and Dense alike). Gradients taken of
+# the shards get past the tape, but Keras' optimizer updates through extended.update, which
+# refuses it: "ShardedVariable doesn't support being used as a reference".
+NO_PARTITIONER = (
+    "variables are not sharded: Keras 3 wraps each variable in a keras.Variable and "
+    "TensorFlow's GradientTape cannot take gradients of a ShardedVariable inside one "
+    "(AttributeError 'ShardedVariable' object has no attribute 'handle'), so each variable "
+    "lives whole on one parameter server (the variables are dealt round-robin among them)")
+
+
+def cluster_spec_from_tf_config() -> dict:
+    """The ``cluster`` of TF_CONFIG, checked to be a parameter-server cluster.
+
+    Raises:
+        UserInputError: TF_CONFIG is unset, or lacks a chief, a ps or a worker job.
+    """
+    raw = os.environ.get("TF_CONFIG", "").strip()
+    if not raw:
+        raise UserInputError(
+            "runtime.strategy parameter_server needs a cluster: TF_CONFIG is not set. Start "
+            "the job with `tfaccel launch --ps N --workers M -- train RECIPE`.")
+    cluster = json.loads(raw).get("cluster", {})
+    missing = [job for job in JOBS if not cluster.get(job)]
+    if missing:
+        raise UserInputError(
+            f"runtime.strategy parameter_server needs a chief, at least one ps and one "
+            f"worker in TF_CONFIG's cluster; it has no {', '.join(missing)} (jobs: "
+            f"{sorted(cluster)}). Start the job with `tfaccel launch --ps N --workers M`.")
+    return cluster
+
+
+def make_parameter_server_strategy():
+    """A `tf.distribute.ParameterServerStrategy` over TF_CONFIG's cluster (run on the chief).
+
+    Returns:
+        The strategy; models built in its scope keep their variables on the parameter
+        servers. No variable partitioner (`NO_PARTITIONER` says why).
+    """
+    cluster_spec_from_tf_config()
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    return tf.distribute.ParameterServerStrategy(resolver)
+
+
+def serve_task(*, poll_seconds: float = 2.0) -> None:
+    """Runs this process's ps or worker server from TF_CONFIG until the chief is gone.
+
+    A parameter-server cluster's ps and worker tasks run no Python of their own: the
+    chief sends them the variables, the datasets and the step functions. TensorFlow's
+    server never ends by itself, so a task on its own machine (``--hosts``, SLURM) would
+    outlive the job: once the chief's port has answered, a task whose chief stops
+    answering it ends with exit code 0. A signal ends it too (the server blocks in C++,
+    so by the signal's default action: SIGTERM gives 143).
+
+    Args:
+        poll_seconds: How often the chief's port is tried.
+    """
+    config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+    task = config.get("task", {})
+    if task.get("type") not in ("ps", "worker"):
+        raise UserInputError(f"a parameter-server task must be ps or worker in TF_CONFIG; "
+                             f"got task {task!r}.")
+    server = tf.distribute.Server(tf.train.ClusterSpec(config["cluster"]),
+                                  job_name=task["type"], task_index=int(task["index"]),
+                                  protocol="grpc", start=True)
+    name = f"{task['type']} {task['index']}"
+    print(f"{name} serving on {config['cluster'][task['type']][int(task['index'])]} "
+          f"(pid {os.getpid()})", flush=True)
+    chief = config["cluster"]["chief"][0]
+    threading.Thread(target=_end_after_chief, args=(chief, name, poll_seconds),
+                     daemon=True).start()
+    server.join()
+
+
+def _end_after_chief(chief: str, name: str, poll_seconds: float) -> None:
+    """Ends the process (exit 0) once `chief` answered and then stopped answering twice."""
+    host, port = chief.rsplit(":", 1)
+    host = host.strip("[]")
+    seen, misses = False, 0
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=poll_seconds):
+                seen, misses = True, 0
+        except OSError:
+            misses += 1
+        if seen and misses >= 2:
+            print(f"{name}: the chief ({chief}) is gone; stopping.", flush=True)
+            os._exit(0)  # the server thread blocks in C++ and cannot be asked to stop
+        time.sleep(poll_seconds)
+
+
+def per_worker_iterators(coordinator, make_dataset: Callable[[], tf.data.Dataset]):
+    """One iterator per worker, worker i reading batches i, i + n, ... of one stream.
+
+    The stream is built once here (the same tfaccel builders as any run) and its graph
+    sent to every worker, each keeping its own share. TensorFlow's own
+    `create_per_worker_dataset` gives every worker the same dataset (it has no worker
+    index); this is its code with the index added.
+
+    Returns:
+        The `PerWorkerValues` of iterators to pass to `coordinator.schedule`.
+    """
+    # The private parts are the ones create_per_worker_dataset itself uses.
+    from tensorflow.python.distribute import input_lib
+    from tensorflow.python.distribute.coordinator import values
+
+    dataset = make_dataset()
+    spec = dataset.element_spec
+    serialized = values.serialize_dataset_to_graph(dataset)
+    workers = coordinator._cluster.workers  # noqa: SLF001 - see the docstring
+    count = len(workers)
+    results = []
+    for index, worker in enumerate(workers):
+        def make_iterator(index=index):
+            shard = values.deserialize_dataset_from_graph(serialized, spec)
+            return iter(shard.shard(count, index))
+
+        results.append(worker.create_resource(tf.function(make_iterator)))
+    iterator_spec = input_lib.get_iterator_spec_from_dataset(coordinator.strategy, dataset)
+    for remote in results:
+        remote._type_spec = iterator_spec  # noqa: SLF001 - as TensorFlow's own code does
+    return values.PerWorkerDistributedIterator(tuple(results))
+
+
+class StepCounter:
+    """THE step count of a parameter-server run: scheduled closures that completed.
+
+    Keras 3's ``optimizer.iterations`` is read and written by every worker at once and
+    loses increments (158 of 200 steps counted in a try with 2 workers); the coordinator
+    knows exactly how many closures it scheduled and saw complete (a closure re-run after
+    a worker failed is still one closure).
+    """
+
+    def __init__(self, start: int = 0):
+        self.completed = int(start)
+
+    def add(self, closures: int) -> int:
+        """Counts `closures` that `coordinator.join()` saw complete; the new count."""
+        self.completed += int(closures)
+        return self.completed
+
+
+def lost_ps_task(error: BaseException) -> Optional[str]:
+    """The ``/job:ps/replica:0/task:N`` a TensorFlow error names, or None."""
+    import re
+
+    message = getattr(error, "message", None) or str(error)
+    match = re.search(r"/job:ps/replica:\d+/task:\d+", message)
+    return match.group(0) if match else None
+
+
+def lost_parameter_server(error: BaseException, *, step: int, run_dir) -> Optional[TrainingError]:
+    """A lost parameter server as one clear TrainingError (None for any other error).
+
+    A lost worker never reaches here: the coordinator runs its closures elsewhere.
+    """
+    if not isinstance(error, (tf.errors.UnavailableError, tf.errors.AbortedError,
+                              tf.errors.CancelledError, tf.errors.InternalError,
+                              tf.errors.NotFoundError, tf.errors.FailedPreconditionError)):
+        return None
+    task = lost_ps_task(error)
+    if task is None:
+        return None
+    return TrainingError(
+        f"parameter server {task} is unreachable (TensorFlow: {type(error).__name__}); "
+        f"the variables it held are lost, so the run stopped after {step} completed "
+        f"step(s). Workers may come and go, parameter servers may not. Restart the "
+        f"cluster and continue from the last checkpoint with `tfaccel launch --ps N "
+        f"--workers M -- train --resume {run_dir}`.")
+
+
+def worker_names(coordinator) -> List[str]:
+    """The worker devices of the coordinator's cluster, in order."""
+    return [w.device_name for w in coordinator._cluster.workers]  # noqa: SLF001

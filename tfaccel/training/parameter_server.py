@@ -1,0 +1,308 @@
+"""The coordinator's loop of `runtime.strategy: parameter_server`: Keras' fit does not drive it."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import numpy as np
+
+from tfaccel.atomic import write_file
+from tfaccel.errors import Preempted, TrainingError, UserInputError
+from tfaccel.messages import say
+from tfaccel.training import run_dir as run_files
+from tfaccel.training.callbacks import PreemptionSignals
+
+# One file per checkpoint: the variables (model then optimizer, in order) and the state.
+CHECKPOINT_PREFIX = "ps-step-"
+# Steps scheduled before the coordinator waits for them: bounds how long a checkpoint or a
+# SIGTERM waits, and keeps every worker's queue full in between.
+SCHEDULE_CHUNK = 50
+
+
+def train_on_cluster(ctx):
+    """Trains `ctx`'s recipe on a parameter-server cluster; the `RunResult`.
+
+    The chief builds the data, the model and the optimizer in the strategy's scope
+    (variables on the parameter servers), then schedules one closure per step with
+    `ClusterCoordinator`; workers run them as they become free (asynchronously: each
+    applies its gradients to the variables as they are then). Steps are counted as the
+    closures that completed (`StepCounter`), the count users see in logs, metrics and
+    checkpoints. A checkpoint is written every `training.checkpoint_every_steps` steps and
+    at each epoch's end; `--resume` continues from the newest.
+
+    Args:
+        ctx: `tfaccel.training.run`'s run context (recipe, session, directory, resume).
+
+    Raises:
+        UserInputError: What the loop does not do (accumulation, stateful metrics).
+        TrainingError: A parameter server was lost, or the loss became NaN.
+    """
+    import tensorflow as tf
+
+    from tfaccel.engine import parameter_server as ps
+    from tfaccel.training.inputs import build_data
+    from tfaccel.training.run import RunResult, build_model
+
+    recipe, session = ctx.recipe, ctx.session
+    training, strategy, plan = recipe.training, session.strategy, session.plan
+    if plan.accumulation_steps > 1:
+        raise UserInputError(
+            f"training.accumulation_steps {plan.accumulation_steps} cannot be used with "
+            "runtime.strategy parameter_server: each worker applies its own step to the "
+            "shared variables as soon as it is done; raise training.global_batch_size "
+            "instead.")
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    workers = len(ps.worker_names(coordinator))
+    servers = len(ps.cluster_spec_from_tf_config()["ps"])
+    say(f"parameter servers: {servers}, workers: {workers}; {ps.NO_PARTITIONER}.")
+    if training.early_stopping_patience or training.keep == "best" or recipe.runtime.tensorboard:
+        say("under parameter_server, model.keras holds the last epoch (training.keep), with "
+            "no early stopping and no TensorBoard files (docs/distributed.md, Limits).")
+    with strategy.scope():
+        # A fixed element order: every worker deals its share out of the same stream.
+        data = build_data(recipe, plan, deterministic=True, strategy=strategy)
+    trained_model, model = build_model(recipe, strategy=strategy, plan=plan, data=data,
+                                       given=ctx.given_model)
+    optimizer = trained_model.optimizer
+    with strategy.scope():
+        optimizer.build(model.trainable_variables)
+    loss_fn, metric_fns = _loss_and_metrics(training, data)
+    state = _restore(ctx, model=model, optimizer=optimizer)
+    counter = ps.StepCounter(state["step"])
+    records: List[dict] = list(state["records"])
+    checkpoints = Path(ctx.directory) / run_files.CHECKPOINTS_DIR
+    steps = data.steps_per_epoch
+    total = steps * training.epochs
+    iterator = ps.per_worker_iterators(coordinator, lambda: data.make_stream(counter.completed))
+
+    @tf.function
+    def train_step(iterator):
+        def replica(batch):
+            x, y = batch[0], batch[1]
+            with tf.GradientTape() as tape:
+                predictions = model(x, training=True)
+                loss = loss_fn(y, predictions)
+                if model.losses:
+                    loss += tf.add_n(model.losses)
+                # mixed_float16's LossScaleOptimizer unscales what it applies; others: as is.
+                scaled = optimizer.scale_loss(loss)
+            gradients = tape.gradient(scaled, model.trainable_variables)
+            optimizer.apply(gradients, model.trainable_variables)
+            out = {"loss": tf.cast(loss, tf.float32)}
+            for name, fn in metric_fns:
+                out[name] = tf.reduce_mean(tf.cast(fn(y, predictions), tf.float32))
+            return out
+
+        return strategy.run(replica, args=(next(iterator),))
+
+    every = training.checkpoint_every_steps or steps
+    started = time.perf_counter()
+    partial = state.get("partial") or []
+    epoch_seconds = 0.0
+    try:
+        with PreemptionSignals() as signals:
+            while counter.completed < total:
+                epoch, done = divmod(counter.completed, steps)
+                # Scheduled in chunks: a checkpoint or a signal waits for one chunk at most.
+                chunk = min(every - counter.completed % every, steps - done, SCHEDULE_CHUNK)
+                chunk_started = time.perf_counter()
+                values = [coordinator.schedule(train_step, args=(iterator,))
+                          for _ in range(chunk)]
+                coordinator.join()
+                partial += [{k: float(np.mean(v)) for k, v in value.fetch().items()}
+                            for value in values]
+                counter.add(chunk)
+                epoch_seconds += time.perf_counter() - chunk_started
+                if not np.isfinite(partial[-1]["loss"]):
+                    raise TrainingError(
+                        f"the training loss became {partial[-1]['loss']} at step "
+                        f"{counter.completed}; training stopped there. Lower "
+                        "optimizer.learning_rate or set optimizer.clipnorm.")
+                if counter.completed % steps == 0:
+                    record = _epoch_record(partial, epoch=epoch + 1, step=counter.completed,
+                                           examples=steps * plan.global_batch_size,
+                                           seconds=epoch_seconds)
+                    record.update(_evaluate(model, data.validation, loss_fn, metric_fns,
+                                            steps=training.validation_steps))
+                    records.append(record)
+                    run_files.append_jsonl(Path(ctx.directory) / run_files.METRICS_FILE,
+                                           record)
+                    say(f"epoch {epoch + 1}/{training.epochs}: step {counter.completed}, "
+                        + ", ".join(f"{k} {v:.4f}" for k, v in record.items()
+                                    if k not in ("epoch", "step", "examples",
+                                                 "train_seconds", "examples_per_sec")))
+                    partial, epoch_seconds = [], 0.0
+
+                def save(step=counter.completed, partial=partial):
+                    return _save(checkpoints, model=model, optimizer=optimizer, step=step,
+                                 records=records, partial=partial,
+                                 keep=training.keep_checkpoints)
+
+                if counter.completed % every == 0 or counter.completed % steps == 0:
+                    save()
+                signals.at_step(save, where=f"step {counter.completed}")
+    except Preempted as error:
+        error.run_dir = str(ctx.shown_dir or ctx.directory)
+        raise
+    except Exception as error:  # noqa: BLE001 - only a lost parameter server is converted
+        lost = ps.lost_parameter_server(error, step=counter.completed,
+                                        run_dir=ctx.shown_dir or ctx.directory)
+        if lost is None:
+            raise
+        run_files.write_json(Path(ctx.directory) / run_files.SUMMARY_FILE, {
+            "status": "failed", "strategy": "parameter_server",
+            "steps_completed": counter.completed,
+            "failure": {"error": type(error).__name__, "message": str(lost)}})
+        raise lost from None
+    wall = time.perf_counter() - ctx.started
+    summary = _summary(ctx, records=records, steps=counter.completed, workers=workers,
+                       servers=servers, optimizer=optimizer, data=data,
+                       train_seconds=time.perf_counter() - started, wall=wall)
+    model.save(Path(ctx.directory) / run_files.MODEL_FILE)
+    run_files.write_json(Path(ctx.directory) / run_files.SUMMARY_FILE, summary)
+    return RunResult(run_dir=ctx.shown_dir, summary=summary, epochs=records, chief=True)
+
+
+def _loss_and_metrics(training, data):
+    """The loss as a callable, and the metrics as ``(name, per-batch function)`` pairs.
+
+    The step returns each metric's value on its batch and the coordinator averages them:
+    a Keras metric object's running sums would be updated by several workers at once.
+    """
+    import keras
+
+    from tfaccel.training.losses import logged_metric_names, make_loss, make_metrics
+
+    loss = make_loss(training)
+    loss_fn = keras.losses.get(loss) if isinstance(loss, str) else loss
+    sparse = len(data.validation.element_spec[1].shape) <= 1 \
+        if data.validation is not None else True
+    pairs = []
+    for name, metric in zip(logged_metric_names(training), make_metrics(training)):
+        if isinstance(metric, str) and metric in ("accuracy", "acc"):
+            fn = keras.metrics.sparse_categorical_accuracy if sparse \
+                else keras.metrics.categorical_accuracy
+        elif isinstance(metric, str):
+            fn = keras.metrics.get(metric)
+        else:
+            fn = metric
+        if isinstance(fn, keras.metrics.MeanMetricWrapper):
+            inner, kwargs = fn._fn, dict(fn._fn_kwargs)  # noqa: SLF001 - its per-batch function
+            fn = lambda y, p, inner=inner, kwargs=kwargs: inner(y, p, **kwargs)  # noqa: E731
+        elif isinstance(fn, keras.metrics.Metric) or not callable(fn):
+            raise UserInputError(
+                f"training.metrics {name!r} keeps running sums across batches, which the "
+                "workers of runtime.strategy parameter_server would update at once; use a "
+                "metric that is a mean of per-batch values (accuracy, "
+                "sparse_categorical_accuracy, mean_absolute_error, ...).")
+        pairs.append((name, fn))
+    return loss_fn, pairs
+
+
+def _epoch_record(partial: List[dict], *, epoch: int, step: int, examples: int,
+                  seconds: float) -> dict:
+    """The epoch's means of its steps' loss and metrics, as metrics.jsonl holds them."""
+    record = {"epoch": epoch, "step": step}
+    for key in partial[0]:
+        record[key] = float(np.mean([p[key] for p in partial]))
+    record.update(examples=examples, train_seconds=seconds,
+                  examples_per_sec=examples / seconds if seconds else 0.0)
+    return record
+
+
+def _evaluate(model, validation, loss_fn, metric_fns, *, steps: Optional[int]) -> dict:
+    """The validation split on the coordinator (it reads the variables from the servers)."""
+    if validation is None:
+        return {}
+    sums, batches = {}, 0
+    for batch in validation.take(steps) if steps else validation:
+        x, y = batch[0], batch[1]
+        predictions = model(x, training=False)
+        values = {"val_loss": loss_fn(y, predictions)}
+        for name, fn in metric_fns:
+            values[f"val_{name}"] = np.mean(np.asarray(fn(y, predictions)))
+        for key, value in values.items():
+            sums[key] = sums.get(key, 0.0) + float(np.mean(np.asarray(value)))
+        batches += 1
+    return {key: value / max(batches, 1) for key, value in sums.items()}
+
+
+def _variables(model, optimizer) -> list:
+    return list(model.variables) + list(optimizer.variables)
+
+
+def _save(folder: Path, *, model, optimizer, step: int, records: list, partial: list,
+          keep: int) -> Path:
+    """One checkpoint file: every variable read back from the servers, and the loop's state."""
+    folder.mkdir(parents=True, exist_ok=True)
+    arrays = {f"v{i}": np.asarray(v.numpy()) for i, v in enumerate(_variables(model, optimizer))}
+    arrays["state"] = np.frombuffer(json.dumps(
+        {"step": step, "records": records, "partial": partial}, default=float).encode(),
+        dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    path = folder / f"{CHECKPOINT_PREFIX}{step:09d}.npz"
+    write_file(path, buffer.getvalue())
+    for old in sorted(folder.glob(f"{CHECKPOINT_PREFIX}*.npz"))[:-keep]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def latest_checkpoint(folder: Path) -> Optional[Path]:
+    """The newest checkpoint file of a parameter-server run, or None."""
+    found = sorted(Path(folder).glob(f"{CHECKPOINT_PREFIX}*.npz"))
+    return found[-1] if found else None
+
+
+def _restore(ctx, *, model, optimizer) -> dict:
+    """The loop's state: from the newest checkpoint when resuming, else step 0."""
+    fresh = {"step": 0, "records": [], "partial": []}
+    if ctx.resume_from is None:
+        return fresh
+    path = latest_checkpoint(Path(ctx.resume_from) / run_files.CHECKPOINTS_DIR)
+    if path is None:
+        say(f"{ctx.directory} has no checkpoint yet; the run starts over.")
+        (Path(ctx.directory) / run_files.METRICS_FILE).unlink(missing_ok=True)
+        return fresh
+    with np.load(path) as saved:
+        state = json.loads(saved["state"].tobytes().decode())
+        variables = _variables(model, optimizer)
+        if len(saved.files) - 1 != len(variables):
+            raise UserInputError(f"{path} holds {len(saved.files) - 1} variables but the "
+                                 f"model and optimizer have {len(variables)}; it is not "
+                                 "this run's checkpoint.")
+        for i, variable in enumerate(variables):
+            variable.assign(saved[f"v{i}"])
+    run_files.write_text(Path(ctx.directory) / run_files.METRICS_FILE,
+                         "".join(json.dumps(r, default=float) + "\n" for r in state["records"]))
+    say(f"resuming from checkpoint {path.name}: step {state['step']} (weights, optimizer "
+        "and step count exact; the data stream restarts at that step's batch, dealt to "
+        "the workers in turn).")
+    return state
+
+
+def _summary(ctx, *, records, steps, workers, servers, optimizer, data, train_seconds,
+             wall) -> dict:
+    plan = ctx.session.plan
+    final = {k: v for k, v in (records[-1] if records else {}).items()
+             if k not in ("epoch", "step", "examples", "train_seconds", "examples_per_sec")}
+    examples = sum(r["examples"] for r in records)
+    seconds = sum(r["train_seconds"] for r in records)
+    return {
+        "status": "completed", "name": ctx.recipe.name, "strategy": "parameter_server",
+        "epochs_completed": len(records), "final_metrics": final,
+        "saved_model_epoch": len(records) or None, "saved_model_metrics": final,
+        "keep": "last", "monitor": ctx.recipe.training.monitor,
+        # THE count: closures the coordinator saw complete; Keras' own counter beside it.
+        "steps_completed": steps,
+        "optimizer_iterations": int(optimizer.iterations.numpy()),
+        "steps_per_epoch": data.steps_per_epoch, "workers": workers,
+        "parameter_servers": servers, "precision": ctx.session.precision,
+        **plan.as_dict(),
+        "examples_per_sec": examples / seconds if seconds else 0.0,
+        "train_seconds": train_seconds, "wall_seconds": wall,
+    }
