@@ -355,13 +355,28 @@ class TrainingConfig:
 
 
 @dataclass(frozen=True)
+class PipelineConfig:
+    """Layer-wise model parallelism (runtime.strategy pipeline): stages and micro-batches."""
+
+    split_at: Optional[list[str]] = _key(
+        None, "Layers that end a stage (all but the last); empty: split by stages.")
+    stages: Optional[int] = _key(
+        None, "Stages balanced by parameter count; empty: one per device.", minimum=1)
+    micro_batches: int = _key(
+        1, "Micro-batches of each batch in flight through the stages.", minimum=1)
+
+
+@dataclass(frozen=True)
 class RuntimeConfig:
     """Where and how the job runs: devices, strategy, precision, threads, outputs."""
 
-    strategy: Literal["auto", "one_device", "mirrored", "multi_worker"] = _key(
-        "auto", "auto, one_device, mirrored or multi_worker.")
+    strategy: Literal["auto", "one_device", "mirrored", "multi_worker", "pipeline"] = _key(
+        "auto", "auto, one_device, mirrored, multi_worker or pipeline.")
     devices: Optional[list[str]] = _key(
-        None, "Devices for one_device or mirrored, e.g. [/gpu:0, /gpu:1]; empty for all.")
+        None, "Devices for one_device, mirrored or pipeline, e.g. [/gpu:0, /gpu:1]; empty for "
+        "all.")
+    pipeline: PipelineConfig = _key(default_factory=PipelineConfig,
+                                    help="Pipeline (model parallel) section.")
     precision: Literal["auto", "float32", "mixed_float16", "mixed_bfloat16"] = _key(
         "auto", "auto picks mixed_float16 on GPUs, mixed_bfloat16 on TPUs and bf16 CPUs, "
         "float32 otherwise.")
@@ -771,6 +786,7 @@ def _check_cross_fields(recipe: Recipe, *, source: str, own_model: bool = False)
     _check_steps_per_execution(training, source=source)
     _check_model_params(recipe.model, source=source, own_model=own_model)
     _check_service(recipe, source=source)
+    _check_pipeline(recipe.runtime, source=source)
     _check_tokenizer(recipe.data.text, source=source)
     keras_names.check_keras_names(recipe.optimizer, recipe.training, source=source)
 
@@ -860,6 +876,18 @@ def _check_tokenizer(text: TextConfig, *, source: str) -> None:
         "KerasHub (the keras_hub package) is not installed in this Python; install it with "
         'pip install "tfaccel[hub]" (or pip install keras-hub), or use data.text.tokenizer: '
         "text_vectorization (Keras' own, nothing to install).")
+
+
+def _check_pipeline(runtime: RuntimeConfig, *, source: str) -> None:
+    pipe = runtime.pipeline
+    if runtime.strategy != "pipeline" and pipe != PipelineConfig():
+        raise RecipeError(f"{source}: runtime.pipeline is set but runtime.strategy is "
+                          f"{runtime.strategy!r}; set runtime.strategy: pipeline, or remove "
+                          "runtime.pipeline.")
+    if pipe.split_at is not None and pipe.stages is not None:
+        raise RecipeError(f"{source}: runtime.pipeline.split_at ({pipe.split_at!r}) and "
+                          f"runtime.pipeline.stages ({pipe.stages!r}) both choose the stages; "
+                          "set one of them.")
 
 
 def _check_service(recipe: Recipe, *, source: str) -> None:

@@ -184,9 +184,11 @@ def _balanced_ends(functional, layers, count):
 
 def _cut_problem(functional, layer):
     """Why the model cannot be cut after `layer` (None when it can)."""
+    # Node 0 is the layer's call in the model (building a sub-model from an inner tensor
+    # adds nodes of its own after it).
     outputs = layer._inbound_nodes[0].output_tensors if layer._inbound_nodes else []
-    if len(layer._inbound_nodes) != 1 or len(outputs) != 1:
-        return "the layer is called more than once or has several outputs"
+    if len(outputs) != 1:
+        return "the layer has several outputs; split where the graph narrows to one tensor"
     try:
         before = keras.Model(functional.inputs, outputs[0])
         after = keras.Model(outputs[0], functional.outputs)
@@ -211,5 +213,8 @@ def _placed_copy(functional, device_of):
             return layer(*args, **kwargs)
 
     placed = keras.models.clone_model(functional, clone_function=clone, call_function=call)
-    placed.set_weights(functional.get_weights())
+    # Every variable, the seed generators' states included (Dropout's): the copy draws the
+    # same masks as the model would have. Assigning keeps each variable on its device.
+    for source, target in zip(functional.variables, placed.variables, strict=True):
+        target.assign(source.value)
     return placed

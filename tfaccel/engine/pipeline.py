@@ -53,6 +53,24 @@ def pipeline(model, *, split_at=None, stages=None, micro_batches=1, devices=None
                          accumulation_steps=accumulation_steps)
 
 
+def pipeline_from_recipe(model, runtime, accumulation_steps):
+    """`pipeline` with a recipe's runtime.pipeline keys and runtime.devices.
+
+    Args:
+        model: The recipe's built Keras model.
+        runtime: The recipe's `RuntimeConfig` (strategy pipeline).
+        accumulation_steps: The batch plan's accumulation steps.
+
+    Returns:
+        The uncompiled `PipelineModel`.
+    """
+    keys = runtime.pipeline
+    split_at = list(keys.split_at) if keys.split_at is not None else None
+    return pipeline(model, split_at=split_at, stages=keys.stages,
+                    micro_batches=keys.micro_batches, devices=runtime.devices,
+                    accumulation_steps=accumulation_steps)
+
+
 class PipelineModel(keras.Model):
     """A Keras model whose stages run on their devices, trained in pipelined micro-batches.
 
@@ -92,6 +110,15 @@ class PipelineModel(keras.Model):
         """Per stage: its device, layer names and parameter count (for a run's summary)."""
         return [stage.describe() for stage in self._stages]
 
+    def summary_text(self):
+        """One line per stage: its device, parameter count and layers, and the schedule."""
+        lines = [f"pipeline: {len(self._stages)} stage(s), {self.micro_batches} micro-batch(es) "
+                 f"in flight, {self.accumulation_steps} accumulation step(s) per batch"]
+        for stage in self._stages:
+            lines.append(f"  stage {stage.index} on {stage.device}: {stage.parameters:,} "
+                         f"parameters, layers {', '.join(stage.layers)}")
+        return "\n".join(lines)
+
     def compile(self, *args, **kwargs):
         if kwargs.get("jit_compile") is True:
             raise UserInputError(
@@ -99,6 +126,10 @@ class PipelineModel(keras.Model):
                 "into one cluster on one device; use jit_compile=False (or auto)")
         kwargs["jit_compile"] = False
         super().compile(*args, **kwargs)
+        optimizer = self.optimizer
+        while optimizer is not None:  # a LossScaleOptimizer builds its inner one's slots
+            _place_slots_with_their_variable(optimizer)
+            optimizer = getattr(optimizer, "inner_optimizer", None)
 
     def call(self, inputs, training=None):
         outputs = inputs
@@ -198,3 +229,16 @@ class PipelineModel(keras.Model):
                     gradient = tf.convert_to_tensor(gradient)
                     total[j] = gradient if total[j] is None else total[j] + gradient
         return loss, total, valid_i, entries
+
+
+def _place_slots_with_their_variable(optimizer):
+    # Keras' TF optimizer asks the strategy to colocate a slot (Adam's moments) with its
+    # variable, which the default strategy ignores in eager mode: the slots would all land
+    # on the first device. Each slot is created on its variable's device instead.
+    create = optimizer.add_variable_from_reference
+
+    def placed(reference_variable, *args, **kwargs):
+        with tf.device(reference_variable.value.device):
+            return create(reference_variable, *args, **kwargs)
+
+    optimizer.add_variable_from_reference = placed

@@ -6,7 +6,7 @@ import tensorflow as tf
 from tfaccel.config import cluster
 from tfaccel.errors import UserInputError
 
-STRATEGY_KINDS = ("auto", "one_device", "mirrored", "multi_worker")
+STRATEGY_KINDS = ("auto", "one_device", "mirrored", "multi_worker", "pipeline")
 
 # describe_strategy names strategies by the kind that creates them.
 _SHORT_NAMES = {
@@ -21,13 +21,15 @@ def make_strategy(kind="auto", *, devices=None):
     """Create a `tf.distribute.Strategy`.
 
     Args:
-        kind: One of "auto", "one_device", "mirrored", "multi_worker". "auto" picks
+        kind: One of "auto", "one_device", "mirrored", "multi_worker", "pipeline"
+            (TensorFlow's default strategy, one replica: `tfaccel.pipeline` places the
+            model's stages on `devices` itself). "auto" picks
             MultiWorkerMirroredStrategy when TF_CONFIG names a cluster of more than one
             task, MirroredStrategy when more than one GPU is visible, and TensorFlow's
             default (one device) strategy otherwise.
         devices: Optional device names (e.g. ["/cpu:0", "/cpu:1"]) for "mirrored" (all
-            of them) or "one_device" (exactly one). Not accepted by "multi_worker", whose
-            devices come from TF_CONFIG, nor by "auto".
+            of them) or "one_device" (exactly one); "pipeline" leaves them to the stages.
+            Not accepted by "multi_worker", whose devices come from TF_CONFIG, nor by "auto".
 
     Returns:
         The strategy. Build and compile the model inside `strategy.scope()`.
@@ -50,6 +52,8 @@ def make_strategy(kind="auto", *, devices=None):
                 f"devices cannot be chosen with strategy kind {kind!r} (got devices={devices!r}); "
                 "use kind='mirrored' or 'one_device'"
             )
+    if kind == "pipeline":
+        return tf.distribute.get_strategy()
     if kind == "auto":
         kind = _auto_kind()
         if kind == "default":

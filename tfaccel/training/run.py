@@ -224,6 +224,7 @@ class _RunContext:
     keep_note: Optional[str] = None
     given_model: object = None  # train(model=...): a builder or a keras.Model
     model_source: Optional[dict] = None  # what model the run trains, for the summary
+    pipeline: Optional[list] = None  # runtime.strategy pipeline: each stage's device, layers
 
     @property
     def resuming(self) -> bool:
@@ -259,6 +260,9 @@ def _train_with(ctx: _RunContext) -> RunResult:
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
     trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan,
                                        data=data, given=ctx.given_model)
+    if hasattr(trained_model, "stages"):  # runtime.strategy pipeline: say where stages run
+        ctx.pipeline = trained_model.describe()
+        say(trained_model.summary_text())
     restored = {"metrics": [], "best_weights": None}
     if checkpoint is not None:
         from tfaccel.training.training_state import restore_state
@@ -460,7 +464,12 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, g
                                    total_steps=data.steps_per_epoch * training.epochs,
                                    steps_per_epoch=data.steps_per_epoch)
         trained_model = model
-        if plan.accumulation_steps > 1:
+        if recipe.runtime.strategy == "pipeline":
+            from tfaccel.engine.pipeline import pipeline_from_recipe
+
+            trained_model = pipeline_from_recipe(model, recipe.runtime, plan.accumulation_steps)
+            model = trained_model.inner  # the placed copy is what trains and is saved
+        elif plan.accumulation_steps > 1:
             from tfaccel.engine.accumulation import accumulate
 
             trained_model = accumulate(model, plan.accumulation_steps)
@@ -849,6 +858,7 @@ def _summary(ctx: _RunContext, *, epochs: list, plan: BatchPlan, data: TrainData
         "fit_seconds": fit_seconds,
         "devices": ctx.session.strategy_info.get("devices", []),
         "strategy": ctx.session.strategy_info.get("strategy"),
+        **({"pipeline": ctx.pipeline} if ctx.pipeline is not None else {}),
         "workers": ctx.role.count,
         "precision": ctx.session.precision,
         **({"precision_choice": ctx.session.precision_choice}
