@@ -31,14 +31,16 @@ def _recipe(tmp_path, shapes_data_dir, logical_cpus):
     return recipe, [f"data.data_dir={shapes_data_dir}", *SMALL]
 
 
+def _sets(overrides):
+    return [a for override in overrides for a in ("--set", override)]
+
+
 def test_cli_trains_a_pipeline_recipe_and_records_the_stages(tmp_path, shapes_data_dir,
                                                              logical_cpus):
     recipe, overrides = _recipe(tmp_path, shapes_data_dir, logical_cpus)
     run_dir = tmp_path / "run"
-    args = ["train", str(recipe), "--run-dir", str(run_dir)]
-    for override in overrides:
-        args += ["--set", override]
-    result = CliRunner().invoke(main, args)
+    result = CliRunner().invoke(main, ["train", str(recipe), "--run-dir", str(run_dir),
+                                       *_sets(overrides)])
     assert result.exit_code == 0, result.output
     assert "pipeline on 1 replica(s)" in result.output
     assert "pipeline: 2 stage(s), 2 micro-batch(es) in flight" in result.output
@@ -89,10 +91,9 @@ def test_pipeline_key_mistakes_exit_2_naming_the_key(tmp_path, text, expected):
 
 def test_a_split_at_layer_the_model_lacks_exits_2(tmp_path, shapes_data_dir, logical_cpus):
     recipe, overrides = _recipe(tmp_path, shapes_data_dir, logical_cpus)
-    args = ["train", str(recipe), "--run-dir", str(tmp_path / "bad")]
-    for override in [*overrides, "runtime.pipeline={split_at: [nope]}"]:
-        args += ["--set", override]
-    result = CliRunner().invoke(main, args)
+    result = CliRunner().invoke(main, [
+        "train", str(recipe), "--run-dir", str(tmp_path / "bad"),
+        *_sets([*overrides, "runtime.pipeline={split_at: [nope]}"])])
     assert result.exit_code == 2, result.output
     assert "runtime.pipeline.split_at names layer 'nope'" in result.output
     assert "Traceback" not in result.output
