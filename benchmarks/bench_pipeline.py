@@ -54,8 +54,13 @@ def _compile(model):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
+    parser.add_argument("--intra-op", type=int, default=0,
+                        help="TensorFlow intra-op threads (0: its default, every core); 1 "
+                        "leaves the second core to the overlap of the stages alone")
     args = parser.parse_args(argv)
     import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_op)
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -73,10 +78,17 @@ def main(argv=None):
                                  devices=devices)
         contenders.append(Contender(f"pipeline, 2 stages, K={k}", _compile(piped), data,
                                     batch=batch, steps=steps))
+    # The same schedule with both stages on one device: what micro-batching costs without
+    # any overlap; the K=4 row against it is what the second device wins back.
+    same = tfaccel.pipeline(_model(width, depth), stages=2, micro_batches=4,
+                            devices=devices[:1])
+    contenders.append(Contender("pipeline, 2 stages on ONE device, K=4", _compile(same), data,
+                                batch=batch, steps=steps))
     best = _alternate(contenders, repeats)
     base = best[contenders[0].name]
     print(f"\n### Pipeline step time, MLP {depth}x{width}, batch {batch}, "
-          f"2 logical CPUs\n\n{describe_cpu()}\n")
+          f"2 logical CPUs, intra-op threads {args.intra_op or 'default'}\n\n"
+          f"{describe_cpu()}\n")
     print("| contender | ms / step | bubble (S-1)/(K+S-1) | ratio vs one device |")
     print("|---|---:|---:|---:|")
     for contender in contenders:

@@ -53,8 +53,8 @@ def _compile(model, optimizer="adam"):
     return model
 
 
-def _fit(model, epochs, batch=BATCH):
-    x, y = _data()
+def _fit(model, epochs, batch=BATCH, examples=96):
+    x, y = _data(examples)
     return model.fit(x, y, batch_size=batch, epochs=epochs, shuffle=False, verbose=0)
 
 
@@ -79,18 +79,17 @@ def test_each_stage_s_variables_and_optimizer_state_live_on_its_device(logical_c
         {"stage": 1, "device": logical_cpus[1], "layers": ["d2", "out"], "parameters": 643}]
 
 
-@pytest.mark.parametrize("micro_batches,epochs,optimizer",
-                         [(1, 1, "sgd"), (2, 1, "sgd"), (4, 3, "adam"), (3, 3, "sgd")])
-def test_weights_equal_a_plain_fit(logical_cpus, micro_batches, epochs, optimizer):
-    # One epoch is 3 steps; 96 examples in batches of 32 (3 micro-batches: 11, 11, 10).
+@pytest.mark.parametrize("micro_batches,epochs,examples,optimizer",
+                         [(2, 1, 32, "sgd"), (4, 3, 96, "adam"), (3, 3, 96, "sgd")])
+def test_weights_equal_a_plain_fit(logical_cpus, micro_batches, epochs, examples, optimizer):
+    # One step (32 examples), or 3 epochs of 3 steps; K=3 cuts 32 into 11, 11, 10.
     plain = _compile(_mlp(), optimizer)
-    _fit(plain, epochs)
+    reference = _fit(plain, epochs, examples=examples)
     piped = _compile(pipeline(_mlp(), split_at=["d1"], micro_batches=micro_batches,
                               devices=logical_cpus), optimizer)
-    history = _fit(piped, epochs)
+    history = _fit(piped, epochs, examples=examples)
     assert _max_difference(plain, piped.inner) <= FLOAT32_ATOL
-    assert int(piped.optimizer.iterations.numpy()) == 3 * epochs
-    reference = _fit(_compile(_mlp(), optimizer), epochs)
+    assert int(piped.optimizer.iterations.numpy()) == epochs * examples // BATCH
     assert history.history["loss"] == pytest.approx(reference.history["loss"], abs=1e-5)
 
 

@@ -47,7 +47,8 @@ def test_cli_trains_a_pipeline_recipe_and_records_the_stages(tmp_path, shapes_da
     assert f"  stage 1 on {logical_cpus[1]}: " in result.output
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["strategy"] == "pipeline" and summary["devices"] == logical_cpus
-    stages = summary["pipeline"]
+    assert summary["pipeline"]["micro_batches"] == 2
+    stages = summary["pipeline"]["stages"]
     assert [s["device"] for s in stages] == logical_cpus
     saved = keras.saving.load_model(run_dir / "model.keras")
     # Every layer in exactly one stage, every parameter counted once.

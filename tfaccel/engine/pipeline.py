@@ -107,8 +107,14 @@ class PipelineModel(keras.Model):
         return list(self._stages)
 
     def describe(self):
-        """Per stage: its device, layer names and parameter count (for a run's summary)."""
-        return [stage.describe() for stage in self._stages]
+        """The schedule and, per stage, its device, layer names and parameter count.
+
+        Returns:
+            ``{"micro_batches", "accumulation_steps", "stages": [Stage.describe(), ...]}``.
+        """
+        return {"micro_batches": self.micro_batches,
+                "accumulation_steps": self.accumulation_steps,
+                "stages": [stage.describe() for stage in self._stages]}
 
     def summary_text(self):
         """One line per stage: its device, parameter count and layers, and the schedule."""
