@@ -98,3 +98,19 @@ def test_a_split_at_layer_the_model_lacks_exits_2(tmp_path, shapes_data_dir, log
     assert result.exit_code == 2, result.output
     assert "runtime.pipeline.split_at names layer 'nope'" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_sigterm_mid_epoch_then_resume_a_pipeline_equals_uninterrupted(tmp_path,
+                                                                        shapes_data_dir):
+    # The resume driver runs in a fresh process of one CPU device: both stages there, the
+    # same wrapper, checkpoint and restore as on two devices.
+    from test_resume import EXACT, TOLERANCE, _drive
+
+    overrides = [f"data.data_dir={shapes_data_dir}", *EXACT, "runtime.strategy=pipeline",
+                 "runtime.pipeline={stages: 2, micro_batches: 2}"]
+    report, output = _drive(tmp_path, overrides, stop_at=30)
+    assert report["preempted"] and report["checkpoint"] == "step-0000031"
+    assert "resuming from checkpoint step-0000031: epoch 2, step 7 of 24" in output
+    assert "pipeline: 2 stage(s), 2 micro-batch(es) in flight" in output
+    assert report["weights_max_diff"] <= TOLERANCE
