@@ -1,6 +1,6 @@
 """Benchmark the pipeline: step time of K = 1, 2, 4, 8 micro-batches on 2 stages vs one device.
 
-Run:  python benchmarks/bench_pipeline.py [--quick]
+Run:  python benchmarks/bench_pipeline.py [--quick] [--repeats N] [--intra-op 1]
 
 One process splits the CPU into 2 logical devices (before TensorFlow initialises), builds
 every contender (the same MLP, the same batch, the same data), traces and warms each up,
@@ -54,6 +54,9 @@ def _compile(model):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="timed fit calls per contender, alternating (best kept); more "
+                        "on a loaded machine")
     parser.add_argument("--intra-op", type=int, default=0,
                         help="TensorFlow intra-op threads (0: its default, every core); 1 "
                         "leaves the second core to the overlap of the stages alone")
@@ -68,6 +71,7 @@ def main(argv=None):
 
     width, depth, batch = 1024, 4, 256
     steps, repeats = (8, 3) if args.quick else (20, 5)
+    repeats = args.repeats or repeats
     data = _dataset(batch, width, batch * 4)
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     with tf.device(devices[0]):
