@@ -225,3 +225,21 @@ def test_the_micro_batches_of_a_step_are_independent_ops_on_both_devices(logical
     devices = {op.device.rsplit("/", 1)[-1] for op in graph.get_operations()
                if op.type == "MatMul"}
     assert devices == {"device:CPU:0", "device:CPU:1"}
+
+
+def test_a_last_batch_smaller_than_the_micro_batch_count_stays_exact(logical_cpus):
+    # 34 examples in batches of 32: the last batch holds 2 examples for K=4 micro-batches.
+    plain = _compile(_mlp(), "sgd")
+    _fit(plain, 1, examples=34)
+    piped = _compile(pipeline(_mlp(), split_at=["d1"], micro_batches=4, devices=logical_cpus),
+                     "sgd")
+    _fit(piped, 1, examples=34)
+    assert _max_difference(plain, piped.inner) <= FLOAT32_ATOL
+    # With BatchNormalization the 2 empty pieces are skipped, not normalised (NaN).
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, name="d"),
+                              keras.layers.BatchNormalization(name="bn"),
+                              keras.layers.Dense(3, name="out")])
+    with_bn = _compile(pipeline(model, split_at=["d"], micro_batches=4, devices=logical_cpus))
+    _fit(with_bn, 1, examples=34)
+    assert all(np.all(np.isfinite(w)) for w in with_bn.inner.get_weights())

@@ -153,22 +153,36 @@ class PipelineModel(keras.Model):
         masked = []
         has_gradient = []
 
+        def step(i, entries):
+            start = (i * batch) // pieces
+            end = ((i + 1) * batch) // pieces
+            piece = _slice_structure((x, y, sample_weight), start, end)
+            loss, gradients, valid_i, entries = self._micro_step(
+                piece, end - start, batch, variables, masked)
+            if not has_gradient:
+                has_gradient.extend(gr is not None for gr in gradients)
+            gradients = [tf.zeros(v.shape, v.dtype) if gr is None else tf.cast(gr, v.dtype)
+                         for gr, v in zip(gradients, variables)]
+            return tf.cast(loss, tf.float32), gradients, valid_i, entries
+
+        def skip(entries):
+            return (tf.constant(0.0), [tf.zeros(v.shape, v.dtype) for v in variables],
+                    tf.constant(0.0), entries)
+
         def group(g, total_loss, valid, entries, accumulators):
             for m in range(self.micro_batches):
-                # A batch smaller than the micro-batch count leaves some pieces empty;
-                # an empty slice adds zero loss and zero gradient.
-                i = tf.minimum(g * self.micro_batches + m, pieces)
-                start = (i * batch) // pieces
-                end = tf.where(g * self.micro_batches + m < pieces,
-                               ((i + 1) * batch) // pieces, start)
-                piece = _slice_structure((x, y, sample_weight), start, end)
-                loss, gradients, valid_i, entries = self._micro_step(
-                    piece, end - start, batch, variables, masked)
-                if not has_gradient:
-                    has_gradient.extend(gr is not None for gr in gradients)
-                accumulators = [acc if gr is None else acc + tf.cast(gr, acc.dtype)
-                                for acc, gr in zip(accumulators, gradients)]
-                total_loss += tf.cast(loss, tf.float32)
+                i = g * self.micro_batches + m
+                if groups == 1 and m == 0:
+                    loss, gradients, valid_i, entries = step(i, entries)
+                else:
+                    # A batch smaller than micro_batches x accumulation_steps (a short last
+                    # batch) has fewer pieces than that: the rest are skipped, not run
+                    # empty (BatchNorm's statistics of no example would be NaN).
+                    loss, gradients, valid_i, entries = tf.cond(
+                        i < pieces, lambda i=i, e=entries: step(i, e),
+                        lambda e=entries: skip(e))
+                accumulators = [acc + gr for acc, gr in zip(accumulators, gradients)]
+                total_loss += loss
                 valid += valid_i
             return g + 1, total_loss, valid, entries, accumulators
 
