@@ -152,6 +152,9 @@ class PipelineModel(keras.Model):
         pieces = tf.minimum(tf.constant(groups * self.micro_batches), batch)
         masked = []
         has_gradient = []
+        # A batch of known size (drop_remainder) that fills every piece needs no guard.
+        static = _first_tensor(x).shape[0]
+        guarded = static is None or static < groups * self.micro_batches
 
         def step(i, entries):
             start = (i * batch) // pieces
@@ -172,7 +175,7 @@ class PipelineModel(keras.Model):
         def group(g, total_loss, valid, entries, accumulators):
             for m in range(self.micro_batches):
                 i = g * self.micro_batches + m
-                if groups == 1 and m == 0:
+                if not guarded or (groups == 1 and m == 0):
                     loss, gradients, valid_i, entries = step(i, entries)
                 else:
                     # A batch smaller than micro_batches x accumulation_steps (a short last
