@@ -78,7 +78,9 @@ class PipelineModel(keras.Model):
       * A batch of N examples is cut into accumulation_steps x micro_batches contiguous
         micro-batches of sizes differing by at most one; micro-batch j's loss weighs
         n_j / N (masked losses: its share of valid entries), so the summed gradient is
-        the full batch's for mean-reduced losses, regularisation included.
+        the full batch's for mean-reduced losses, regularisation included. A batch with
+        fewer examples than pieces (a short last batch) runs one piece per example and
+        skips the rest.
       * BatchNormalization normalises each micro-batch by its own statistics and updates
         its moving averages once per micro-batch: not the full batch's numbers (as with
         accumulation). Dropout draws a new mask per micro-batch from Keras' seed
