@@ -10,6 +10,8 @@ _LAZY_ATTRIBUTES = {
     "accumulate": "tfaccel.engine.accumulation",
     "AccumulatingModel": "tfaccel.engine.accumulation",
     "make_strategy": "tfaccel.engine.strategy",
+    "pipeline": "tfaccel.engine.pipeline",
+    "PipelineModel": "tfaccel.engine.pipeline",
     "set_precision": "tfaccel.engine.precision",
     "train": "tfaccel.training.run",
     "export": "tfaccel.tools.export",

@@ -8,7 +8,8 @@ import importlib.util
 from tfaccel import python_refs
 from tfaccel.config import input_paths, keras_names, sources
 from tfaccel.config.sections import (DECODE_AUGMENTATIONS, DEFAULT_MODEL, DataConfig,
-                                     ModelConfig, Recipe, TextConfig, TrainingConfig)
+                                     ModelConfig, PipelineConfig, Recipe, RuntimeConfig,
+                                     TextConfig, TrainingConfig)
 from tfaccel.errors import RecipeError, UserInputError
 
 SERVICE_ISSUE = "tensorflow/tensorflow#50252"
@@ -43,6 +44,7 @@ def check_recipe(recipe: Recipe, *, source: str, own_model: bool = False) -> Non
     _check_steps_per_execution(training, source=source)
     _check_model_params(recipe.model, source=source, own_model=own_model)
     _check_service(recipe, source=source)
+    _check_pipeline(recipe.runtime, source=source)
     _check_tokenizer(recipe.data.text, source=source)
     keras_names.check_keras_names(recipe.optimizer, recipe.training, source=source)
 
@@ -184,6 +186,18 @@ def _check_tokenizer(text: TextConfig, *, source: str) -> None:
         "KerasHub (the keras_hub package) is not installed in this Python; install it with "
         'pip install "tfaccel[hub]" (or pip install keras-hub), or use data.text.tokenizer: '
         "text_vectorization (Keras' own, nothing to install).")
+
+
+def _check_pipeline(runtime: RuntimeConfig, *, source: str) -> None:
+    pipe = runtime.pipeline
+    if runtime.strategy != "pipeline" and pipe != PipelineConfig():
+        raise RecipeError(f"{source}: runtime.pipeline is set but runtime.strategy is "
+                          f"{runtime.strategy!r}; set runtime.strategy: pipeline, or remove "
+                          "runtime.pipeline.")
+    if pipe.split_at is not None and pipe.stages is not None:
+        raise RecipeError(f"{source}: runtime.pipeline.split_at ({pipe.split_at!r}) and "
+                          f"runtime.pipeline.stages ({pipe.stages!r}) both choose the stages; "
+                          "set one of them.")
 
 
 def _check_service(recipe: Recipe, *, source: str) -> None:

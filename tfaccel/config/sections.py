@@ -323,14 +323,31 @@ class TrainingConfig:
 
 
 @dataclass(frozen=True)
+class PipelineConfig:
+    """Layer-wise model parallelism (runtime.strategy pipeline): stages and micro-batches."""
+
+    split_at: Optional[list[str]] = _key(
+        None, "Layers that end a stage (all but the last); empty: split by stages.")
+    stages: Optional[int] = _key(
+        None, "Stages balanced by parameter count; empty: one per device.", minimum=1)
+    micro_batches: int = _key(
+        1, "Micro-batches of each batch in flight through the stages.", minimum=1)
+
+
+@dataclass(frozen=True)
 class RuntimeConfig:
     """Where and how the job runs: devices, strategy, precision, threads, outputs."""
 
-    strategy: Literal["auto", "one_device", "mirrored", "multi_worker", "parameter_server"] = _key(
-        "auto", "auto, one_device, mirrored, multi_worker or parameter_server (asynchronous, "
-        "started by tfaccel launch --ps N --workers M).")
+    strategy: Literal["auto", "one_device", "mirrored", "multi_worker", "parameter_server",
+                      "pipeline"] = _key(
+        "auto", "auto, one_device, mirrored, multi_worker, parameter_server (asynchronous, "
+        "started by tfaccel launch --ps N --workers M) or pipeline (the model's layers split "
+        "over devices, runtime.pipeline).")
     devices: Optional[list[str]] = _key(
-        None, "Devices for one_device or mirrored, e.g. [/gpu:0, /gpu:1]; empty for all.")
+        None, "Devices for one_device, mirrored or pipeline, e.g. [/gpu:0, /gpu:1]; empty for "
+        "all.")
+    pipeline: PipelineConfig = _key(default_factory=PipelineConfig,
+                                    help="Pipeline (model parallel) section.")
     precision: Literal["auto", "float32", "mixed_float16", "mixed_bfloat16"] = _key(
         "auto", "auto picks mixed_float16 on GPUs, mixed_bfloat16 on TPUs and bf16 CPUs, "
         "float32 otherwise.")

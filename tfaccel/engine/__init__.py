@@ -1,4 +1,4 @@
-"""Training engine: gradient accumulation, strategy, precision and thread-pool selection."""
+"""Training engine: gradient accumulation, strategy, pipeline stages, precision and threads."""
 
 import importlib
 
@@ -12,6 +12,9 @@ _LAZY_ATTRIBUTES = {
     "describe_strategy": "tfaccel.engine.strategy",
     "make_strategy": "tfaccel.engine.strategy",
     "patch_for_multi_worker": "tfaccel.engine.keras_compat",
+    "pipeline": "tfaccel.engine.pipeline",
+    "PipelineModel": "tfaccel.engine.pipeline",
+    "split_model": "tfaccel.engine.model_split",
     "resolve_precision": "tfaccel.engine.precision",
     "set_precision": "tfaccel.engine.precision",
 }

@@ -6,7 +6,8 @@ import tensorflow as tf
 from tfaccel.config import cluster
 from tfaccel.errors import UserInputError
 
-STRATEGY_KINDS = ("auto", "one_device", "mirrored", "multi_worker", "parameter_server")
+STRATEGY_KINDS = ("auto", "one_device", "mirrored", "multi_worker", "parameter_server",
+                  "pipeline")
 
 # describe_strategy names strategies by the kind that creates them.
 _SHORT_NAMES = {
@@ -24,13 +25,15 @@ def make_strategy(kind="auto", *, devices=None):
     Args:
         kind: One of "auto", "one_device", "mirrored", "multi_worker",
             "parameter_server" (TF_CONFIG's chief/ps/worker cluster, run on the chief;
-            `tfaccel.engine.parameter_server`). "auto" picks
+            `tfaccel.engine.parameter_server`), "pipeline" (TensorFlow's default strategy,
+            one replica: `tfaccel.pipeline` places the model's stages on `devices` itself).
+            "auto" picks
             MultiWorkerMirroredStrategy when TF_CONFIG names a cluster of more than one
             task, MirroredStrategy when more than one GPU is visible, and TensorFlow's
             default (one device) strategy otherwise.
         devices: Optional device names (e.g. ["/cpu:0", "/cpu:1"]) for "mirrored" (all
-            of them) or "one_device" (exactly one). Not accepted by "multi_worker", whose
-            devices come from TF_CONFIG, nor by "auto".
+            of them) or "one_device" (exactly one); "pipeline" leaves them to the stages.
+            Not accepted by "multi_worker", whose devices come from TF_CONFIG, nor by "auto".
 
     Returns:
         The strategy. Build and compile the model inside `strategy.scope()`.
@@ -53,6 +56,8 @@ def make_strategy(kind="auto", *, devices=None):
                 f"devices cannot be chosen with strategy kind {kind!r} (got devices={devices!r}); "
                 "use kind='mirrored' or 'one_device'"
             )
+    if kind == "pipeline":
+        return tf.distribute.get_strategy()
     if kind == "auto":
         kind = _auto_kind()
         if kind == "default":

@@ -32,7 +32,12 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, g
                                    total_steps=data.steps_per_epoch * training.epochs,
                                    steps_per_epoch=data.steps_per_epoch)
         trained_model = model
-        if plan.accumulation_steps > 1:
+        if recipe.runtime.strategy == "pipeline":
+            from tfaccel.engine.pipeline import pipeline_from_recipe
+
+            trained_model = pipeline_from_recipe(model, recipe.runtime, plan.accumulation_steps)
+            model = trained_model.inner  # the placed copy is what trains and is saved
+        elif plan.accumulation_steps > 1:
             from tfaccel.engine.accumulation import accumulate
 
             trained_model = accumulate(model, plan.accumulation_steps)

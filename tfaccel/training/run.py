@@ -189,6 +189,9 @@ def _train_with(ctx: RunContext) -> RunResult:
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
     trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan,
                                        data=data, given=ctx.given_model)
+    if hasattr(trained_model, "stages"):  # runtime.strategy pipeline: say where stages run
+        ctx.pipeline = trained_model.describe()
+        say(trained_model.summary_text())
     restored = {"metrics": [], "best_weights": None}
     if checkpoint is not None:
         from tfaccel.training.training_state import restore_state

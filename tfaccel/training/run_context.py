@@ -33,6 +33,7 @@ class RunContext:
     keep_note: Optional[str] = None
     given_model: object = None  # train(model=...): a builder or a keras.Model
     model_source: Optional[dict] = None  # what model the run trains, for the summary
+    pipeline: Optional[dict] = None  # runtime.strategy pipeline: its schedule and stages
 
     @property
     def resuming(self) -> bool:

@@ -115,6 +115,7 @@ def run_summary(ctx: RunContext, *, epochs: list, plan: BatchPlan, data: TrainDa
         "fit_seconds": fit_seconds,
         "devices": ctx.session.strategy_info.get("devices", []),
         "strategy": ctx.session.strategy_info.get("strategy"),
+        **({"pipeline": ctx.pipeline} if ctx.pipeline is not None else {}),
         "workers": ctx.role.count,
         "precision": ctx.session.precision,
         **({"precision_choice": ctx.session.precision_choice}

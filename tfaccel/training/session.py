@@ -113,6 +113,10 @@ def open_session(recipe: Recipe, *, precision: Optional[str] = None) -> Iterator
     try:
         strategy = make_strategy(runtime.strategy, devices=runtime.devices)
         info = describe_strategy(strategy)
+        if runtime.strategy == "pipeline":  # one replica; the stages place themselves
+            from tfaccel.engine.model_split import pipeline_devices
+
+            info = {**info, "strategy": "pipeline", "devices": pipeline_devices(runtime.devices)}
         choice = None
         if runtime.precision == "auto":
             from tfaccel.config.cluster import is_multi_worker
