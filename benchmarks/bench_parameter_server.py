@@ -24,7 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from machine import describe_cpu  # noqa: E402
+from machine import describe_cpu
 
 RECIPE = """
 name: {name}

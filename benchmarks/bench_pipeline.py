@@ -18,8 +18,8 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench_engine import Contender, _alternate  # noqa: E402  (benchmarks/ is the script's folder)
-from machine import describe_cpu  # noqa: E402
+from bench_engine import Contender, _alternate  # (benchmarks/ is the script's folder)
+from machine import describe_cpu
 
 
 def _model(width, depth):

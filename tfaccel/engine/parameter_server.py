@@ -127,7 +127,7 @@ def per_worker_iterators(coordinator, make_dataset: Callable[[], tf.data.Dataset
     dataset = make_dataset()
     spec = dataset.element_spec
     serialized = values.serialize_dataset_to_graph(dataset)
-    workers = coordinator._cluster.workers  # noqa: SLF001 - see the docstring
+    workers = coordinator._cluster.workers  # see the docstring
     count = len(workers)
     results = []
     for index, worker in enumerate(workers):
@@ -138,7 +138,7 @@ def per_worker_iterators(coordinator, make_dataset: Callable[[], tf.data.Dataset
         results.append(worker.create_resource(tf.function(make_iterator)))
     iterator_spec = input_lib.get_iterator_spec_from_dataset(coordinator.strategy, dataset)
     for remote in results:
-        remote._type_spec = iterator_spec  # noqa: SLF001 - as TensorFlow's own code does
+        remote._type_spec = iterator_spec  # as TensorFlow's own code does
     return values.PerWorkerDistributedIterator(tuple(results))
 
 
@@ -191,4 +191,4 @@ def lost_parameter_server(error: BaseException, *, step: int, run_dir) -> Option
 
 def worker_names(coordinator) -> List[str]:
     """The worker devices of the coordinator's cluster, in order."""
-    return [w.device_name for w in coordinator._cluster.workers]  # noqa: SLF001
+    return [w.device_name for w in coordinator._cluster.workers]

@@ -148,7 +148,7 @@ def train_on_cluster(ctx):
     except Preempted as error:
         error.run_dir = str(ctx.shown_dir or ctx.directory)
         raise
-    except Exception as error:  # noqa: BLE001 - only a lost parameter server is converted
+    except Exception as error:  # only a lost parameter server is converted
         lost = ps.lost_parameter_server(error, step=counter.completed,
                                         run_dir=ctx.shown_dir or ctx.directory)
         if lost is None:
@@ -191,8 +191,8 @@ def _loss_and_metrics(training, data):
         else:
             fn = metric
         if isinstance(fn, keras.metrics.MeanMetricWrapper):
-            inner, kwargs = fn._fn, dict(fn._fn_kwargs)  # noqa: SLF001 - its per-batch function
-            fn = lambda y, p, inner=inner, kwargs=kwargs: inner(y, p, **kwargs)  # noqa: E731
+            inner, kwargs = fn._fn, dict(fn._fn_kwargs)  # its per-batch function
+            fn = lambda y, p, inner=inner, kwargs=kwargs: inner(y, p, **kwargs)
         elif isinstance(fn, keras.metrics.Metric) or not callable(fn):
             raise UserInputError(
                 f"training.metrics {name!r} keeps running sums across batches, which the "
