@@ -27,6 +27,7 @@ from tfaccel.training.inputs import TrainData, build_data, input_order_is_fixed 
 from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
 from tfaccel.training.best_epoch import can_judge, keep_plan
 from tfaccel.training.execution import Choice, initial_steps
+from tfaccel.training.lost_peer import cluster_of, lost_peer_message
 from tfaccel.training.session import Session, open_session
 
 
@@ -285,7 +286,8 @@ def _train_with(ctx: _RunContext) -> RunResult:
                         fit_seconds=time.perf_counter() - fit_started)
         if isinstance(error, Preempted) and error.run_dir is None and ctx.shown_dir:
             error.run_dir = str(ctx.shown_dir)  # the callbacks raise it without knowing it
-        converted = _as_training_error(error, outputs=outputs, directory=ctx.shown_dir)
+        converted = _as_training_error(error, outputs=outputs, directory=ctx.shown_dir,
+                                       strategy=ctx.session.strategy)
         if converted is error:
             raise
         raise converted from error
@@ -731,7 +733,7 @@ def _record_failure(ctx: _RunContext, error: BaseException, *, outputs: _Outputs
 
 
 def _as_training_error(error: BaseException, *, outputs: _Outputs,
-                       directory: Optional[Path]):
+                       directory: Optional[Path], strategy=None):
     """A TensorFlow runtime failure as one clear TrainingError; anything else unchanged."""
     import tensorflow as tf
 
@@ -744,6 +746,11 @@ def _as_training_error(error: BaseException, *, outputs: _Outputs,
     if bad_data is not None:  # the data's fault, named by the source: exit 2
         return DataError(f"{bad_data} Metrics and checkpoints of the "
                          f"{len(outputs.logger.records)} finished epoch(s) are kept{where}.")
+    lost = lost_peer_message(getattr(error, "message", None) or str(error),
+                             cluster=cluster_of(strategy),
+                             finished_epochs=len(outputs.logger.records), kept=where)
+    if lost is not None:  # a peer unreachable: name its HOST:PORT, say how to resume
+        return TrainingError(lost)
     return TrainingError(
         f"training failed after {len(outputs.logger.records)} finished epoch(s): "
         f"{describe_op_error(error)}\nMetrics and checkpoints of the finished epochs are "
