@@ -26,7 +26,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from typing import List, Optional, Sequence
 
 _COUNTER = itertools.count()
