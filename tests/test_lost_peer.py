@@ -44,3 +44,46 @@ def test_other_errors_and_tasks_outside_the_cluster_give_no_message():
                              finished_epochs=1, kept="") is None
     three = LEADER_SAW.replace("task:1\nThe", "task:7\nThe")
     assert lost_peer_message(three, cluster=CLUSTER, finished_epochs=1, kept="") is None
+
+
+HEARTBEAT_SCRIPT = '''
+import json, os, sys
+os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": ["10.0.0.1:2222",
+                                                             "10.0.0.2:2222"]},
+                                      "task": {"type": "worker", "index": 1}})
+from tensorflow.python.eager import context
+from tfaccel.engine.strategy import _configure_heartbeat
+_configure_heartbeat(float(sys.argv[1]))
+config = context.context().coordination_service
+print(json.dumps(None if config is None else {
+    "timeout_ms": config.heartbeat_timeout_in_ms, "leader": config.service_leader,
+    "type": config.service_type,
+    "jobs": [(j.name, j.num_tasks) for j in config.coordinated_job_list]}))
+'''
+
+
+def test_peer_timeout_configures_the_service_multi_worker_mirrored_would_configure():
+    # In a fresh process (the test process's TensorFlow context is initialised already):
+    # runtime.peer_timeout 2.5 gives the standalone service MultiWorkerMirroredStrategy
+    # sets up (led by worker 0, over the worker job) with a 2500 ms heartbeat timeout, so
+    # the strategy keeps it rather than configuring TensorFlow's default.
+    import json
+    import subprocess
+    import sys
+
+    from launch_helpers import ROOT
+
+    result = subprocess.run([sys.executable, "-c", HEARTBEAT_SCRIPT, "2.5"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120,
+                            env={**__import__("os").environ, "PYTHONPATH": str(ROOT),
+                                 "CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.splitlines()[-1]) == {
+        "timeout_ms": 2500, "leader": "/job:worker/replica:0/task:0", "type": "standalone",
+        "jobs": [["worker", 2]]}
+
+
+def test_the_message_states_the_configured_timeout():
+    text = lost_peer_message(LEADER_SAW, cluster=CLUSTER, finished_epochs=1, kept="",
+                             timeout=2.5)
+    assert "no heartbeat for 2.5 s" in text

@@ -42,7 +42,7 @@ def unreachable_tasks(message: str, cluster: Mapping) -> list:
 
 
 def lost_peer_message(message: str, *, cluster: Mapping, finished_epochs: int,
-                      kept: str) -> Optional[str]:
+                      kept: str, timeout: Optional[float] = None) -> Optional[str]:
     """One paragraph naming the unreachable peer(s) and how to resume; None if not that.
 
     Args:
@@ -50,6 +50,8 @@ def lost_peer_message(message: str, *, cluster: Mapping, finished_epochs: int,
         cluster: The cluster as TF_CONFIG names it, ``{"worker": ["host:port", ...]}``.
         finished_epochs: Epochs finished (and checkpointed) before the failure.
         kept: Where metrics and checkpoints are kept, e.g. `` in runs/x`` (leading space).
+        timeout: The heartbeat timeout in seconds (`runtime.peer_timeout`); None for
+            TensorFlow's default.
     """
     tasks = [t for t in unreachable_tasks(message, cluster)
              if t[1] < len(cluster.get(t[0]) or ())]
@@ -60,7 +62,7 @@ def lost_peer_message(message: str, *, cluster: Mapping, finished_epochs: int,
                       f"/job:{job}/replica:0/task:{index})" for job, index in tasks)
     return (f"training failed after {finished_epochs} finished epoch(s): {names} stopped "
             f"answering TensorFlow's coordination service (no heartbeat for "
-            f"{HEARTBEAT_TIMEOUT_SECONDS} s): its network link is down, or that host or "
+            f"{timeout or HEARTBEAT_TIMEOUT_SECONDS:g} s): its network link is down, or that host or "
             f"worker stopped. Metrics and checkpoints of the finished epochs are kept{kept}. "
             "When every host reaches the others again, resume on every host with the same "
             "`tfaccel launch --hosts ... --index I` and `-- train --resume RUN_DIR` (the "

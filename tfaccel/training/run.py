@@ -287,7 +287,8 @@ def _train_with(ctx: _RunContext) -> RunResult:
         if isinstance(error, Preempted) and error.run_dir is None and ctx.shown_dir:
             error.run_dir = str(ctx.shown_dir)  # the callbacks raise it without knowing it
         converted = _as_training_error(error, outputs=outputs, directory=ctx.shown_dir,
-                                       strategy=ctx.session.strategy)
+                                       strategy=ctx.session.strategy,
+                                       peer_timeout=ctx.recipe.runtime.peer_timeout)
         if converted is error:
             raise
         raise converted from error
@@ -733,7 +734,7 @@ def _record_failure(ctx: _RunContext, error: BaseException, *, outputs: _Outputs
 
 
 def _as_training_error(error: BaseException, *, outputs: _Outputs,
-                       directory: Optional[Path], strategy=None):
+                       directory: Optional[Path], strategy=None, peer_timeout=None):
     """A TensorFlow runtime failure as one clear TrainingError; anything else unchanged."""
     import tensorflow as tf
 
@@ -748,7 +749,8 @@ def _as_training_error(error: BaseException, *, outputs: _Outputs,
                          f"{len(outputs.logger.records)} finished epoch(s) are kept{where}.")
     lost = lost_peer_message(getattr(error, "message", None) or str(error),
                              cluster=cluster_of(strategy),
-                             finished_epochs=len(outputs.logger.records), kept=where)
+                             finished_epochs=len(outputs.logger.records), kept=where,
+                             timeout=peer_timeout)
     if lost is not None:  # a peer unreachable: name its HOST:PORT, say how to resume
         return TrainingError(lost)
     return TrainingError(

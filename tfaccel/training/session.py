@@ -111,7 +111,8 @@ def open_session(recipe: Recipe, *, precision: Optional[str] = None) -> Iterator
         set_op_determinism(True)
     previous_policy = keras.mixed_precision.global_policy().name
     try:
-        strategy = make_strategy(runtime.strategy, devices=runtime.devices)
+        strategy = make_strategy(runtime.strategy, devices=runtime.devices,
+                                 peer_timeout=runtime.peer_timeout)
         info = describe_strategy(strategy)
         choice = None
         if runtime.precision == "auto":
