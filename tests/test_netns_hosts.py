@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from launch_helpers import (DEFAULT_RECIPE, TIMEOUT_SECONDS, child_env, read_json,
-                            run_tfaccel)
+                            run_tfaccel, short_default_args)
 from netns import PrivateNetwork, namespaces_unavailable
 
 _WHY_NOT = namespaces_unavailable()
@@ -25,8 +25,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.multiworker,
                                  reason=f"cannot create network namespaces: {_WHY_NOT}")]
 
 PORT = 23456  # each host is a namespace of its own: the port is free on both
-# TensorFlow's coordination service declares a peer dead after 10 s without a heartbeat;
-# the launcher then ends within seconds. Generous on 2 shared cores: a hang fails the test.
+# The coordination service declares a peer dead after runtime.peer_timeout (5 s here)
+# without a heartbeat; the launcher then ends within seconds. Generous on 2 shared cores:
+# not a speed check, a hang fails the test.
 STOP_BOUND_SECONDS = 120
 
 
@@ -35,16 +36,6 @@ def network():
     """Two hosts on a private link, removed after the test whatever happens."""
     with PrivateNetwork(hosts=2) as net:
         yield net
-
-
-def _short_default(data_dir, runs_dir, *extra):
-    """The default recipe as tests/test_launch_multiworker.py shortens it."""
-    overrides = [f"data.data_dir={data_dir}", f"runtime.runs_dir={runs_dir}",
-                 "runtime.precision=float32", "runtime.deterministic=true",
-                 "runtime.verbose=2", "runtime.tensorboard=false",
-                 "data.validation_split=null", "data.shuffle_buffer=512",
-                 "training.global_batch_size=32", *extra]
-    return [a for o in overrides for a in ("--set", o)]
 
 
 class _Launch:
@@ -131,7 +122,7 @@ def _losses(run_dir):
 def test_two_hosts_end_with_the_weights_of_one_process(network, tmp_path, shapes_data_dir):
     # The assertions of test_launch_multiworker's cluster form, across two addresses.
     runs = tmp_path / "runs"
-    overrides = _short_default(shapes_data_dir, runs, "training.epochs=2",
+    overrides = short_default_args(shapes_data_dir, runs, "training.epochs=2",
                                "training.steps_per_epoch=3")
     launch = _Launch(network, ["train", DEFAULT_RECIPE, *overrides], tmp_path=tmp_path)
     assert launch.finish() == [0, 0], launch.output()[-4000:]
@@ -153,8 +144,8 @@ def test_a_cut_link_stops_both_hosts_naming_the_other_and_the_resume_is_exact(
     # epoch's end is a checkpoint the resume starts from. Over 120 steps, 2 workers and one
     # process drift apart by float rounding (summing in another order): the reference is an
     # uninterrupted 2-worker launch on 127.0.0.1, which sums as the two hosts do.
-    overrides = _short_default(shapes_data_dir, runs, "training.epochs=24",
-                               "training.steps_per_epoch=5")
+    overrides = short_default_args(shapes_data_dir, runs, "training.epochs=24",
+                               "training.steps_per_epoch=5", "runtime.peer_timeout=5")
     launch = _Launch(network, ["train", DEFAULT_RECIPE, *overrides], tmp_path=tmp_path)
     launch.wait_for("[w0] Epoch 3/24")
     network.cut(1)
@@ -168,7 +159,8 @@ def test_a_cut_link_stops_both_hosts_naming_the_other_and_the_resume_is_exact(
     # heartbeats no longer reach the chief, names the chief.
     assert ("[w0] Error: training failed after" in chief and
             f"{network.address(1)}:{PORT} (worker 1, /job:worker/replica:0/task:1) stopped "
-            "answering TensorFlow's coordination service" in chief), chief[-4000:]
+            "answering TensorFlow's coordination service (no heartbeat for 5 s)" in chief), \
+        chief[-4000:]
     assert (f"{network.address(0)}:{PORT} (worker 0, /job:worker/replica:0/task:0) stopped "
             "answering" in worker), worker[-4000:]
     assert "-- train --resume RUN_DIR" in chief

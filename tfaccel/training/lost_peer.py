@@ -58,12 +58,13 @@ def lost_peer_message(message: str, *, cluster: Mapping, finished_epochs: int,
     if not tasks:
         return None
     order = task_order(cluster)
+    seconds = timeout or HEARTBEAT_TIMEOUT_SECONDS
     names = ", ".join(f"{cluster[job][index]} (worker {order.index((job, index))}, "
                       f"/job:{job}/replica:0/task:{index})" for job, index in tasks)
     return (f"training failed after {finished_epochs} finished epoch(s): {names} stopped "
-            f"answering TensorFlow's coordination service (no heartbeat for "
-            f"{timeout or HEARTBEAT_TIMEOUT_SECONDS:g} s): its network link is down, or that host or "
-            f"worker stopped. Metrics and checkpoints of the finished epochs are kept{kept}. "
+            f"answering TensorFlow's coordination service (no heartbeat for {seconds:g} s): "
+            "its network link is down, or that host or worker stopped. Metrics and "
+            f"checkpoints of the finished epochs are kept{kept}. "
             "When every host reaches the others again, resume on every host with the same "
             "`tfaccel launch --hosts ... --index I` and `-- train --resume RUN_DIR` (the "
             "chief's run directory): the run continues from its last checkpoint.")
