@@ -15,6 +15,9 @@ Usage::
         process = net.popen(0, ["python3", "-c", "..."])   # runs in host 0
         net.cut(1)        # host 1's link goes down (packets are dropped, no error)
         net.restore(1)
+        # One command per host, output captured line by line while they run:
+        run = HostProcesses(net, [argv_0, argv_1], env=..., cwd=...)
+        run.wait_for("Epoch 3/", index=0); net.cut(1); codes = run.finish(timeout=120)
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
+import time
 from typing import List, Optional, Sequence
 
 _COUNTER = itertools.count()
@@ -166,6 +171,60 @@ class PrivateNetwork:
             self._up = False
         if self in _LIVE:
             _LIVE.remove(self)
+
+
+class HostProcesses:
+    """One command per host of `net` (command i in host i), their output read as they run.
+
+    Args:
+        net: The `PrivateNetwork`.
+        commands: One argv per host, in host order (fewer: only the first hosts).
+        **popen: For `subprocess.Popen` (env, cwd); stdout and stderr are merged and read.
+    """
+
+    def __init__(self, net: PrivateNetwork, commands: Sequence[Sequence[str]], **popen):
+        self.lines: List[List[str]] = [[] for _ in commands]
+        self.processes = [net.popen(index, argv, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, errors="replace",
+                                    **popen) for index, argv in enumerate(commands)]
+        self._readers = [threading.Thread(target=self._read, args=(i,), daemon=True)
+                         for i in range(len(commands))]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, index: int) -> None:
+        for line in self.processes[index].stdout:
+            self.lines[index].append(line)
+
+    def output(self, index: Optional[int] = None) -> str:
+        """Host `index`'s output so far (every host's, host by host, when None)."""
+        chosen = range(len(self.lines)) if index is None else [index]
+        return "".join(line for i in chosen for line in list(self.lines[i]))
+
+    def wait_for(self, marker: str, *, index: int = 0, timeout: float = 420) -> None:
+        """Waits until host `index` printed `marker` (AssertionError if it ended, or after
+        `timeout` seconds: a guard against hangs, not a speed check)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if marker in self.output(index):
+                return
+            if self.processes[index].poll() is not None and not self._readers[index].is_alive():
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"{marker!r} never came:\n{self.output()[-4000:]}")
+
+    def finish(self, *, timeout: float = 420) -> List[int]:
+        """Every host's exit code once all ended (AssertionError after `timeout` seconds)."""
+        deadline = time.monotonic() + timeout
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"still running {timeout} s later:\n"
+                                     f"{self.output()[-4000:]}") from None
+        for reader in self._readers:
+            reader.join(timeout=10)
+        return [process.returncode for process in self.processes]
 
 
 @atexit.register

@@ -7,9 +7,7 @@ Real TensorFlow processes, like tests/test_launch_multiworker.py: marked `slow` 
 `multiworker`, each wait under a timeout; skipped where namespaces cannot be made.
 """
 
-import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -17,7 +15,7 @@ import pytest
 
 from launch_helpers import (DEFAULT_RECIPE, TIMEOUT_SECONDS, child_env, read_json,
                             run_tfaccel, short_default_args)
-from netns import PrivateNetwork, namespaces_unavailable
+from netns import HostProcesses, PrivateNetwork, namespaces_unavailable
 
 _WHY_NOT = namespaces_unavailable()
 pytestmark = [pytest.mark.slow, pytest.mark.multiworker,
@@ -38,54 +36,13 @@ def network():
         yield net
 
 
-class _Launch:
+def _launch(net, train_args, *, tmp_path):
     """`tfaccel launch --hosts ... --index I -- TRAIN_ARGS` on every host of `net`."""
-
-    def __init__(self, net, train_args, *, tmp_path):
-        self.hosts = ",".join(f"{net.address(i)}:{PORT}" for i in range(net.hosts))
-        self.lines = [[] for _ in range(net.hosts)]
-        self.processes = [net.popen(index, [
-            sys.executable, "-m", "tfaccel.cli", "launch", "--hosts", self.hosts, "--index",
-            str(index), "--", *map(str, train_args)], env=child_env(tmp_path),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
-            for index in range(net.hosts)]
-        self._readers = [threading.Thread(target=self._read, args=(i,), daemon=True)
-                         for i in range(net.hosts)]
-        for reader in self._readers:
-            reader.start()
-
-    def _read(self, index):
-        for line in self.processes[index].stdout:
-            self.lines[index].append(line)
-
-    def output(self, index=None):
-        """Host `index`'s output so far (every host's, by host, when None)."""
-        chosen = range(len(self.lines)) if index is None else [index]
-        return "".join(line for i in chosen for line in list(self.lines[i]))
-
-    def wait_for(self, marker, *, index=0):
-        """Waits until host `index` printed a line holding `marker` (under the timeout)."""
-        deadline = time.monotonic() + TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            if marker in self.output(index):
-                return
-            if self.processes[index].poll() is not None and not self._readers[index].is_alive():
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"{marker!r} never came:\n{self.output()[-4000:]}")
-
-    def finish(self, timeout=TIMEOUT_SECONDS):
-        """Every host's exit code, once all ended (AssertionError after `timeout`)."""
-        deadline = time.monotonic() + timeout
-        for process in self.processes:
-            try:
-                process.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                raise AssertionError(f"still running {timeout} s later:\n"
-                                     f"{self.output()[-4000:]}") from None
-        for reader in self._readers:
-            reader.join(timeout=10)
-        return [process.returncode for process in self.processes]
+    hosts = ",".join(f"{net.address(i)}:{PORT}" for i in range(net.hosts))
+    return HostProcesses(net, [
+        [sys.executable, "-m", "tfaccel.cli", "launch", "--hosts", hosts, "--index", str(i),
+         "--", *map(str, train_args)] for i in range(net.hosts)],
+        env=child_env(tmp_path), cwd=tmp_path)
 
 
 def _weights(run_dir):
@@ -124,8 +81,8 @@ def test_two_hosts_end_with_the_weights_of_one_process(network, tmp_path, shapes
     runs = tmp_path / "runs"
     overrides = short_default_args(shapes_data_dir, runs, "training.epochs=2",
                                "training.steps_per_epoch=3")
-    launch = _Launch(network, ["train", DEFAULT_RECIPE, *overrides], tmp_path=tmp_path)
-    assert launch.finish() == [0, 0], launch.output()[-4000:]
+    launch = _launch(network, ["train", DEFAULT_RECIPE, *overrides], tmp_path=tmp_path)
+    assert launch.finish(timeout=TIMEOUT_SECONDS) == [0, 0], launch.output()[-4000:]
     assert f"worker 0 of 2 ({network.address(0)}:{PORT}, {network.address(1)}:{PORT})" in \
         launch.output(0)
     (launched,) = list(runs.iterdir())  # one run directory, the chief's, on the shared disk
@@ -146,8 +103,8 @@ def test_a_cut_link_stops_both_hosts_naming_the_other_and_the_resume_is_exact(
     # uninterrupted 2-worker launch on 127.0.0.1, which sums as the two hosts do.
     overrides = short_default_args(shapes_data_dir, runs, "training.epochs=24",
                                "training.steps_per_epoch=5", "runtime.peer_timeout=5")
-    launch = _Launch(network, ["train", DEFAULT_RECIPE, *overrides], tmp_path=tmp_path)
-    launch.wait_for("[w0] Epoch 3/24")
+    launch = _launch(network, ["train", DEFAULT_RECIPE, *overrides], tmp_path=tmp_path)
+    launch.wait_for("[w0] Epoch 3/24", timeout=TIMEOUT_SECONDS)
     network.cut(1)
     cut_at = time.monotonic()
     codes = launch.finish(timeout=STOP_BOUND_SECONDS)
@@ -169,8 +126,8 @@ def test_a_cut_link_stops_both_hosts_naming_the_other_and_the_resume_is_exact(
     assert read_json(run / "summary.json")["status"] == "failed"
 
     network.restore(1)
-    resumed = _Launch(network, ["train", "--resume", run], tmp_path=tmp_path)
-    assert resumed.finish() == [0, 0], resumed.output()[-4000:]
+    resumed = _launch(network, ["train", "--resume", run], tmp_path=tmp_path)
+    assert resumed.finish(timeout=TIMEOUT_SECONDS) == [0, 0], resumed.output()[-4000:]
     assert "resuming from checkpoint" in resumed.output(0)
     assert read_json(run / "summary.json")["status"] == "completed"
     reference_runs = tmp_path / "reference"
