@@ -99,6 +99,17 @@ def run_script_on_workers(script: Path, args, *, workers: int, tmp_path: Path,
     return result["code"], out.getvalue()
 
 
+def short_default_args(data_dir, runs_dir, *extra) -> list:
+    """``--set`` arguments: the default recipe shortened to a few float32 deterministic
+    steps, no validation, global batch 32 (the launch tests' run)."""
+    overrides = [f"data.data_dir={data_dir}", f"runtime.runs_dir={runs_dir}",
+                 "runtime.precision=float32", "runtime.deterministic=true",
+                 "runtime.verbose=2", "runtime.tensorboard=false",
+                 "data.validation_split=null", "data.shuffle_buffer=512",
+                 "training.global_batch_size=32", *extra]
+    return [a for o in overrides for a in ("--set", o)]
+
+
 def read_json(path: Path) -> dict:
     """A JSON file as a dict."""
     return json.loads(Path(path).read_text())

@@ -15,19 +15,9 @@ import pytest
 
 from tfaccel.data import files_stage
 from launch_helpers import (DEFAULT_RECIPE, TIMEOUT_SECONDS, child_env, children, kill_tree,
-                            read_json, run_tfaccel)
+                            read_json, run_tfaccel, short_default_args)
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiworker]
-
-
-def _short_default(data_dir, runs_dir, *extra):
-    """The default recipe shortened to a few float32 deterministic steps, no validation."""
-    overrides = [f"data.data_dir={data_dir}", f"runtime.runs_dir={runs_dir}",
-                 "runtime.precision=float32", "runtime.deterministic=true",
-                 "runtime.verbose=2", "runtime.tensorboard=false",
-                 "data.validation_split=null", "data.shuffle_buffer=512",
-                 "training.global_batch_size=32", *extra]
-    return [a for o in overrides for a in ("--set", o)]
 
 
 def _weights(run_dir):
@@ -71,7 +61,7 @@ def test_two_workers_end_with_the_weights_of_one_process(tmp_path, shapes_data_d
     import tfaccel
 
     runs = tmp_path / "runs"
-    overrides = _short_default(shapes_data_dir, runs, "training.epochs=2",
+    overrides = short_default_args(shapes_data_dir, runs, "training.epochs=2",
                                "training.steps_per_epoch=3",
                                f"training.accumulation_steps={accumulation}",
                                f"data.cache={tmp_path / 'cache' / 'shapes'}")
@@ -301,7 +291,7 @@ def _finish(process, lines):
 def test_a_worker_killed_with_sigkill_stops_the_job_with_a_clear_error(tmp_path,
                                                                         shapes_data_dir):
     runs = tmp_path / "runs"
-    process = _start_launch(tmp_path, _short_default(
+    process = _start_launch(tmp_path, short_default_args(
         shapes_data_dir, runs, "training.epochs=100", "training.steps_per_epoch=5"))
     lines = []
     try:
@@ -347,7 +337,7 @@ def test_sigterm_saves_on_every_worker_at_one_step_and_a_launched_resume_is_exac
     import tfaccel
 
     runs = tmp_path / "runs"
-    overrides = _short_default(shapes_data_dir, runs, "training.epochs=3",
+    overrides = short_default_args(shapes_data_dir, runs, "training.epochs=3",
                                "training.steps_per_epoch=6")
     process = _start_launch(tmp_path, overrides)
     output = _sigterm_in_epoch_2(process)
@@ -512,7 +502,7 @@ def test_two_workers_train_an_own_model_from_a_user_module(tmp_path, shapes_data
     recipe.write_text("model: {name: tiny.py:build, params: {width: 6}}\n")
     runs = tmp_path / "runs"
     code, output = run_tfaccel(["launch", "--workers", "2", "--", "train", recipe,
-                                *_short_default(shapes_data_dir, runs, "training.epochs=1",
+                                *short_default_args(shapes_data_dir, runs, "training.epochs=1",
                                                 "training.steps_per_epoch=3")],
                                tmp_path=tmp_path)
     assert code == 0, output[-4000:]

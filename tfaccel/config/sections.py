@@ -365,6 +365,10 @@ class RuntimeConfig:
         None, "Keras fit verbosity: 0 silent, 1 progress bar, 2 one line per epoch; empty: a "
         "progress bar on a terminal, one line per epoch otherwise (a log file, a scheduler).",
         minimum=0, maximum=2)
+    peer_timeout: Optional[float] = _key(
+        None, "multi_worker: seconds without a heartbeat after which a worker counts as "
+        "unreachable and the job stops naming it; empty: TensorFlow's 10.",
+        exclusive_minimum=0)
 
 
 @dataclass(frozen=True)

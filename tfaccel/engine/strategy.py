@@ -19,7 +19,7 @@ _SHORT_NAMES = {
 }
 
 
-def make_strategy(kind="auto", *, devices=None):
+def make_strategy(kind="auto", *, devices=None, peer_timeout=None):
     """Create a `tf.distribute.Strategy`.
 
     Args:
@@ -34,6 +34,9 @@ def make_strategy(kind="auto", *, devices=None):
         devices: Optional device names (e.g. ["/cpu:0", "/cpu:1"]) for "mirrored" (all
             of them) or "one_device" (exactly one); "pipeline" leaves them to the stages.
             Not accepted by "multi_worker", whose devices come from TF_CONFIG, nor by "auto".
+        peer_timeout: Seconds without a heartbeat after which TensorFlow's coordination
+            service declares a worker of a multi-worker cluster dead (the job then stops);
+            None keeps TensorFlow's default (10 s). Ignored without a cluster.
 
     Returns:
         The strategy. Build and compile the model inside `strategy.scope()`.
@@ -77,7 +80,30 @@ def make_strategy(kind="auto", *, devices=None):
         from tfaccel.engine.parameter_server import make_parameter_server_strategy
 
         return make_parameter_server_strategy()
+    if peer_timeout is not None:
+        _configure_heartbeat(peer_timeout)
     return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def _configure_heartbeat(seconds):
+    """Configures the coordination service as MultiWorkerMirroredStrategy would, with a
+    heartbeat timeout of `seconds`.
+
+    The strategy configures it only when nothing did before (and then with TensorFlow's
+    default timeout): the same standalone service, led by the same task, over the same jobs.
+    """
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    spec = tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec()
+    if not spec.jobs or context.context().coordination_service is not None:
+        return
+    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=spec.num_tasks(job))
+            for job in cluster.TRAINING_JOBS if job in spec.jobs]
+    context.context().configure_coordination_service(
+        service_type="standalone", service_leader=multi_worker_util.coordination_leader(spec),
+        coordinated_jobs=jobs, heartbeat_timeout_in_ms=int(round(seconds * 1000)))
 
 
 def describe_strategy(strategy):

@@ -218,7 +218,9 @@ def _train_with(ctx: RunContext) -> RunResult:
                         fit_seconds=time.perf_counter() - fit_started)
         if isinstance(error, Preempted) and error.run_dir is None and ctx.shown_dir:
             error.run_dir = str(ctx.shown_dir)  # the callbacks raise it without knowing it
-        converted = as_training_error(error, outputs=outputs, directory=ctx.shown_dir)
+        converted = as_training_error(error, outputs=outputs, directory=ctx.shown_dir,
+                                      strategy=ctx.session.strategy,
+                                      peer_timeout=ctx.recipe.runtime.peer_timeout)
         if converted is error:
             raise
         raise converted from error

@@ -9,6 +9,7 @@ from tfaccel.config.batching import BatchPlan
 from tfaccel.errors import DataError, Preempted, TrainingError
 from tfaccel.training import run_dir as run_files
 from tfaccel.training.inputs import TrainData
+from tfaccel.training.lost_peer import cluster_of, lost_peer_message
 from tfaccel.training.run_callbacks import Outputs
 from tfaccel.training.run_context import RunContext
 from tfaccel.training.run_summary import run_summary
@@ -39,7 +40,7 @@ def record_failure(ctx: RunContext, error: BaseException, *, outputs: Outputs,
 
 
 def as_training_error(error: BaseException, *, outputs: Outputs,
-                      directory: Optional[Path]):
+                      directory: Optional[Path], strategy=None, peer_timeout=None):
     """A TensorFlow runtime failure as one clear TrainingError; anything else unchanged."""
     import tensorflow as tf
 
@@ -52,6 +53,12 @@ def as_training_error(error: BaseException, *, outputs: Outputs,
     if bad_data is not None:  # the data's fault, named by the source: exit 2
         return DataError(f"{bad_data} Metrics and checkpoints of the "
                          f"{len(outputs.logger.records)} finished epoch(s) are kept{where}.")
+    lost = lost_peer_message(getattr(error, "message", None) or str(error),
+                             cluster=cluster_of(strategy),
+                             finished_epochs=len(outputs.logger.records), kept=where,
+                             timeout=peer_timeout)
+    if lost is not None:  # a peer unreachable: name its HOST:PORT, say how to resume
+        return TrainingError(lost)
     return TrainingError(
         f"training failed after {len(outputs.logger.records)} finished epoch(s): "
         f"{describe_op_error(error)}\nMetrics and checkpoints of the finished epochs are "

@@ -111,7 +111,8 @@ def open_session(recipe: Recipe, *, precision: Optional[str] = None) -> Iterator
         set_op_determinism(True)
     previous_policy = keras.mixed_precision.global_policy().name
     try:
-        strategy = make_strategy(runtime.strategy, devices=runtime.devices)
+        strategy = make_strategy(runtime.strategy, devices=runtime.devices,
+                                 peer_timeout=runtime.peer_timeout)
         info = describe_strategy(strategy)
         if runtime.strategy == "pipeline":  # one replica; the stages place themselves
             from tfaccel.engine.model_split import pipeline_devices
