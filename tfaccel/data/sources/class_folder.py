@@ -277,6 +277,18 @@ def warn_skipped(logger: logging.Logger, listing: Listing, *, path, unreadable: 
                    "; ".join(parts))
 
 
+def check_format(format) -> None:
+    """Keras' ``format="tf"`` is taken (a `tf.data.Dataset`); anything else is refused.
+
+    Raises:
+        UserInputError: ``format="grain"`` (Keras 3.15's Grain dataset) or another value.
+    """
+    if format != "tf":
+        raise UserInputError(
+            f"format={format!r} is not taken: tfaccel's folder loaders return a "
+            "tf.data.Dataset (Keras' format=\"tf\"), not a Grain dataset.")
+
+
 def say_found(listing: Listing) -> None:
     """Keras' ``verbose`` line: "Found N files belonging to K classes." (usable files)."""
     usable = len(listing.paths) - len(listing.unreadable)

@@ -50,8 +50,8 @@ def _inspect(path: str):
     first `_HEAD` bytes and last KiB), with os-level calls (no file object): checking 100k
     files costs about a second, not an epoch of decoding. It catches the common
     corruptions (a non-image renamed to .jpg, a zero-byte file, a download cut short);
-    anything subtler is still skipped by the decode stage's `ignore_errors`, so an epoch
-    never stops on one bad image.
+    anything subtler stops the epoch at decode time, as in Keras' loader (named, on a
+    listing left to the decode: `_named_decode`).
     """
     try:
         descriptor = os.open(path, os.O_RDONLY)
@@ -204,6 +204,27 @@ def _decode_planned(data, index, channels: int):
     return tf.switch_case(index, branches)
 
 
+def _named_decode(decode, data, *, path):
+    """``decode(data)``, or an error naming `path` when the decoder refuses the file.
+
+    For a listing not checked up front (a cold big folder) only: a file whose bytes pass
+    `read_checked` can still fail to decode, and TensorFlow's error would not name it. The
+    decode runs in a one-element dataset whose failure is caught (`ignore_errors`) and
+    turned into a `DataError` message naming the file; that costs a small dataset per
+    image, so a checked (warm) listing decodes plainly.
+    """
+    decoded = tf.data.Dataset.from_tensors(data).map(
+        lambda d: (decode(d), True)).ignore_errors()
+    spec = decoded.element_spec[0]
+    refused = tf.data.Dataset.from_tensors((tf.zeros(spec.shape, spec.dtype), False))
+    image, ok = decoded.concatenate(refused).take(1).get_single_element()
+    message = tf.strings.join([
+        "DataError: Image file ", path, " cannot be decoded (its first bytes and its ending "
+        "look like an image, the data between them is damaged): remove or replace it."])
+    with tf.control_dependencies([tf.debugging.Assert(ok, [message])]):
+        return tf.identity(image)
+
+
 def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool = True,
                  interpolation: str = "bilinear", crop_to_aspect_ratio: bool = False,
                  pad_to_aspect_ratio: bool = False, jpeg_dct_scaling: bool = False,
@@ -221,7 +242,8 @@ def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool
             `jpeg_dct_scaling` every image's header is read again while decoding
             (`decode_image_for_size`).
         check_files: Check each file's bytes first and fail naming it when it is not a
-            whole image (`read_checked`: for a listing that was not checked up front).
+            whole image (`read_checked`: for a listing that was not checked up front), or
+            when it fails to decode (`_named_decode`).
     """
     images.check_aspect_ratio_options(crop_to_aspect_ratio=crop_to_aspect_ratio,
                                       pad_to_aspect_ratio=pad_to_aspect_ratio)
@@ -231,25 +253,31 @@ def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool
                           crop_to_aspect_ratio=crop_to_aspect_ratio,
                           pad_to_aspect_ratio=pad_to_aspect_ratio)
 
-    read = read_checked if check_files else tf.io.read_file
-
-    def decode(source, label=None):
-        if jpeg_plan == "per_file":
-            image = _decode_planned(tf.io.read_file(source["path"]), source["jpeg_plan"],
-                                    channels)
-        elif jpeg_plan is not None:
-            image = _decode_planned(tf.io.read_file(source), jpeg_plan, channels)
-        elif jpeg_dct_scaling:
-            image = decode_image_for_size(read(source), channels, image_size,
+    def from_bytes(data):
+        if jpeg_dct_scaling:
+            image = decode_image_for_size(data, channels, image_size,
                                           crop_to_aspect_ratio=crop_to_aspect_ratio)
         else:
-            image = decode_image(read(source), channels)
+            image = decode_image(data, channels)
+        return resized(image)
+
+    def resized(image):
         if keep_uint8:
             # Back to uint8 so the cache and shuffle buffer hold 1 byte per value, not 4,
             # rounded like every other source (data.images).
-            image = images.resize_to_uint8(image, image_size, **resize_options)
+            return images.resize_to_uint8(image, image_size, **resize_options)
+        return images.resize(image, image_size, **resize_options)
+
+    def decode(source, label=None):
+        if jpeg_plan == "per_file":
+            image = resized(_decode_planned(tf.io.read_file(source["path"]),
+                                            source["jpeg_plan"], channels))
+        elif jpeg_plan is not None:
+            image = resized(_decode_planned(tf.io.read_file(source), jpeg_plan, channels))
+        elif check_files:
+            image = _named_decode(from_bytes, read_checked(source), path=source)
         else:
-            image = images.resize(image, image_size, **resize_options)
+            image = from_bytes(tf.io.read_file(source))
         return image if label is None else (image, label)
 
     # Traced once, as written: every branch on a tensor is an explicit tf.cond or
@@ -337,7 +365,8 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
                       validation_split: Optional[float] = None,
                       shuffle: Optional[bool] = None, jpeg_dct_scaling: bool = True,
                       deterministic: Optional[bool] = None,
-                      random_resized_crop: Union[bool, dict, None] = None, **options):
+                      random_resized_crop: Union[bool, dict, None] = None,
+                      verbose: bool = True, format: str = "tf", **options):
     """Builds batches from ``path/<class name>/<image>`` files.
 
     Example::
@@ -367,9 +396,8 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
     `validation_fraction` keeps tfaccel's own seeded rule (`tfaccel.data.splits`,
     round(fraction * n) held out). Differences: a validation subset of ``subset="both"`` is
     neither shuffled nor augmented (`augment` and `random_resized_crop` are the training
-    subset's); `follow_links` defaults to True; Keras' `verbose`, `data_format` and
-    `format` are not taken (no "Found N files" line, channels-last images, a
-    `tf.data.Dataset`).
+    subset's); `follow_links` defaults to True; Keras' `data_format` is not taken
+    (channels-last images).
 
     Whenever it shuffles, the listing (or the chosen subset) is permuted once, seeded
     (`tfaccel.data.order`), before decoding and caching: a folder sorted by class still
@@ -435,6 +463,8 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
             then holds the files' bytes, and the crop comes after cache and shuffle. Not
             with `crop_to_aspect_ratio` or `pad_to_aspect_ratio`; give it to the training
             subset only (validation resizes the whole image).
+        verbose: Print Keras' "Found N files belonging to K classes." line.
+        format: Keras' "tf" (a `tf.data.Dataset`, the only one made); "grain" is refused.
         **options: Any other keyword of `tfaccel.data.optimize`.
 
     Returns:
@@ -447,6 +477,7 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         DataError: Missing path, not a folder, no class sub-folders, no usable image.
         UserInputError: A bad argument value.
     """
+    class_folder.check_format(format)
     pipeline.check_builder_options(options, builder=from_image_folder)
     keras_split = validation_split is not None  # Keras' names choose Keras' files
     label_mode, labels, channels, interpolation, shuffle_buffer = _keras_arguments(
@@ -471,10 +502,10 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
                                            follow_links=follow_links, labels=labels)
     class_folder.labels_fingerprint(labels, cache, options)
     class_folder.check_binary(listing, label_mode=label_mode, path=path)
-    if listing.skipped:
-        logger.warning("Skipped %d file(s) in %s that are not readable JPEG/PNG/GIF/BMP "
-                       "images, e.g. %s", len(listing.skipped), path,
-                       listing.skipped[:class_folder.SHOW_PATHS])
+    class_folder.warn_skipped(logger, listing, path=path, extension="/".join(IMAGE_EXTENSIONS),
+                              unreadable="not readable JPEG/PNG/GIF/BMP images")
+    if verbose:
+        class_folder.say_found(listing)
     build = dict(listing=listing, batch_size=batch_size, image_size=(height, width),
                  channels=channels, label_mode=label_mode, interpolation=interpolation,
                  crop_to_aspect_ratio=crop_to_aspect_ratio,
@@ -597,9 +628,10 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
         # batch): measured 2-4% of a JPEG pipeline's throughput on 2 cores.
         dataset, batch_size=batch_size, map_fn=map_fn, cache=cache,
         shuffle_buffer=shuffle_buffer, source_shuffle=source_shuffle, seed=seed,
-        # Reading the bytes of a listed file cannot fail the way a decode can; a file
-        # checked while decoding must stop the run with its name, not be skipped.
-        _ignore_decode_errors=crop is None and not check_files,
+        # No ignore_errors stage: it made the length unknown (len() failed and fit warned
+        # "Your input ran out of data", where Keras' length is known). A file the listing
+        # passed that still fails to decode stops the epoch, as in Keras' loader; on a
+        # cold big folder it is named (`_named_decode`).
         **options)
     dataset.class_names = class_names if label_mode is not None else None  # as Keras
     dataset.file_paths = paths

@@ -1,0 +1,116 @@
+"""The class-folder loaders (image, text, audio) take the same Keras call: length, verbose, format."""
+
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import audio_helpers
+import keras
+from tfaccel import data
+from tfaccel.errors import UserInputError
+
+
+def _images(root):
+    for label, name in enumerate(("cat", "dog")):
+        for i in range(7 + label):  # 15 files: batches of 4 leave a partial last one
+            array = np.random.RandomState(10 * label + i).randint(0, 256, (12, 10, 3),
+                                                                   np.uint8)
+            path = root / name / f"{i}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(tf.io.encode_png(array).numpy())
+
+
+def _texts(root):
+    for label, name in enumerate(("neg", "pos")):
+        for i in range(7 + label):
+            path = root / name / f"{i}.txt"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"{name} review number {i}" + " word" * i)
+
+
+def _waves(root):
+    for label, name in enumerate(("no", "yes")):
+        for i in range(7 + label):
+            audio_helpers.write(root / name / f"{i}.wav",
+                                audio_helpers.wav(200 + 10 * i, channels=1, seed=i + label))
+
+
+# loader, Keras' function, folder maker, a small model's layers after the input, and the
+# arguments both take.
+LOADERS = {
+    "image": (data.from_image_folder, keras.utils.image_dataset_from_directory, _images,
+              dict(image_size=(6, 5))),
+    "text": (data.from_text_folder, keras.utils.text_dataset_from_directory, _texts, {}),
+    "audio": (data.from_audio_folder, keras.utils.audio_dataset_from_directory, _waves,
+              dict(output_sequence_length=64)),
+}
+
+
+@pytest.fixture(params=sorted(LOADERS))
+def loader(request, tmp_path):
+    ours, theirs, make, kwargs = LOADERS[request.param]
+    make(tmp_path / request.param)
+    return request.param, str(tmp_path / request.param), ours, theirs, kwargs
+
+
+@pytest.mark.parametrize("split, batches", [
+    ({}, 4), (dict(validation_split=0.2, subset="training"), 3),  # 15 - int(0.2 * 15) = 12
+    (dict(validation_split=0.2, subset="validation"), 1), (dict(shuffle=False), 4)])
+def test_the_length_is_known_and_equals_keras(loader, split, batches):
+    _, path, ours, theirs, kwargs = loader
+    kw = dict(batch_size=4, seed=3, verbose=False, **kwargs, **split)
+    mine, keras_ds = ours(path, **kw), theirs(path, **kw)
+    assert len(mine) == len(keras_ds) == len(list(mine)) == batches
+
+
+def test_the_length_of_an_unbatched_subset_pair_is_known(loader):
+    _, path, ours, _, kwargs = loader
+    train, val = ours(path, batch_size=None, seed=1, verbose=False, validation_split=0.2,
+                      subset="both", **kwargs)
+    assert (len(train), len(val)) == (12, 3) == (len(list(train)), len(list(val)))
+
+
+def _model(kind: str, spec):
+    if kind == "text":  # a string in, its length as the one feature
+        inputs = keras.Input(shape=(), dtype="string")
+        x = keras.layers.Lambda(
+            lambda t: tf.cast(tf.strings.length(t), tf.float32)[:, None],
+            output_shape=(1,))(inputs)
+    else:
+        inputs = keras.Input(shape=spec.shape[1:].as_list()[:-1] + [spec.shape[-1] or 1])
+        x = keras.layers.Flatten()(inputs)
+    model = keras.Model(inputs, keras.layers.Dense(2)(x))
+    model.compile(optimizer="sgd",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def test_fit_without_steps_per_epoch_runs_every_epoch_without_running_out(loader):
+    kind, path, ours, _, kwargs = loader
+    ds = ours(path, batch_size=4, seed=0, verbose=False, **kwargs)
+    model = _model(kind, ds.element_spec[0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        history = model.fit(ds, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2
+    assert not [w for w in caught if "ran out of data" in str(w.message)]
+
+
+def test_verbose_prints_keras_line_only_when_true(loader, capsys):
+    _, path, ours, _, kwargs = loader
+    ours(path, batch_size=4, verbose=True, **kwargs)
+    assert capsys.readouterr().out == "tfaccel: Found 15 files belonging to 2 classes.\n"
+    ours(path, batch_size=4, verbose=False, **kwargs)
+    assert capsys.readouterr().out == ""
+
+
+def test_format_tf_is_taken_and_grain_refused_in_one_sentence(loader):
+    _, path, ours, _, kwargs = loader
+    assert len(ours(path, batch_size=4, format="tf", verbose=False, **kwargs)) == 4
+    with pytest.raises(UserInputError) as raised:
+        ours(path, batch_size=4, format="grain", verbose=False, **kwargs)
+    assert str(raised.value) == (
+        "format='grain' is not taken: tfaccel's folder loaders return a tf.data.Dataset "
+        "(Keras' format=\"tf\"), not a Grain dataset.")
