@@ -1,5 +1,6 @@
 """The class-folder loaders (image, text, audio) take the same Keras call: length, verbose, format."""
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -9,6 +10,8 @@ import tensorflow as tf
 import audio_helpers
 import keras
 from tfaccel import data
+from tfaccel.config.recipe import DataConfig
+from tfaccel.data.from_recipe import build_datasets
 from tfaccel.errors import UserInputError
 
 
@@ -114,3 +117,20 @@ def test_format_tf_is_taken_and_grain_refused_in_one_sentence(loader):
     assert str(raised.value) == (
         "format='grain' is not taken: tfaccel's folder loaders return a tf.data.Dataset "
         "(Keras' format=\"tf\"), not a Grain dataset.")
+
+
+@pytest.mark.parametrize("source, make, extra", [
+    ("image_folder", _images, dict(image_size=[6, 5])), ("text_folder", _texts, {}),
+    ("audio_folder", _waves, {})])
+def test_a_recipe_holds_out_keras_count_in_every_class_folder(tmp_path, source, make, extra):
+    # 13 files at 0.2: int(2.6) = 2 held out by each loader (the image folder held out
+    # round(2.6) = 3 while text and audio held out 2).
+    make(tmp_path / "d")
+    for extra_file in sorted((tmp_path / "d").glob("*/*"))[-2:]:
+        extra_file.unlink()  # 15 -> 13 files
+    config = dataclasses.replace(DataConfig(), source=source, path=str(tmp_path / "d"),
+                                 validation_fraction=0.2, validation_split=None, cache=None,
+                                 **extra)
+    _, _, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=7,
+                                deterministic=True)
+    assert (info["train_examples"], info["validation_examples"]) == (11, 2)

@@ -13,8 +13,7 @@ from typing import (Callable, Dict, FrozenSet, List, NamedTuple, Optional, Seque
 
 import tensorflow as tf
 
-from tfaccel.data import (cache_files, chunked, listing_cache, order, pipeline, sharding,
-                          splits)
+from tfaccel.data import cache_files, chunked, listing_cache, order, pipeline, sharding
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError
 from tfaccel.messages import say
@@ -393,18 +392,48 @@ def check_split_arguments(*, validation_split, validation_fraction: Optional[flo
             "(as Keras' loader requires).")
 
 
+def keras_held_out_count(n: int, fraction: float, *, noun: str,
+                         argument: str = "validation_split") -> int:
+    """THE held-out count of the class folders: Keras' ``int(fraction * n)``.
+
+    Keras' own loader tests demand it for `validation_split`, and `validation_fraction`
+    (the recipe's `data.validation_fraction` included) counts the same way, so a folder of
+    13 files at 0.2 holds out 2 in the image, text and audio loaders alike.
+    (`tfaccel.data.splits.held_out_count` is the rule of the other sources: round.)
+
+    Args:
+        n: The files split.
+        fraction: The share held out.
+        noun: The files in the message, e.g. "images".
+        argument: The fraction's name in the message.
+
+    Raises:
+        DataError: The fraction leaves no file on one side.
+    """
+    held_out = int(fraction * n)
+    if not 0 < held_out < n:
+        raise DataError(
+            f"{argument}={fraction} of {n} {noun} holds out {held_out}, leaving no "
+            f"{'validation' if held_out == 0 else 'training'} {noun}; use more {noun} or "
+            f"another {argument}.")
+    return held_out
+
+
 def choose_files(listing: Listing, *, subset: Optional[str], validation_fraction: float,
                  keras_split: bool, shuffled: bool, seed: Optional[int], noun: str,
                  input_context=None):
     """The ``(paths, labels)`` of `subset`, in the order they are read and cached.
 
-    Two held-out rules, one permutation (`data.order`):
+    Two held-out choices, one count (`keras_held_out_count`), one permutation
+    (`data.order`):
     - Keras' names (`keras_split`): Keras' own files. The whole listing is permuted with
       Keras' seeded rule (when shuffling), the last ``int(validation_split * n)`` are held
       out, and only then are unreadable files left out, so a folder with a corrupt file
       still splits exactly as Keras splits it.
-    - `validation_fraction`: tfaccel's seeded rule (`data.splits`) on the usable files in
-      file order, then the subset is permuted (when shuffling).
+    - `validation_fraction`: the usable files are permuted with the seed (None: 0) whether
+      or not the subset is shuffled, so two calls (training shuffled, validation not) with
+      the same seed get complementary, disjoint subsets; then the subset is permuted (when
+      shuffling).
     Either way a shuffled subset reaches the cache in a seeded random order, so a shuffle
     buffer of any size after the cache sees every class.
     """
@@ -421,28 +450,24 @@ def choose_files(listing: Listing, *, subset: Optional[str], validation_fraction
                                    order.resolve_seed(seed, input_context=input_context))
         return [paths[i] for i in chosen], [labels[i] for i in chosen]
 
+    def held_out(paths, labels, permutation):
+        cut = len(paths) - keras_held_out_count(
+            len(paths), validation_fraction, noun=noun,
+            argument="validation_split" if keras_split else "validation_fraction")
+        chosen = permutation[cut:] if subset == "validation" else permutation[:cut]
+        if not keras_split:
+            chosen = sorted(chosen)  # file order; permuted below when shuffling
+        return [paths[i] for i in chosen], [labels[i] for i in chosen]
+
     if keras_split:
         paths, labels = permuted(paths, labels)
         if subset is not None:
-            held_out = int(validation_fraction * len(paths))
-            if not 0 < held_out < len(paths):
-                raise DataError(
-                    f"validation_split={validation_fraction} of {len(paths)} {noun} holds "
-                    f"out {held_out}, leaving no "
-                    f"{'validation' if held_out == 0 else 'training'} {noun}; use more "
-                    f"{noun} or another validation_split.")
-            cut = len(paths) - held_out
-            keep = slice(cut, None) if subset == "validation" else slice(None, cut)
-            paths, labels = paths[keep], labels[keep]
+            paths, labels = held_out(paths, labels, range(len(paths)))
         return usable(paths, labels)
     paths, labels = usable(paths, labels)
     if subset is not None:
-        # The one seeded rule (data.splits), so the two calls (training and validation) with
-        # the same seed get complementary, disjoint subsets.
-        train, val = splits.split_indices(len(paths), validation_fraction,
-                                          0 if seed is None else seed, what=noun)
-        chosen = val if subset == "validation" else train
-        paths, labels = [paths[i] for i in chosen], [labels[i] for i in chosen]
+        paths, labels = held_out(paths, labels,
+                                 order.permutation(len(paths), 0 if seed is None else seed))
     return permuted(paths, labels)
 
 

@@ -393,8 +393,9 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
     `element_spec`, class names and labels. With Keras' names (`validation_split`,
     `subset`, `seed`) the subsets hold exactly Keras' files: the listing is permuted by
     Keras' seeded rule and the last ``int(validation_split * n)`` are held out.
-    `validation_fraction` keeps tfaccel's own seeded rule (`tfaccel.data.splits`,
-    round(fraction * n) held out). Differences: a validation subset of ``subset="both"`` is
+    `validation_fraction` holds out the same count (`class_folder.keras_held_out_count`)
+    of the usable files, chosen by the seed (None: 0) whether or not the subset is
+    shuffled. Differences: a validation subset of ``subset="both"`` is
     neither shuffled nor augmented (`augment` and `random_resized_crop` are the training
     subset's); `follow_links` defaults to True; Keras' `data_format` is not taken
     (channels-last images).
