@@ -6,13 +6,16 @@ import warnings
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
+from click.testing import CliRunner
 
 import audio_helpers
 import keras
 from tfaccel import data
+from tfaccel.cli.main import main
 from tfaccel.config.recipe import DataConfig
 from tfaccel.data.from_recipe import build_datasets
-from tfaccel.errors import UserInputError
+from tfaccel.errors import DataError, UserInputError
 
 
 def _images(root):
@@ -134,3 +137,35 @@ def test_a_recipe_holds_out_keras_count_in_every_class_folder(tmp_path, source, 
     _, _, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=7,
                                 deterministic=True)
     assert (info["train_examples"], info["validation_examples"]) == (11, 2)
+
+
+@pytest.mark.parametrize("source, make, extra", [
+    ("image_folder", _images, dict(image_size=[6, 5])), ("text_folder", _texts, {}),
+    ("audio_folder", _waves, {})])
+def test_one_class_names_data_path_and_the_class_sub_folders(tmp_path, source, make, extra):
+    make(tmp_path / "d")
+    for file in sorted((tmp_path / "d").glob("*/*")):
+        if file.parent.name in ("dog", "pos", "yes"):
+            file.unlink()
+    for folder in ("dog", "pos", "yes"):
+        if (tmp_path / "d" / folder).exists():
+            (tmp_path / "d" / folder).rmdir()
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "data": {"source": source, "path": str(tmp_path / "d"), "validation_fraction": 0.0,
+                 "cache": None, **extra},
+        "model": {"name": "small_cnn"},
+        "training": {"epochs": 1, "global_batch_size": 4},
+        "runtime": {"verbose": 0, "tensorboard": False, "runs_dir": str(tmp_path / "runs")}}))
+    message = (f"data.path '{tmp_path / 'd'}' (data.source {source}) holds 1 class in its "
+               "class sub-folders: a classifier needs at least 2 classes. Point data.path "
+               "at data with at least 2 classes.")
+    result = CliRunner().invoke(main, ["train", str(recipe)])
+    assert result.exit_code == 2, result.output
+    assert f"Error: {message}" in result.output and "Traceback" not in result.output
+    config = dataclasses.replace(DataConfig(), source=source, path=str(tmp_path / "d"),
+                                 validation_fraction=0.0, validation_split=None, cache=None,
+                                 **extra)
+    with pytest.raises(DataError) as raised:  # the library call of a recipe's data section
+        build_datasets(config, global_batch_size=4, num_replicas=1, seed=0)
+    assert str(raised.value) == message
