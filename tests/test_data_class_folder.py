@@ -167,5 +167,6 @@ def test_one_class_names_data_path_and_the_class_sub_folders(tmp_path, source, m
                                  validation_fraction=0.0, validation_split=None, cache=None,
                                  **extra)
     with pytest.raises(DataError) as raised:  # the library call of a recipe's data section
-        build_datasets(config, global_batch_size=4, num_replicas=1, seed=0)
+        build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,
+                       deterministic=True)
     assert str(raised.value) == message
