@@ -526,24 +526,33 @@ def keras_shuffle_buffer(*, shuffle, shuffle_buffer: Optional[int], batch_size: 
 
 
 def keras_subsets(listing: Listing, make: Callable, *, subset: Optional[str],
-                  validation_split: Optional[float], seed, shuffle_buffer: int, cache,
-                  noun: str, options: dict):
-    """The dataset of `subset` (Keras' files), or Keras' ``(training, validation)`` pair.
+                  validation_split: Optional[float], seed, shuffle_buffer: Optional[int],
+                  cache, noun: str, options: dict,
+                  validation_fraction: Optional[float] = None,
+                  validation_only: Optional[dict] = None):
+    """The dataset of `subset`, or Keras' ``(training, validation)`` pair.
 
     Args:
         listing: The listed folder.
         make: ``make(paths, labels, *, shuffle_buffer, cache, **options)``: the dataset of
             one subset's chosen files.
         subset: None, "training", "validation" or "both".
-        validation_split: Keras' held-out fraction (None: every file).
+        validation_split: Keras' held-out fraction: Keras' files (None: see
+            `validation_fraction`).
         seed: The listing's permutation seed.
         shuffle_buffer: The shuffle buffer (0: files in listing order).
         cache: The cache of the dataset; "both" caches each subset into its own files.
         noun: The files in messages, e.g. "audio files".
         options: The other keywords of `make`.
+        validation_fraction: tfaccel's held-out fraction, when `validation_split` is None
+            (`choose_files`; None: every file).
+        validation_only: Keywords of `make` that replace its `options` for the
+            validation subset of "both" (e.g. no random crop).
     """
-    choose = dict(validation_fraction=validation_split or 0.0,
-                  keras_split=validation_split is not None, shuffled=shuffle_buffer != 0,
+    keras_split = validation_split is not None
+    choose = dict(validation_fraction=(validation_split if keras_split
+                                       else validation_fraction) or 0.0,
+                  keras_split=keras_split, shuffled=shuffle_buffer != 0,
                   seed=seed, noun=noun, input_context=options.get("input_context"))
     if subset != "both":
         return make(*choose_files(listing, subset=subset, **choose),
@@ -554,7 +563,8 @@ def keras_subsets(listing: Listing, make: Callable, *, subset: Optional[str],
     return (make(*choose_files(listing, subset="training", **choose),
                  shuffle_buffer=shuffle_buffer, cache=train_cache, **options),
             make(*choose_files(listing, subset="validation", **choose), shuffle_buffer=0,
-                 cache=validation_cache, **pipeline.validation_options(options)))
+                 cache=validation_cache,
+                 **{**pipeline.validation_options(options), **(validation_only or {})}))
 
 
 def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, label_mode,

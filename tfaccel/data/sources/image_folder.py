@@ -9,10 +9,9 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from tfaccel.data import cache_files, crops, images, jpeg_headers, pipeline
-from tfaccel.data.images import decode_image  # noqa: F401 (tfrecords and tests use it from here)
+from tfaccel.data import crops, images, jpeg_headers, pipeline
 from tfaccel.data.sources import base, class_folder
-from tfaccel.data.sources.class_folder import LABEL_MODES, Listing  # noqa: F401 (public here)
+from tfaccel.data.sources.class_folder import Listing
 from tfaccel.errors import UserInputError
 
 logger = logging.getLogger(__name__)
@@ -173,7 +172,7 @@ def decode_image_for_size(data, channels: int, image_size: Tuple[int, int], *,
     ordinary path.
     """
     if channels not in (1, 3):
-        return decode_image(data, channels)
+        return images.decode_image(data, channels)
     height, width = (int(v) for v in image_size)
 
     def jpeg():
@@ -185,7 +184,7 @@ def decode_image_for_size(data, channels: int, image_size: Tuple[int, int], *,
         return _decode_planned(data, 1 + crops.dct_scale_index(h, w, image_size), channels)
 
     is_jpeg = tf.equal(tf.strings.substr(data, 0, 3), b"\xff\xd8\xff")
-    image = tf.cond(is_jpeg, jpeg, lambda: decode_image(data, channels))
+    image = tf.cond(is_jpeg, jpeg, lambda: images.decode_image(data, channels))
     image.set_shape([None, None, channels])
     return image
 
@@ -197,7 +196,7 @@ def _decode_planned(data, index, channels: int):
         image.set_shape([None, None, channels])
         return image
 
-    branches = [lambda: decode_image(data, channels)]
+    branches = [lambda: images.decode_image(data, channels)]
     branches += [lambda r=r: jpeg(r) for r in jpeg_headers.RATIOS]
     if isinstance(index, int):
         return branches[index]()
@@ -258,7 +257,7 @@ def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool
             image = decode_image_for_size(data, channels, image_size,
                                           crop_to_aspect_ratio=crop_to_aspect_ratio)
         else:
-            image = decode_image(data, channels)
+            image = images.decode_image(data, channels)
         return resized(image)
 
     def resized(image):
@@ -271,7 +270,7 @@ def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool
     def decode(source, label=None):
         if jpeg_plan == "per_file":
             image = resized(_decode_planned(tf.io.read_file(source["path"]),
-                                            source["jpeg_plan"], channels))
+                                            tf.cast(source["jpeg_plan"], tf.int32), channels))
         elif jpeg_plan is not None:
             image = resized(_decode_planned(tf.io.read_file(source), jpeg_plan, channels))
         elif check_files:
@@ -480,7 +479,6 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
     """
     class_folder.check_format(format)
     pipeline.check_builder_options(options, builder=from_image_folder)
-    keras_split = validation_split is not None  # Keras' names choose Keras' files
     label_mode, labels, channels, interpolation, shuffle_buffer = _keras_arguments(
         label_mode=label_mode, labels=labels, color_mode=color_mode, channels=channels,
         interpolation=interpolation, shuffle=shuffle, shuffle_buffer=shuffle_buffer)
@@ -497,8 +495,6 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
     class_folder.check_split_arguments(validation_split=validation_split,
                            validation_fraction=validation_fraction, subset=subset,
                            shuffled=shuffled, seed=seed)
-    if keras_split:
-        validation_fraction = validation_split
     listing = listing or list_image_folder(path, verify=verify, class_names=class_names,
                                            follow_links=follow_links, labels=labels)
     class_folder.labels_fingerprint(labels, cache, options)
@@ -507,30 +503,19 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
                               unreadable="not readable JPEG/PNG/GIF/BMP images")
     if verbose:
         class_folder.say_found(listing)
-    build = dict(listing=listing, batch_size=batch_size, image_size=(height, width),
-                 channels=channels, label_mode=label_mode, interpolation=interpolation,
-                 crop_to_aspect_ratio=crop_to_aspect_ratio,
-                 pad_to_aspect_ratio=pad_to_aspect_ratio, jpeg_dct_scaling=jpeg_dct_scaling,
-                 verified=verify, seed=seed, shuffled=shuffled, deterministic=deterministic,
-                 crop=crop)
-    choose = dict(validation_fraction=validation_fraction, keras_split=keras_split,
-                  shuffled=shuffled, seed=seed, noun="images",
-                  input_context=options.get("input_context"))
-    if subset == "both":
-        # Keras' pair, from one listing (the folder is read and checked once); each subset
-        # caches into its own files, by the same rule as a recipe's splits. The validation
-        # subset is neither shuffled nor augmented (no random crop: whole images resized,
-        # pipeline.validation_options), but its files come from the same permuted listing.
-        train_cache, validation_cache = cache_files.split_prefixes(cache)
-        return (_folder_dataset(*class_folder.choose_files(listing, subset="training", **choose),
-                                shuffle_buffer=shuffle_buffer, cache=train_cache, **build,
-                                **options),
-                _folder_dataset(*class_folder.choose_files(listing, subset="validation", **choose),
-                                shuffle_buffer=0, cache=validation_cache,
-                                **{**build, "crop": None},
-                                **pipeline.validation_options(options)))
-    return _folder_dataset(*class_folder.choose_files(listing, subset=subset, **choose),
-                           shuffle_buffer=shuffle_buffer, cache=cache, **build, **options)
+    make = functools.partial(
+        _folder_dataset, listing=listing, batch_size=batch_size, image_size=(height, width),
+        channels=channels, label_mode=label_mode, interpolation=interpolation,
+        crop_to_aspect_ratio=crop_to_aspect_ratio, pad_to_aspect_ratio=pad_to_aspect_ratio,
+        jpeg_dct_scaling=jpeg_dct_scaling, verified=verify, seed=seed, shuffled=shuffled,
+        deterministic=deterministic)
+    # Each subset of "both" caches into its own files, by the same rule as a recipe's
+    # splits; the validation subset resizes whole images (no random crop).
+    return class_folder.keras_subsets(
+        listing, make, subset=subset, validation_split=validation_split,
+        validation_fraction=validation_fraction, seed=seed, shuffle_buffer=shuffle_buffer,
+        cache=cache, noun="images", options={**options, "crop": crop},
+        validation_only={"crop": None})
 
 
 def _read_bytes(path, label=None, *, read=tf.io.read_file):
@@ -570,8 +555,8 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
                     jpeg_dct_scaling: bool, verified: bool, seed: Optional[int],
                     shuffled: bool, deterministic: Optional[bool],
                     shuffle_buffer: Optional[int], cache, crop=None, **options):
-    """The pipeline of one subset's chosen files (see `from_image_folder`)."""
-    class_names = listing.class_names
+    """The pipeline of one subset's chosen files (see `from_image_folder`): the image
+    decode, then `class_folder.paths_dataset`."""
     # A listing not checked up front (a cold big folder): each file is checked as it is
     # read, and a bad one stops the run naming it (no decode error is skipped unnamed).
     check_files = verified and listing.deferred
@@ -582,13 +567,6 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
                                          channels=channels,
                                          crop_to_aspect_ratio=crop_to_aspect_ratio,
                                          jpeg_dct_scaling=jpeg_dct_scaling, verified=verified)
-    elements = tf.constant(paths)
-    if per_file is not None:
-        elements = {"path": elements, "jpeg_plan": tf.constant(per_file, tf.int32)}
-    if label_mode is not None:
-        elements = (elements, class_folder.labels_as(labels, label_mode=label_mode,
-                                                     num_classes=len(class_names)))
-    dataset = tf.data.Dataset.from_tensor_slices(elements)
     if shuffle_buffer is None:
         # Default: every image (a few bytes of path each without a cache; after a cache,
         # up to _CACHED_SHUFFLE_CAP decoded images: the permuted listing mixes the rest).
@@ -596,17 +574,6 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
     if interpolation == "nearest":
         # Keras' loader keeps the decoder's uint8 for nearest-neighbour resizing.
         options.setdefault("image_dtype", None)
-    source_shuffle, shuffle_buffer = class_folder.reference_pipeline_options(
-        paths, shuffle_buffer=shuffle_buffer, cache=cache, seed=seed, shuffled=shuffled,
-        deterministic=deterministic, options=options, fingerprint={
-            "builder": "from_image_folder", "image_size": list(image_size),
-            "channels": channels, "label_mode": label_mode,
-            "class_names": None if class_names is None else list(class_names),
-            "interpolation": interpolation, "crop_to_aspect_ratio": crop_to_aspect_ratio,
-            "pad_to_aspect_ratio": pad_to_aspect_ratio,
-            "jpeg_dct_scaling": jpeg_dct_scaling,
-            # A random crop caches the files' bytes, not decoded images.
-            "cached": "file bytes" if crop is not None else "decoded images"})
     if crop is not None:
         # A random crop comes after the cache and the shuffle (stage 3b of `optimize`):
         # with a cache the files' bytes are read into it, without one each epoch reads and
@@ -618,26 +585,33 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
             lambda path, seed: crop(read(path), seed))
     else:
         map_fn = make_decoder(image_size=image_size, channels=channels,
-                              keep_uint8=bool(cache) or shuffle_buffer > 0,
+                              # uint8 only into a cache (and the shuffle buffer after it;
+                              # without a cache the paths are shuffled instead): otherwise
+                              # the round trip only adds work (a cast back to float per
+                              # batch), measured 2-4% of a JPEG pipeline on 2 cores.
+                              keep_uint8=bool(cache),
                               interpolation=interpolation,
                               crop_to_aspect_ratio=crop_to_aspect_ratio,
                               pad_to_aspect_ratio=pad_to_aspect_ratio,
                               jpeg_dct_scaling=jpeg_dct_scaling, jpeg_plan=jpeg_plan,
                               check_files=check_files)
-    dataset = pipeline.optimize(
-        # Without a cache the uint8 round trip only adds work (a cast back to float per
-        # batch): measured 2-4% of a JPEG pipeline's throughput on 2 cores.
-        dataset, batch_size=batch_size, map_fn=map_fn, cache=cache,
-        shuffle_buffer=shuffle_buffer, source_shuffle=source_shuffle, seed=seed,
-        # No ignore_errors stage: it made the length unknown (len() failed and fit warned
-        # "Your input ran out of data", where Keras' length is known). A file the listing
-        # passed that still fails to decode stops the epoch, as in Keras' loader; on a
-        # cold big folder it is named (`_named_decode`).
+    # No ignore_errors stage: it made the length unknown (len() failed and fit warned "Your
+    # input ran out of data", where Keras' length is known). A file the listing passed that
+    # still fails to decode stops the epoch, as in Keras' loader; on a cold big folder it
+    # is named (`_named_decode`).
+    return class_folder.paths_dataset(
+        paths, labels, listing=listing, label_mode=label_mode, batch_size=batch_size,
+        map_fn=map_fn, seed=seed, shuffled=shuffled, deterministic=deterministic,
+        shuffle_buffer=shuffle_buffer, cache=cache,
+        per_file=None if per_file is None else {"jpeg_plan": per_file},
+        fingerprint={
+            "builder": "from_image_folder", "image_size": list(image_size),
+            "channels": channels, "interpolation": interpolation,
+            "crop_to_aspect_ratio": crop_to_aspect_ratio,
+            "pad_to_aspect_ratio": pad_to_aspect_ratio, "jpeg_dct_scaling": jpeg_dct_scaling,
+            # A random crop caches the files' bytes, not decoded images.
+            "cached": "file bytes" if crop is not None else "decoded images"},
         **options)
-    dataset.class_names = class_names if label_mode is not None else None  # as Keras
-    dataset.file_paths = paths
-    dataset.skipped_files = listing.skipped
-    return dataset
 
 
 class ImageFolderSource(base.Source):

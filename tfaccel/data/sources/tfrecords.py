@@ -13,7 +13,6 @@ import tensorflow as tf
 
 from tfaccel.data import cache_files, images, order, pipeline, sharding, splits
 from tfaccel.data.sources import base
-from tfaccel.data.sources import image_folder
 from tfaccel.errors import DataError, UserInputError
 
 _COMPRESSIONS = (None, "", "GZIP", "ZLIB")
@@ -270,7 +269,7 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
     def parse(record):
         example = tf.io.parse_single_example(record, spec)
         for key in image_keys:
-            image = image_folder.decode_image(example[key], channels)
+            image = images.decode_image(example[key], channels)
             if decode_size is not None:
                 image = images.resize_to_uint8(image, decode_size)
             example[key] = image
