@@ -14,7 +14,8 @@ import keras
 from tfaccel import data
 from tfaccel.cli.main import main
 from tfaccel.config.recipe import DataConfig
-from tfaccel.data.from_recipe import build_datasets
+from tfaccel.data.from_recipe import build_datasets, source_for
+from tfaccel.data.sources import class_folder
 from tfaccel.errors import DataError, UserInputError
 
 
@@ -137,6 +138,15 @@ def test_a_recipe_holds_out_keras_count_in_every_class_folder(tmp_path, source, 
     _, _, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=7,
                                 deterministic=True)
     assert (info["train_examples"], info["validation_examples"]) == (11, 2)
+    # The two splits never share a file (text and audio recipes held out the unpermuted
+    # tail while training on the head of the permuted listing: all 2 were in both).
+    split = dict(batch_size=4, common=dict(seed=7), train_options={}, validation_options={})
+    built = (source_for(config, seed=7).build(**split) if source == "image_folder" else
+             class_folder.build_keras_splits(  # (the audio source maps its datasets)
+                 {"text_folder": data.from_text_folder,
+                  "audio_folder": data.from_audio_folder}[source], config, **split))
+    train, validation = set(built.train.file_paths), set(built.validation.file_paths)
+    assert len(train) == 11 and len(validation) == 2 and not train & validation
 
 
 @pytest.mark.parametrize("source, make, extra", [
@@ -170,3 +180,18 @@ def test_one_class_names_data_path_and_the_class_sub_folders(tmp_path, source, m
         build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,
                        deterministic=True)
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("pipeline_id", [0, 1])
+def test_the_length_is_the_true_count_of_a_worker_s_batches(loader, pipeline_id):
+    # 15 files over 2 input pipelines (8 and 7), per-replica batches of 2 (global 4 over 2
+    # replicas), the last partial batch dropped under a strategy: 4 and 3 batches.
+    _, path, ours, _, kwargs = loader
+    context = tf.distribute.InputContext(num_input_pipelines=2,
+                                         input_pipeline_id=pipeline_id,
+                                         num_replicas_in_sync=2)
+    ds = ours(path, batch_size=4, seed=0, verbose=False, input_context=context, **kwargs)
+    assert len(ds) == len(list(ds)) == (4, 3)[pipeline_id]
+    kept = ours(path, batch_size=4, seed=0, verbose=False, input_context=context,
+                drop_remainder=False, **kwargs)
+    assert len(kept) == len(list(kept)) == 4

@@ -123,6 +123,19 @@ def test_a_file_that_looks_whole_but_fails_to_decode_on_a_cold_run_is_named(fold
     listing_cache.wait_for_background_checks()
 
 
+def test_a_random_crop_of_a_file_that_fails_to_decode_on_a_cold_run_is_named(folder, cache):
+    bad = folder / "dog" / "1.png"
+    damaged = bytearray(bad.read_bytes())
+    damaged[40:60] = b"\x00" * 20
+    bad.write_bytes(bytes(damaged))
+    ds = data.from_image_folder(folder, batch_size=4, image_size=(8, 8), seed=0,
+                                random_resized_crop=True, verbose=False)
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        _all(ds)
+    assert data_error_in(raised.value).startswith(f"Image file {bad} cannot be decoded")
+    listing_cache.wait_for_background_checks()
+
+
 def test_a_corrupt_file_met_on_a_cold_run_exits_2_naming_it(folder, cache, tmp_path):
     bad = folder / "cat" / "9.png"
     bad.write_bytes(b"this was never a png")

@@ -630,8 +630,12 @@ def build_keras_splits(builder: Callable, config, *, batch_size: int, common: di
 
     def build(options, which):
         options = {k: v for k, v in options.items() if k != "augment" or v}
+        # The same shuffle_buffer in both calls: it decides whether the listing is
+        # permuted before the split, so the validation call must hold out the same files
+        # (with 0 here it held out the unpermuted tail, files the training call kept);
+        # the validation subset of "both" is never shuffled itself.
         built = builder(config.path, batch_size=batch_size,
-                        shuffle_buffer=config.shuffle_buffer if which == 0 else 0,
+                        shuffle_buffer=config.shuffle_buffer,
                         verbose=False, **split, **kwargs, **common, **options)
         return built[which] if fraction else built
 

@@ -581,8 +581,13 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
         read = read_checked if check_files else tf.io.read_file
         map_fn = (lambda path, label=None: _read_bytes(path, label, read=read)) if cache \
             else None
-        options["_random_decode"] = crop if cache else (
-            lambda path, seed: crop(read(path), seed))
+        if cache:
+            options["_random_decode"] = crop
+        elif check_files:
+            options["_random_decode"] = lambda path, seed: _named_decode(
+                lambda data: crop(data, seed), read_checked(path), path=path)
+        else:
+            options["_random_decode"] = lambda path, seed: crop(tf.io.read_file(path), seed)
     else:
         map_fn = make_decoder(image_size=image_size, channels=channels,
                               # uint8 only into a cache (and the shuffle buffer after it;
@@ -623,7 +628,7 @@ class ImageFolderSource(base.Source):
         config = self.config
         listing = list_image_folder(config.path)
         kwargs = dict(image_size=config.image_size, channels=config.channels, listing=listing,
-                      jpeg_dct_scaling=config.jpeg_dct_scaling, **common)
+                      jpeg_dct_scaling=config.jpeg_dct_scaling, verbose=False, **common)
         fraction = config.validation_fraction
         augment = train_options.get("augment") or []
         if "random_resized_crop" in augment:  # made while decoding (data.crops), not after
