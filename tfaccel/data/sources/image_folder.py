@@ -212,8 +212,10 @@ def _named_decode(decode, data, *, path):
     turned into a `DataError` message naming the file; that costs a small dataset per
     image, so a checked (warm) listing decodes plainly.
     """
-    decoded = tf.data.Dataset.from_tensors(data).map(
-        lambda d: (decode(d), True)).ignore_errors()
+    # Not converted by autograph (its rewrite is most of a decode's tracing time; every
+    # branch here is an explicit tf.cond or switch_case).
+    decoded = tf.data.Dataset.from_tensors(data).map(tf.autograph.experimental.do_not_convert(
+        lambda d: (decode(d), True))).ignore_errors()
     spec = decoded.element_spec[0]
     refused = tf.data.Dataset.from_tensors((tf.zeros(spec.shape, spec.dtype), False))
     image, ok = decoded.concatenate(refused).take(1).get_single_element()
