@@ -14,8 +14,7 @@ import keras
 from tfaccel import data
 from tfaccel.cli.main import main
 from tfaccel.config.recipe import DataConfig
-from tfaccel.data.from_recipe import build_datasets, source_for
-from tfaccel.data.sources import class_folder
+from tfaccel.data.from_recipe import build_datasets
 from tfaccel.errors import DataError, UserInputError
 
 
@@ -40,8 +39,8 @@ def _texts(root):
 def _waves(root):
     for label, name in enumerate(("no", "yes")):
         for i in range(7 + label):
-            audio_helpers.write(root / name / f"{i}.wav",
-                                audio_helpers.wav(200 + 10 * i, channels=1, seed=i + label))
+            audio_helpers.write(root / name / f"{i}.wav", audio_helpers.wav(
+                200 + 10 * i, channels=1, seed=10 * label + i))
 
 
 # loader, Keras' function, folder maker, a small model's layers after the input, and the
@@ -123,30 +122,32 @@ def test_format_tf_is_taken_and_grain_refused_in_one_sentence(loader):
         "(Keras' format=\"tf\"), not a Grain dataset.")
 
 
+def _contents(dataset) -> list:
+    """Each example's bytes (an image's pixels, a text, a waveform's first 200 samples)."""
+    return [(x.numpy()[:200] if x.dtype == tf.float32 and x.shape.rank == 2 else
+             x.numpy()).tobytes() if x.dtype != tf.string else x.numpy()
+            for x, _ in dataset.unbatch()]
+
+
 @pytest.mark.parametrize("source, make, extra", [
     ("image_folder", _images, dict(image_size=[6, 5])), ("text_folder", _texts, {}),
     ("audio_folder", _waves, {})])
 def test_a_recipe_holds_out_keras_count_in_every_class_folder(tmp_path, source, make, extra):
     # 13 files at 0.2: int(2.6) = 2 held out by each loader (the image folder held out
-    # round(2.6) = 3 while text and audio held out 2).
+    # round(2.6) = 3 while text and audio held out 2), and the two splits never share a
+    # file (text and audio recipes held out the unpermuted tail while training on the head
+    # of the permuted listing: both held-out files were trained on).
     make(tmp_path / "d")
     for extra_file in sorted((tmp_path / "d").glob("*/*"))[-2:]:
         extra_file.unlink()  # 15 -> 13 files
     config = dataclasses.replace(DataConfig(), source=source, path=str(tmp_path / "d"),
                                  validation_fraction=0.2, validation_split=None, cache=None,
                                  **extra)
-    _, _, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=7,
-                                deterministic=True)
-    assert (info["train_examples"], info["validation_examples"]) == (11, 2)
-    # The two splits never share a file (text and audio recipes held out the unpermuted
-    # tail while training on the head of the permuted listing: all 2 were in both).
-    split = dict(batch_size=4, common=dict(seed=7), train_options={}, validation_options={})
-    built = (source_for(config, seed=7).build(**split) if source == "image_folder" else
-             class_folder.build_keras_splits(  # (the audio source maps its datasets)
-                 {"text_folder": data.from_text_folder,
-                  "audio_folder": data.from_audio_folder}[source], config, **split))
-    train, validation = set(built.train.file_paths), set(built.validation.file_paths)
-    assert len(train) == 11 and len(validation) == 2 and not train & validation
+    train, validation, _ = build_datasets(config, global_batch_size=4, num_replicas=1,
+                                          seed=7, deterministic=True, raw=True)
+    train, validation = _contents(train), _contents(validation)
+    assert (len(train), len(validation)) == (11, 2)
+    assert len(set(train)) == 11 and not set(train) & set(validation)
 
 
 @pytest.mark.parametrize("source, make, extra", [
