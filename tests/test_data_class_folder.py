@@ -1,4 +1,4 @@
-"""The class-folder loaders (image, text, audio) take the same Keras call: length, verbose, format."""
+"""The image, text and audio folder loaders take the same Keras call: length, verbose, format."""
 
 import dataclasses
 import warnings
