@@ -83,13 +83,17 @@ def test_corrupt_and_non_image_files_are_skipped_with_one_warning(folder, caplog
     assert len(y) == 8
 
 
-def test_undetected_corruption_is_skipped_at_decode_time(folder):
-    # Valid header and ending, garbage in the middle: only the decoder can tell.
+def test_undetected_corruption_stops_the_epoch_as_in_keras(folder):
+    # Valid header and ending, garbage in the middle: only the decoder can tell. No
+    # ignore_errors stage skips it (that made the length unknown): the epoch stops, as
+    # Keras' loader's does (a cold big folder names the file: test_data_image_folder_cold).
     good = bytearray((folder / "cat" / "1.png").read_bytes())
     good[40:60] = b"\x00" * 20
     (folder / "cat" / "1.png").write_bytes(bytes(good))
     ds = data.from_image_folder(folder, batch_size=4, image_size=(4, 4))
-    assert len(_all(ds)[1]) == 7
+    assert len(ds) == 2 and ds.skipped_files == []
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        _all(ds)
 
 
 def test_missing_path_empty_folder_and_no_classes(tmp_path):

@@ -105,6 +105,26 @@ def test_a_corrupt_file_met_on_a_cold_run_is_named(folder, cache, caplog):
     assert len(_all(warm)[1]) == 12
 
 
+@pytest.mark.parametrize("crop", [None, True])
+def test_a_file_that_looks_whole_but_fails_to_decode_on_a_cold_run_is_named(folder, cache,
+                                                                           crop):
+    # Valid header and ending, damaged data between: only the decoder can tell, and
+    # TensorFlow's own error would not say which file (whole images and random crops).
+    bad = folder / "cat" / "1.png"
+    damaged = bytearray(bad.read_bytes())
+    damaged[40:60] = b"\x00" * 20
+    bad.write_bytes(bytes(damaged))
+    ds = data.from_image_folder(folder, batch_size=4, image_size=(8, 8), seed=0,
+                                random_resized_crop=crop, verbose=False)
+    assert len(ds) == 3  # the length stays known (12 files, batches of 4)
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        _all(ds)
+    assert data_error_in(raised.value) == (
+        f"Image file {bad} cannot be decoded (its first bytes and its ending look like an "
+        "image, the data between them is damaged): remove or replace it.")
+    listing_cache.wait_for_background_checks()
+
+
 def test_a_corrupt_file_met_on_a_cold_run_exits_2_naming_it(folder, cache, tmp_path):
     bad = folder / "cat" / "9.png"
     bad.write_bytes(b"this was never a png")

@@ -24,22 +24,18 @@ keras_tests = importlib.import_module("keras.src.utils.image_dataset_utils_test"
 DIFFERENCES = {}
 
 
-def keras_signature(directory, *, verbose=True, data_format=None, format="tf", **kwargs):
+def keras_signature(directory, *, data_format=None, **kwargs):
     """`keras.utils.image_dataset_from_directory`'s arguments, mapped onto ours.
 
     Args:
         directory: The image folder (positional, as in Keras).
-        verbose: Dropped: tfaccel prints no "Found N files" line (it logs one warning
-            for skipped files instead).
         data_format: Only channels-last (Keras' default) exists in tfaccel.
-        format: Only "tf" (a `tf.data.Dataset`); the "grain" tests are skipped.
-        **kwargs: Every other Keras argument, passed as is.
+        **kwargs: Every other Keras argument (`verbose` and `format` included: "tf" is
+            taken, the "grain" tests are skipped), passed as is.
     """
-    del verbose
     if (data_format or keras.config.image_data_format()) != "channels_last":
         raise AssertionError(f"from_image_folder yields channels-last images only; "
                              f"got data_format={data_format!r}.")
-    keras_suite_helpers.tf_format_only(format, builder="from_image_folder")
     return from_image_folder(directory, **kwargs)
 
 

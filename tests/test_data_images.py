@@ -20,7 +20,7 @@ def test_every_source_rounds_a_resized_image_the_same_way(tmp_path):
     path.write_bytes(_png().numpy())
     folder, _ = image_folder.make_decoder(image_size=(1, 1), channels=3, keep_uint8=True)(
         tf.constant(str(path)), tf.constant(0))
-    decoded = image_folder.decode_image(_png(), 3)
+    decoded = images.decode_image(_png(), 3)
     shared = images.resize_to_uint8(decoded, (1, 1))
     assert shared.dtype == tf.uint8
     np.testing.assert_array_equal(folder.numpy(), shared.numpy())

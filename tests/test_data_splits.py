@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfaccel.data import splits
+from tfaccel.data import order, splits
 from tfaccel.data.from_recipe import build_datasets
 from tfaccel.errors import DataError
 from tfaccel.config.recipe import DataConfig
@@ -91,7 +91,9 @@ def test_image_folder_and_tfrecords_hold_out_what_the_rule_says(tmp_path):
     _, val, _ = _build(config)
     held = sorted(int(v) for x, _ in val for v in x.numpy()[:, 0, 0, 0])
     files = sorted(range(10), key=lambda i: (i % 2, i))  # c0/..., then c1/...
-    expected = sorted(files[j] for j in splits.split_indices(10, 0.3, 7)[1])
+    # Class folders count Keras' way, int(0.3 * 10) = 3 (class_folder.keras_held_out_count),
+    # the last of the seeded permutation (data.order).
+    expected = sorted(files[j] for j in order.permutation(10, 7)[10 - 3:])
     assert held == expected
 
     for f in range(5):

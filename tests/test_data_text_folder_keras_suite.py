@@ -23,15 +23,14 @@ keras_tests = importlib.import_module("keras.src.utils.text_dataset_utils_test")
 DIFFERENCES = {}
 
 
-def keras_signature(directory, *, format="tf", **kwargs):
-    """`keras.utils.text_dataset_from_directory`'s arguments, mapped onto ours.
+def keras_signature(directory, **kwargs):
+    """`keras.utils.text_dataset_from_directory`'s arguments: ours are the same.
 
     Args:
         directory: The text folder (positional, as in Keras).
-        format: Only "tf" (a `tf.data.Dataset`); the "grain" tests are skipped.
-        **kwargs: Every other Keras argument, passed as is.
+        **kwargs: Every other Keras argument (`format` included: "tf" is taken, the
+            "grain" tests are skipped), passed as is.
     """
-    keras_suite_helpers.tf_format_only(format, builder="from_text_folder")
     return from_text_folder(directory, **kwargs)
 
 

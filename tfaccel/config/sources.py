@@ -87,7 +87,7 @@ TABLE: Tuple[SourceEntry, ...] = (
                 required=(("data.name", "a TFDS dataset name"),),
                 reading="a prepared TFDS dataset (data.download lets TFDS prepare it)"),
     SourceEntry("image_folder", _SOURCES + "image_folder:ImageFolderSource", "folder",
-                noun="image folder", augment="decode", split="round_files",
+                noun="image folder", augment="decode", split="keras_int",
                 required=(("data.image_size", "[height, width]"),),
                 reading="JPEG, PNG, BMP, GIF files in class sub-folders, decoded to "
                         "data.channels", classes_from=_FOLDER_CLASSES),

@@ -3,18 +3,18 @@
 The rule per family (docs/data.md, "Validation split"):
 
 - tfaccel's `validation_fraction` (arrays, Python, TFDS, TFRecords, CSV and text-lines
-  files; the `validation_fraction=` argument of the builders): `held_out_count`,
+  files): `held_out_count`,
   ``round(fraction * n)``, at least 1 and never all, chosen by `split_indices`' seeded
   permutation (whole files for the file-glob sources).
 - Keras' drop-ins, judged by Keras' own code and tests: the class folders' Keras name
-  `validation_split` (image, text, audio folders, and the recipes that call them with it)
-  holds out `keras_held_out_count`, ``int(fraction * n)`` of Keras' permutation (keras
+  `validation_split` and their `validation_fraction` (image, text, audio folders, and
+  their recipes) hold out `keras_held_out_count`, ``int(fraction * n)`` of Keras' permutation (keras
   ``utils/dataset_utils.py``, ``get_training_or_validation_split``), so the files equal
   Keras' files; `fit`'s `validation_split` of `from_arrays` trains the first
   `fit_split_at`, ``floor(n * (1 - fraction))`` (keras ``array_slicing.py``).
 - A time series holds out its LAST `keras_held_out_count` rows, in time order.
 
-13 items at 0.2: tfaccel's rule holds out 3, Keras' loaders 2.
+13 items at 0.2: tfaccel's rule holds out 3, the class folders 2 (as Keras' loaders).
 """
 
 from __future__ import annotations

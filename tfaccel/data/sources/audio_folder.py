@@ -285,7 +285,8 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
                       output_sequence_length: Optional[int] = None, ragged: bool = False,
                       shuffle: bool = True, seed: Optional[int] = None,
                       validation_split: Optional[float] = None, subset: Optional[str] = None,
-                      follow_links: bool = False, verbose: bool = True, verify: bool = True,
+                      follow_links: bool = False, verbose: bool = True, format: str = "tf",
+                      verify: bool = True,
                       shuffle_buffer: Optional[int] = None, cache=None,
                       deterministic: Optional[bool] = None, **options):
     """Builds batches of ``(waveform, label)`` from ``directory/<class name>/<file>.wav``.
@@ -353,6 +354,7 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         subset: "training", "validation", "both" (the pair, from one listing) or None.
         follow_links: Descend into symbolic links to folders (default False, as Keras).
         verbose: Print Keras' "Found N files belonging to K classes." line.
+        format: Keras' "tf" (a `tf.data.Dataset`, the only one made); "grain" is refused.
         verify: Check every file's header before training (above). False: no check, no
             rate or channel check; a file that fails to decode is skipped by the
             pipeline (logged by tf.data).
@@ -379,6 +381,7 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
             folder without a usable .wav file, mixed sample rates or channel counts.
         UserInputError: A bad argument value.
     """
+    class_folder.check_format(format)
     pipeline.check_builder_options(options, builder=from_audio_folder)
     label_mode, labels = class_folder.check_label_arguments(
         label_mode=label_mode, labels=labels, files="audio files")

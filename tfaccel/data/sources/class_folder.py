@@ -13,8 +13,7 @@ from typing import (Callable, Dict, FrozenSet, List, NamedTuple, Optional, Seque
 
 import tensorflow as tf
 
-from tfaccel.data import (cache_files, chunked, listing_cache, order, pipeline, sharding,
-                          splits)
+from tfaccel.data import cache_files, chunked, listing_cache, order, pipeline, sharding, splits
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError
 from tfaccel.messages import say
@@ -277,6 +276,18 @@ def warn_skipped(logger: logging.Logger, listing: Listing, *, path, unreadable: 
                    "; ".join(parts))
 
 
+def check_format(format) -> None:
+    """Keras' ``format="tf"`` is taken (a `tf.data.Dataset`); anything else is refused.
+
+    Raises:
+        UserInputError: ``format="grain"`` (Keras 3.15's Grain dataset) or another value.
+    """
+    if format != "tf":
+        raise UserInputError(
+            f"format={format!r} is not taken: tfaccel's folder loaders return a "
+            "tf.data.Dataset (Keras' format=\"tf\"), not a Grain dataset.")
+
+
 def say_found(listing: Listing) -> None:
     """Keras' ``verbose`` line: "Found N files belonging to K classes." (usable files)."""
     usable = len(listing.paths) - len(listing.unreadable)
@@ -386,13 +397,16 @@ def choose_files(listing: Listing, *, subset: Optional[str], validation_fraction
                  input_context=None):
     """The ``(paths, labels)`` of `subset`, in the order they are read and cached.
 
-    Two held-out rules, one permutation (`data.order`):
+    Two held-out choices, one count (`splits.keras_held_out_count`), one permutation
+    (`data.order`):
     - Keras' names (`keras_split`): Keras' own files. The whole listing is permuted with
       Keras' seeded rule (when shuffling), the last ``int(validation_split * n)`` are held
       out, and only then are unreadable files left out, so a folder with a corrupt file
       still splits exactly as Keras splits it.
-    - `validation_fraction`: tfaccel's seeded rule (`data.splits`) on the usable files in
-      file order, then the subset is permuted (when shuffling).
+    - `validation_fraction`: the usable files are permuted with the seed (None: 0) whether
+      or not the subset is shuffled, so two calls (training shuffled, validation not) with
+      the same seed get complementary, disjoint subsets; then the subset is permuted (when
+      shuffling).
     Either way a shuffled subset reaches the cache in a seeded random order, so a shuffle
     buffer of any size after the cache sees every class.
     """
@@ -409,28 +423,24 @@ def choose_files(listing: Listing, *, subset: Optional[str], validation_fraction
                                    order.resolve_seed(seed, input_context=input_context))
         return [paths[i] for i in chosen], [labels[i] for i in chosen]
 
+    def held_out(paths, labels, permutation):
+        cut = len(paths) - splits.keras_held_out_count(
+            len(paths), validation_fraction, what=noun,
+            argument="validation_split" if keras_split else "validation_fraction")
+        chosen = permutation[cut:] if subset == "validation" else permutation[:cut]
+        if not keras_split:
+            chosen = sorted(chosen)  # file order; permuted below when shuffling
+        return [paths[i] for i in chosen], [labels[i] for i in chosen]
+
     if keras_split:
         paths, labels = permuted(paths, labels)
         if subset is not None:
-            held_out = int(validation_fraction * len(paths))
-            if not 0 < held_out < len(paths):
-                raise DataError(
-                    f"validation_split={validation_fraction} of {len(paths)} {noun} holds "
-                    f"out {held_out}, leaving no "
-                    f"{'validation' if held_out == 0 else 'training'} {noun}; use more "
-                    f"{noun} or another validation_split.")
-            cut = len(paths) - held_out
-            keep = slice(cut, None) if subset == "validation" else slice(None, cut)
-            paths, labels = paths[keep], labels[keep]
+            paths, labels = held_out(paths, labels, range(len(paths)))
         return usable(paths, labels)
     paths, labels = usable(paths, labels)
     if subset is not None:
-        # The one seeded rule (data.splits), so the two calls (training and validation) with
-        # the same seed get complementary, disjoint subsets.
-        train, val = splits.split_indices(len(paths), validation_fraction,
-                                          0 if seed is None else seed, what=noun)
-        chosen = val if subset == "validation" else train
-        paths, labels = [paths[i] for i in chosen], [labels[i] for i in chosen]
+        paths, labels = held_out(paths, labels,
+                                 order.permutation(len(paths), 0 if seed is None else seed))
     return permuted(paths, labels)
 
 
@@ -489,24 +499,33 @@ def keras_shuffle_buffer(*, shuffle, shuffle_buffer: Optional[int], batch_size: 
 
 
 def keras_subsets(listing: Listing, make: Callable, *, subset: Optional[str],
-                  validation_split: Optional[float], seed, shuffle_buffer: int, cache,
-                  noun: str, options: dict):
-    """The dataset of `subset` (Keras' files), or Keras' ``(training, validation)`` pair.
+                  validation_split: Optional[float], seed, shuffle_buffer: Optional[int],
+                  cache, noun: str, options: dict,
+                  validation_fraction: Optional[float] = None,
+                  validation_only: Optional[dict] = None):
+    """The dataset of `subset`, or Keras' ``(training, validation)`` pair.
 
     Args:
         listing: The listed folder.
         make: ``make(paths, labels, *, shuffle_buffer, cache, **options)``: the dataset of
             one subset's chosen files.
         subset: None, "training", "validation" or "both".
-        validation_split: Keras' held-out fraction (None: every file).
+        validation_split: Keras' held-out fraction: Keras' files (None: see
+            `validation_fraction`).
         seed: The listing's permutation seed.
         shuffle_buffer: The shuffle buffer (0: files in listing order).
         cache: The cache of the dataset; "both" caches each subset into its own files.
         noun: The files in messages, e.g. "audio files".
         options: The other keywords of `make`.
+        validation_fraction: tfaccel's held-out fraction, when `validation_split` is None
+            (`choose_files`; None: every file).
+        validation_only: Keywords of `make` that replace its `options` for the
+            validation subset of "both" (e.g. no random crop).
     """
-    choose = dict(validation_fraction=validation_split or 0.0,
-                  keras_split=validation_split is not None, shuffled=shuffle_buffer != 0,
+    keras_split = validation_split is not None
+    choose = dict(validation_fraction=(validation_split if keras_split
+                                       else validation_fraction) or 0.0,
+                  keras_split=keras_split, shuffled=shuffle_buffer != 0,
                   seed=seed, noun=noun, input_context=options.get("input_context"))
     if subset != "both":
         return make(*choose_files(listing, subset=subset, **choose),
@@ -517,7 +536,8 @@ def keras_subsets(listing: Listing, make: Callable, *, subset: Optional[str],
     return (make(*choose_files(listing, subset="training", **choose),
                  shuffle_buffer=shuffle_buffer, cache=train_cache, **options),
             make(*choose_files(listing, subset="validation", **choose), shuffle_buffer=0,
-                 cache=validation_cache, **pipeline.validation_options(options)))
+                 cache=validation_cache,
+                 **{**pipeline.validation_options(options), **(validation_only or {})}))
 
 
 def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, label_mode,
@@ -583,8 +603,12 @@ def build_keras_splits(builder: Callable, config, *, batch_size: int, common: di
 
     def build(options, which):
         options = {k: v for k, v in options.items() if k != "augment" or v}
+        # The same shuffle_buffer in both calls: it decides whether the listing is
+        # permuted before the split, so the validation call must hold out the same files
+        # (with 0 here it held out the unpermuted tail, files the training call kept);
+        # the validation subset of "both" is never shuffled itself.
         built = builder(config.path, batch_size=batch_size,
-                        shuffle_buffer=config.shuffle_buffer if which == 0 else 0,
+                        shuffle_buffer=config.shuffle_buffer,
                         verbose=False, **split, **kwargs, **common, **options)
         return built[which] if fraction else built
 

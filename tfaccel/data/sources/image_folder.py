@@ -9,8 +9,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from tfaccel.data import cache_files, crops, images, jpeg_headers, pipeline
-from tfaccel.data.images import decode_image  # tfrecords and tests use it from here
+from tfaccel.data import crops, images, jpeg_headers, pipeline
 from tfaccel.data.sources import base, class_folder
 from tfaccel.data.sources.class_folder import Listing
 from tfaccel.errors import UserInputError
@@ -45,8 +44,8 @@ def _inspect(path: str):
     first `_HEAD` bytes and last KiB), with os-level calls (no file object): checking 100k
     files costs about a second, not an epoch of decoding. It catches the common
     corruptions (a non-image renamed to .jpg, a zero-byte file, a download cut short);
-    anything subtler is still skipped by the decode stage's `ignore_errors`, so an epoch
-    never stops on one bad image.
+    anything subtler stops the epoch at decode time, as in Keras' loader (named, on a
+    listing left to the decode: `_named_decode`).
     """
     try:
         descriptor = os.open(path, os.O_RDONLY)
@@ -168,7 +167,7 @@ def decode_image_for_size(data, channels: int, image_size: Tuple[int, int], *,
     ordinary path.
     """
     if channels not in (1, 3):
-        return decode_image(data, channels)
+        return images.decode_image(data, channels)
     height, width = (int(v) for v in image_size)
 
     def jpeg():
@@ -180,7 +179,7 @@ def decode_image_for_size(data, channels: int, image_size: Tuple[int, int], *,
         return _decode_planned(data, 1 + crops.dct_scale_index(h, w, image_size), channels)
 
     is_jpeg = tf.equal(tf.strings.substr(data, 0, 3), b"\xff\xd8\xff")
-    image = tf.cond(is_jpeg, jpeg, lambda: decode_image(data, channels))
+    image = tf.cond(is_jpeg, jpeg, lambda: images.decode_image(data, channels))
     image.set_shape([None, None, channels])
     return image
 
@@ -192,11 +191,34 @@ def _decode_planned(data, index, channels: int):
         image.set_shape([None, None, channels])
         return image
 
-    branches = [lambda: decode_image(data, channels)]
+    branches = [lambda: images.decode_image(data, channels)]
     branches += [lambda r=r: jpeg(r) for r in jpeg_headers.RATIOS]
     if isinstance(index, int):
         return branches[index]()
     return tf.switch_case(index, branches)
+
+
+def _named_decode(decode, data, *, path):
+    """``decode(data)``, or an error naming `path` when the decoder refuses the file.
+
+    For a listing not checked up front (a cold big folder) only: a file whose bytes pass
+    `read_checked` can still fail to decode, and TensorFlow's error would not name it. The
+    decode runs in a one-element dataset whose failure is caught (`ignore_errors`) and
+    turned into a `DataError` message naming the file; that costs a small dataset per
+    image, so a checked (warm) listing decodes plainly.
+    """
+    # Not converted by autograph (its rewrite is most of a decode's tracing time; every
+    # branch here is an explicit tf.cond or switch_case).
+    decoded = tf.data.Dataset.from_tensors(data).map(tf.autograph.experimental.do_not_convert(
+        lambda d: (decode(d), True))).ignore_errors()
+    spec = decoded.element_spec[0]
+    refused = tf.data.Dataset.from_tensors((tf.zeros(spec.shape, spec.dtype), False))
+    image, ok = decoded.concatenate(refused).take(1).get_single_element()
+    message = tf.strings.join([
+        "DataError: Image file ", path, " cannot be decoded (its first bytes and its ending "
+        "look like an image, the data between them is damaged): remove or replace it."])
+    with tf.control_dependencies([tf.debugging.Assert(ok, [message])]):
+        return tf.identity(image)
 
 
 def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool = True,
@@ -216,7 +238,8 @@ def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool
             `jpeg_dct_scaling` every image's header is read again while decoding
             (`decode_image_for_size`).
         check_files: Check each file's bytes first and fail naming it when it is not a
-            whole image (`read_checked`: for a listing that was not checked up front).
+            whole image (`read_checked`: for a listing that was not checked up front), or
+            when it fails to decode (`_named_decode`).
     """
     images.check_aspect_ratio_options(crop_to_aspect_ratio=crop_to_aspect_ratio,
                                       pad_to_aspect_ratio=pad_to_aspect_ratio)
@@ -226,25 +249,31 @@ def make_decoder(*, image_size: Tuple[int, int], channels: int, keep_uint8: bool
                           crop_to_aspect_ratio=crop_to_aspect_ratio,
                           pad_to_aspect_ratio=pad_to_aspect_ratio)
 
-    read = read_checked if check_files else tf.io.read_file
-
-    def decode(source, label=None):
-        if jpeg_plan == "per_file":
-            image = _decode_planned(tf.io.read_file(source["path"]), source["jpeg_plan"],
-                                    channels)
-        elif jpeg_plan is not None:
-            image = _decode_planned(tf.io.read_file(source), jpeg_plan, channels)
-        elif jpeg_dct_scaling:
-            image = decode_image_for_size(read(source), channels, image_size,
+    def from_bytes(data):
+        if jpeg_dct_scaling:
+            image = decode_image_for_size(data, channels, image_size,
                                           crop_to_aspect_ratio=crop_to_aspect_ratio)
         else:
-            image = decode_image(read(source), channels)
+            image = images.decode_image(data, channels)
+        return resized(image)
+
+    def resized(image):
         if keep_uint8:
             # Back to uint8 so the cache and shuffle buffer hold 1 byte per value, not 4,
             # rounded like every other source (data.images).
-            image = images.resize_to_uint8(image, image_size, **resize_options)
+            return images.resize_to_uint8(image, image_size, **resize_options)
+        return images.resize(image, image_size, **resize_options)
+
+    def decode(source, label=None):
+        if jpeg_plan == "per_file":
+            image = resized(_decode_planned(tf.io.read_file(source["path"]),
+                                            tf.cast(source["jpeg_plan"], tf.int32), channels))
+        elif jpeg_plan is not None:
+            image = resized(_decode_planned(tf.io.read_file(source), jpeg_plan, channels))
+        elif check_files:
+            image = _named_decode(from_bytes, read_checked(source), path=source)
         else:
-            image = images.resize(image, image_size, **resize_options)
+            image = from_bytes(tf.io.read_file(source))
         return image if label is None else (image, label)
 
     # Traced once, as written: every branch on a tensor is an explicit tf.cond or
@@ -332,7 +361,8 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
                       validation_split: Optional[float] = None,
                       shuffle: Optional[bool] = None, jpeg_dct_scaling: bool = True,
                       deterministic: Optional[bool] = None,
-                      random_resized_crop: Union[bool, dict, None] = None, **options):
+                      random_resized_crop: Union[bool, dict, None] = None,
+                      verbose: bool = True, format: str = "tf", **options):
     """Builds batches from ``path/<class name>/<image>`` files.
 
     Example::
@@ -359,12 +389,12 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
     `element_spec`, class names and labels. With Keras' names (`validation_split`,
     `subset`, `seed`) the subsets hold exactly Keras' files: the listing is permuted by
     Keras' seeded rule and the last ``int(validation_split * n)`` are held out.
-    `validation_fraction` keeps tfaccel's own seeded rule (`tfaccel.data.splits`,
-    round(fraction * n) held out). Differences: a validation subset of ``subset="both"`` is
+    `validation_fraction` holds out the same count (`splits.keras_held_out_count`)
+    of the usable files, chosen by the seed (None: 0) whether or not the subset is
+    shuffled. Differences: a validation subset of ``subset="both"`` is
     neither shuffled nor augmented (`augment` and `random_resized_crop` are the training
-    subset's); `follow_links` defaults to True; Keras' `verbose`, `data_format` and
-    `format` are not taken (no "Found N files" line, channels-last images, a
-    `tf.data.Dataset`).
+    subset's); `follow_links` defaults to True; Keras' `data_format` is not taken
+    (channels-last images).
 
     Whenever it shuffles, the listing (or the chosen subset) is permuted once, seeded
     (`tfaccel.data.order`), before decoding and caching: a folder sorted by class still
@@ -430,6 +460,8 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
             then holds the files' bytes, and the crop comes after cache and shuffle. Not
             with `crop_to_aspect_ratio` or `pad_to_aspect_ratio`; give it to the training
             subset only (validation resizes the whole image).
+        verbose: Print Keras' "Found N files belonging to K classes." line.
+        format: Keras' "tf" (a `tf.data.Dataset`, the only one made); "grain" is refused.
         **options: Any other keyword of `tfaccel.data.optimize`.
 
     Returns:
@@ -442,8 +474,8 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         DataError: Missing path, not a folder, no class sub-folders, no usable image.
         UserInputError: A bad argument value.
     """
+    class_folder.check_format(format)
     pipeline.check_builder_options(options, builder=from_image_folder)
-    keras_split = validation_split is not None  # Keras' names choose Keras' files
     label_mode, labels, channels, interpolation, shuffle_buffer = _keras_arguments(
         label_mode=label_mode, labels=labels, color_mode=color_mode, channels=channels,
         interpolation=interpolation, shuffle=shuffle, shuffle_buffer=shuffle_buffer)
@@ -460,40 +492,27 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
     class_folder.check_split_arguments(validation_split=validation_split,
                            validation_fraction=validation_fraction, subset=subset,
                            shuffled=shuffled, seed=seed)
-    if keras_split:
-        validation_fraction = validation_split
     listing = listing or list_image_folder(path, verify=verify, class_names=class_names,
                                            follow_links=follow_links, labels=labels)
     class_folder.labels_fingerprint(labels, cache, options)
     class_folder.check_binary(listing, label_mode=label_mode, path=path)
-    if listing.skipped:
-        logger.warning("Skipped %d file(s) in %s that are not readable JPEG/PNG/GIF/BMP "
-                       "images, e.g. %s", len(listing.skipped), path,
-                       listing.skipped[:class_folder.SHOW_PATHS])
-    build = dict(listing=listing, batch_size=batch_size, image_size=(height, width),
-                 channels=channels, label_mode=label_mode, interpolation=interpolation,
-                 crop_to_aspect_ratio=crop_to_aspect_ratio,
-                 pad_to_aspect_ratio=pad_to_aspect_ratio, jpeg_dct_scaling=jpeg_dct_scaling,
-                 verified=verify, seed=seed, shuffled=shuffled, deterministic=deterministic,
-                 crop=crop)
-    choose = dict(validation_fraction=validation_fraction, keras_split=keras_split,
-                  shuffled=shuffled, seed=seed, noun="images",
-                  input_context=options.get("input_context"))
-    if subset == "both":
-        # Keras' pair, from one listing (the folder is read and checked once); each subset
-        # caches into its own files, by the same rule as a recipe's splits. The validation
-        # subset is neither shuffled nor augmented (no random crop: whole images resized,
-        # pipeline.validation_options), but its files come from the same permuted listing.
-        train_cache, validation_cache = cache_files.split_prefixes(cache)
-        return (_folder_dataset(*class_folder.choose_files(listing, subset="training", **choose),
-                                shuffle_buffer=shuffle_buffer, cache=train_cache, **build,
-                                **options),
-                _folder_dataset(*class_folder.choose_files(listing, subset="validation", **choose),
-                                shuffle_buffer=0, cache=validation_cache,
-                                **{**build, "crop": None},
-                                **pipeline.validation_options(options)))
-    return _folder_dataset(*class_folder.choose_files(listing, subset=subset, **choose),
-                           shuffle_buffer=shuffle_buffer, cache=cache, **build, **options)
+    class_folder.warn_skipped(logger, listing, path=path, extension="/".join(IMAGE_EXTENSIONS),
+                              unreadable="not readable JPEG/PNG/GIF/BMP images")
+    if verbose:
+        class_folder.say_found(listing)
+    make = functools.partial(
+        _folder_dataset, listing=listing, batch_size=batch_size, image_size=(height, width),
+        channels=channels, label_mode=label_mode, interpolation=interpolation,
+        crop_to_aspect_ratio=crop_to_aspect_ratio, pad_to_aspect_ratio=pad_to_aspect_ratio,
+        jpeg_dct_scaling=jpeg_dct_scaling, verified=verify, seed=seed, shuffled=shuffled,
+        deterministic=deterministic)
+    # Each subset of "both" caches into its own files, by the same rule as a recipe's
+    # splits; the validation subset resizes whole images (no random crop).
+    return class_folder.keras_subsets(
+        listing, make, subset=subset, validation_split=validation_split,
+        validation_fraction=validation_fraction, seed=seed, shuffle_buffer=shuffle_buffer,
+        cache=cache, noun="images", options={**options, "crop": crop},
+        validation_only={"crop": None})
 
 
 def _read_bytes(path, label=None, *, read=tf.io.read_file):
@@ -533,8 +552,8 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
                     jpeg_dct_scaling: bool, verified: bool, seed: Optional[int],
                     shuffled: bool, deterministic: Optional[bool],
                     shuffle_buffer: Optional[int], cache, crop=None, **options):
-    """The pipeline of one subset's chosen files (see `from_image_folder`)."""
-    class_names = listing.class_names
+    """The pipeline of one subset's chosen files (see `from_image_folder`): the image
+    decode, then `class_folder.paths_dataset`."""
     # A listing not checked up front (a cold big folder): each file is checked as it is
     # read, and a bad one stops the run naming it (no decode error is skipped unnamed).
     check_files = verified and listing.deferred
@@ -545,13 +564,6 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
                                          channels=channels,
                                          crop_to_aspect_ratio=crop_to_aspect_ratio,
                                          jpeg_dct_scaling=jpeg_dct_scaling, verified=verified)
-    elements = tf.constant(paths)
-    if per_file is not None:
-        elements = {"path": elements, "jpeg_plan": tf.constant(per_file, tf.int32)}
-    if label_mode is not None:
-        elements = (elements, class_folder.labels_as(labels, label_mode=label_mode,
-                                                     num_classes=len(class_names)))
-    dataset = tf.data.Dataset.from_tensor_slices(elements)
     if shuffle_buffer is None:
         # Default: every image (a few bytes of path each without a cache; after a cache,
         # up to _CACHED_SHUFFLE_CAP decoded images: the permuted listing mixes the rest).
@@ -559,17 +571,6 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
     if interpolation == "nearest":
         # Keras' loader keeps the decoder's uint8 for nearest-neighbour resizing.
         options.setdefault("image_dtype", None)
-    source_shuffle, shuffle_buffer = class_folder.reference_pipeline_options(
-        paths, shuffle_buffer=shuffle_buffer, cache=cache, seed=seed, shuffled=shuffled,
-        deterministic=deterministic, options=options, fingerprint={
-            "builder": "from_image_folder", "image_size": list(image_size),
-            "channels": channels, "label_mode": label_mode,
-            "class_names": None if class_names is None else list(class_names),
-            "interpolation": interpolation, "crop_to_aspect_ratio": crop_to_aspect_ratio,
-            "pad_to_aspect_ratio": pad_to_aspect_ratio,
-            "jpeg_dct_scaling": jpeg_dct_scaling,
-            # A random crop caches the files' bytes, not decoded images.
-            "cached": "file bytes" if crop is not None else "decoded images"})
     if crop is not None:
         # A random crop comes after the cache and the shuffle (stage 3b of `optimize`):
         # with a cache the files' bytes are read into it, without one each epoch reads and
@@ -577,29 +578,42 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
         read = read_checked if check_files else tf.io.read_file
         map_fn = (lambda path, label=None: _read_bytes(path, label, read=read)) if cache \
             else None
-        options["_random_decode"] = crop if cache else (
-            lambda path, seed: crop(read(path), seed))
+        if cache:
+            options["_random_decode"] = crop
+        elif check_files:
+            options["_random_decode"] = lambda path, seed: _named_decode(
+                lambda data: crop(data, seed), read_checked(path), path=path)
+        else:
+            options["_random_decode"] = lambda path, seed: crop(tf.io.read_file(path), seed)
     else:
         map_fn = make_decoder(image_size=image_size, channels=channels,
-                              keep_uint8=bool(cache) or shuffle_buffer > 0,
+                              # uint8 only into a cache (and the shuffle buffer after it;
+                              # without a cache the paths are shuffled instead): otherwise
+                              # the round trip only adds work (a cast back to float per
+                              # batch), measured 2-4% of a JPEG pipeline on 2 cores.
+                              keep_uint8=bool(cache),
                               interpolation=interpolation,
                               crop_to_aspect_ratio=crop_to_aspect_ratio,
                               pad_to_aspect_ratio=pad_to_aspect_ratio,
                               jpeg_dct_scaling=jpeg_dct_scaling, jpeg_plan=jpeg_plan,
                               check_files=check_files)
-    dataset = pipeline.optimize(
-        # Without a cache the uint8 round trip only adds work (a cast back to float per
-        # batch): measured 2-4% of a JPEG pipeline's throughput on 2 cores.
-        dataset, batch_size=batch_size, map_fn=map_fn, cache=cache,
-        shuffle_buffer=shuffle_buffer, source_shuffle=source_shuffle, seed=seed,
-        # Reading the bytes of a listed file cannot fail the way a decode can; a file
-        # checked while decoding must stop the run with its name, not be skipped.
-        _ignore_decode_errors=crop is None and not check_files,
+    # No ignore_errors stage: it made the length unknown (len() failed and fit warned "Your
+    # input ran out of data", where Keras' length is known). A file the listing passed that
+    # still fails to decode stops the epoch, as in Keras' loader; on a cold big folder it
+    # is named (`_named_decode`).
+    return class_folder.paths_dataset(
+        paths, labels, listing=listing, label_mode=label_mode, batch_size=batch_size,
+        map_fn=map_fn, seed=seed, shuffled=shuffled, deterministic=deterministic,
+        shuffle_buffer=shuffle_buffer, cache=cache,
+        per_file=None if per_file is None else {"jpeg_plan": per_file},
+        fingerprint={
+            "builder": "from_image_folder", "image_size": list(image_size),
+            "channels": channels, "interpolation": interpolation,
+            "crop_to_aspect_ratio": crop_to_aspect_ratio,
+            "pad_to_aspect_ratio": pad_to_aspect_ratio, "jpeg_dct_scaling": jpeg_dct_scaling,
+            # A random crop caches the files' bytes, not decoded images.
+            "cached": "file bytes" if crop is not None else "decoded images"},
         **options)
-    dataset.class_names = class_names if label_mode is not None else None  # as Keras
-    dataset.file_paths = paths
-    dataset.skipped_files = listing.skipped
-    return dataset
 
 
 class ImageFolderSource(base.Source):
@@ -611,7 +625,7 @@ class ImageFolderSource(base.Source):
         config = self.config
         listing = list_image_folder(config.path)
         kwargs = dict(image_size=config.image_size, channels=config.channels, listing=listing,
-                      jpeg_dct_scaling=config.jpeg_dct_scaling, **common)
+                      jpeg_dct_scaling=config.jpeg_dct_scaling, verbose=False, **common)
         fraction = config.validation_fraction
         augment = train_options.get("augment") or []
         if "random_resized_crop" in augment:  # made while decoding (data.crops), not after

@@ -79,7 +79,7 @@ def from_text_folder(directory, labels: Union[str, Sequence[int], None] = "infer
                      batch_size: Optional[int] = 32, max_length: Optional[int] = None,
                      shuffle: bool = True, seed: Optional[int] = None,
                      validation_split: Optional[float] = None, subset: Optional[str] = None,
-                     follow_links: bool = False, verbose: bool = True,
+                     follow_links: bool = False, verbose: bool = True, format: str = "tf",
                      encoding: Optional[str] = "utf-8", verify: bool = True,
                      shuffle_buffer: Optional[int] = None, cache=None,
                      deterministic: Optional[bool] = None, **options):
@@ -127,6 +127,7 @@ def from_text_folder(directory, labels: Union[str, Sequence[int], None] = "infer
         subset: "training", "validation", "both" (the pair, from one listing) or None.
         follow_links: Descend into symbolic links to folders (default False, as Keras).
         verbose: Print Keras' "Found N files belonging to K classes." line.
+        format: Keras' "tf" (a `tf.data.Dataset`, the only one made); "grain" is refused.
         encoding: The files' encoding; texts are transcoded from it to UTF-8
             (`tf.strings.unicode_transcode`), e.g. "latin-1" or "cp1252".
         verify: Check that every file decodes with `encoding` before training.
@@ -149,6 +150,7 @@ def from_text_folder(directory, labels: Union[str, Sequence[int], None] = "infer
             folder without a usable .txt file.
         UserInputError: A bad argument value.
     """
+    class_folder.check_format(format)
     pipeline.check_builder_options(options, builder=from_text_folder)
     label_mode, labels = class_folder.check_label_arguments(
         label_mode=label_mode, labels=labels, files="text files")
