@@ -41,7 +41,7 @@ FAST_MODULES = frozenset({
     "test_multiworker", "test_native_output", "test_phrases_dataset", "test_precision",
     "test_profile", "test_public_api", "test_recipe", "test_run_all", "test_run_failures",
     "test_sequence_models", "test_session", "test_shapes_dataset", "test_shipped_recipes",
-    "test_strategy",
+    "test_strategy", "test_threads",
 })
 _NOT_FAST = ("slow", "heavy", "multiworker")
 
