@@ -69,7 +69,7 @@ CROSS_CUTTING = {
     "shipped_recipes": "every recipe in recipes/ validates and learns what its comment says",
 }
 # The files in tests/ that are not test files: shared set-up and helpers the tests import.
-# A helper may have tests of its own, named after it (test_tf_free.py).
+# A helper may have tests of its own, named after it (tf_free.py -> test_tf_free.py).
 HELPERS = {
     "conftest": "pytest's shared set-up: 2 logical CPUs, fixtures, the fast tier",
     "tf_free": "which TensorFlow-family modules a CLI call loads",
