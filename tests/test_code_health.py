@@ -144,7 +144,8 @@ def misnamed_test_files(file_names, modules):
         messages.append(
             f"tests/{file_name} is not named after a module. A test file is "
             "tests/test_<module>.py or tests/test_<module>_<topic>.py, <module> being the file "
-            "name of the module it tests under tfaccel/ or benchmarks/ "
+            "name of the module it tests under tfaccel/ or benchmarks/, or of a helper "
+            "listed in HELPERS "
             "(tfaccel/data/sources/csv_tables.py -> test_csv_tables.py, its hints -> "
             f"test_csv_tables_hints.py): {suggestion}. A file that tests no single module is "
             "listed in CROSS_CUTTING in tests/test_code_health.py with its reason "
