@@ -12,7 +12,7 @@ each rebuilt before each of its epochs, best of `--repeats`:
   * tfaccel, `random_resized_crop={"dct_scaling": True}`: the window decoded at 1/2, 1/4 or
     1/8 scale when it is that many times the output.
 The crops have the same distribution in all three: the same sampler with the same
-arguments; tests/test_data_crops.py checks the windows one by one against the sampler run
+arguments; tests/test_crops.py checks the windows one by one against the sampler run
 on the decoded image. Ratios hold for this run's machine only (named below).
 
     python benchmarks/bench_data_crop.py [--images 600] [--repeats 6] [--size 224]

@@ -26,22 +26,20 @@ def pytest_configure(config):
 # their measured time (a module's unmarked tests adding up to a few seconds); a module that
 # grows slow leaves the list, and the full suite (CI) runs everything anyway.
 FAST_MODULES = frozenset({
-    "test_atomic", "test_batching", "test_cli", "test_code_health", "test_compare",
-    "test_data_arrays", "test_data_audio_folder", "test_data_audio_folder_keras_suite",
-    "test_data_augment", "test_data_chunked", "test_data_crops", "test_data_distribute",
-    "test_data_file_shards", "test_data_finite_values", "test_data_image_folder",
-    "test_data_image_folder_keras", "test_data_image_folder_keras_suite",
-    "test_data_images", "test_data_jpeg_scaling", "test_data_lazy_tfds",
-    "test_data_length_batches", "test_data_listing_cache", "test_data_mixing",
-    "test_data_pipeline", "test_data_splits", "test_data_stream", "test_data_text_files",
-    "test_data_text_folder", "test_data_text_folder_keras_suite", "test_data_tfds",
-    "test_data_tfrecords", "test_data_timeseries", "test_data_timeseries_keras_suite",
-    "test_default_recipe", "test_device_check", "test_export_text", "test_inputs",
-    "test_keras_compat", "test_keras_names", "test_launch", "test_messages", "test_models",
-    "test_multiworker", "test_native_output", "test_phrases_dataset", "test_precision",
-    "test_profile", "test_public_api", "test_recipe", "test_run_all", "test_run_failures",
-    "test_sequence_models", "test_session", "test_shapes_dataset", "test_shipped_recipes",
-    "test_strategy",
+    "test_arrays", "test_atomic", "test_audio_folder", "test_audio_folder_keras_suite",
+    "test_augment", "test_batching", "test_chunked", "test_code_health", "test_compare",
+    "test_crops", "test_default_recipe", "test_device_check", "test_export_text",
+    "test_finite_values", "test_image_folder", "test_image_folder_keras",
+    "test_image_folder_keras_suite", "test_images", "test_inputs", "test_jpeg_headers",
+    "test_keras_compat", "test_keras_compat_multiworker", "test_keras_names", "test_launch",
+    "test_length_batches", "test_listing_cache", "test_main", "test_messages", "test_models",
+    "test_models_sequence", "test_native_output", "test_order", "test_phrases",
+    "test_pipeline_data", "test_pipeline_data_stream", "test_precision", "test_public_api",
+    "test_recipe", "test_run_all", "test_run_callbacks_profile", "test_run_failures",
+    "test_session", "test_shapes", "test_sharding_files", "test_sharding_strategies",
+    "test_shipped_recipes", "test_splits", "test_strategy", "test_text_files",
+    "test_text_folder", "test_text_folder_keras_suite", "test_tfds", "test_tfds_lazy_import",
+    "test_tfrecords", "test_threads", "test_timeseries", "test_timeseries_keras_suite",
 })
 _NOT_FAST = ("slow", "heavy", "multiworker")
 

@@ -1,6 +1,6 @@
 """Runs a test class shipped in the installed Keras against a tfaccel builder.
 
-Used by the ``test_data_*_keras_suite.py`` modules: each imports Keras' own test module
+Used by the ``test_*_keras_suite.py`` modules: each imports Keras' own test module
 (nothing copied), replaces the Keras function it calls by a thin adapter onto a tfaccel
 builder, and runs every test method. A test that fails for a deliberate, documented
 difference is listed in the module's DIFFERENCES (strict xfail: it must keep failing, so

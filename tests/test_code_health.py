@@ -92,3 +92,141 @@ def test_the_docs_site_builds_strictly(tmp_path):
                   str(tmp_path / "site"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "site" / "api" / "index.html").exists()
+
+
+# Tests you can find (docs/development.md, "Where a module's tests are"): a test file is
+# tests/test_<module>.py or tests/test_<module>_<topic>.py, <module> the file name of the
+# module it tests. These files test no single module, each for the reason given; keep the
+# list short (a name here also covers test_<name>_<topic>.py).
+CROSS_CUTTING = {
+    "code_health": "the code's shape: layers, lint, the docs build, these names",
+    "docs_examples": "every fenced block of README.md and docs/*.md, run as written",
+    "public_api": "the names tfaccel and tfaccel.data export, and docs/api.md",
+    "cli_quiet": "every command, run as a user runs it, prints no TF/absl/converter noise",
+    "end_to_end": "whole runs through `tfaccel train` or tfaccel.train, all layers at once",
+    "default_recipe": "the README's default recipe learns (heavy)",
+    "shipped_recipes": "every recipe in recipes/ validates and learns what its comment says",
+}
+# The files in tests/ that are not test files: shared set-up and helpers the tests import.
+# A helper may have tests of its own, named after it (tf_free.py -> test_tf_free.py).
+HELPERS = {
+    "conftest": "pytest's shared set-up: 2 logical CPUs, fixtures, the fast tier",
+    "tf_free": "which TensorFlow-family modules a CLI call loads",
+    "docs_blocks": "the fenced blocks of the docs, for test_docs_examples",
+    "audio_helpers": "WAV files for the audio tests",
+    "guard_helpers": "hostile input files and a one-call train, for the data guards",
+    "keras_suite_helpers": "runs a Keras test class against a tfaccel builder",
+    "launch_helpers": "runs `tfaccel launch` and other multi-process jobs with a timeout",
+    "pysource_helpers": "module-level Python sources that spawn/forkserver can pickle",
+    "resume_driver": "resume scenarios in a fresh process",
+    "text_helpers": "text-lines files and a short text run, for the text export tests",
+}
+_NOT_MODULES = {"__init__", "__main__", "_version"}
+_PACKAGES = {path.parent.name for path in (ROOT / "tfaccel").rglob("__init__.py")}
+
+
+def _defines_more_than_getattr(init_file):
+    import ast
+
+    tree = ast.parse(init_file.read_text(encoding="utf-8"))
+    return any(isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name != "__getattr__"
+               for node in tree.body)
+
+
+def module_names(root=ROOT):
+    """The names a test file may be named after: every module of tfaccel/ and benchmarks/
+    (a leading underscore dropped), a package whose __init__.py holds code (tools/export/),
+    and the helpers in tests/."""
+    names = set(HELPERS)
+    for folder in ("tfaccel", "benchmarks"):
+        for path in (root / folder).rglob("*.py"):
+            if path.stem not in _NOT_MODULES:
+                names.add(path.stem.lstrip("_"))
+            elif path.stem == "__init__" and _defines_more_than_getattr(path):
+                names.add(path.parent.name)
+    return names
+
+
+def misnamed_test_files(file_names, modules):
+    """One message per file of tests/ that breaks the naming rule, naming the file, the rule
+    and the name to use."""
+    def named_after(stem, names):
+        return any(stem == name or stem.startswith(name + "_") for name in names)
+
+    messages = []
+    for file_name in sorted(file_names):
+        stem = file_name[:-len(".py")]
+        if not stem.startswith("test_"):
+            if stem not in HELPERS:
+                messages.append(
+                    f"tests/{file_name} is not a test file (test_*.py) nor listed in HELPERS in "
+                    "tests/test_code_health.py: add it there with what it helps with.")
+            continue
+        stem = stem[len("test_"):]
+        if named_after(stem, modules) or named_after(stem, CROSS_CUTTING):
+            continue
+        parts = stem.split("_")
+        # The longest run of the name's words that is a module; words before it that name a
+        # package (the old test_<package>_<module> names) go, the others become the topic:
+        # test_data_class_folder_split -> test_class_folder_split.
+        found = max(((i, j) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)
+                     if "_".join(parts[i:j]) in modules), key=lambda ij: ij[1] - ij[0],
+                    default=None)
+        if found:
+            i, j = found
+            module = "_".join(parts[i:j])
+            topic = [w for w in parts[:i] if w not in _PACKAGES] + parts[j:]
+            suggestion = (f"`git mv tests/{file_name} tests/test_{'_'.join([module] + topic)}.py`"
+                          f" if it tests {module}.py")
+        else:
+            suggestion = "`git mv` it to tests/test_<module>.py or test_<module>_<topic>.py"
+        messages.append(
+            f"tests/{file_name} is not named after a module. A test file is "
+            "tests/test_<module>.py or tests/test_<module>_<topic>.py, <module> being the file "
+            "name of the module it tests under tfaccel/ or benchmarks/, or of a helper "
+            "listed in HELPERS "
+            "(tfaccel/data/sources/csv_tables.py -> test_csv_tables.py, its hints -> "
+            f"test_csv_tables_hints.py): {suggestion}. A file that tests no single module is "
+            "listed in CROSS_CUTTING in tests/test_code_health.py with its reason "
+            "(docs/development.md, Tests).")
+    return messages
+
+
+def test_every_test_file_is_named_after_the_module_it_tests():
+    names = [path.name for path in (ROOT / "tests").glob("*.py")]
+    messages = misnamed_test_files(names, module_names())
+    assert not messages, "\n".join(messages)
+
+
+def test_the_naming_check_names_the_file_and_the_name_to_use():
+    modules = {"pipeline", "class_folder", "run", "run_failures", "tf_free"}
+    assert misnamed_test_files(
+        ["test_pipeline.py", "test_pipeline_stream.py", "test_run_failures.py",
+         "test_end_to_end_tables.py", "test_tf_free.py", "conftest.py"], modules) == []
+    [helper, moved, unknown] = misnamed_test_files(
+        ["test_data_class_folder_split.py", "test_frobnicate.py", "netns.py"], modules)
+    assert moved.startswith("tests/test_data_class_folder_split.py is not named after a module")
+    assert ("`git mv tests/test_data_class_folder_split.py tests/test_class_folder_split.py`"
+            " if it tests class_folder.py") in moved
+    assert "tests/test_<module>.py or tests/test_<module>_<topic>.py" in moved
+    assert "tests/test_frobnicate.py is not named after a module" in unknown
+    assert "`git mv` it to tests/test_<module>.py" in unknown
+    assert helper.startswith("tests/netns.py is not a test file (test_*.py) nor listed in HELPERS")
+
+
+def test_the_naming_lists_hold_no_stale_name():
+    # Each cross-cutting name and helper still names a file: the lists do not outlive them.
+    present = {path.stem for path in (ROOT / "tests").glob("*.py")}
+    assert sorted(set(HELPERS) - present) == []
+    assert sorted(name for name in CROSS_CUTTING
+                  if not any(stem == f"test_{name}" or stem.startswith(f"test_{name}_")
+                             for stem in present)) == []
+
+
+def test_the_fast_tier_names_only_test_files_that_exist():
+    # A renamed file left under its old name in FAST_MODULES would drop out of `-m fast`
+    # silently; the fast tier's list follows the files.
+    from conftest import FAST_MODULES
+
+    present = {path.stem for path in (ROOT / "tests").glob("test_*.py")}
+    assert sorted(FAST_MODULES - present) == []

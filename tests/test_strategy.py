@@ -1,4 +1,4 @@
-"""Tests for tfaccel.engine.strategy and tfaccel.engine.threads."""
+"""Tests for tfaccel.engine.strategy."""
 
 import json
 
@@ -6,7 +6,6 @@ import pytest
 import tensorflow as tf
 
 from tfaccel.engine.strategy import auto_choices, describe_strategy, make_strategy
-from tfaccel.engine.threads import configure_threads
 from tfaccel.errors import UserInputError
 
 
@@ -89,23 +88,6 @@ def test_bad_tf_config_is_a_user_error(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", "{not json")
     with pytest.raises(UserInputError, match="TF_CONFIG"):
         auto_choices()
-
-
-def test_configure_threads_after_initialisation_warns_and_reports():
-    tf.constant(1.0)  # make sure the runtime is initialised
-    current = configure_threads()
-    assert current["intra_op"] >= 1 and current["inter_op"] >= 1 and current["cores"] >= 1
-    assert current["applied"] is True
-    with pytest.warns(RuntimeWarning, match="already initialised"):
-        result = configure_threads(intra_op=current["intra_op"] + 7)
-    assert result["applied"] is False
-    assert result["intra_op"] == current["intra_op"]
-
-
-@pytest.mark.parametrize("bad", [-1, 1.5, "4", True])
-def test_configure_threads_rejects_bad_values(bad):
-    with pytest.raises(UserInputError, match="intra_op"):
-        configure_threads(intra_op=bad)
 
 
 def test_auto_picks_mirrored_when_several_gpus_are_seen_on_any_host(monkeypatch):

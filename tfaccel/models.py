@@ -169,7 +169,7 @@ def _build_seq_cnn(*, input_shape, num_classes, filters, kernel_size, strides, s
     Predictions do not depend on zeros appended at the end (a padded batch): the mask
     drops them from the statistics and the pooling, and causal convolutions (padded on the
     left only, by an amount that does not depend on the length) compute every kept step
-    from kept steps alone. Equal up to float rounding; tests/test_sequence_models.py.
+    from kept steps alone. Equal up to float rounding; tests/test_models_sequence.py.
     """
     import keras
     from keras import ops

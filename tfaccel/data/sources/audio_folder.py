@@ -299,7 +299,7 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         print(train.class_names)   # ['down', 'go', 'left', ...]
 
     A drop-in for `keras.utils.audio_dataset_from_directory` (Keras' own tests of it run
-    against this function: tests/test_data_audio_folder_keras_suite.py): the same
+    against this function: tests/test_audio_folder_keras_suite.py): the same
     arguments, defaults, checks and error wording (a `UserInputError` is a `ValueError`),
     and the same files, order and output. The listing is Keras' (sorted classes, sorted
     walk), permuted by Keras' seeded rule when shuffling; `validation_split` holds out the

@@ -381,7 +381,7 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
     as it is decoded instead, and a bad one stops the epoch with an error naming it.
 
     A drop-in for `keras.utils.image_dataset_from_directory` (Keras' own tests of it run
-    against this function: tests/test_data_image_folder_keras_suite.py): `batch_size`,
+    against this function: tests/test_image_folder_keras_suite.py): `batch_size`,
     `image_size` (and their defaults), `labels`, `label_mode`, `class_names`, `color_mode`,
     `interpolation`, `crop_to_aspect_ratio`, `pad_to_aspect_ratio`, `follow_links`,
     `validation_split`, `subset` and `shuffle` mean what they mean there, with Keras' checks

@@ -92,7 +92,7 @@ def from_text_folder(directory, labels: Union[str, Sequence[int], None] = "infer
         print(train.class_names)   # ['neg', 'pos']
 
     A drop-in for `keras.utils.text_dataset_from_directory` (Keras' own tests of it run
-    against this function: tests/test_data_text_folder_keras_suite.py): the same arguments,
+    against this function: tests/test_text_folder_keras_suite.py): the same arguments,
     defaults, checks and error wording (a `UserInputError` is a `ValueError`), and the same
     files, order and output. The listing is Keras' (sorted classes, sorted walk), permuted
     by Keras' seeded rule when shuffling; `validation_split` holds out the last

@@ -31,7 +31,7 @@ WORKER = textwrap.dedent(
     from tfaccel.engine.accumulation import accumulate
     from tfaccel.engine.keras_compat import patch_for_multi_worker
     sys.path.insert(0, sys.argv[2])
-    from test_multiworker import build, data, LOSS
+    from test_keras_compat_multiworker import build, data, LOSS
 
     x, y = data()
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)

@@ -187,7 +187,7 @@ def test_input_contexts_share_the_files_and_a_stream_resumes(folder):
 
 
 def test_a_stream_by_length_resumed_mid_pass_gets_exactly_the_rest(tmp_path):
-    # The library twin of the recipe test (test_data_config): from_text_folder's texts
+    # The library twin of the recipe test (test_from_recipe): from_text_folder's texts
     # batched by length, deterministic=False, a stream resumed at (pass 1, batch 11) must
     # give the uninterrupted pass's remaining batches, every text once a pass.
     from tfaccel.data import EpochStream

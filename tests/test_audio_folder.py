@@ -124,7 +124,7 @@ def test_sampling_rate_resamples_every_file_as_resample_poly(folder_16k, rate, u
     expected = _resampled_by_scipy(folder_16k, up, down)
     got = [x.numpy() for x, _ in ds]
     assert [len(x) for x in got] == [-(-n * up // down) for n in (3000, 17, 1200, 801, 5000)]
-    for ours, theirs in zip(got, expected):  # float32 rounding (tests/test_data_resample.py)
+    for ours, theirs in zip(got, expected):  # float32 rounding (tests/test_resample.py)
         np.testing.assert_allclose(ours, theirs, rtol=0, atol=2e-6)
 
 

@@ -167,7 +167,7 @@ def test_errors_before_training(tmp_path):
 @pytest.mark.slow
 def test_builtin_default(shapes_data_dir):
     # The session's prepared data dir: preparing on first use from an empty folder (the same
-    # tfds_source.load_builder) is checked by test_data_tfds.py's builtin round trip.
+    # tfds_source.load_builder) is checked by test_tfds.py's builtin round trip.
     config = DataConfig(source="builtin", data_dir=shapes_data_dir, augment=["flip", "crop"])
     train, val, info = _build(config, global_batch_size=128)
     assert info.num_classes == 4 and info.input_shape == (32, 32, 3)

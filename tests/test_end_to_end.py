@@ -452,7 +452,7 @@ def test_multi_worker_runs_keep_a_fixed_input_order(logical_cpus, monkeypatch):
     assert not input_order_is_fixed(deterministic=False, strategy=default)
     assert not input_order_is_fixed(deterministic=False, strategy=strategy)  # 2 replicas
     assert input_order_is_fixed(deterministic=True, strategy=default)
-    # Two workers in the strategy's cluster (a real 2-process job: test_multiworker.py).
+    # Two workers in the strategy's cluster (a real 2-process job: test_keras_compat_multiworker.py).
     monkeypatch.setattr(cluster, "strategy_role",
                         lambda s: cluster.WorkerRole(index=0, count=2) if s is strategy
                         else cluster.WorkerRole())

@@ -629,7 +629,7 @@ def test_random_access_source_reports_its_size_to_keras():
 @pytest.mark.parametrize("deterministic, where", [(True, "source[23]"), (False, "an example")])
 def test_a_nan_feature_stops_the_pass_naming_the_example(deterministic, where):
     # On some CPUs TensorFlow's fused MatMul+BiasAdd+Relu turns NaN into 0: the model would
-    # train on it with a finite loss (tests/test_data_arrays.py).
+    # train on it with a finite loss (tests/test_arrays.py).
     dataset = data.from_python(pysource_helpers.SquaresWithNan(), batch_size=8, workers=2,
                                mode="thread", deterministic=deterministic, seed=0)
     with pytest.raises(tf.errors.OpError, match=rf"python source {re.escape(where)} holds nan"):
