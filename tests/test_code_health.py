@@ -117,6 +117,7 @@ HELPERS = {
     "guard_helpers": "hostile input files and a one-call train, for the data guards",
     "keras_suite_helpers": "runs a Keras test class against a tfaccel builder",
     "launch_helpers": "runs `tfaccel launch` and other multi-process jobs with a timeout",
+    "netns": "private networks of namespaces, each a host, for the multi-host tests",
     "pysource_helpers": "module-level Python sources that spawn/forkserver can pickle",
     "resume_driver": "resume scenarios in a fresh process",
     "text_helpers": "text-lines files and a short text run, for the text export tests",
@@ -204,14 +205,14 @@ def test_the_naming_check_names_the_file_and_the_name_to_use():
         ["test_pipeline.py", "test_pipeline_stream.py", "test_run_failures.py",
          "test_end_to_end_tables.py", "test_tf_free.py", "conftest.py"], modules) == []
     [helper, moved, unknown] = misnamed_test_files(
-        ["test_data_class_folder_split.py", "test_frobnicate.py", "netns.py"], modules)
+        ["test_data_class_folder_split.py", "test_frobnicate.py", "loose_helper.py"], modules)
     assert moved.startswith("tests/test_data_class_folder_split.py is not named after a module")
     assert ("`git mv tests/test_data_class_folder_split.py tests/test_class_folder_split.py`"
             " if it tests class_folder.py") in moved
     assert "tests/test_<module>.py or tests/test_<module>_<topic>.py" in moved
     assert "tests/test_frobnicate.py is not named after a module" in unknown
     assert "`git mv` it to tests/test_<module>.py" in unknown
-    assert helper.startswith("tests/netns.py is not a test file (test_*.py) nor listed in HELPERS")
+    assert helper.startswith("tests/loose_helper.py is not a test file (test_*.py) nor listed in HELPERS")
 
 
 def test_the_naming_lists_hold_no_stale_name():

@@ -1,6 +1,6 @@
 """training/lost_peer.py: TensorFlow's "peer stopped answering" errors as a message naming
 the unreachable HOST:PORT and how to resume (the texts are TF 2.21's own, seen in
-tests/test_netns_hosts.py's link cut)."""
+tests/test_launch_netns_hosts.py's link cut)."""
 
 from tfaccel.training.lost_peer import (lost_peer_message, unreachable_tasks)
 

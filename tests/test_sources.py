@@ -57,7 +57,7 @@ def test_every_source_module_is_in_the_table():
 
 def test_the_table_records_what_each_source_does_today():
     assert sources.with_split("named") == ("builtin", "tfds", "arrays")
-    # The class folders count as Keras' loaders (test_data_class_folder.py's
+    # The class folders count as Keras' loaders (test_class_folder.py's
     # test_a_recipe_holds_out_keras_count_in_every_class_folder checks the behaviour).
     assert {e.name for e in sources.TABLE if e.split == "keras_int"} == {
         "image_folder", "text_folder", "audio_folder"}
