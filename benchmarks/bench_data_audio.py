@@ -27,9 +27,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np
 import tensorflow as tf
-
 from alternate import best_epochs
 from machine import describe_cpu
+
 from tfaccel import data
 
 BATCH = 64

@@ -27,10 +27,10 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf
-
 from alternate import best_epochs  # benchmarks/alternate.py
 from bench_data_jpeg_scaling import NOISE, SOURCE, write_photos
 from machine import describe_cpu  # benchmarks/machine.py
+
 from tfaccel import data
 from tfaccel.data import crops
 

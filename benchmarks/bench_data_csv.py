@@ -28,12 +28,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import tensorflow as tf
 
-from tfaccel import data
-
 # One epoch's (seconds, examples, cores used), and the contenders alternated epoch by
 # epoch; this script's folder is on sys.path when it runs.
 from alternate import best_epochs, epoch_seconds  # benchmarks/alternate.py
 from machine import describe_cpu  # benchmarks/machine.py
+
+from tfaccel import data
 
 BATCH = 256
 CITIES = ["Paris", "Rome", "Oslo", "Lima", "Kyiv", "Quito", "Accra", "Hanoi"]

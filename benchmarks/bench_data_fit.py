@@ -35,8 +35,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf
-
 from machine import describe_cpu  # benchmarks/machine.py
+
 from tfaccel import data, datasets
 from tfaccel.data import augment
 
@@ -137,8 +137,8 @@ def main():
     if args.workload == "recipe":
         import dataclasses
 
-        from tfaccel.data.from_recipe import build_datasets
         from tfaccel.config.recipe import load_recipe
+        from tfaccel.data.from_recipe import build_datasets
 
         recipe = load_recipe(DEFAULT_RECIPE)
         batch = recipe.training.global_batch_size

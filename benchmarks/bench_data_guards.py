@@ -24,8 +24,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import tensorflow as tf
-
 from machine import describe_cpu  # benchmarks/machine.py
+
 from tfaccel.data.sources import csv_tables, text_lines, timeseries
 
 

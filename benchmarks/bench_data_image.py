@@ -24,8 +24,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import tensorflow as tf
-
 from alternate import best_epochs, epoch_seconds  # benchmarks/alternate.py
+
 from tfaccel import data
 from tfaccel.data import augment as augment_lib
 

@@ -28,9 +28,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import tensorflow as tf
-
 from alternate import best_epochs  # benchmarks/alternate.py
 from machine import describe_cpu  # benchmarks/machine.py
+
 from tfaccel import data
 
 BATCH = 32

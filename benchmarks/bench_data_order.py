@@ -22,9 +22,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import tensorflow as tf
-
 from alternate import best_epochs  # benchmarks/alternate.py
 from machine import describe_cpu  # benchmarks/machine.py
+
 from tfaccel.data import from_arrays, pipeline
 
 NUM = 20_000

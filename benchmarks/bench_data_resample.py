@@ -27,10 +27,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np
 import tensorflow as tf
-
 from alternate import best_epochs
 from bench_data_audio import write_wavs
 from machine import describe_cpu
+
 import tfaccel.data as tfd
 
 BATCH = 64

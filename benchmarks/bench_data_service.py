@@ -31,14 +31,14 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf
+from machine import describe_cpu  # benchmarks/machine.py
 
 from tfaccel import datasets
+from tfaccel.config.recipe import ServiceConfig, load_recipe
 from tfaccel.data import augment as augment_lib
 from tfaccel.data import service as service_lib
 from tfaccel.data.from_recipe import build_datasets
 from tfaccel.data.pipeline import EpochStream
-from tfaccel.config.recipe import ServiceConfig, load_recipe
-from machine import describe_cpu  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECIPE = ROOT / "recipes" / "default.yaml"

@@ -17,11 +17,11 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np
-
 import keras
+import numpy as np
 from alternate import best_epochs  # benchmarks/alternate.py
 from machine import describe_cpu  # benchmarks/machine.py
+
 from tfaccel import data
 
 

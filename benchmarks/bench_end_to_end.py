@@ -37,9 +37,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras
 import tensorflow as tf
+from machine import describe_cpu  # benchmarks/machine.py
 
 import tfaccel
-from machine import describe_cpu  # benchmarks/machine.py
 from tfaccel import models
 from tfaccel.data import export_image_folder
 from tfaccel.engine.precision import resolve_precision

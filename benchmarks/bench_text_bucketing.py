@@ -24,8 +24,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras
 import tensorflow as tf
-
 from machine import describe_cpu  # benchmarks/machine.py
+
 from tfaccel import models
 from tfaccel.config.recipe import load_recipe
 from tfaccel.data import length_batches

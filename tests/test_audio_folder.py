@@ -3,12 +3,12 @@
 import logging
 import struct
 
+import audio_helpers
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import audio_helpers
-import keras
 from tfaccel.data import EpochStream, from_audio_folder
 from tfaccel.data.sources.audio_folder import _decoder, read_wav_header
 from tfaccel.errors import DataError, UserInputError

@@ -16,6 +16,7 @@ import sys
 import types
 
 import keras_suite_helpers
+
 from tfaccel.data import from_audio_folder
 
 keras_tests = importlib.import_module("keras.src.utils.audio_dataset_utils_test")

@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 from tfaccel import data
-from tfaccel.tools import bench
 from tfaccel.config.recipe import DataConfig
+from tfaccel.tools import bench
 
 
 def _arrays():

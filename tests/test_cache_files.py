@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfaccel.config.recipe import DataConfig
 from tfaccel.data import cache_files
 from tfaccel.data.from_recipe import build_datasets
 from tfaccel.errors import DataError
-from tfaccel.config.recipe import DataConfig
 
 
 def _write_arrays(path, offset):

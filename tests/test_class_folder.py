@@ -3,14 +3,14 @@
 import dataclasses
 import warnings
 
+import audio_helpers
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
 from click.testing import CliRunner
 
-import audio_helpers
-import keras
 from tfaccel import data
 from tfaccel.cli.main import main
 from tfaccel.config.recipe import DataConfig

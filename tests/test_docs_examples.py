@@ -18,9 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from docs_blocks import (KINDS, PAGES, ROOT, RUNNABLE, all_blocks, blocks, prose_lines,
-                         stray_markers)
+from docs_blocks import KINDS, PAGES, ROOT, RUNNABLE, all_blocks, blocks, prose_lines, stray_markers
 
 TIMEOUT = 600
 BLOCKS = all_blocks()

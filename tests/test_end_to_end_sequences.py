@@ -8,11 +8,11 @@ column is the regime (period) of its signal.
 import json
 from pathlib import Path
 
+import audio_helpers
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import audio_helpers
 from tfaccel.cli.main import main
 from tfaccel.config.recipe import recipe_from_dict
 

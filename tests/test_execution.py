@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from tfaccel.cli.main import main
-from tfaccel.errors import UserInputError
 from tfaccel.config import batching
+from tfaccel.errors import UserInputError
 from tfaccel.training import execution
 from tfaccel.training import run as runner
 

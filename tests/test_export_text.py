@@ -4,9 +4,9 @@ import json
 
 import numpy as np
 import pytest
+import text_helpers
 from click.testing import CliRunner
 
-import text_helpers
 import tfaccel
 from tfaccel.cli.main import main
 

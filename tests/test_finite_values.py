@@ -3,9 +3,9 @@ named (file, line, column, key), exit 2 from `tfaccel train`, nothing silent."""
 
 import numpy as np
 import pytest
+from guard_helpers import assert_refused, lines, run, table
 
 import tfaccel.data as data
-from guard_helpers import assert_refused, lines, run, table
 from tfaccel.data import finite_values
 from tfaccel.errors import DataError
 

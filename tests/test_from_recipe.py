@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfaccel.config.recipe import DataConfig, TextConfig
 from tfaccel.data.dataset_info import DatasetInfo, TextInfo
 from tfaccel.data.from_recipe import build_datasets
 from tfaccel.errors import DataError
-from tfaccel.config.recipe import DataConfig, TextConfig
 
 
 def _build(config, **kw):

@@ -2,13 +2,13 @@
 
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
 
-import keras
-from tfaccel.data import from_image_folder, from_arrays, from_tfrecords
+from tfaccel.data import from_arrays, from_image_folder, from_tfrecords
 from tfaccel.errors import UserInputError
 
 CLASSES = ("cat", "dog", "bird")

@@ -13,9 +13,9 @@ in docs/data.md's "Coming from Keras" section (tests/keras_suite_helpers.py runs
 
 import importlib
 
-
 import keras
 import keras_suite_helpers
+
 from tfaccel.data import from_image_folder
 
 keras_tests = importlib.import_module("keras.src.utils.image_dataset_utils_test")

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from tf_free import heavy_modules_after
 
 from tfaccel.cli.main import main
 from tfaccel.config import keras_names
@@ -17,7 +18,6 @@ from tfaccel.config.recipe import load_recipe, recipe_from_dict
 from tfaccel.errors import RecipeError, UserInputError
 from tfaccel.training.losses import make_loss, make_metrics
 from tfaccel.training.optimizers import check_optimizer, make_learning_rate, make_optimizer
-from tf_free import heavy_modules_after
 
 STEPS = {"total_steps": 100, "steps_per_epoch": 10}
 USER_CODE = textwrap.dedent('''
@@ -399,6 +399,7 @@ def _own_arguments(builder) -> set:
 
 def test_the_csv_hints_are_every_make_csv_dataset_argument_from_csv_does_not_take():
     import tensorflow as tf
+
     import tfaccel.data as tfd
 
     replaced, hints = keras_names.KERAS_ARGUMENT_HINTS["from_csv"]

@@ -8,13 +8,12 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
+from launch_helpers import DEFAULT_RECIPE, set_slurm_task
 
 from tfaccel.cli import launch
-from tfaccel.config import cluster
 from tfaccel.cli.main import main, parse_train_command
+from tfaccel.config import cluster
 from tfaccel.errors import UserInputError
-
-from launch_helpers import DEFAULT_RECIPE, set_slurm_task
 
 
 def test_tf_config_makes_worker_zero_the_chief(monkeypatch):

@@ -12,10 +12,18 @@ import time
 
 import numpy as np
 import pytest
+from launch_helpers import (
+    DEFAULT_RECIPE,
+    TIMEOUT_SECONDS,
+    child_env,
+    children,
+    kill_tree,
+    read_json,
+    run_tfaccel,
+    short_default_args,
+)
 
 from tfaccel.data import files_stage
-from launch_helpers import (DEFAULT_RECIPE, TIMEOUT_SECONDS, child_env, children, kill_tree,
-                            read_json, run_tfaccel, short_default_args)
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiworker]
 
@@ -456,8 +464,8 @@ def test_validation_split_unevenly_between_workers_reports_the_whole_split(tmp_p
     # Six files of different sizes, two held out: on 2 workers TensorFlow splits validation
     # by file, so one worker has more batches than the other. The job must neither hang nor
     # report a per-worker average: its val_accuracy is the saved model's on the whole split.
-    from tfaccel.data.from_recipe import build_datasets
     from tfaccel.config.recipe import load_recipe
+    from tfaccel.data.from_recipe import build_datasets
 
     _write_feature_records(tmp_path / "recs", [700, 560, 430, 310, 190, 70])
     recipe = tmp_path / "uneven.yaml"

@@ -12,9 +12,14 @@ import time
 
 import numpy as np
 import pytest
-
-from launch_helpers import (DEFAULT_RECIPE, TIMEOUT_SECONDS, child_env, read_json,
-                            run_tfaccel, short_default_args)
+from launch_helpers import (
+    DEFAULT_RECIPE,
+    TIMEOUT_SECONDS,
+    child_env,
+    read_json,
+    run_tfaccel,
+    short_default_args,
+)
 from netns import HostProcesses, PrivateNetwork, namespaces_unavailable
 
 _WHY_NOT = namespaces_unavailable()

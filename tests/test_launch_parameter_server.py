@@ -16,7 +16,6 @@ import time
 
 import numpy as np
 import pytest
-
 from launch_helpers import TIMEOUT_SECONDS, child_env, kill_tree, run_tfaccel
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiworker]

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tf_free import heavy_modules_after
 
 from tfaccel import __version__
 from tfaccel.cli.main import main
-from tf_free import heavy_modules_after
 
 REPO = Path(__file__).resolve().parents[1]
 

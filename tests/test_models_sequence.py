@@ -3,10 +3,10 @@
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 
-import keras
 from tfaccel import models
 from tfaccel.errors import UserInputError
 

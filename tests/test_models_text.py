@@ -1,9 +1,9 @@
 """Token models: padding never changes a prediction, in float32 and in mixed precision."""
 
+import keras
 import numpy as np
 import pytest
 
-import keras
 from tfaccel import models
 from tfaccel.errors import UserInputError
 
@@ -190,9 +190,8 @@ def test_accumulating_two_micro_batches_of_padded_texts_is_exact():
 
 def test_a_recipe_sizes_the_transformer_positions_from_data_text_max_length():
     from tfaccel.config.recipe import recipe_from_dict
-    from tfaccel.training.model_build import _model_params
-
     from tfaccel.data.dataset_info import DatasetInfo, TextInfo
+    from tfaccel.training.model_build import _model_params
 
     def text(max_length):
         return DatasetInfo(text=TextInfo(tokenizer="text_vectorization", vocabulary_size=10,

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from netns import HostProcesses, PrivateNetwork, namespaces_unavailable
 
 _WHY_NOT = namespaces_unavailable()

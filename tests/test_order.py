@@ -13,9 +13,9 @@ import pytest
 import tensorflow as tf
 
 from tfaccel import data
+from tfaccel.config.recipe import DataConfig
 from tfaccel.data import order
 from tfaccel.data.from_recipe import build_datasets
-from tfaccel.config.recipe import DataConfig
 
 CLASSES = 4
 PER_CLASS = 48

@@ -9,12 +9,11 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from launch_helpers import DEFAULT_RECIPE, set_slurm_task
 
 from tfaccel.cli import launch
 from tfaccel.cli.main import main
 from tfaccel.errors import UserInputError
-
-from launch_helpers import DEFAULT_RECIPE, set_slurm_task
 
 
 def test_hosts_are_the_chief_then_the_ps_then_the_workers():

@@ -204,8 +204,8 @@ def test_an_image_folder_takes_data_shuffle_buffer_as_given(tmp_path, cache):
 def test_an_image_folder_with_a_validation_split_is_listed_once(tmp_path, monkeypatch):
     import dataclasses
 
-    from tfaccel.data.sources import image_folder
     from tfaccel.config.recipe import DataConfig
+    from tfaccel.data.sources import image_folder
 
     folder = _image_folder(tmp_path)
     calls = []

@@ -12,10 +12,10 @@ import time
 import warnings
 
 import numpy as np
+import pysource_helpers
 import pytest
 import tensorflow as tf
 
-import pysource_helpers
 from tfaccel import data
 from tfaccel.data.sources import _workers
 from tfaccel.errors import UserInputError

@@ -6,10 +6,18 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tfaccel.config.recipe import (
+    Recipe,
+    apply_overrides,
+    describe_keys,
+    dump_recipe,
+    flatten_recipe,
+    load_recipe,
+    mapping_keys,
+    recipe_from_dict,
+    recipe_to_dict,
+)
 from tfaccel.errors import RecipeError, UserInputError
-from tfaccel.config.recipe import (Recipe, apply_overrides, describe_keys, dump_recipe,
-                                   flatten_recipe, load_recipe, mapping_keys, recipe_from_dict,
-                                   recipe_to_dict)
 
 
 def write(tmp_path: Path, text: str, name: str = "recipe.yaml") -> Path:
@@ -240,9 +248,8 @@ def test_the_recipe_allows_exactly_the_values_each_registry_implements():
     import typing
 
     from tfaccel.config import recipe as recipe_lib
-    from tfaccel.data import augment
+    from tfaccel.data import augment, service
     from tfaccel.data import from_recipe as data_config
-    from tfaccel.data import service
     from tfaccel.engine import precision, strategy
 
     def allowed(cls, key):

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tfaccel.training import checkpoints as ckpt
 from tfaccel.cli.main import main
 from tfaccel.errors import TrainingError, UserInputError
+from tfaccel.training import checkpoints as ckpt
 from tfaccel.training.resume import RunLock, plan_resume
 
 HERE = Path(__file__).parent

@@ -6,8 +6,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from tfaccel.errors import DataError, TrainingError
-from tfaccel.training.run_failures import (as_training_error, data_error_in,
-                                           non_finite_loss_error)
+from tfaccel.training.run_failures import as_training_error, data_error_in, non_finite_loss_error
 
 
 def _op_error(message: str) -> tf.errors.OpError:

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfaccel.errors import RecipeError, UserInputError
 from tfaccel.config.recipe import parse_dispatcher_address, recipe_from_dict
+from tfaccel.errors import RecipeError, UserInputError
 
 DEFAULT_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "default.yaml"
 NUM_EXAMPLES = 40
@@ -46,10 +46,10 @@ def service():
 
 
 def _pipeline(address, mode, *, stream=None, batch_size=4, seed=1):
+    import tensorflow as tf
+
     from tfaccel.data import pipeline
     from tfaccel.data.service import ServiceTarget
-
-    import tensorflow as tf
 
     x = np.arange(NUM_EXAMPLES, dtype=np.int64)
     return pipeline.optimize(tf.data.Dataset.from_tensor_slices((x, x)), batch_size=batch_size,
@@ -103,10 +103,10 @@ def test_parallel_epochs_stream_workers_make_different_passes(service):
 
 
 def _image_pipeline(augment, *, address=None, compression="auto"):
+    import tensorflow as tf
+
     from tfaccel.data import pipeline
     from tfaccel.data.service import ServiceTarget
-
-    import tensorflow as tf
 
     images = (np.arange(NUM_EXAMPLES * 48) % 251).astype(np.uint8).reshape(NUM_EXAMPLES, 4, 4, 3)
     service = ServiceTarget(address, processing_mode="distributed_epoch",
@@ -187,9 +187,9 @@ def test_a_named_job_is_joined_so_a_resumed_stream_gets_its_own_name(service):
     # and reads ITS elements (here range(100) continues instead of range(50) starting).
     import tensorflow as tf
 
+    from tfaccel.config.recipe import DataConfig, ServiceConfig
     from tfaccel.data.from_recipe import _train_tail
     from tfaccel.data.pipeline import EpochStream
-    from tfaccel.config.recipe import DataConfig, ServiceConfig
 
     def named(start, n):
         return tf.data.Dataset.range(start, start + n).apply(
@@ -401,8 +401,8 @@ def test_cli_dispatcher_on_a_taken_port_fails_with_exit_1():
 def test_tfaccel_bench_measures_a_service_recipe_in_process_and_says_so(tmp_path):
     # No server runs here: the service must be left out (the sequential baseline cannot run
     # on it), and the table must say so rather than time something else silently.
-    from tfaccel.tools import bench
     from tfaccel.config.recipe import DataConfig, ServiceConfig
+    from tfaccel.tools import bench
 
     path = tmp_path / "d.npz"
     np.savez(path, x=np.zeros((20, 4, 4, 3), np.uint8), y=np.arange(20) % 4)

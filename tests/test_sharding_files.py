@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfaccel.config.recipe import recipe_from_dict
 from tfaccel.data import EpochStream, cache_files, files_stage, sharding
 from tfaccel.data.from_recipe import build_datasets, worker_file_shares
 from tfaccel.errors import DataError
-from tfaccel.config.recipe import recipe_from_dict
 
 # 4 files of 24 examples; example i is in file i // 24.
 IDS = np.arange(96)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfaccel.config.recipe import DataConfig
 from tfaccel.data import order, splits
 from tfaccel.data.from_recipe import build_datasets
 from tfaccel.errors import DataError
-from tfaccel.config.recipe import DataConfig
 
 
 def test_split_indices_is_disjoint_complete_seeded_and_exact():

@@ -7,10 +7,10 @@ import zlib
 
 import numpy as np
 import pytest
-
-import tfaccel.data as data
 from guard_helpers import assert_refused, lines, run, table
 from tf_free import heavy_modules_after
+
+import tfaccel.data as data
 from tfaccel.data import text_files
 from tfaccel.errors import DataError
 

@@ -2,10 +2,10 @@
 
 import logging
 
+import keras
 import numpy as np
 import pytest
 
-import keras
 from tfaccel.data import from_text_folder
 from tfaccel.errors import DataError, UserInputError
 

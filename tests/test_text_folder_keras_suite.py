@@ -13,8 +13,8 @@ in docs/data.md's text section (tests/keras_suite_helpers.py runs both).
 
 import importlib
 
-
 import keras_suite_helpers
+
 from tfaccel.data import from_text_folder
 
 keras_tests = importlib.import_module("keras.src.utils.text_dataset_utils_test")

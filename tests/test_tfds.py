@@ -1,6 +1,7 @@
 """Tests of from_tfds on a tiny local builder (no download) and its error messages."""
 
 import re
+
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
@@ -148,8 +149,8 @@ def test_from_tfds_under_tfds_mock_data(name, shape):
 def test_a_recipe_builds_tfds_data_under_mock_data():
     import tensorflow_datasets as tfds
 
-    from tfaccel.data.from_recipe import build_datasets
     from tfaccel.config.recipe import DataConfig
+    from tfaccel.data.from_recipe import build_datasets
 
     with tfds.testing.mock_data(num_examples=12):
         train, val, info = build_datasets(DataConfig(source="tfds", name="mnist"),
@@ -168,9 +169,9 @@ def test_tfds_files_are_divided_among_workers_before_the_stream(tmp_path):
 
     import tensorflow as tf
 
+    from tfaccel.config.recipe import DataConfig
     from tfaccel.data import EpochStream
     from tfaccel.data.from_recipe import build_datasets, worker_file_shares
-    from tfaccel.config.recipe import DataConfig
 
     builder = TinyDigits(data_dir=str(tmp_path))
     builder.download_and_prepare(

@@ -1,10 +1,10 @@
 """from_timeseries as a drop-in for keras.utils.timeseries_dataset_from_array, side by side, and from_timeseries_csv."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import keras
 from tfaccel.data import EpochStream, from_timeseries, from_timeseries_csv
 from tfaccel.errors import DataError, UserInputError
 

@@ -14,6 +14,7 @@ in docs/data.md's time series section (tests/keras_suite_helpers.py runs it).
 import importlib
 
 import keras_suite_helpers
+
 from tfaccel.data import from_timeseries
 
 keras_tests = importlib.import_module("keras.src.utils.timeseries_dataset_utils_test")

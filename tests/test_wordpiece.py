@@ -5,9 +5,9 @@ import json
 
 import numpy as np
 import pytest
+import text_helpers
 from click.testing import CliRunner
 
-import text_helpers
 import tfaccel
 from tfaccel.cli.main import main
 from tfaccel.errors import DataError

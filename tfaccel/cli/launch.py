@@ -14,8 +14,8 @@ import threading
 import time
 from typing import IO, List, Optional, Sequence
 
-from tfaccel.errors import UserInputError
 from tfaccel.cli.open_ports import open_ports_note
+from tfaccel.errors import UserInputError
 
 # After one worker fails, the others get this long to end on their own (TensorFlow's
 # coordination service reports the dead peer to them), then they are killed.
@@ -76,7 +76,6 @@ def slurm_cluster(*, port: int = DEFAULT_SLURM_PORT) -> tuple:
         UserInputError: The SLURM variables are missing or inconsistent.
     """
     import tensorflow as tf
-
     from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver as slurm
 
     try:

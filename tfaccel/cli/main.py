@@ -358,7 +358,8 @@ def export(run_dir, export_format, quantize, out, preprocessing, per_tensor, str
     check_out_is_free(out if out is not None else default_out(
         run_dir, format=export_format, quantize=quantize, preprocessing=preprocessing,
         per_tensor=per_tensor, strip=strip, calibration_examples=calibration_examples))
-    from tfaccel.tools.export import export as run_export, format_report
+    from tfaccel.tools.export import export as run_export
+    from tfaccel.tools.export import format_report
 
     report = run_export(run_dir, format=export_format, quantize=quantize, out=out,
                         preprocessing=preprocessing, per_tensor=per_tensor, strip=strip,
@@ -389,10 +390,9 @@ def doctor(recipe, overrides, steps, repeats, try_suggestions, as_json):
     from tfaccel.config.recipe import load_recipe
 
     loaded = load_recipe(recipe, overrides)
-    from tfaccel.tools.doctor import diagnose, format_report
-
     # Progress on stdout beside the report; with --json on stderr, so stdout is the JSON.
     from tfaccel.messages import say
+    from tfaccel.tools.doctor import diagnose, format_report
 
     progress = (lambda line: click.echo(f"tfaccel: {line}", err=True)) if as_json else say
     report = diagnose(loaded, steps=steps, repeats=repeats, try_suggestions=try_suggestions,

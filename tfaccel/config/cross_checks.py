@@ -7,9 +7,17 @@ import importlib.util
 
 from tfaccel import python_refs
 from tfaccel.config import input_paths, keras_names, sources
-from tfaccel.config.sections import (DECODE_AUGMENTATIONS, DEFAULT_MODEL, DataConfig,
-                                     ModelConfig, PipelineConfig, Recipe, RuntimeConfig,
-                                     TextConfig, TrainingConfig)
+from tfaccel.config.sections import (
+    DECODE_AUGMENTATIONS,
+    DEFAULT_MODEL,
+    DataConfig,
+    ModelConfig,
+    PipelineConfig,
+    Recipe,
+    RuntimeConfig,
+    TextConfig,
+    TrainingConfig,
+)
 from tfaccel.errors import RecipeError, UserInputError
 
 SERVICE_ISSUE = "tensorflow/tensorflow#50252"

@@ -8,13 +8,31 @@ from __future__ import annotations
 
 from tfaccel.config.cross_checks import SERVICE_ISSUE, check_recipe, parse_dispatcher_address
 from tfaccel.config.loading import apply_overrides, load_recipe, recipe_from_dict
-from tfaccel.config.recipe_keys import (describe_keys, dump_recipe, flatten_recipe,
-                                        mapping_keys, recipe_to_dict)
-from tfaccel.config.sections import (AUGMENTATIONS, DECODE_AUGMENTATIONS, DEFAULT_MODEL,
-                                     PROCESSING_MODES, TOKENIZERS, AudioConfig, DataConfig,
-                                     ModelConfig, OptimizerConfig, Recipe, RuntimeConfig,
-                                     ServiceConfig, TableConfig, TextConfig, TimeseriesConfig,
-                                     TrainingConfig)
+from tfaccel.config.recipe_keys import (
+                                        describe_keys,
+                                        dump_recipe,
+                                        flatten_recipe,
+                                        mapping_keys,
+                                        recipe_to_dict,
+)
+from tfaccel.config.sections import (
+                                        AUGMENTATIONS,
+                                        DECODE_AUGMENTATIONS,
+                                        DEFAULT_MODEL,
+                                        PROCESSING_MODES,
+                                        TOKENIZERS,
+                                        AudioConfig,
+                                        DataConfig,
+                                        ModelConfig,
+                                        OptimizerConfig,
+                                        Recipe,
+                                        RuntimeConfig,
+                                        ServiceConfig,
+                                        TableConfig,
+                                        TextConfig,
+                                        TimeseriesConfig,
+                                        TrainingConfig,
+)
 
 __all__ = [
     "AUGMENTATIONS", "DECODE_AUGMENTATIONS", "DEFAULT_MODEL", "PROCESSING_MODES",

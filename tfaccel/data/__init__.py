@@ -2,17 +2,16 @@
 
 from typing import TYPE_CHECKING
 
-from tfaccel.data.in_memory import from_arrays
-from tfaccel.data.sources.audio_folder import from_audio_folder
-from tfaccel.data.sources.csv_tables import from_csv
 from tfaccel.data.augment import AUGMENTATIONS
-from tfaccel.data.sources.image_folder import from_image_folder
-from tfaccel.data.pipeline import (AUTOTUNE, EpochStream, make_options, optimize,
-                                   sequential_options)
-from tfaccel.data.sources._workers import WorkerError
-from tfaccel.data.sources.python import from_python
+from tfaccel.data.in_memory import from_arrays
+from tfaccel.data.pipeline import AUTOTUNE, EpochStream, make_options, optimize, sequential_options
 from tfaccel.data.resample import resample as resample_audio
 from tfaccel.data.service import ServiceTarget
+from tfaccel.data.sources._workers import WorkerError
+from tfaccel.data.sources.audio_folder import from_audio_folder
+from tfaccel.data.sources.csv_tables import from_csv
+from tfaccel.data.sources.image_folder import from_image_folder
+from tfaccel.data.sources.python import from_python
 from tfaccel.data.sources.text_folder import from_text_folder
 from tfaccel.data.sources.text_lines import from_text_lines
 from tfaccel.data.sources.tfrecords import from_tfrecords, parse_feature_spec

@@ -12,9 +12,9 @@ from typing import Optional
 
 import tensorflow as tf
 
+from tfaccel.config.recipe import PROCESSING_MODES, parse_dispatcher_address
 from tfaccel.errors import TfaccelError, UserInputError
 from tfaccel.messages import say
-from tfaccel.config.recipe import PROCESSING_MODES, parse_dispatcher_address
 
 _service = tf.data.experimental.service
 COMPRESSIONS = ("auto", "snappy", None)

@@ -10,8 +10,8 @@ from typing import Optional, Sequence
 import yaml
 
 from tfaccel.config.recipe import flatten_recipe
-from tfaccel.training import run_dir as run_files
 from tfaccel.errors import UserInputError
+from tfaccel.training import run_dir as run_files
 
 # Final figures shown for every run (those a run lacks are shown as "-").
 RESULT_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")

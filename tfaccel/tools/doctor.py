@@ -231,9 +231,8 @@ class _Measurements:
             else:
                 import keras
 
-                from tfaccel.engine.precision import set_precision
-
                 from tfaccel.config.batching import plan_batches
+                from tfaccel.engine.precision import set_precision
 
                 previous = keras.mixed_precision.global_policy().name
                 kept = self.plan, self.data

@@ -5,8 +5,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
-from tfaccel.config.keras_names import (OPTIMIZER_SHORTCUTS, OWN_OPTIMIZER_ARGUMENTS,
-                                        OWN_SCHEDULES, is_callable_spec)
+from tfaccel.config.keras_names import (
+    OPTIMIZER_SHORTCUTS,
+    OWN_OPTIMIZER_ARGUMENTS,
+    OWN_SCHEDULES,
+    is_callable_spec,
+)
 from tfaccel.config.recipe import OptimizerConfig
 from tfaccel.errors import UserInputError
 from tfaccel.training.arguments import accepted_arguments, call_checked, check_arguments

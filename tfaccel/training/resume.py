@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 from typing import Optional, Sequence
 
-from tfaccel.training import run_dir as run_files
-from tfaccel.errors import UserInputError
 from tfaccel.config.recipe import Recipe, flatten_recipe, load_recipe, recipe_to_dict
+from tfaccel.errors import UserInputError
+from tfaccel.training import run_dir as run_files
 
 # The one key a resume may change: more epochs extend a run. Anything else would make the
 # continued run a different experiment than the one its checkpoints belong to.

@@ -17,22 +17,26 @@ import warnings
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+from tfaccel.config.cluster import WorkerRole, worker_role
+from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
+from tfaccel.errors import DataError, Preempted, UserInputError
+from tfaccel.messages import say
 from tfaccel.training import checkpoints as ckpt
 from tfaccel.training import model_source
 from tfaccel.training import run_dir as run_files
-from tfaccel.errors import DataError, Preempted, UserInputError
-from tfaccel.messages import say
-from tfaccel.config.cluster import WorkerRole, worker_role
-from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
-from tfaccel.training.inputs import TrainData
-from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
 from tfaccel.training.best_epoch import keep_plan
 from tfaccel.training.execution import initial_steps
+from tfaccel.training.inputs import TrainData
 from tfaccel.training.model_build import build_model
+from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
 from tfaccel.training.run_callbacks import Outputs, make_callbacks
 from tfaccel.training.run_context import RunContext
-from tfaccel.training.run_failures import (as_training_error, data_error_in,
-                                          non_finite_loss_error, record_failure)
+from tfaccel.training.run_failures import (
+    as_training_error,
+    data_error_in,
+    non_finite_loss_error,
+    record_failure,
+)
 from tfaccel.training.run_summary import RunResult, run_summary
 from tfaccel.training.session import open_session
 

@@ -37,8 +37,12 @@ def make_callbacks(ctx: RunContext, *, data: TrainData, plan: BatchPlan,
     import keras
 
     from tfaccel.training.best_epoch import BestEpoch
-    from tfaccel.training.callbacks import (EpochMetricsLogger, NonFiniteLossGuard, PreemptionSignals,
-                                   ResumableCheckpoints)
+    from tfaccel.training.callbacks import (
+        EpochMetricsLogger,
+        NonFiniteLossGuard,
+        PreemptionSignals,
+        ResumableCheckpoints,
+    )
 
     training = ctx.recipe.training
     metrics_path = ctx.directory / run_files.METRICS_FILE

@@ -7,8 +7,8 @@ from typing import Optional
 
 import numpy as np
 
-from tfaccel.training.checkpoints import EXTRA_FILE, WEIGHTS_FILE, Checkpoint
 from tfaccel.errors import TrainingError
+from tfaccel.training.checkpoints import EXTRA_FILE, WEIGHTS_FILE, Checkpoint
 
 
 def global_step(model) -> int:

@@ -8,8 +8,7 @@ import operator
 import os
 import reprlib
 from collections import Counter
-from typing import (Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence,
-                    Tuple, Union)
+from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 

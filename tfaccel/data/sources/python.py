@@ -17,7 +17,6 @@ from tfaccel.data import cache_files, finite_values, order, pipeline, sharding, 
 from tfaccel.data.sources import _workers, base
 from tfaccel.errors import DataError, UserInputError
 
-
 logger = logging.getLogger(__name__)
 
 

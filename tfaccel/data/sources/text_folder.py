@@ -9,8 +9,8 @@ from typing import Optional, Sequence, Union
 import tensorflow as tf
 
 from tfaccel.data import pipeline, text_files
-from tfaccel.data.text_files import as_utf8, check_encoding
 from tfaccel.data.sources import base, class_folder
+from tfaccel.data.text_files import as_utf8, check_encoding
 from tfaccel.errors import DataError, UserInputError
 
 logger = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from typing import Optional, Sequence, Tuple
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from tfaccel.data import cache_files, images, pipeline, sharding, splits
 from tfaccel import datasets
+from tfaccel.data import cache_files, images, pipeline, sharding, splits
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError
 

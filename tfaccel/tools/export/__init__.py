@@ -20,11 +20,20 @@ from tfaccel import atomic
 from tfaccel.errors import UserInputError
 from tfaccel.tools.export.formats import convert
 from tfaccel.tools.export.measure import measure
-from tfaccel.tools.export.options import (ARTIFACT_NAMES, DEFAULT_CALIBRATION_EXAMPLES,
-                                          FORMATS, PREPROCESSING_FILE, QUANTIZE_MODES,
-                                          REPORT_FILE, SUPPORTED, ExportOptions,
-                                          check_arguments, check_dependencies,
-                                          check_out_is_free, default_out)
+from tfaccel.tools.export.options import (
+    ARTIFACT_NAMES,
+    DEFAULT_CALIBRATION_EXAMPLES,
+    FORMATS,
+    PREPROCESSING_FILE,
+    QUANTIZE_MODES,
+    REPORT_FILE,
+    SUPPORTED,
+    ExportOptions,
+    check_arguments,
+    check_dependencies,
+    check_out_is_free,
+    default_out,
+)
 from tfaccel.tools.export.prepare import prepare
 from tfaccel.tools.export.report import format_report, make_report
 from tfaccel.tools.export.text_runs import check_text_export, is_text_run, text_tokenizer

@@ -6,7 +6,6 @@ import dataclasses
 from pathlib import Path
 from typing import Callable
 
-
 RUNTIME_THREADS = {"litert": 1, "onnx": 1}
 
 

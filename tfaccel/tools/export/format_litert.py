@@ -7,7 +7,6 @@ from pathlib import Path
 from tfaccel.errors import UserInputError
 from tfaccel.tools.export.base import RUNTIME_THREADS, Runtime, first_lines, size_on_disk
 
-
 # Full-integer LiteRT ops that may stay float: the input QUANTIZE and the output DEQUANTIZE.
 _BOUNDARY_OPS = ("QUANTIZE", "DEQUANTIZE")
 # LiteRT ops that hold a layer's weights: one left in float32 means the layer is not int8.

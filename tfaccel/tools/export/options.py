@@ -11,7 +11,6 @@ from typing import Union
 
 from tfaccel.errors import UserInputError, did_you_mean
 
-
 FORMATS = ("saved_model", "litert", "onnx", "keras")
 QUANTIZE_MODES = ("none", "dynamic", "float16", "int8")
 # What each format's own tooling can do (no hand-written quantizers):
