@@ -80,6 +80,69 @@ def test_no_source_imports_another_source():
         == ["arrays", "text_folder", "tfrecords"]
 
 
+def _module_imports(modules: dict) -> dict:
+    """tfaccel module -> the tfaccel modules it imports anywhere (lazy imports included)."""
+    graph = {}
+    for name, source in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:  # `from pkg import module` names a module
+                    found.add(f"{node.module}.{alias.name}"
+                              if f"{node.module}.{alias.name}" in modules else node.module)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        graph[name] = sorted(m for m in found if m in modules and m != name)
+    return graph
+
+
+def _import_circles(graph: dict) -> list:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_the_house_has_no_import_circle():
+    # Issue #28: a lazy import inside a function still ties two modules into one room
+    # (training.run <-> training.parameter_server was one); the layer contract sees only
+    # imports across layers.
+    modules = {}
+    for path in (ROOT / "tfaccel").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = path.read_text(encoding="utf-8")
+    assert _import_circles(_module_imports(modules)) == []
+    # Not vacuous: a circle through a lazy import is found.
+    fake = {"tfaccel.a": "def f():\n    from tfaccel.b import g\n",
+            "tfaccel.b": "from tfaccel import a\n", "tfaccel": ""}
+    assert _import_circles(_module_imports(fake)) == [["tfaccel.a", "tfaccel.b"]]
+
+
 def test_ruff_finds_nothing():
     result = _run(sys.executable, "-m", "ruff", "check", "tfaccel", "tests", "benchmarks")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -10,28 +10,27 @@ generated procedurally (no network) and prepared once into the TFDS data directo
     import tensorflow_datasets as tfds
     train = tfds.load(datasets.NAME, split="train", as_supervised=True)
 
-The constants below are importable without TensorFlow so that recipe validation and the
-CLI's ``--help`` stay fast.
+The constants (kept in `catalog`) are importable without TensorFlow so that recipe
+validation and the CLI's ``--help`` stay fast.
 """
 
-NAME = "tfaccel_shapes"
-CLASS_NAMES = ("circle", "square", "triangle", "cross")
-NUM_CLASSES = len(CLASS_NAMES)
-IMAGE_SHAPE = (32, 32, 3)
-SPLIT_SIZES = {"train": 12_000, "test": 2_000}
-
-# The built-in text dataset: short texts of 10 to 300 words (most near 30) whose words hint
-# at one of four topics; prepared like tfaccel_shapes (tfaccel.datasets.phrases).
-TEXT_NAME = "tfaccel_phrases"
-TEXT_CLASS_NAMES = ("sports", "weather", "cooking", "travel")
-TEXT_SPLIT_SIZES = {"train": 8_000, "test": 1_000}
+# The constants live in `catalog` (the builder modules import them from there, so the
+# package does not import its own submodules' importers); re-exported here for callers.
+from tfaccel.datasets.catalog import (
+    BUILTIN,
+    CLASS_NAMES,
+    IMAGE_SHAPE,
+    NAME,
+    NUM_CLASSES,
+    SPLIT_SIZES,
+    TEXT_CLASS_NAMES,
+    TEXT_NAME,
+    TEXT_SPLIT_SIZES,
+)
 
 __all__ = ["NAME", "CLASS_NAMES", "NUM_CLASSES", "IMAGE_SHAPE", "SPLIT_SIZES", "TEXT_NAME",
            "TEXT_CLASS_NAMES", "TEXT_SPLIT_SIZES", "BUILTIN", "is_prepared", "prepare",
            "prepare_builtin"]
-
-# Every built-in dataset's name.
-BUILTIN = (NAME, TEXT_NAME)
 
 
 def is_prepared(data_dir=None, name: str = NAME) -> bool:

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tfaccel.datasets import CLASS_NAMES, IMAGE_SHAPE
+from tfaccel.datasets.catalog import CLASS_NAMES, IMAGE_SHAPE
 
 _SIZE = IMAGE_SHAPE[0]
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tfaccel.datasets import TEXT_CLASS_NAMES
+from tfaccel.datasets.catalog import TEXT_CLASS_NAMES
 
 # Each class has its own words; every text mixes them with words all classes share, so one
 # word rarely gives the class away but a text does. Syllables make pronounceable words.

@@ -2,8 +2,8 @@
 
 import tensorflow_datasets as tfds
 
-from tfaccel import datasets as _catalog
 from tfaccel.datasets import _generate
+from tfaccel.datasets import catalog as _catalog
 from tfaccel.datasets._prepare import prepare_once
 
 # Fixed so every machine prepares byte-identical data; each split gets its own stream.

@@ -45,7 +45,8 @@ def train_on_cluster(ctx):
 
     from tfaccel.engine import parameter_server as ps
     from tfaccel.training.inputs import build_data
-    from tfaccel.training.run import RunResult, build_model
+    from tfaccel.training.model_build import build_model
+    from tfaccel.training.run_summary import RunResult
 
     recipe, session = ctx.recipe, ctx.session
     training, strategy, plan = recipe.training, session.strategy, session.plan
