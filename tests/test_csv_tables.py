@@ -48,9 +48,10 @@ def test_batches_equal_make_csv_dataset_unshuffled(tmp_path):
     _write(tmp_path / "a.csv", ROWS[:4])
     _write(tmp_path / "b.csv", ROWS[4:])
     pattern = str(tmp_path / "*.csv")
-    ours = data.from_csv(pattern, batch_size=3, label_name="label", shuffle_buffer=0)
+    # make_csv_dataset's positional (file_pattern, batch_size) call shape works as is.
+    ours = data.from_csv(pattern, 3, label_name="label", shuffle_buffer=0)
     keras_side = tf.data.experimental.make_csv_dataset(
-        pattern, batch_size=3, label_name="label", shuffle=False, num_epochs=1)
+        pattern, 3, label_name="label", shuffle=False, num_epochs=1)
     assert ours.element_spec == (dict(keras_side.element_spec[0]), keras_side.element_spec[1])
     got, want = list(ours.as_numpy_iterator()), list(keras_side.as_numpy_iterator())
     assert len(got) == len(want) == 3

@@ -50,6 +50,21 @@ def test_same_spec_class_names_and_labels_as_keras(folder, kwargs):
     assert ours_labels == theirs_labels
 
 
+def test_keras_call_shapes_work_unchanged(folder):
+    # Keras' positional (directory, labels) and its keyword directory= (issue #28: the
+    # same call as Keras); a list of labels in Keras' listing order.
+    listing = keras.utils.image_dataset_from_directory(folder, verbose=False, shuffle=False)
+    labels = [int(y) for _, ys in listing for y in ys.numpy()]
+    labels = [(label + 1) % 3 for label in labels]
+    common = dict(image_size=(8, 8), batch_size=4, shuffle=False, verbose=False)
+    for call in (lambda f: f(folder, labels, **common),
+                 lambda f: f(directory=folder, labels=labels, **common)):
+        theirs, ours = call(keras.utils.image_dataset_from_directory), call(from_image_folder)
+        assert ours.file_paths == theirs.file_paths
+        assert _labels_by_path(ours) == _labels_by_path(theirs)
+        assert sorted(set(_labels_by_path(ours).values())) == [0, 1, 2]
+
+
 def test_label_mode_none_yields_images_only_like_keras(folder):
     theirs = keras.utils.image_dataset_from_directory(folder, label_mode=None, verbose=False,
                                                       image_size=(8, 8), shuffle=False)

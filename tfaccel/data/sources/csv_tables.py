@@ -442,7 +442,7 @@ def _from_frame(frame, *, label_name, column_defaults, select_columns, batch_siz
     return dataset
 
 
-def from_csv(source, *, batch_size: Optional[int], label_name: Optional[str] = None,
+def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = None,
              column_names: Optional[Sequence[str]] = None,
              column_types: Optional[Mapping] = None,
              column_defaults: Optional[Mapping] = None,

@@ -347,7 +347,8 @@ def _image_size(image_size) -> Tuple[int, int]:
     return height, width
 
 
-def from_image_folder(path, *, batch_size: Optional[int] = 32,
+def from_image_folder(directory, labels: Union[str, Sequence[int], None] = "inferred", *,
+                      batch_size: Optional[int] = 32,
                       image_size: Union[int, Sequence[int]] = (256, 256),
                       channels: int = 3, validation_fraction: float = 0.0,
                       subset: Optional[str] = None, seed: Optional[int] = None,
@@ -356,14 +357,13 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
                       class_names: Optional[Sequence[str]] = None,
                       interpolation: str = "bilinear", crop_to_aspect_ratio: bool = False,
                       pad_to_aspect_ratio: bool = False, follow_links: bool = True,
-                      labels: Union[str, Sequence[int], None] = "inferred",
                       color_mode: Optional[str] = None,
                       validation_split: Optional[float] = None,
                       shuffle: Optional[bool] = None, jpeg_dct_scaling: bool = True,
                       deterministic: Optional[bool] = None,
                       random_resized_crop: Union[bool, dict, None] = None,
                       verbose: bool = True, format: str = "tf", **options):
-    """Builds batches from ``path/<class name>/<image>`` files.
+    """Builds batches from ``directory/<class name>/<image>`` files.
 
     Example::
 
@@ -403,7 +403,8 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
     every decode setting, and rebuilt when any of them changes.
 
     Args:
-        path: Root folder; each sub-folder is a class, classes are sorted by name.
+        directory: Root folder; each sub-folder is a class, classes are sorted by name
+            (Keras' first argument; `labels` is its second, as in Keras).
         batch_size: The GLOBAL batch size; None yields single images (unbatched), as Keras.
         image_size: ``(height, width)`` every image is resized to, or one int for a square.
         channels: 1 (grey), 3 (RGB) or 4 (RGBA).
@@ -421,7 +422,7 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         verify: Check every file's header and ending before training (reads up to 5 KiB
             each, once: the results are saved and reused for the files of a sub-folder
             that has not changed since, see `tfaccel.data.listing_cache`).
-        listing: The result of `list_image_folder(path)`, to list a folder once for both
+        listing: The result of `list_image_folder(directory)`, to list a folder once for both
             subsets (None lists it here).
         label_mode: "int" (int32 [B]), "categorical" (one-hot float32 [B, classes]),
             "binary" (float32 [B, 1], two classes only) or None (images alone).
@@ -434,9 +435,9 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         pad_to_aspect_ratio: Resize the whole image to fit and pad it with black bars,
             instead of distorting it (not with `crop_to_aspect_ratio`).
         follow_links: Descend into symbolic links to folders.
-        labels: "inferred" (from the sub-folders), None (every image below `path`, in any
+        labels: "inferred" (from the sub-folders), None (every image below `directory`, in any
             sub-folder or none, without labels; ``label_mode=None`` means the same, as in
-            Keras), or a list of integer labels, one per image file below `path` in Keras'
+            Keras), or a list of integer labels, one per image file below `directory` in Keras'
             listing order (class names: the distinct labels as strings). A file skipped as
             unreadable is left out with its label.
         color_mode: Keras' name for `channels`: "grayscale", "rgb" or "rgba".
@@ -474,6 +475,7 @@ def from_image_folder(path, *, batch_size: Optional[int] = 32,
         DataError: Missing path, not a folder, no class sub-folders, no usable image.
         UserInputError: A bad argument value.
     """
+    path = directory  # the name below; Keras calls the argument directory
     class_folder.check_format(format)
     pipeline.check_builder_options(options, builder=from_image_folder)
     label_mode, labels, channels, interpolation, shuffle_buffer = _keras_arguments(
