@@ -193,11 +193,15 @@ def shard_embeddings(model, *, min_shard_bytes: int, max_shards: int):
         max_shards: The most shards of one table (the number of parameter servers).
 
     Returns:
-        The copy, or `model` itself when it cannot be copied layer by layer (a subclassed
-        model): then nothing is sharded.
+        The copy.
+
+    Raises:
+        ValueError: `model` cannot be copied layer by layer (`copyable`).
     """
-    if not isinstance(model, (keras.Sequential, keras.Model)) or not hasattr(model, "_nodes"):
-        return model
+    if not copyable(model):
+        raise ValueError(f"model {model.name!r} is not functional or Sequential: its "
+                         "Embeddings cannot be swapped for ShardedEmbedding layers; build it "
+                         "with ShardedEmbedding in the strategy's scope instead.")
 
     def clone(layer):
         if isinstance(layer, keras.layers.Embedding) and not unshardable(layer):
@@ -209,6 +213,12 @@ def shard_embeddings(model, *, min_shard_bytes: int, max_shards: int):
         return layer.__class__.from_config(layer.get_config())
 
     return _copy(model, clone)
+
+
+def copyable(model) -> bool:
+    """Whether `keras.models.clone_model` copies `model` layer by layer (functional, Sequential)."""
+    return isinstance(model, keras.Sequential) or (
+        isinstance(model, keras.Model) and type(model).__name__ == "Functional")
 
 
 def unshard_embeddings(model):

@@ -44,6 +44,7 @@ def train_on_cluster(ctx):
     import tensorflow as tf
 
     from tfaccel.engine import parameter_server as ps
+    from tfaccel.engine.sharded_embedding import sharding_report, unshard_embeddings
     from tfaccel.training.inputs import build_data
     from tfaccel.training.run import RunResult, build_model
 
@@ -58,7 +59,6 @@ def train_on_cluster(ctx):
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     workers = len(ps.worker_names(coordinator))
     servers = len(ps.cluster_spec_from_tf_config()["ps"])
-    say(f"parameter servers: {servers}, workers: {workers}; {ps.NO_PARTITIONER}.")
     if training.early_stopping_patience or training.keep == "best" or recipe.runtime.tensorboard:
         say("under parameter_server, model.keras holds the last epoch (training.keep), with "
             "no early stopping and no TensorBoard files (docs/distributed.md, Limits).")
@@ -67,6 +67,8 @@ def train_on_cluster(ctx):
         data = build_data(recipe, plan, deterministic=True, strategy=strategy)
     trained_model, model = build_model(recipe, strategy=strategy, plan=plan, data=data,
                                        given=ctx.given_model)
+    say(f"parameter servers: {servers}, workers: {workers}; "
+        f"{sharding_report(model, servers=servers)}.")
     optimizer = trained_model.optimizer
     with strategy.scope():
         optimizer.build(model.trainable_variables)
@@ -162,7 +164,8 @@ def train_on_cluster(ctx):
     summary = _summary(ctx, records=records, steps=counter.completed, workers=workers,
                        servers=servers, optimizer=optimizer, data=data,
                        train_seconds=time.perf_counter() - started, wall=wall)
-    model.save(Path(ctx.directory) / run_files.MODEL_FILE)
+    # The whole tables, as plain Embeddings: model.keras loads wherever Keras does.
+    unshard_embeddings(model).save(Path(ctx.directory) / run_files.MODEL_FILE)
     run_files.write_json(Path(ctx.directory) / run_files.SUMMARY_FILE, summary)
     return RunResult(run_dir=ctx.shown_dir, summary=summary, epochs=records, chief=True)
 
