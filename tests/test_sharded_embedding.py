@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tfaccel.engine.sharded_embedding import (
-    ShardedEmbedding, shard_count, shard_embeddings, shard_rows, sharding_report,
+    ShardedEmbedding, copyable, shard_count, shard_embeddings, shard_rows, sharding_report,
     unshard_embeddings)
 
 VOCAB, WIDTH = 11, 4
@@ -130,3 +130,18 @@ def test_what_a_split_table_cannot_keep_is_refused():
     with pytest.raises(ValueError, match=r"num_shards must be between 1 and input_dim \(11\); "
                                          r"got 12"):
         ShardedEmbedding(VOCAB, WIDTH, num_shards=12)
+
+
+def test_a_subclassed_model_is_not_copied():
+    class Own(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.table = keras.layers.Embedding(VOCAB, WIDTH)
+
+        def call(self, ids):
+            return self.table(ids)
+
+    own, functional = Own(), _model()
+    assert (copyable(own), copyable(functional)) == (False, True)
+    with pytest.raises(ValueError, match="model 'own' is not functional or Sequential"):
+        shard_embeddings(own, min_shard_bytes=1, max_shards=2)
