@@ -24,12 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import numpy as np
+import tensorflow as tf
 
-from machine import describe_cpu  # noqa: E402
-from tfaccel.engine.sharded_embedding import ShardedEmbedding  # noqa: E402
+from machine import describe_cpu
+from tfaccel.engine.sharded_embedding import ShardedEmbedding
 
 WIDTH, LENGTH, BATCH, STEPS = 64, 32, 256, 30
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 from io import StringIO
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,13 +18,12 @@ from launch_helpers import ROOT, TIMEOUT_SECONDS, child_env, read_json, run_tfac
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiworker]
 
-CHIEF = Path(__file__).with_name("sharded_embedding_chief.py")
 
 
 def test_shards_land_on_both_servers_and_train_as_embedding(tmp_path, monkeypatch):
     for key, value in child_env(tmp_path).items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr(launch, "worker_command", lambda args: [sys.executable, str(CHIEF)])
+    monkeypatch.setattr(launch, "worker_command", lambda args: [sys.executable, __file__])
     train = launch.TrainArgs(args=["train"], run_dir=None, resume=False)
     out, result = StringIO(), {}
     thread = threading.Thread(daemon=True, target=lambda: result.setdefault(
@@ -74,3 +72,75 @@ def test_a_text_recipe_under_launch_shards_its_embedding_and_trains(tmp_path):
     with np.load(checkpoint) as arrays:
         shapes = [arrays[name].shape for name in arrays.files if name != "state"]
     assert shapes[:2] == [(321, 64), (321, 64)]
+
+
+# The chief of the first test runs this file as a script (the cluster's Python).
+def _chief():
+    """The chief's script: a ShardedEmbedding model trained on the servers by coordinator
+    steps beside keras.layers.Embedding trained on the chief; prints RESULT and a JSON."""
+    import keras
+    import tensorflow as tf
+
+    from tfaccel.engine.parameter_server import make_parameter_server_strategy
+    from tfaccel.engine.sharded_embedding import ShardedEmbedding, shard_embeddings, \
+        sharding_report
+
+    def make_model():
+        keras.utils.set_random_seed(0)
+        ids = keras.Input((6,), dtype="int32")
+        x = keras.layers.Embedding(50, 8, name="embedding")(ids)
+        x = keras.layers.GlobalAveragePooling1D()(x)
+        return keras.Model(ids, keras.layers.Dense(3, name="head")(x))
+
+    def step(model, optimizer, x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply(gradients, model.trainable_variables)
+        return [type(g).__name__ for g in gradients]
+
+    rng = np.random.default_rng(0)
+    batches = [(rng.integers(0, 50, size=(4, 6)).astype("int32"), rng.integers(0, 3, size=4))
+               for _ in range(5)]
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    strategy = make_parameter_server_strategy()
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    reference, reference_optimizer = make_model(), keras.optimizers.Adam(0.05)  # the chief's
+    built = make_model()  # on the chief; its copy below is made on the servers
+    with strategy.scope():
+        # 50 rows x 32 bytes = 1600 bytes: 2 shards of at least 512 bytes (max_shards 2).
+        model = shard_embeddings(built, min_shard_bytes=512, max_shards=2)
+        optimizer = keras.optimizers.Adam(0.05)
+        optimizer.build(model.trainable_variables)
+    kinds = {}
+
+    @tf.function
+    def train_step(x, y):
+        def replica(x, y):
+            kinds["gradients"] = step(model, optimizer, x, y)  # recorded while tracing
+            return tf.constant(0)
+
+        return strategy.run(replica, args=(x, y))
+
+    for x, y in batches:
+        coordinator.schedule(train_step, args=(tf.constant(x), tf.constant(y)))
+        coordinator.join()  # one step at a time: the same sequence as one process
+        step(reference, reference_optimizer, x, y)
+    layer, initial = model.get_layer("embedding"), make_model().get_layer("embedding")
+    reference_table = reference.get_layer("embedding").embeddings.numpy()
+    print("RESULT " + json.dumps({
+        "is_sharded": isinstance(layer, ShardedEmbedding),
+        "devices": [shard.value.device for shard in layer.shards],
+        "rows": [int(shard.shape[0]) for shard in layer.shards],
+        "gradients": kinds["gradients"],
+        "table_diff": float(np.abs(layer.table() - reference_table).max()),
+        "head_diff": float(np.abs(model.get_layer("head").kernel.numpy()
+                                  - reference.get_layer("head").kernel.numpy()).max()),
+        "trained": float(np.abs(layer.table() - initial.embeddings.numpy()).max()),
+        "iterations": int(optimizer.iterations.numpy()),
+        "report": sharding_report(model, servers=2),
+    }), flush=True)
+
+
+if __name__ == "__main__":
+    _chief()
