@@ -145,3 +145,12 @@ def test_a_subclassed_model_is_not_copied():
     assert (copyable(own), copyable(functional)) == (False, True)
     with pytest.raises(ValueError, match="model 'own' is not functional or Sequential"):
         shard_embeddings(own, min_shard_bytes=1, max_shards=2)
+
+
+def test_the_report_says_why_no_table_was_sharded():
+    model = _model()
+    assert sharding_report(model, servers=1).startswith(
+        "no table sharded (one parameter server); each other variable lives whole")
+    assert sharding_report(model, servers=2).startswith(
+        "no table sharded (runtime.min_shard_bytes: an Embedding shards once its table holds "
+        "2 shards' worth)")

@@ -263,8 +263,9 @@ def sharding_report(model, *, servers: int) -> str:
     whole = ("each other variable lives whole on one parameter server (dealt round-robin "
              "among them)")
     if not sharded:
-        return (f"no table sharded (runtime.min_shard_bytes: an Embedding shards once its "
-                f"table holds 2 shards' worth); {whole}")
+        why = ("one parameter server" if servers < 2 else "runtime.min_shard_bytes: an "
+               "Embedding shards once its table holds 2 shards' worth")
+        return f"no table sharded ({why}); {whole}"
     parts = []
     for layer in sharded:
         tasks = sorted({_ps_task(shard) for shard in layer.shards})
