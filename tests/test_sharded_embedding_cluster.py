@@ -1,9 +1,11 @@
 """ShardedEmbedding on a real parameter-server cluster on 127.0.0.1 (a chief, 2 ps, 1 worker):
 its shards are dealt one per server, gradients are sparse per shard, and the weights after
 coordinator-scheduled steps equal keras.layers.Embedding's trained in one process; a text
-recipe under `tfaccel launch --ps 2 --workers 1` shards its table and trains."""
+recipe under `tfaccel launch --ps 2 --workers 1` shards its table and trains, and resumes
+after a SIGTERM with its shards (heavy)."""
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -14,10 +16,9 @@ import pytest
 
 from tfaccel.cli import launch
 
-from launch_helpers import ROOT, TIMEOUT_SECONDS, child_env, read_json, run_tfaccel
+from launch_helpers import ROOT, TIMEOUT_SECONDS, child_env, kill_tree, read_json, run_tfaccel
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiworker]
-
 
 
 def test_shards_land_on_both_servers_and_train_as_embedding(tmp_path, monkeypatch):
@@ -45,13 +46,19 @@ def test_shards_land_on_both_servers_and_train_as_embedding(tmp_path, monkeypatc
         "sharded: embedding (50x8, 0.00 MiB) in 2 shards over 2 of 2 server(s) [ps 0, ps 1]")
 
 
+def _text_sets(tmp_path, *, epochs):
+    """recipes/text.yaml under parameter_server: no accumulation, a 16 KiB shard size."""
+    return ["runtime.strategy=parameter_server", "training.accumulation_steps=1",
+            f"training.epochs={epochs}", "runtime.min_shard_bytes=16384",
+            "runtime.precision=float32", "runtime.tensorboard=false",
+            f"runtime.runs_dir={tmp_path / 'runs'}"]
+
+
 def test_a_text_recipe_under_launch_shards_its_embedding_and_trains(tmp_path):
     recipe = ROOT / "recipes" / "text.yaml"  # text_cnn: a 642 x 64 float32 table, 164 KiB
-    sets = ["runtime.strategy=parameter_server", "training.accumulation_steps=1",
-            "training.epochs=1", "runtime.min_shard_bytes=16384", "runtime.precision=float32",
-            "runtime.tensorboard=false", f"runtime.runs_dir={tmp_path / 'runs'}"]
-    code, output = run_tfaccel(["launch", "--ps", "2", "--workers", "1", "--", "train",
-                                recipe, *[a for s in sets for a in ("--set", s)]],
+    code, output = run_tfaccel(["launch", "--ps", "2", "--workers", "1", "--", "train", recipe,
+                                *[a for s in _text_sets(tmp_path, epochs=1)
+                                  for a in ("--set", s)]],
                                tmp_path=tmp_path)
     assert code == 0, output[-4000:]
     assert ("parameter servers: 2, workers: 1; sharded: embedding (642x64, 0.16 MiB) in 2 "
@@ -72,6 +79,33 @@ def test_a_text_recipe_under_launch_shards_its_embedding_and_trains(tmp_path):
     with np.load(checkpoint) as arrays:
         shapes = [arrays[name].shape for name in arrays.files if name != "state"]
     assert shapes[:2] == [(321, 64), (321, 64)]
+
+
+
+@pytest.mark.heavy  # two launches of 4 processes (about a minute on 2 loaded cores)
+def test_a_sharded_run_stopped_by_sigterm_resumes_with_its_shards(tmp_path):
+    args = ["launch", "--ps", "2", "--workers", "1", "--", "train"]
+    sets = [a for s in _text_sets(tmp_path, epochs=2) for a in ("--set", s)]
+    process = subprocess.Popen([sys.executable, "-m", "tfaccel.cli", *args,
+                                ROOT / "recipes" / "text.yaml", *sets],
+                               env=child_env(tmp_path), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+                               start_new_session=True)
+    try:
+        for line in process.stdout:
+            if "tfaccel: epoch 1/2" in line:
+                process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=TIMEOUT_SECONDS) == 143
+    finally:
+        if process.poll() is None:
+            kill_tree(process.pid)
+    (run,) = list((tmp_path / "runs").iterdir())
+    code, output = run_tfaccel([*args, "--resume", run], tmp_path=tmp_path)
+    assert code == 0, output[-4000:]
+    assert "resuming from checkpoint ps-step-000000125.npz: step 125" in output
+    assert "in 2 shards over 2 of 2 server(s) [ps 0, ps 1]" in output
+    summary = read_json(run / "summary.json")
+    assert summary["steps_completed"] == 250 and summary["final_metrics"]["val_accuracy"] > 0.9
 
 
 # The chief of the first test runs this file as a script (the cluster's Python).
