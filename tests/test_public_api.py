@@ -6,7 +6,7 @@ import tfaccel
 
 
 def test_top_level_names_resolve_to_the_implementations():
-    from tfaccel.engine import accumulation, precision, strategy
+    from tfaccel.engine import accumulation, precision, sharded_embedding, strategy
     from tfaccel.training import run as runner
 
     assert tfaccel.accumulate is accumulation.accumulate
@@ -14,6 +14,7 @@ def test_top_level_names_resolve_to_the_implementations():
     assert tfaccel.make_strategy is strategy.make_strategy
     assert tfaccel.set_precision is precision.set_precision
     assert tfaccel.train is runner.train
+    assert tfaccel.ShardedEmbedding is sharded_embedding.ShardedEmbedding
     assert set(tfaccel.__all__) >= {"accumulate", "AccumulatingModel", "make_strategy",
                                     "set_precision", "train", "data"}
 

@@ -13,6 +13,7 @@ _LAZY_ATTRIBUTES = {
     "pipeline": "tfaccel.engine.pipeline",
     "PipelineModel": "tfaccel.engine.pipeline",
     "set_precision": "tfaccel.engine.precision",
+    "ShardedEmbedding": "tfaccel.engine.sharded_embedding",
     "train": "tfaccel.training.run",
     "export": "tfaccel.tools.export",
 }

@@ -365,6 +365,11 @@ class RuntimeConfig:
         None, "Keras fit verbosity: 0 silent, 1 progress bar, 2 one line per epoch; empty: a "
         "progress bar on a terminal, one line per epoch otherwise (a log file, a scheduler).",
         minimum=0, maximum=2)
+    min_shard_bytes: Optional[int] = _key(
+        262144, "parameter_server: an Embedding whose table holds at least twice this many "
+        "bytes is split into shards of at least this size, at most one per parameter server "
+        "(TensorFlow's MinSizePartitioner rule; 256 KiB); empty: no table is split.",
+        minimum=1)
     peer_timeout: Optional[float] = _key(
         None, "multi_worker: seconds without a heartbeat after which a worker counts as "
         "unreachable and the job stops naming it; empty: TensorFlow's 10.",

@@ -21,12 +21,8 @@ JOBS = ("chief", "ps", "worker")
 # one (tried with TF 2.21 / Keras 3.15: "AttributeError: 'ShardedVariable' object has no
 # attribute 'handle'" in tape.gradient, for Embedding and Dense alike). Gradients taken of
 # the shards get past the tape, but Keras' optimizer updates through extended.update, which
-# refuses it: "ShardedVariable doesn't support being used as a reference".
-NO_PARTITIONER = (
-    "variables are not sharded: Keras 3 wraps each variable in a keras.Variable and "
-    "TensorFlow's GradientTape cannot take gradients of a ShardedVariable inside one "
-    "(AttributeError 'ShardedVariable' object has no attribute 'handle'), so each variable "
-    "lives whole on one parameter server (the variables are dealt round-robin among them)")
+# refuses it: "ShardedVariable doesn't support being used as a reference". Large tables are
+# split by engine/sharded_embedding.py instead: K plain Keras variables, dealt round-robin.
 
 
 def cluster_spec_from_tf_config() -> dict:
@@ -55,7 +51,8 @@ def make_parameter_server_strategy():
 
     Returns:
         The strategy; models built in its scope keep their variables on the parameter
-        servers. No variable partitioner (`NO_PARTITIONER` says why).
+        servers. No variable partitioner (the comment above says why; large
+        embedding tables are split by `ShardedEmbedding`).
     """
     cluster_spec_from_tf_config()
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()

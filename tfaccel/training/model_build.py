@@ -26,8 +26,10 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, g
     from tfaccel.training.optimizers import make_optimizer
 
     training = recipe.training
+    model = _parameter_server_model(recipe, strategy=strategy, data=data, given=given)
     with strategy.scope():
-        model = _make_model(recipe, data=data, given=given)
+        if model is None:
+            model = _make_model(recipe, data=data, given=given)
         optimizer = make_optimizer(recipe.optimizer,
                                    total_steps=data.steps_per_epoch * training.epochs,
                                    steps_per_epoch=data.steps_per_epoch)
@@ -48,6 +50,31 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, g
         # A no-op except under multi-worker MultiWorkerMirroredStrategy (keras#20585).
         patch_for_multi_worker(trained_model)
     return trained_model, model
+
+
+def _parameter_server_model(recipe: Recipe, *, strategy, data: TrainData, given):
+    """Under ParameterServerStrategy: the model with its large Embeddings sharded, else None.
+
+    The model is made on the chief, then copied into the strategy's scope, each Embedding of
+    at least 2 shards of runtime.min_shard_bytes becoming a ShardedEmbedding holding the same
+    table: only the copy's variables live on the parameter servers (a table is never placed
+    whole first). None (made in the scope as any model) when min_shard_bytes is empty or the
+    model cannot be copied layer by layer (a subclassed model).
+    """
+    import tensorflow as tf
+
+    if recipe.runtime.min_shard_bytes is None or not isinstance(
+            strategy, tf.distribute.ParameterServerStrategy):
+        return None
+    from tfaccel.engine.parameter_server import cluster_spec_from_tf_config
+    from tfaccel.engine.sharded_embedding import copyable, shard_embeddings
+
+    made = _make_model(recipe, data=data, given=given)
+    if not copyable(made):
+        return None
+    with strategy.scope():
+        return shard_embeddings(made, min_shard_bytes=recipe.runtime.min_shard_bytes,
+                                max_shards=len(cluster_spec_from_tf_config()["ps"]))
 
 
 def _make_model(recipe: Recipe, *, data: TrainData, given):

@@ -44,6 +44,7 @@ def train_on_cluster(ctx):
     import tensorflow as tf
 
     from tfaccel.engine import parameter_server as ps
+    from tfaccel.engine.sharded_embedding import sharding_report, unshard_embeddings
     from tfaccel.training.inputs import build_data
     from tfaccel.training.model_build import build_model
     from tfaccel.training.run_summary import RunResult
@@ -59,7 +60,6 @@ def train_on_cluster(ctx):
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     workers = len(ps.worker_names(coordinator))
     servers = len(ps.cluster_spec_from_tf_config()["ps"])
-    say(f"parameter servers: {servers}, workers: {workers}; {ps.NO_PARTITIONER}.")
     if training.early_stopping_patience or training.keep == "best" or recipe.runtime.tensorboard:
         say("under parameter_server, model.keras holds the last epoch (training.keep), with "
             "no early stopping and no TensorBoard files (docs/distributed.md, Limits).")
@@ -68,6 +68,8 @@ def train_on_cluster(ctx):
         data = build_data(recipe, plan, deterministic=True, strategy=strategy)
     trained_model, model = build_model(recipe, strategy=strategy, plan=plan, data=data,
                                        given=ctx.given_model)
+    say(f"parameter servers: {servers}, workers: {workers}; "
+        f"{sharding_report(model, servers=servers)}.")
     optimizer = trained_model.optimizer
     with strategy.scope():
         optimizer.build(model.trainable_variables)
@@ -163,7 +165,8 @@ def train_on_cluster(ctx):
     summary = _summary(ctx, records=records, steps=counter.completed, workers=workers,
                        servers=servers, optimizer=optimizer, data=data,
                        train_seconds=time.perf_counter() - started, wall=wall)
-    model.save(Path(ctx.directory) / run_files.MODEL_FILE)
+    # The whole tables, as plain Embeddings: model.keras loads wherever Keras does.
+    unshard_embeddings(model).save(Path(ctx.directory) / run_files.MODEL_FILE)
     run_files.write_json(Path(ctx.directory) / run_files.SUMMARY_FILE, summary)
     return RunResult(run_dir=ctx.shown_dir, summary=summary, epochs=records, chief=True)
 
@@ -275,7 +278,9 @@ def _restore(ctx, *, model, optimizer) -> dict:
         if len(saved.files) - 1 != len(variables):
             raise UserInputError(f"{path} holds {len(saved.files) - 1} variables but the "
                                  f"model and optimizer have {len(variables)}; it is not "
-                                 "this run's checkpoint.")
+                                 "this run's checkpoint, or it was written with another "
+                                 "number of parameter servers (a sharded table has one "
+                                 "variable per server): resume with the same --ps N.")
         for i, variable in enumerate(variables):
             variable.assign(saved[f"v{i}"])
     run_files.write_text(Path(ctx.directory) / run_files.METRICS_FILE,
