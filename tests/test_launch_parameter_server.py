@@ -105,7 +105,8 @@ def test_a_lost_parameter_server_stops_the_run_and_resume_finishes_it(tmp_path):
         tmp_path, ["--ps", "1", "--workers", "2", "--", "train", str(recipe)],
         victim="ps0", after=r"\[chief\] tfaccel: epoch 1/3")
     assert code != 0
-    assert re.search(r"parameter server /job:ps/replica:0/task:0 is unreachable .* the run "
+    assert re.search(r"parameter server 127\.0\.0\.1:\d+ \(/job:ps/replica:0/task:0\) is "
+                     r"unreachable .* the run "
                      r"stopped after \d+ completed step\(s\)", output), [
         line for line in output.splitlines() if "Error:" in line]
     assert "Traceback" not in output
