@@ -14,33 +14,17 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
-from launch_helpers import TIMEOUT_SECONDS, child_env, kill_tree, run_tfaccel
+from launch_helpers import PS_STEPS_PER_EPOCH as STEPS_PER_EPOCH
+from launch_helpers import (TIMEOUT_SECONDS, child_env, kill_tree, parameter_server_recipe,
+                            run_tfaccel)
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiworker]
 
-STEPS_PER_EPOCH = 40  # 1000 examples, batch 25
-
 
 def _recipe(tmp_path, *, epochs):
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(1200, 16)).astype("float32")
-    y = (x @ rng.normal(size=(16, 3))).argmax(1).astype("int64")
-    np.savez(tmp_path / "blobs.npz", x_train=x[:1000], y_train=y[:1000], x_test=x[1000:],
-             y_test=y[1000:])
-    path = tmp_path / "ps.yaml"
-    path.write_text(f"""
-name: ps-tiny
-data: {{source: arrays, path: blobs.npz, validation_split: test}}
-model: {{name: mlp, params: {{hidden_units: [32], normalization: none, dropout: 0.0}}}}
-optimizer: {{name: adam, learning_rate: 1e-2}}
-training: {{epochs: {epochs}, global_batch_size: 25, checkpoint_every_steps: 20}}
-runtime: {{strategy: parameter_server, precision: float32, tensorboard: false,
-          runs_dir: {tmp_path / 'runs'}}}
-""")
-    return path
+    return parameter_server_recipe(tmp_path, epochs=epochs)
 
 
 def _launch_and_kill(tmp_path, args, *, victim, after, signum=signal.SIGKILL):
