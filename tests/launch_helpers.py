@@ -137,3 +137,15 @@ runtime: {{strategy: parameter_server, precision: float32, tensorboard: false,
           runs_dir: {tmp_path / 'runs'}}}
 """)
     return path
+
+
+def launch_on_hosts(net, train_args, *, port: int, tmp_path: Path, options=()):
+    """`tfaccel launch OPTIONS --hosts H0:PORT,H1:PORT,... --index I -- TRAIN_ARGS` in every
+    host I of `net` (a tests/netns.py PrivateNetwork); the `HostProcesses`."""
+    from netns import HostProcesses
+
+    hosts = ",".join(f"{net.address(i)}:{port}" for i in range(net.hosts))
+    return HostProcesses(net, [
+        [sys.executable, "-m", "tfaccel.cli", "launch", *options, "--hosts", hosts,
+         "--index", str(i), "--", *map(str, train_args)] for i in range(net.hosts)],
+        env=child_env(tmp_path), cwd=tmp_path)

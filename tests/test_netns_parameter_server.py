@@ -6,22 +6,21 @@ counted once; a parameter server's link cut stops the run naming it, and `--resu
 the link is restored finishes the run.
 
 Real TensorFlow processes (4 per launch): marked `slow` and `multiworker` like
-tests/test_netns_hosts.py, and `heavy` (each over 30 s on 2 loaded cores); every wait is
-under a timeout; skipped where namespaces cannot be made.
+tests/test_netns_hosts.py; the link cuts also `heavy` (30-50 s each on 2 loaded cores, the
+plain run about 22 s); every wait is under a timeout; skipped where namespaces cannot be made.
 """
 
 import json
-import sys
 import time
 
 import pytest
 
-from launch_helpers import (PS_STEPS_PER_EPOCH, TIMEOUT_SECONDS, child_env,
+from launch_helpers import (PS_STEPS_PER_EPOCH, TIMEOUT_SECONDS, launch_on_hosts,
                             parameter_server_recipe)
-from netns import HostProcesses, PrivateNetwork, namespaces_unavailable
+from netns import PrivateNetwork, namespaces_unavailable
 
 _WHY_NOT = namespaces_unavailable()
-pytestmark = [pytest.mark.slow, pytest.mark.multiworker, pytest.mark.heavy,
+pytestmark = [pytest.mark.slow, pytest.mark.multiworker,
               pytest.mark.skipif(_WHY_NOT is not None,
                                  reason=f"cannot create network namespaces: {_WHY_NOT}")]
 
@@ -42,11 +41,19 @@ def network():
 
 def _launch(net, train_args, *, tmp_path):
     """`tfaccel launch --ps 1 --hosts ... --index I -- TRAIN_ARGS` on every host of `net`."""
-    hosts = ",".join(f"{net.address(i)}:{PORT}" for i in range(net.hosts))
-    return HostProcesses(net, [
-        [sys.executable, "-m", "tfaccel.cli", "launch", "--ps", "1", "--hosts", hosts,
-         "--index", str(i), "--", *map(str, train_args)] for i in range(net.hosts)],
-        env=child_env(tmp_path), cwd=tmp_path)
+    return launch_on_hosts(net, train_args, port=PORT, tmp_path=tmp_path,
+                           options=["--ps", "1"])
+
+
+def _cut_in_epoch_2(net, host, *, epochs, tmp_path):
+    """A run of `epochs` on every host, `host`'s link cut once epoch 1 is done (epoch 2's
+    steps in flight); ``(launch, run_dir, when it was cut)``."""
+    run_dir = tmp_path / "runs" / "cut"
+    recipe = parameter_server_recipe(tmp_path, epochs=epochs)
+    launch = _launch(net, ["train", recipe, "--run-dir", run_dir], tmp_path=tmp_path)
+    launch.wait_for(f"[chief] tfaccel: epoch 1/{epochs}", index=CHIEF, timeout=TIMEOUT_SECONDS)
+    net.cut(host)
+    return launch, run_dir, time.monotonic()
 
 
 def _read(run_dir):
@@ -72,14 +79,10 @@ def test_four_hosts_train_to_the_exact_step_count(network, tmp_path):
     assert epochs == [(1, 40), (2, 80)]
 
 
+@pytest.mark.heavy
 def test_a_worker_cut_mid_epoch_is_named_and_the_run_completes_counting_each_step_once(
         network, tmp_path):
-    run_dir = tmp_path / "runs" / "cut-worker"
-    recipe = parameter_server_recipe(tmp_path, epochs=6)
-    launch = _launch(network, ["train", recipe, "--run-dir", run_dir], tmp_path=tmp_path)
-    launch.wait_for("[chief] tfaccel: epoch 1/6", index=CHIEF, timeout=TIMEOUT_SECONDS)
-    network.cut(W1)  # epoch 2's steps are in flight on both workers
-    cut_at = time.monotonic()
+    launch, run_dir, cut_at = _cut_in_epoch_2(network, W1, epochs=6, tmp_path=tmp_path)
     lost = (f"worker 1 ({network.address(W1)}:{PORT}, /job:worker/replica:0/task:1) is "
             "unreachable (TensorFlow: UnavailableError)")
     launch.wait_for(lost, index=CHIEF, timeout=STOP_BOUND_SECONDS)
@@ -100,14 +103,10 @@ def test_a_worker_cut_mid_epoch_is_named_and_the_run_completes_counting_each_ste
     assert summary["final_metrics"]["val_accuracy"] > 0.8  # it learned across the loss
 
 
+@pytest.mark.heavy
 def test_a_parameter_server_cut_stops_the_run_naming_it_and_resume_finishes_it(
         network, tmp_path):
-    run_dir = tmp_path / "runs" / "cut-ps"
-    recipe = parameter_server_recipe(tmp_path, epochs=4)
-    launch = _launch(network, ["train", recipe, "--run-dir", run_dir], tmp_path=tmp_path)
-    launch.wait_for("[chief] tfaccel: epoch 1/4", index=CHIEF, timeout=TIMEOUT_SECONDS)
-    network.cut(PS)
-    cut_at = time.monotonic()
+    launch, run_dir, cut_at = _cut_in_epoch_2(network, PS, epochs=4, tmp_path=tmp_path)
     codes = launch.finish(timeout=STOP_BOUND_SECONDS)
     print(f"the chief stopped {time.monotonic() - cut_at:.1f} s after the cut")
     assert codes == [1, 0, 0, 0], launch.output()[-4000:]  # the servers end with the chief
