@@ -32,8 +32,8 @@ NO_PARTITIONER = (
 # TensorFlow reads gRPC's channel options from this variable once, at its first channel.
 GRPC_OPTIONS_VARIABLE = "TF_GRPC_DEFAULT_OPTIONS"
 # Without keepalive pings a call to a peer whose link was cut waits for TCP's own timeout
-# (a run still stuck 4 minutes after a worker's link was cut, tests/test_netns_parameter_server.py);
-# this bound (runtime.peer_timeout's default, as for multi_worker) is what the pings give.
+# (tried across network namespaces: a run still stuck 4 minutes after a worker's link was
+# cut); this bound (runtime.peer_timeout's default, as for multi_worker) is what they give.
 DEFAULT_PEER_TIMEOUT_SECONDS = 10.0
 
 

@@ -1,4 +1,4 @@
-"""A parameter-server worker the coordinator lost, said by HOST:PORT (TensorFlow logs its device)."""
+"""A parameter-server worker the coordinator lost, said once by HOST:PORT."""
 
 from __future__ import annotations
 
