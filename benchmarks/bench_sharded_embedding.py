@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import keras
 import numpy as np
 import tensorflow as tf
-
 from machine import describe_cpu
+
 from tfaccel.engine.sharded_embedding import ShardedEmbedding
 
 WIDTH, LENGTH, BATCH, STEPS = 64, 32, 256, 30

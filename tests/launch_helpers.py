@@ -10,6 +10,7 @@ from tfaccel.cli.launch import WorkerGroup, free_ports, tf_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECIPE = ROOT / "recipes" / "default.yaml"
+PS_STEPS_PER_EPOCH = 40  # parameter_server_recipe's: 1000 examples, batch 25
 # Generous: 2 TensorFlow processes on 2 shared cores; a hang fails instead of blocking CI.
 TIMEOUT_SECONDS = 420
 
@@ -113,3 +114,38 @@ def short_default_args(data_dir, runs_dir, *extra) -> list:
 def read_json(path: Path) -> dict:
     """A JSON file as a dict."""
     return json.loads(Path(path).read_text())
+
+
+def parameter_server_recipe(tmp_path: Path, *, epochs: int) -> Path:
+    """A tiny runtime.strategy parameter_server recipe (an MLP on 1000 separable examples,
+    `PS_STEPS_PER_EPOCH` steps an epoch, a checkpoint every 20 steps) in `tmp_path`."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1200, 16)).astype("float32")
+    y = (x @ rng.normal(size=(16, 3))).argmax(1).astype("int64")
+    np.savez(tmp_path / "blobs.npz", x_train=x[:1000], y_train=y[:1000], x_test=x[1000:],
+             y_test=y[1000:])
+    path = tmp_path / "ps.yaml"
+    path.write_text(f"""
+name: ps-tiny
+data: {{source: arrays, path: blobs.npz, validation_split: test}}
+model: {{name: mlp, params: {{hidden_units: [32], normalization: none, dropout: 0.0}}}}
+optimizer: {{name: adam, learning_rate: 1e-2}}
+training: {{epochs: {epochs}, global_batch_size: 25, checkpoint_every_steps: 20}}
+runtime: {{strategy: parameter_server, precision: float32, tensorboard: false,
+          runs_dir: {tmp_path / 'runs'}}}
+""")
+    return path
+
+
+def launch_on_hosts(net, train_args, *, port: int, tmp_path: Path, options=()):
+    """`tfaccel launch OPTIONS --hosts H0:PORT,H1:PORT,... --index I -- TRAIN_ARGS` in every
+    host I of `net` (a tests/netns.py PrivateNetwork); the `HostProcesses`."""
+    from netns import HostProcesses
+
+    hosts = ",".join(f"{net.address(i)}:{port}" for i in range(net.hosts))
+    return HostProcesses(net, [
+        [sys.executable, "-m", "tfaccel.cli", "launch", *options, "--hosts", hosts,
+         "--index", str(i), "--", *map(str, train_args)] for i in range(net.hosts)],
+        env=child_env(tmp_path), cwd=tmp_path)

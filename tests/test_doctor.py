@@ -299,3 +299,20 @@ def test_doctor_does_not_blame_augmentation_otherwise(wait, without):
     suggestions = suggest(recipe, report, cpu_bf16=True, replicas=1)
     augment = [s for s in suggestions if s["key"] == "data.augment"]
     assert [s["try"] for s in augment] == (["pipeline"] if wait >= 0.05 else [])
+
+
+def test_xla_is_not_suggested_under_the_pipeline_strategy_which_refuses_it():
+    from tfaccel.config.recipe import recipe_from_dict
+
+    report = {"input_wait_fraction": 0.01, "model_examples_per_sec": 1000.0,
+              "pipeline_examples_per_sec": 5000.0, "fit_examples_per_sec": 990.0,
+              "framework_overhead_fraction": 0.1, "settings": {"precision": "float32"},
+              "steps_per_execution": {"recipe": "auto", "auto_choice": None}}
+    keys = {}
+    for strategy in ("one_device", "pipeline"):
+        recipe = recipe_from_dict({"runtime": {"strategy": strategy}}, base_dir=".")
+        keys[strategy] = [s["key"] for s in suggest(recipe, report, cpu_bf16=False,
+                                                    replicas=1)]
+    assert "training.jit_compile" in keys["one_device"]  # the same report, one device
+    assert "training.jit_compile" not in keys["pipeline"]
+    assert "training.global_batch_size" in keys["pipeline"]  # the others stay

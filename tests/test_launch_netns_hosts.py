@@ -7,7 +7,6 @@ Real TensorFlow processes, like tests/test_launch_multiworker.py: marked `slow` 
 `multiworker`, each wait under a timeout; skipped where namespaces cannot be made.
 """
 
-import sys
 import time
 
 import numpy as np
@@ -15,12 +14,12 @@ import pytest
 from launch_helpers import (
     DEFAULT_RECIPE,
     TIMEOUT_SECONDS,
-    child_env,
+    launch_on_hosts,
     read_json,
     run_tfaccel,
     short_default_args,
 )
-from netns import HostProcesses, PrivateNetwork, namespaces_unavailable
+from netns import PrivateNetwork, namespaces_unavailable
 
 _WHY_NOT = namespaces_unavailable()
 pytestmark = [pytest.mark.slow, pytest.mark.multiworker,
@@ -43,11 +42,7 @@ def network():
 
 def _launch(net, train_args, *, tmp_path):
     """`tfaccel launch --hosts ... --index I -- TRAIN_ARGS` on every host of `net`."""
-    hosts = ",".join(f"{net.address(i)}:{PORT}" for i in range(net.hosts))
-    return HostProcesses(net, [
-        [sys.executable, "-m", "tfaccel.cli", "launch", "--hosts", hosts, "--index", str(i),
-         "--", *map(str, train_args)] for i in range(net.hosts)],
-        env=child_env(tmp_path), cwd=tmp_path)
+    return launch_on_hosts(net, train_args, port=PORT, tmp_path=tmp_path)
 
 
 def _weights(run_dir):

@@ -14,32 +14,21 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
-from launch_helpers import TIMEOUT_SECONDS, child_env, kill_tree, run_tfaccel
+from launch_helpers import PS_STEPS_PER_EPOCH as STEPS_PER_EPOCH
+from launch_helpers import (
+    TIMEOUT_SECONDS,
+    child_env,
+    kill_tree,
+    parameter_server_recipe,
+    run_tfaccel,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiworker]
 
-STEPS_PER_EPOCH = 40  # 1000 examples, batch 25
-
 
 def _recipe(tmp_path, *, epochs):
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(1200, 16)).astype("float32")
-    y = (x @ rng.normal(size=(16, 3))).argmax(1).astype("int64")
-    np.savez(tmp_path / "blobs.npz", x_train=x[:1000], y_train=y[:1000], x_test=x[1000:],
-             y_test=y[1000:])
-    path = tmp_path / "ps.yaml"
-    path.write_text(f"""
-name: ps-tiny
-data: {{source: arrays, path: blobs.npz, validation_split: test}}
-model: {{name: mlp, params: {{hidden_units: [32], normalization: none, dropout: 0.0}}}}
-optimizer: {{name: adam, learning_rate: 1e-2}}
-training: {{epochs: {epochs}, global_batch_size: 25, checkpoint_every_steps: 20}}
-runtime: {{strategy: parameter_server, precision: float32, tensorboard: false,
-          runs_dir: {tmp_path / 'runs'}}}
-""")
-    return path
+    return parameter_server_recipe(tmp_path, epochs=epochs)
 
 
 def _launch_and_kill(tmp_path, args, *, victim, after, signum=signal.SIGKILL):
@@ -104,7 +93,8 @@ def test_a_lost_parameter_server_stops_the_run_and_resume_finishes_it(tmp_path):
         tmp_path, ["--ps", "1", "--workers", "2", "--", "train", str(recipe)],
         victim="ps0", after=r"\[chief\] tfaccel: epoch 1/3")
     assert code != 0
-    assert re.search(r"parameter server /job:ps/replica:0/task:0 is unreachable .* the run "
+    assert re.search(r"parameter server 127\.0\.0\.1:\d+ \(/job:ps/replica:0/task:0\) is "
+                     r"unreachable .* the run "
                      r"stopped after \d+ completed step\(s\)", output), [
         line for line in output.splitlines() if "Error:" in line]
     assert "Traceback" not in output

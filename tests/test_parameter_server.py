@@ -113,6 +113,12 @@ def test_a_lost_ps_is_named_and_a_lost_worker_is_not_an_error():
                                 "(TensorFlow: UnavailableError)")
     assert "stopped after 57 completed step(s)" in str(lost)
     assert "-- train --resume runs/x" in str(lost)
+    named = lost_parameter_server(error, step=57, run_dir="runs/x",
+                                  cluster={"ps": ["10.1.2.2:2222"], "worker": []})
+    assert str(named).startswith("parameter server 10.1.2.2:2222 (/job:ps/replica:0/task:0) "
+                                 "is unreachable (TensorFlow: UnavailableError): its link is "
+                                 "down or it stopped")
+    assert "--ps N --hosts ... --index I" in str(named)
     worker = tf.errors.UnavailableError(None, None, "/job:worker/replica:0/task:1 is gone")
     assert lost_parameter_server(worker, step=1, run_dir="r") is None
     assert lost_parameter_server(ValueError("/job:ps/replica:0/task:0"), step=1,
@@ -198,3 +204,43 @@ def test_a_task_ends_by_itself_once_its_chief_is_gone(tmp_path):
             process.kill()
     assert process.returncode == 0
     assert f"ps 0: the chief ({hosts[0]}) is gone; stopping." in output
+
+
+def test_a_lost_worker_is_said_once_by_host_and_port(monkeypatch):
+    import logging
+
+    from tfaccel.training import lost_ps_worker
+
+    said = []
+    monkeypatch.setattr(lost_ps_worker, "say", said.append)
+    workers = ["10.1.2.3:2222", "10.1.2.4:2222"]
+    # TensorFlow's coordinator logs this once per closure in flight on the lost worker.
+    failed = ("Worker /job:worker/replica:0/task:1 failed with UnavailableError():recvmsg:"
+              "Connection timed out")
+    with lost_ps_worker.LostWorkers(workers):
+        for _ in range(3):
+            logging.getLogger("tensorflow").error("%s", failed)
+        logging.getLogger("tensorflow").error("Worker %s failed with %r:%s",
+                                              "/job:worker/replica:0/task:7", None, "out")
+    logging.getLogger("tensorflow").error("%s", failed.replace("task:1", "task:0"))  # after
+    assert said == ["worker 1 (10.1.2.4:2222, /job:worker/replica:0/task:1) is unreachable "
+                    "(TensorFlow: UnavailableError): its link is down or it stopped; its "
+                    "steps run on the other worker(s), each counted once, and training "
+                    "carries on."]
+    assert lost_ps_worker.lost_worker_line("Worker has been recovered.", workers) is None
+
+
+def test_the_keepalive_bounds_a_silent_peer_and_keeps_the_users_own(monkeypatch):
+    import os
+
+    from tfaccel.engine import parameter_server as ps
+
+    assert ps.keepalive_options(10) == ("grpc.keepalive_time_ms=5000,grpc.keepalive_timeout_ms="
+                                        "5000,grpc.http2.max_pings_without_data=0")
+    assert ps.keepalive_options(0.1).startswith("grpc.keepalive_time_ms=500,")  # gRPC's floor
+    monkeypatch.delenv(ps.GRPC_OPTIONS_VARIABLE, raising=False)
+    ps.bound_peer_silence(4)
+    assert os.environ[ps.GRPC_OPTIONS_VARIABLE] == ps.keepalive_options(4)
+    monkeypatch.setenv(ps.GRPC_OPTIONS_VARIABLE, "grpc.keepalive_time_ms=60000")
+    ps.bound_peer_silence(4)
+    assert os.environ[ps.GRPC_OPTIONS_VARIABLE] == "grpc.keepalive_time_ms=60000"

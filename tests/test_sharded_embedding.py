@@ -7,8 +7,14 @@ import pytest
 import tensorflow as tf
 
 from tfaccel.engine.sharded_embedding import (
-    ShardedEmbedding, copyable, shard_count, shard_embeddings, shard_rows, sharding_report,
-    unshard_embeddings)
+    ShardedEmbedding,
+    copyable,
+    shard_count,
+    shard_embeddings,
+    shard_rows,
+    sharding_report,
+    unshard_embeddings,
+)
 
 VOCAB, WIDTH = 11, 4
 

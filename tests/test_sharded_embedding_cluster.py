@@ -13,10 +13,9 @@ from io import StringIO
 
 import numpy as np
 import pytest
+from launch_helpers import ROOT, TIMEOUT_SECONDS, child_env, kill_tree, read_json, run_tfaccel
 
 from tfaccel.cli import launch
-
-from launch_helpers import ROOT, TIMEOUT_SECONDS, child_env, kill_tree, read_json, run_tfaccel
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiworker]
 
@@ -116,8 +115,7 @@ def _chief():
     import tensorflow as tf
 
     from tfaccel.engine.parameter_server import make_parameter_server_strategy
-    from tfaccel.engine.sharded_embedding import ShardedEmbedding, shard_embeddings, \
-        sharding_report
+    from tfaccel.engine.sharded_embedding import ShardedEmbedding, shard_embeddings, sharding_report
 
     def make_model():
         keras.utils.set_random_seed(0)

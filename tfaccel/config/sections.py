@@ -372,7 +372,9 @@ class RuntimeConfig:
         minimum=1)
     peer_timeout: Optional[float] = _key(
         None, "multi_worker: seconds without a heartbeat after which a worker counts as "
-        "unreachable and the job stops naming it; empty: TensorFlow's 10.",
+        "unreachable and the job stops naming it; parameter_server: seconds of silence "
+        "(gRPC keepalive) after which the chief counts a worker as lost (the run carries "
+        "on) or a parameter server (the run stops); empty: 10.",
         exclusive_minimum=0)
 
 

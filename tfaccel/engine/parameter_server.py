@@ -25,6 +25,33 @@ JOBS = ("chief", "ps", "worker")
 # split by engine/sharded_embedding.py instead: K plain Keras variables, dealt round-robin.
 
 
+# TensorFlow reads gRPC's channel options from this variable once, at its first channel.
+GRPC_OPTIONS_VARIABLE = "TF_GRPC_DEFAULT_OPTIONS"
+# Without keepalive pings a call to a peer whose link was cut waits for TCP's own timeout
+# (tried across network namespaces: a run still stuck 4 minutes after a worker's link was
+# cut); this bound (runtime.peer_timeout's default, as for multi_worker) is what they give.
+DEFAULT_PEER_TIMEOUT_SECONDS = 10.0
+
+
+def keepalive_options(seconds: float) -> str:
+    """gRPC options that fail a call within about `seconds` of its peer going silent.
+
+    A ping after half of `seconds` without traffic, the connection closed (the call
+    UNAVAILABLE) when it is not answered within the other half; pings are allowed while
+    no data flows, which is exactly when a cut link is silent.
+    """
+    half = max(int(seconds * 500), 500)
+    return (f"grpc.keepalive_time_ms={half},grpc.keepalive_timeout_ms={half},"
+            "grpc.http2.max_pings_without_data=0")
+
+
+def bound_peer_silence(seconds: Optional[float] = None) -> None:
+    """Sets this process's gRPC keepalive (`keepalive_options`) before TensorFlow's first
+    channel; a TF_GRPC_DEFAULT_OPTIONS of the user's is kept as it is."""
+    os.environ.setdefault(GRPC_OPTIONS_VARIABLE,
+                          keepalive_options(seconds or DEFAULT_PEER_TIMEOUT_SECONDS))
+
+
 def cluster_spec_from_tf_config() -> dict:
     """The ``cluster`` of TF_CONFIG, checked to be a parameter-server cluster.
 
@@ -46,8 +73,12 @@ def cluster_spec_from_tf_config() -> dict:
     return cluster
 
 
-def make_parameter_server_strategy():
+def make_parameter_server_strategy(*, peer_timeout: Optional[float] = None):
     """A `tf.distribute.ParameterServerStrategy` over TF_CONFIG's cluster (run on the chief).
+
+    Args:
+        peer_timeout: Seconds after which a silent worker or parameter server counts as
+            unreachable (`bound_peer_silence`); None for 10.
 
     Returns:
         The strategy; models built in its scope keep their variables on the parameter
@@ -55,6 +86,7 @@ def make_parameter_server_strategy():
         embedding tables are split by `ShardedEmbedding`).
     """
     cluster_spec_from_tf_config()
+    bound_peer_silence(peer_timeout)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     return tf.distribute.ParameterServerStrategy(resolver)
 
@@ -77,6 +109,7 @@ def serve_task(*, poll_seconds: float = 2.0) -> None:
     if task.get("type") not in ("ps", "worker"):
         raise UserInputError(f"a parameter-server task must be ps or worker in TF_CONFIG; "
                              f"got task {task!r}.")
+    bound_peer_silence()  # a worker's calls to a cut parameter server fail, not hang
     server = tf.distribute.Server(tf.train.ClusterSpec(config["cluster"]),
                                   job_name=task["type"], task_index=int(task["index"]),
                                   protocol="grpc", start=True)
@@ -166,10 +199,12 @@ def lost_ps_task(error: BaseException) -> Optional[str]:
     return match.group(0) if match else None
 
 
-def lost_parameter_server(error: BaseException, *, step: int, run_dir) -> Optional[TrainingError]:
+def lost_parameter_server(error: BaseException, *, step: int, run_dir,
+                          cluster: Optional[dict] = None) -> Optional[TrainingError]:
     """A lost parameter server as one clear TrainingError (None for any other error).
 
     A lost worker never reaches here: the coordinator runs its closures elsewhere.
+    `cluster` (TF_CONFIG's) gives the server's HOST:PORT.
     """
     if not isinstance(error, (tf.errors.UnavailableError, tf.errors.AbortedError,
                               tf.errors.CancelledError, tf.errors.InternalError,
@@ -178,12 +213,17 @@ def lost_parameter_server(error: BaseException, *, step: int, run_dir) -> Option
     task = lost_ps_task(error)
     if task is None:
         return None
+    servers = (cluster or {}).get("ps") or []
+    index = int(task.rsplit(":", 1)[1])
+    name = f"{servers[index]} ({task})" if index < len(servers) else task
     return TrainingError(
-        f"parameter server {task} is unreachable (TensorFlow: {type(error).__name__}); "
-        f"the variables it held are lost, so the run stopped after {step} completed "
-        f"step(s). Workers may come and go, parameter servers may not. Restart the "
-        f"cluster and continue from the last checkpoint with `tfaccel launch --ps N "
-        f"--workers M -- train --resume {run_dir}`.")
+        f"parameter server {name} is unreachable (TensorFlow: {type(error).__name__}): "
+        f"its link is down or it stopped; the variables it held are lost, so the run "
+        f"stopped after {step} completed step(s). Workers may come and go, parameter "
+        f"servers may not. When every host reaches the others again, restart the whole "
+        f"cluster and continue from the last checkpoint with `-- train --resume {run_dir}` "
+        f"(`tfaccel launch --ps N --workers M`, or on each host the same `tfaccel launch "
+        f"--ps N --hosts ... --index I`).")
 
 
 def worker_names(coordinator) -> List[str]:

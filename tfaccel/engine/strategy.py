@@ -36,7 +36,9 @@ def make_strategy(kind="auto", *, devices=None, peer_timeout=None):
             Not accepted by "multi_worker", whose devices come from TF_CONFIG, nor by "auto".
         peer_timeout: Seconds without a heartbeat after which TensorFlow's coordination
             service declares a worker of a multi-worker cluster dead (the job then stops);
-            None keeps TensorFlow's default (10 s). Ignored without a cluster.
+            None keeps TensorFlow's default (10 s). Ignored without a cluster. For
+            "parameter_server": seconds after which a silent worker or parameter server
+            fails the chief's calls to it (gRPC keepalive; None: 10 s).
 
     Returns:
         The strategy. Build and compile the model inside `strategy.scope()`.
@@ -79,7 +81,7 @@ def make_strategy(kind="auto", *, devices=None, peer_timeout=None):
     if kind == "parameter_server":
         from tfaccel.engine.parameter_server import make_parameter_server_strategy
 
-        return make_parameter_server_strategy()
+        return make_parameter_server_strategy(peer_timeout=peer_timeout)
     if peer_timeout is not None:
         _configure_heartbeat(peer_timeout)
     return tf.distribute.MultiWorkerMirroredStrategy()

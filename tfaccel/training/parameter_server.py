@@ -15,6 +15,7 @@ from tfaccel.errors import Preempted, TrainingError, UserInputError
 from tfaccel.messages import say
 from tfaccel.training import run_dir as run_files
 from tfaccel.training.callbacks import PreemptionSignals
+from tfaccel.training.lost_ps_worker import LostWorkers
 
 # One file per checkpoint: the variables (model then optimizer, in order) and the state.
 CHECKPOINT_PREFIX = "ps-step-"
@@ -107,7 +108,8 @@ def train_on_cluster(ctx):
     partial = state.get("partial") or []
     epoch_seconds = 0.0
     try:
-        with PreemptionSignals() as signals:
+        workers_by_address = ps.cluster_spec_from_tf_config()["worker"]
+        with PreemptionSignals() as signals, LostWorkers(workers_by_address):
             while counter.completed < total:
                 epoch, done = divmod(counter.completed, steps)
                 # Scheduled in chunks: a checkpoint or a signal waits for one chunk at most.
@@ -153,7 +155,8 @@ def train_on_cluster(ctx):
         raise
     except Exception as error:  # only a lost parameter server is converted
         lost = ps.lost_parameter_server(error, step=counter.completed,
-                                        run_dir=ctx.shown_dir or ctx.directory)
+                                        run_dir=ctx.shown_dir or ctx.directory,
+                                        cluster=ps.cluster_spec_from_tf_config())
         if lost is None:
             raise
         run_files.write_json(Path(ctx.directory) / run_files.SUMMARY_FILE, {
