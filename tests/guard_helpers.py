@@ -10,6 +10,7 @@ MODELS = {
     "text_lines": {"name": "text_cnn", "params": {"embed_dim": 8, "filters": [8]}},
     "text_folder": {"name": "text_cnn", "params": {"embed_dim": 8, "filters": [8]}},
     "timeseries": {"name": "seq_cnn", "params": {"filters": [8]}},
+    "tfrecords": {"name": "mlp", "params": {"hidden_units": [8], "normalization": "none"}},
 }
 
 

@@ -110,3 +110,28 @@ def test_recipe_kind_image_shorthand():
     spec, image_keys = data.parse_feature_spec({"img": {"kind": "image"},
                                                 "label": {"dtype": "int64"}})
     assert image_keys == ("img",) and spec["img"].dtype == tf.string
+
+
+@pytest.mark.parametrize("compression", [None, "GZIP"])
+def test_an_unchecked_truncated_file_is_named_when_training_stops_on_it(tmp_path, compression):
+    # verify_records false: nothing is read up front, tf.data stops mid-epoch with a
+    # DataLossError that names an offset; the run names the file instead (exit 2).
+    from guard_helpers import assert_refused, run
+
+    for f in range(2):
+        with tf.io.TFRecordWriter(str(tmp_path / f"ids-{f}.tfrecord"),
+                                  options=compression) as writer:
+            for i in range(40):
+                writer.write(tf.train.Example(features=tf.train.Features(feature={
+                    "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i, -i])),
+                    "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 2]))}))
+                    .SerializeToString())
+    damaged = tmp_path / "ids-1.tfrecord"
+    damaged.write_bytes(damaged.read_bytes()[:-30])
+    result = run(tmp_path, source="tfrecords", path=str(tmp_path / "ids-*.tfrecord"),
+                 features={"x": {"dtype": "float32", "shape": [2]},
+                           "label": {"dtype": "int64"}},
+                 image_key="x", label_key="label", num_classes=2, verify_records=False,
+                 compression=compression, validation_split=None)
+    # Met while counting the unknown-size source's one pass, before training.
+    assert_refused(result, f"TFRecord file {str(damaged)!r}", "truncated")

@@ -117,6 +117,13 @@ def source_for(config, *, seed: int) -> base.Source:
     return source_class(config.source)(config, seed=seed)
 
 
+def damaged_file(config) -> Optional[str]:
+    """For a run that tf.data stopped with a `DataLossError`: the recipe source's own check
+    of its files, naming the damaged one (`base.Source.damaged_file`), or None."""
+    # Every file is checked, training and validation alike: the seed does not matter.
+    return source_for(config, seed=0).damaged_file()
+
+
 def worker_file_shares(config, *, workers: int, global_batch_size: int,
                        seed: int) -> Optional[sharding.FileShares]:
     """Whether `workers` can each read a disjoint share of the training files in lock-step.

@@ -73,9 +73,11 @@ def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool,
     if per_pass is None:
         per_pass, per_pass_examples = count_pass(build(None)[0])
         train_examples = per_pass_examples
+        # Counted even with training.steps_per_epoch: the resumable stream needs the
+        # length of a pass to find a resume point (an earlier text said otherwise).
         say(f"the training source does not declare its size; one pass counted: "
-            f"{per_pass_examples} examples in {per_pass} batches (set "
-            "training.steps_per_epoch to skip this count).")
+            f"{per_pass_examples} examples in {per_pass} batches (a resume point is found "
+            "by it).")
     if per_pass == 0:
         raise DataError(
             f"the training split has {train_examples} examples, fewer than one global batch "

@@ -174,8 +174,8 @@ def _train_with(ctx: RunContext) -> RunResult:
     _check_compile_arguments(recipe)
     try:
         data = ctx.session.build_data()
-    except Exception as error:  # only a source's DataError is converted
-        bad_data = data_error_in(error)
+    except Exception as error:  # only a source's DataError (or damaged file) is converted
+        bad_data = data_error_in(error, data_config=recipe.data)
         if bad_data is None:
             raise
         raise DataError(bad_data) from None
@@ -224,7 +224,8 @@ def _train_with(ctx: RunContext) -> RunResult:
             error.run_dir = str(ctx.shown_dir)  # the callbacks raise it without knowing it
         converted = as_training_error(error, outputs=outputs, directory=ctx.shown_dir,
                                       strategy=ctx.session.strategy,
-                                      peer_timeout=ctx.recipe.runtime.peer_timeout)
+                                      peer_timeout=ctx.recipe.runtime.peer_timeout,
+                                      data_config=ctx.recipe.data)
         if converted is error:
             raise
         raise converted from error

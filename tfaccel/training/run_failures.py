@@ -40,7 +40,8 @@ def record_failure(ctx: RunContext, error: BaseException, *, outputs: Outputs,
 
 
 def as_training_error(error: BaseException, *, outputs: Outputs,
-                      directory: Optional[Path], strategy=None, peer_timeout=None):
+                      directory: Optional[Path], strategy=None, peer_timeout=None,
+                      data_config=None):
     """A TensorFlow runtime failure as one clear TrainingError; anything else unchanged."""
     import tensorflow as tf
 
@@ -49,7 +50,7 @@ def as_training_error(error: BaseException, *, outputs: Outputs,
     # A failure inside the compiled step or the input pipeline (a data worker that raised
     # or died, an undecodable record): keep what was written, say what failed.
     where = f" in {directory}" if directory is not None else " by the chief (worker 0)"
-    bad_data = data_error_in(error)
+    bad_data = data_error_in(error, data_config=data_config)
     if bad_data is not None:  # the data's fault, named by the source: exit 2
         return DataError(f"{bad_data} Metrics and checkpoints of the "
                          f"{len(outputs.logger.records)} finished epoch(s) are kept{where}.")
@@ -74,15 +75,24 @@ def non_finite_loss_error(failure: dict, *, directory: Path) -> TrainingError:
         "set optimizer.clipnorm, or check the data for NaN values.")
 
 
-def data_error_in(error: BaseException) -> Optional[str]:
-    """The text of a `DataError` a Python source raised inside tf.data, or None.
+def data_error_in(error: BaseException, *, data_config=None) -> Optional[str]:
+    """The text of a `DataError` behind a tf.data failure, or None.
 
-    tf.data carries it as an OpError whose message holds ``DataError: <text>``.
+    A Python source's `DataError` raised inside tf.data: an OpError whose message holds
+    ``DataError: <text>``. A `DataLossError` (a damaged file; TensorFlow names an offset,
+    not the file): with the recipe's `data_config`, the source's own check of its files
+    (`tfaccel.data.from_recipe.damaged_file`).
     """
     import tensorflow as tf
 
     if not isinstance(error, tf.errors.OpError):
         return None
+    if data_config is not None and isinstance(error, tf.errors.DataLossError):
+        from tfaccel.data.from_recipe import damaged_file
+
+        named = damaged_file(data_config)
+        if named is not None:
+            return named
     message = getattr(error, "message", None) or str(error)
     marker = message.rfind("DataError: ")
     if marker == -1:

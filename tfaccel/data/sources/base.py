@@ -89,6 +89,12 @@ class Source(abc.ABC):
         """
         return None
 
+    def damaged_file(self) -> Optional[str]:
+        """After tf.data stopped on damaged data (a `DataLossError`, which names an offset,
+        not a file): the text of a `DataError` naming the damaged file, found by checking
+        the source's files; None (the default) where the source cannot tell."""
+        return None
+
 
 def classes_for_labels(low: int, high: int, *, num_classes, where: str) -> int:
     """THE label rule: labels are 0..num_classes-1 (inferred as largest + 1 if not given).

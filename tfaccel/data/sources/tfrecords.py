@@ -327,6 +327,17 @@ class TfrecordsSource(base.Source):
             lambda r: tf.io.parse_example(r, spec)[config.label_key])
         return files_stage.label_range(labels.as_numpy_iterator(), where=repr(config.path))
 
+    def damaged_file(self) -> Optional[str]:
+        """The first training or validation file whose record framing is cut or corrupt
+        (`check_record_file`), for a run that read them unchecked (verify_records false)."""
+        train_files, val_files = self.files()
+        for path in [*train_files, *val_files]:
+            try:
+                check_record_file(path, self.config.compression)
+            except DataError as error:
+                return str(error)
+        return None
+
     def file_counts(self):
         config = self.config
         files, _ = self.files()
