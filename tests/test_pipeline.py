@@ -118,6 +118,21 @@ def test_mixed_bfloat16_stays_within_its_tolerance_of_a_plain_fit(logical_cpus):
     assert _max_difference(plain, piped.inner) <= BF16_ATOL
 
 
+def test_mixed_float16_scales_the_loss_and_stays_near_a_plain_fit(logical_cpus):
+    # float16 needs loss scaling: Keras wraps the optimizer in a LossScaleOptimizer, whose
+    # scale_loss the pipeline calls per micro-batch and whose apply unscales.
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    plain = _compile(_mlp())
+    _fit(plain, 3)
+    piped = _compile(pipeline(_mlp(), split_at=["d1"], micro_batches=4, devices=logical_cpus))
+    _fit(piped, 3)
+    assert isinstance(piped.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert piped.inner.get_layer("d2").compute_dtype == "float16"
+    assert all(np.isfinite(w).all() for w in piped.inner.get_weights())
+    # float16 keeps 3 more mantissa bits than bfloat16: within bfloat16's tolerance.
+    assert _max_difference(plain, piped.inner) <= BF16_ATOL
+
+
 def test_stages_balance_parameters_and_default_to_one_per_device(logical_cpus):
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(100, name="a"),
