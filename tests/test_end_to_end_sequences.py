@@ -135,7 +135,7 @@ def test_audio_recipe_sampling_rate_resamples_the_waveforms(tmp_path, tones):
     assert audio.shape[0] == 36 and 400 < audio.shape[1] <= 800
     data["audio"]["output_sequence_length"] = 500
     train, val, info = _build({"data": data}, batch=8)
-    assert info["input_shape"] == (500, 1)
+    assert info.input_shape == (500, 1)
     assert {tuple(a.shape[1:]) for a, _ in train} == {(500, 1)}
     assert sum(int(y.shape[0]) for _, y in val) == 12
     recipe = _recipe(tmp_path, f"{{source: audio_folder, path: {tones}, "

@@ -53,6 +53,10 @@ def _text_sets(tmp_path, *, epochs):
             f"runtime.runs_dir={tmp_path / 'runs'}"]
 
 
+# heavy: a whole launched cluster training a text model (20 s); the shards' placement and
+# equality with Embedding on a real 2-ps cluster stay in the suite (above), the swap in
+# test_sharded_embedding.py.
+@pytest.mark.heavy
 def test_a_text_recipe_under_launch_shards_its_embedding_and_trains(tmp_path):
     recipe = ROOT / "recipes" / "text.yaml"  # text_cnn: a 642 x 64 float32 table, 164 KiB
     code, output = run_tfaccel(["launch", "--ps", "2", "--workers", "1", "--", "train", recipe,

@@ -73,6 +73,9 @@ def test_text_recipe_learns_with_its_vocabulary_and_batches_by_length(tmp_path):
     assert 0 < summary["dataset"]["validation_padding_fraction"] < 0.3
 
 
+# heavy: a learning run (33 s of the suite's 15 minutes); the transformer's building,
+# cutting and parameters are tested in test_models_text.py.
+@pytest.mark.heavy
 def test_text_recipe_learns_with_the_transformer(tmp_path):
     # A quarter of the training texts, one epoch: measured validation accuracy 0.984 (chance
     # 0.25) in about 5 s of training on 2 cores, accumulation of 2 micro-batches of padded
