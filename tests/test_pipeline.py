@@ -108,28 +108,22 @@ def test_three_stages_of_a_functional_model_with_accumulation_equal_a_plain_fit(
     assert _max_difference(accumulated.inner, piped.inner) <= FLOAT32_ATOL
 
 
-def test_mixed_bfloat16_stays_within_its_tolerance_of_a_plain_fit(logical_cpus):
-    keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    plain = _compile(_mlp())
-    _fit(plain, 3)
-    piped = _compile(pipeline(_mlp(), split_at=["d1"], micro_batches=4, devices=logical_cpus))
-    _fit(piped, 3)
-    assert piped.inner.get_layer("d2").compute_dtype == "bfloat16"
-    assert _max_difference(plain, piped.inner) <= BF16_ATOL
-
-
-def test_mixed_float16_scales_the_loss_and_stays_near_a_plain_fit(logical_cpus):
-    # float16 needs loss scaling: Keras wraps the optimizer in a LossScaleOptimizer, whose
-    # scale_loss the pipeline calls per micro-batch and whose apply unscales.
-    keras.mixed_precision.set_global_policy("mixed_float16")
-    plain = _compile(_mlp())
-    _fit(plain, 3)
-    piped = _compile(pipeline(_mlp(), split_at=["d1"], micro_batches=4, devices=logical_cpus))
-    _fit(piped, 3)
-    assert isinstance(piped.optimizer, keras.optimizers.LossScaleOptimizer)
-    assert piped.inner.get_layer("d2").compute_dtype == "float16"
-    assert all(np.isfinite(w).all() for w in piped.inner.get_weights())
+@pytest.mark.parametrize("policy, compute", [("mixed_bfloat16", "bfloat16"),
+                                             ("mixed_float16", "float16")])
+def test_mixed_precision_stays_within_its_tolerance_of_a_plain_fit(logical_cpus, policy,
+                                                                   compute):
+    # mixed_float16 needs loss scaling: Keras wraps the optimizer in a LossScaleOptimizer,
+    # whose scale_loss the pipeline calls per micro-batch and whose apply unscales.
     # float16 keeps 3 more mantissa bits than bfloat16: within bfloat16's tolerance.
+    keras.mixed_precision.set_global_policy(policy)
+    plain = _compile(_mlp())
+    _fit(plain, 3)
+    piped = _compile(pipeline(_mlp(), split_at=["d1"], micro_batches=4, devices=logical_cpus))
+    _fit(piped, 3)
+    assert piped.inner.get_layer("d2").compute_dtype == compute
+    assert isinstance(piped.optimizer, keras.optimizers.LossScaleOptimizer) \
+        == (policy == "mixed_float16")
+    assert all(np.isfinite(w).all() for w in piped.inner.get_weights())
     assert _max_difference(plain, piped.inner) <= BF16_ATOL
 
 
