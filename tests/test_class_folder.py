@@ -1,6 +1,7 @@
 """The image, text and audio folder loaders take the same Keras call: length, verbose, format."""
 
 import dataclasses
+import pathlib
 import warnings
 
 import audio_helpers
@@ -146,6 +147,23 @@ def test_a_recipe_holds_out_keras_count_in_every_class_folder(tmp_path, source, 
     train, validation, _ = build_datasets(config, global_batch_size=4, num_replicas=1,
                                           seed=7, deterministic=True, raw=True)
     train, validation = _contents(train), _contents(validation)
+    assert (len(train), len(validation)) == (11, 2)
+    assert len(set(train)) == 11 and not set(train) & set(validation)
+
+
+@pytest.mark.parametrize("fraction", ["validation_split", "validation_fraction"])
+def test_a_library_call_holds_out_keras_count_in_every_class_folder(loader, fraction):
+    # The library side of the recipe test above: 13 files at 0.2, examples counted as
+    # delivered. validation_fraction is the image loader's own name (text and audio take
+    # Keras' validation_split only).
+    name, folder, ours, _, kwargs = loader
+    if fraction == "validation_fraction" and name != "image":
+        pytest.skip("text and audio folders take Keras' validation_split only")
+    for extra_file in sorted(pathlib.Path(folder).glob("*/*"))[-2:]:
+        extra_file.unlink()  # 15 -> 13 files
+    split = {fraction: 0.2, "seed": 7, "batch_size": 4, "verbose": False, **kwargs}
+    train = _contents(ours(folder, subset="training", **split))
+    validation = _contents(ours(folder, subset="validation", **split))
     assert (len(train), len(validation)) == (11, 2)
     assert len(set(train)) == 11 and not set(train) & set(validation)
 
