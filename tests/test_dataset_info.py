@@ -31,11 +31,13 @@ def test_a_misspelt_attribute_raises_and_no_field_can_be_changed():
 
 def test_the_summary_has_the_keys_of_the_old_info_dict_and_no_objects():
     # An image folder on one worker: the keys summary.json had before (no text, table,
-    # worker_sharding or padding fraction; no class_names, which stand beside it).
-    info = DatasetInfo(num_classes=2, class_names=["a", "b"], train_examples=8,
+    # worker_sharding or padding fraction; no class_names, which stand beside it), and the
+    # task with its output width.
+    info = DatasetInfo(num_classes=2, num_outputs=2, class_names=["a", "b"], train_examples=8,
                        validation_examples=2, input_shape=(4, 4, 3), steps_per_epoch=2,
                        train_examples_per_pass=8, data_service=None)
-    assert info.summary() == {"num_classes": 2, "train_examples": 8,
+    assert info.summary() == {"task": "classification", "num_outputs": 2,
+                              "num_classes": 2, "train_examples": 8,
                               "validation_examples": 2, "input_shape": (4, 4, 3),
                               "steps_per_epoch": 2, "train_examples_per_pass": 8,
                               "data_service": None}

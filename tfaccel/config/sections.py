@@ -170,8 +170,17 @@ class DataConfig:
     image_key: Optional[str] = _key(
         None, "Feature holding the input (tfds, tfrecords); empty: the TFDS dataset's own "
         "supervised input (image for tfaccel_shapes, text for tfaccel_phrases), else image.")
-    label_key: str = _key("label", "Feature holding the label (tfds, tfrecords), or the "
-                          "label column (csv, timeseries).")
+    label_key: Union[str, list[str]] = _key(
+        "label", "Feature holding the label (tfds, tfrecords), or the label column (csv, "
+        "timeseries); a list of columns: several 0/1 labels (multi_label) or several "
+        "targets (regression).")
+    task: Literal["auto", "classification", "binary", "multi_label", "regression"] = _key(
+        "auto", "What the labels ask for: classification (one class per example, integer or "
+        "text labels: the classes are the sorted distinct values), binary (two classes, one "
+        "sigmoid unit), multi_label (several 0/1 labels per example), regression (one or "
+        "several numeric targets; forecasting in source timeseries); auto infers it from "
+        "the training labels (fractional numbers: regression; several 0/1 columns: "
+        "multi_label; else classification) and the run records it.")
     compression: Optional[Literal[sources.COMPRESSIONS]] = _key(
         None, f"Compression of the files: {sources.compression_help()}; empty: none "
         "(text_lines: by each file's extension, .gz or .zz).")

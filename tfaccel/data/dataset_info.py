@@ -61,6 +61,10 @@ class DatasetInfo:
     None in a field means the source does not know it, as each field says.
 
     Attributes:
+        task: What the labels ask for: classification, binary, multi_label or regression
+            (`tfaccel.reading.labels`; data.task, or inferred from the labels).
+        num_outputs: Width of the model's output: classes (classification), 1 (binary),
+            labels (multi_label), targets (regression); None: num_classes.
         num_classes: Classes of the labels (None: the source has no class labels to count,
             e.g. regression targets or a Python source without `data.num_classes`).
         class_names: Names of the classes in label order (None: the source has no names).
@@ -87,6 +91,8 @@ class DatasetInfo:
             padding (None: not measured; the runner measures it for open-length inputs).
     """
 
+    task: str = "classification"
+    num_outputs: Optional[int] = None
     num_classes: Optional[int] = None
     class_names: Optional[list] = None
     train_examples: Optional[int] = None

@@ -317,6 +317,8 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         per_pass = shares.steps_per_pass * global_batch_size
     target = ServiceTarget.from_config(getattr(config, "service", None))
     info = DatasetInfo(
+        task=built.task, num_outputs=built.num_outputs if built.num_outputs is not None
+        else built.num_classes,
         num_classes=built.num_classes, class_names=built.class_names,
         train_examples=known, validation_examples=built.validation_examples,
         input_shape=input_shape, steps_per_epoch=steps, train_examples_per_pass=per_pass,

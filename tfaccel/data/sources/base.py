@@ -30,6 +30,9 @@ class Built:
         class_names: Names of the classes, or None.
         train_examples: Examples in the training split (None: not declared).
         validation_examples: Examples in the validation split, or None.
+        task: What the labels ask for (`tfaccel.reading.labels.TASKS` but auto).
+        num_outputs: Width of the model's output for the task (None: num_classes, the
+            classification default).
     """
 
     train: tf.data.Dataset
@@ -38,6 +41,8 @@ class Built:
     class_names: Optional[list]
     train_examples: Optional[int]
     validation_examples: Optional[int]
+    task: str = "classification"
+    num_outputs: Optional[int] = None
 
 
 class Source(abc.ABC):
