@@ -37,14 +37,23 @@ class ModelSpec:
 # --------------------------------------------------------------------------- helpers
 
 
-def _classifier_head(keras, x, *, num_classes, dropout):
-    """Dropout then a float32 softmax Dense, whatever the global dtype policy is."""
+# The last layer of every registered model, by task (tfaccel.reading.labels.TASKS).
+_HEAD_ACTIVATIONS = {"classification": "softmax", "binary": "sigmoid",
+                     "multi_label": "sigmoid", "regression": None}
+
+
+def _output_head(keras, x, *, task, num_outputs, dropout):
+    """Dropout then the task's float32 Dense, whatever the global dtype policy is:
+    a softmax over the classes, one sigmoid (binary), a sigmoid per label (multi_label) or
+    linear units (regression)."""
+    if task not in _HEAD_ACTIVATIONS:
+        raise UserInputError(f"task must be one of {sorted(_HEAD_ACTIVATIONS)}, got {task!r}.")
     if dropout:
         x = keras.layers.Dropout(dropout)(x)
     # float32 output: softmax and the loss computed from it need the range, and Keras
     # casts the inputs of a float32 layer for us.
-    return keras.layers.Dense(num_classes, activation="softmax", dtype="float32",
-                              name="predictions")(x)
+    return keras.layers.Dense(num_outputs, activation=_HEAD_ACTIVATIONS[task],
+                              dtype="float32", name="predictions")(x)
 
 
 def _conv_bn_relu(keras, x, *, filters, batch_norm, strides=1):
@@ -58,7 +67,8 @@ def _conv_bn_relu(keras, x, *, filters, batch_norm, strides=1):
 # --------------------------------------------------------------------------- builders
 
 
-def _build_text_cnn(*, input_shape, num_classes, vocab_size, embed_dim, filters, kernel_size,
+def _build_text_cnn(*, input_shape, num_classes,
+                    task="classification", vocab_size, embed_dim, filters, kernel_size,
                     dropout):
     """Embedding, Conv1D layers, masked global max pooling: texts of any length."""
     import keras
@@ -76,11 +86,12 @@ def _build_text_cnn(*, input_shape, num_classes, vocab_size, embed_dim, filters,
         x = x * ops.cast(mask, x.dtype)
     # ReLU outputs are >= 0, so zeroed padding never wins the max.
     x = ops.max(x, axis=1)
-    return keras.Model(ids, _classifier_head(keras, x, num_classes=num_classes,
+    return keras.Model(ids, _output_head(keras, x, task=task, num_outputs=num_classes,
                                              dropout=dropout), name="text_cnn")
 
 
-def _build_text_bag(*, input_shape, num_classes, vocab_size, embed_dim, dropout):
+def _build_text_bag(*, input_shape, num_classes,
+                    task="classification", vocab_size, embed_dim, dropout):
     """fastText's classifier: the mean of the tokens' embeddings, a softmax layer.
 
     Order-free, so n-grams (data.text.ngrams) bring the word order it has; Joulin et al.
@@ -96,11 +107,12 @@ def _build_text_bag(*, input_shape, num_classes, vocab_size, embed_dim, dropout)
     # The mean of up to hundreds of vectors in float32: bfloat16 sums lose digits.
     x = ops.cast(x, "float32")
     x = _masked_mean(ops, x, ops.expand_dims(ops.cast(ops.not_equal(ids, 0), x.dtype), -1))
-    return keras.Model(ids, _classifier_head(keras, x, num_classes=num_classes,
+    return keras.Model(ids, _output_head(keras, x, task=task, num_outputs=num_classes,
                                              dropout=dropout), name="text_bag")
 
 
-def _build_text_transformer(*, input_shape, num_classes, vocab_size, max_length, embed_dim,
+def _build_text_transformer(*, input_shape, num_classes,
+                            task="classification", vocab_size, max_length, embed_dim,
                             num_heads, ff_dim, num_layers, dropout):
     """Token and learned position embeddings, Transformer encoder blocks, masked mean pooling.
 
@@ -140,7 +152,7 @@ def _build_text_transformer(*, input_shape, num_classes, vocab_size, max_length,
     weights = ops.expand_dims(ops.cast(valid, x.dtype), -1)
     count = ops.maximum(ops.sum(weights, axis=1), 1.0)
     x = ops.sum(x * weights, axis=1) / count
-    return keras.Model(ids, _classifier_head(keras, x, num_classes=num_classes,
+    return keras.Model(ids, _output_head(keras, x, task=task, num_outputs=num_classes,
                                              dropout=dropout), name="text_transformer")
 
 
@@ -162,7 +174,8 @@ def _masked_mean(ops, x, mask):
     return ops.sum(x * mask, axis=1) / count
 
 
-def _build_seq_cnn(*, input_shape, num_classes, filters, kernel_size, strides, standardize,
+def _build_seq_cnn(*, input_shape, num_classes,
+                   task="classification", filters, kernel_size, strides, standardize,
                    dropout):
     """Masked per-example standardisation, strided causal Conv1D stages, masked pooling.
 
@@ -194,11 +207,12 @@ def _build_seq_cnn(*, input_shape, num_classes, filters, kernel_size, strides, s
     x = ops.cast(x, "float32")
     # ReLU outputs are >= 0, so the zeroed dropped steps never win the max.
     x = keras.layers.Concatenate()([_masked_mean(ops, x, mask), ops.max(x * mask, axis=1)])
-    return keras.Model(inputs, _classifier_head(keras, x, num_classes=num_classes,
+    return keras.Model(inputs, _output_head(keras, x, task=task, num_outputs=num_classes,
                                                 dropout=dropout), name="seq_cnn")
 
 
-def _build_mlp(*, input_shape, num_classes, hidden_units, dropout, normalization):
+def _build_mlp(*, input_shape, num_classes,
+               task="classification", hidden_units, dropout, normalization):
     import keras
 
     inputs = keras.Input(shape=input_shape)
@@ -212,7 +226,7 @@ def _build_mlp(*, input_shape, num_classes, hidden_units, dropout, normalization
         x = keras.layers.Dense(units, activation="relu")(x)
         if dropout:
             x = keras.layers.Dropout(dropout)(x)
-    outputs = _classifier_head(keras, x, num_classes=num_classes, dropout=0.0)
+    outputs = _output_head(keras, x, task=task, num_outputs=num_classes, dropout=0.0)
     return keras.Model(inputs, outputs, name="mlp")
 
 
@@ -238,7 +252,8 @@ def _normalize_pixels(keras, inputs, *, normalization):
     return x
 
 
-def _build_small_cnn(*, input_shape, num_classes, filters, dense_units, dropout, batch_norm,
+def _build_small_cnn(*, input_shape, num_classes,
+                     task="classification", filters, dense_units, dropout, batch_norm,
                      normalization):
     import keras
 
@@ -252,7 +267,7 @@ def _build_small_cnn(*, input_shape, num_classes, filters, dense_units, dropout,
     x = keras.layers.GlobalAveragePooling2D()(x)
     if dense_units:
         x = keras.layers.Dense(dense_units, activation="relu")(x)
-    outputs = _classifier_head(keras, x, num_classes=num_classes, dropout=dropout)
+    outputs = _output_head(keras, x, task=task, num_outputs=num_classes, dropout=dropout)
     return keras.Model(inputs, outputs, name="small_cnn")
 
 
@@ -271,7 +286,8 @@ def _residual_block(keras, x, *, filters, strides):
     return keras.layers.ReLU()(keras.layers.Add()([y, shortcut]))
 
 
-def _build_resnet_small(*, input_shape, num_classes, width, stages, blocks_per_stage, dropout,
+def _build_resnet_small(*, input_shape, num_classes,
+                        task="classification", width, stages, blocks_per_stage, dropout,
                         normalization):
     import keras
 
@@ -287,7 +303,7 @@ def _build_resnet_small(*, input_shape, num_classes, width, stages, blocks_per_s
             strides = 2 if (stage > 0 and block == 0) else 1
             x = _residual_block(keras, x, filters=filters, strides=strides)
     x = keras.layers.GlobalAveragePooling2D()(x)
-    outputs = _classifier_head(keras, x, num_classes=num_classes, dropout=dropout)
+    outputs = _output_head(keras, x, task=task, num_outputs=num_classes, dropout=dropout)
     return keras.Model(inputs, outputs, name="resnet_small")
 
 
@@ -312,7 +328,8 @@ def _set_batchnorm_momentum(keras, model, momentum):
             layer.momentum = momentum
 
 
-def _build_application(family, *, input_shape, num_classes, image_size, dropout, normalization,
+def _build_application(family, *, input_shape, num_classes,
+                       task="classification", image_size, dropout, normalization,
                        bn_momentum, **kwargs):
     """A keras.applications backbone (weights=None) between our normalisation and head.
 
@@ -347,7 +364,7 @@ def _build_application(family, *, input_shape, num_classes, image_size, dropout,
                            pooling="avg", **kwargs)
     _set_batchnorm_momentum(keras, backbone, bn_momentum)
     x = backbone(x)
-    outputs = _classifier_head(keras, x, num_classes=num_classes, dropout=dropout)
+    outputs = _output_head(keras, x, task=task, num_outputs=num_classes, dropout=dropout)
     return keras.Model(inputs, outputs, name=family)
 
 
@@ -545,7 +562,7 @@ _EXPECTED_SHAPES = {"images": "(height, width, channels)", "features": "a shape"
                     "sequences": "(timesteps, channels), timesteps None for any length"}
 
 
-def _check_shape(input_shape, num_classes, *, inputs="images"):
+def _check_shape(input_shape, *, inputs="images"):
     shape = tuple(input_shape) if isinstance(input_shape, (list, tuple)) else None
     rank = {"images": 3, "sequences": 2}.get(inputs)
     rank_ok = shape is not None and (len(shape) == rank if rank else len(shape) >= 1)
@@ -563,27 +580,34 @@ def _check_shape(input_shape, num_classes, *, inputs="images"):
             f"input_shape must be {expected} of positive integers, got {input_shape!r}"
             f"{fix}."
         )
-    _check_classes(num_classes)
     return shape
 
 
-def _check_classes(num_classes):
-    if not (_is_int(num_classes) and num_classes >= 2):
-        raise UserInputError(f"num_classes must be an integer >= 2, got {num_classes!r}.")
+def _check_classes(num_classes, task="classification"):
+    if task == "classification":
+        if not (_is_int(num_classes) and num_classes >= 2):
+            raise UserInputError(f"num_classes must be an integer >= 2, got {num_classes!r}.")
+    elif not (_is_int(num_classes) and num_classes >= 1):
+        raise UserInputError(f"num_outputs must be an integer >= 1 for task {task!r}, got "
+                             f"{num_classes!r}.")
 
 
-def build_model(name, *, input_shape, num_classes, **params):
+def build_model(name, *, input_shape, num_classes=None, task="classification",
+                num_outputs=None, **params):
     """Builds a registered model, uncompiled, under the current Keras dtype policy.
 
     Args:
       name: a registered model name (see `model_names()`).
       input_shape: (height, width, channels) of one example, e.g. (32, 32, 3).
-      num_classes: number of classes of the softmax output (>= 2).
+      num_classes: number of classes of the softmax output (>= 2), for classification.
+      task: classification (softmax), binary (one sigmoid), multi_label (a sigmoid per
+        label) or regression (linear units): the model's last layer.
+      num_outputs: width of the last layer (default: num_classes).
       **params: model parameters; unspecified ones take the defaults of `model_params(name)`.
 
     Returns:
-      A `keras.Model` mapping raw pixels (0-255) to float32 class probabilities of shape
-      (batch, num_classes).
+      A `keras.Model` mapping raw pixels (0-255) to float32 outputs of shape
+      (batch, num_outputs): class probabilities, sigmoid probabilities or values.
 
     Raises:
       UserInputError: unknown model or parameter (with a did-you-mean), a parameter value of
@@ -591,15 +615,16 @@ def build_model(name, *, input_shape, num_classes, **params):
     """
     merged = check_params(name, params)
     spec = _spec(name)
+    width = num_outputs if num_outputs is not None else num_classes
+    _check_classes(width, task)
     if spec.inputs == "tokens":
-        _check_classes(num_classes)
         if merged.get("vocab_size") is None:
             raise UserInputError(f"model {name!r} needs vocab_size (the number of token ids); "
                                  "a recipe sets it from the adapted vocabulary.")
-        return spec.build(input_shape=input_shape, num_classes=num_classes, **merged)
+        return spec.build(input_shape=input_shape, num_classes=width, task=task, **merged)
     # The MLP flattens whatever it gets; sequence models take (timesteps, channels).
-    shape = _check_shape(input_shape, num_classes, inputs=spec.inputs)
-    return spec.build(input_shape=shape, num_classes=num_classes, **merged)
+    shape = _check_shape(input_shape, inputs=spec.inputs)
+    return spec.build(input_shape=shape, num_classes=width, task=task, **merged)
 
 
 def check_params(name, params):
