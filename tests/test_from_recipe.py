@@ -29,7 +29,8 @@ def test_arrays_with_validation_fraction(tmp_path):
     config = DataConfig(source="arrays", path=str(path), validation_fraction=0.25,
                         cache=None)
     train, val, info = _build(config)
-    assert info == DatasetInfo(num_classes=5, class_names=None, train_examples=15,
+    assert info == DatasetInfo(num_classes=5, num_outputs=5,
+                               class_names=["0", "1", "2", "3", "4"], train_examples=15,
                                validation_examples=5, input_shape=(3,), steps_per_epoch=4,
                                train_examples_per_pass=15, data_service=None)
     assert _count(train) == 15 and _count(val) == 5
@@ -176,13 +177,17 @@ def test_builtin_default(shapes_data_dir):
     assert x.shape == (128, 32, 32, 3) and x.dtype == tf.float32
 
 
-def test_arrays_count_classes_over_every_split(tmp_path):
+def test_arrays_read_classes_from_every_example_before_the_held_out_fraction(tmp_path):
+    # The label rule reads the values (0 and 6: two classes, never 7 with five empty ones),
+    # from the arrays before validation_fraction holds some out, so a class held out whole
+    # is still a class.
     path = tmp_path / "d.npz"
     y = np.zeros(20, np.int64)
     y[7] = 6  # a label that only the held-out split may hold
     np.savez(path, x=np.zeros((20, 2), np.float32), y=y)
     config = DataConfig(source="arrays", path=str(path), validation_fraction=0.5, cache=None)
-    assert _build(config)[2].num_classes == 7
+    info = _build(config)[2]
+    assert info.num_classes == 2 and info.class_names == ["0", "6"]
 
 
 @pytest.mark.parametrize("labels, message", [
