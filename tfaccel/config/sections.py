@@ -293,14 +293,18 @@ class TrainingConfig:
         None, "Optimizer steps per epoch; empty for one pass over the data.", minimum=1)
     validation_steps: Optional[int] = _key(
         None, "Validation batches per epoch; empty for the whole split.", minimum=1)
-    loss: str = _key("sparse_categorical_crossentropy", "A Keras loss name (function or "
-                     "class, as keras.losses.get takes it) or a module:callable.")
+    loss: str = _key("auto", "A Keras loss name (function or class, as keras.losses.get "
+                     "takes it) or a module:callable; auto: the task's (classification: "
+                     "sparse_categorical_crossentropy; binary and multi_label: "
+                     "binary_crossentropy; regression: mean_squared_error).")
     loss_params: dict[str, Any] = _key(
         default_factory=dict, help="The loss's keyword arguments (e.g. {from_logits: true, "
         "label_smoothing: 0.1}), checked against its class's signature.")
-    metrics: list[Union[str, dict[str, Any]]] = _key(
-        default_factory=lambda: ["accuracy"], help="Keras metric names, module:callables, "
-        "or {name: ..., params: {...}} mappings with the metric's keyword arguments.")
+    metrics: Union[Literal["auto"], list[Union[str, dict[str, Any]]]] = _key(
+        "auto", help="Keras metric names, module:callables, or {name: ..., params: {...}} "
+        "mappings with the metric's keyword arguments; auto: the task's (classification: "
+        "accuracy; binary: accuracy and auc; multi_label: binary_accuracy and auc; "
+        "regression: mae and rmse).")
     jit_compile: bool = _key(False, "Compile the train step with XLA (one device).")
     steps_per_execution: Union[int, Literal["auto"]] = _key(
         "auto", "Train steps run per call into the compiled function (a divisor of the "
