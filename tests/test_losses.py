@@ -59,10 +59,15 @@ def test_explicit_names_keep_working_whatever_the_task():
     assert logged_metric_names(classic, task="regression") == ["accuracy"]
 
 
-def test_auto_loss_with_params_is_refused_naming_the_key():
-    with pytest.raises(RecipeError, match="training.loss_params: training.loss auto is the "
-                                          "task's loss, so it takes no params"):
-        recipe_from_dict({"training": {"loss_params": {"label_smoothing": 0.1}}})
+def test_auto_loss_params_go_to_the_task_s_loss_class():
+    training = _training(loss_params={"from_logits": True})
+    assert make_loss(training, task="classification").from_logits
+    binary = make_loss(training, task="binary")
+    assert type(binary) is keras.losses.BinaryCrossentropy and binary.from_logits
+    from tfaccel.errors import UserInputError
+
+    with pytest.raises(UserInputError, match="training.loss_params"):
+        make_loss(training, task="regression")  # MeanSquaredError takes no from_logits
 
 
 def test_metrics_auto_or_a_list_and_nothing_else():

@@ -171,11 +171,6 @@ def check_keras_names(optimizer, training, *, source: str) -> None:
     _check_schedule(optimizer, source=source)
     _check_name(training.loss, (AUTO,) + LOSSES + COMPILE_LOSSES, key="training.loss",
                 kind="a Keras loss", source=source)
-    if training.loss == AUTO and training.loss_params:
-        raise RecipeError(
-            f"{source}: training.loss_params: training.loss auto is the task's loss, so it "
-            "takes no params; name the loss itself (e.g. sparse_categorical_crossentropy or "
-            "mean_squared_error) to give it params.")
     if training.loss in COMPILE_LOSSES and training.loss_params:
         raise RecipeError(
             f"{source}: training.loss_params: Keras picks the loss behind "

@@ -45,7 +45,8 @@ def make_loss(training: TrainingConfig, *, task: str = "classification", build: 
     """The loss `compile` gets: Keras' name as given when it has no params (Keras resolves
     it, as it always did), else the Keras class built with ``training.loss_params``.
 
-    ``auto`` is the task's usual loss (`TASK_LOSSES`). A ``module:callable`` class is built
+    ``auto`` is the task's usual loss (`TASK_LOSSES`), its class built with the params when
+    there are some (checked when the task is known). A ``module:callable`` class is built
     with the params; a function is the loss itself, the params bound to its keyword
     arguments.
 
@@ -56,9 +57,12 @@ def make_loss(training: TrainingConfig, *, task: str = "classification", build: 
     """
     import keras
 
-    if training.loss == AUTO:
-        return TASK_LOSSES[task]
-    return _make(training.loss, dict(training.loss_params), key="training.loss",
+    name = training.loss
+    if name == AUTO:
+        if not build:
+            return None  # its class is the task's, known once the data is read
+        name = TASK_LOSSES[task]
+    return _make(name, dict(training.loss_params), key="training.loss",
                  params_key="training.loss_params", module=keras.losses,
                  base=keras.losses.Loss, wrap=_bound_function, build=build)
 
