@@ -103,7 +103,7 @@ def run_summary(ctx: RunContext, *, epochs: list, plan: BatchPlan, data: TrainDa
         "name": recipe.name,
         # What the labels asked for, and the metrics logged for it beside the loss.
         "task": data.info.task,
-        "metric_names": [k for k in final_metrics if k != "loss" and not k.startswith("val_")],
+        "metric_names": _metric_names(recipe.training, data.info, final_metrics),
         "epochs_completed": len(epochs),
         "final_metrics": final_metrics,
         # model.keras: the best epoch's weights by training.monitor (keep: best) or the
@@ -143,6 +143,16 @@ def run_summary(ctx: RunContext, *, epochs: list, plan: BatchPlan, data: TrainDa
         "versions": {"tfaccel": __version__, "tensorflow": tf.__version__,
                      "keras": keras.__version__, "python": platform.python_version()},
     }
+
+
+def _metric_names(training, info, final_metrics: dict) -> list:
+    """The logged metrics in the recipe's (or the task's) order; Keras' logs may sort them."""
+    from tfaccel.training.losses import logged_metric_names
+
+    logged = [k for k in final_metrics if k != "loss" and not k.startswith("val_")]
+    ordered = logged_metric_names(training, task=info.task,
+                                  num_outputs=info.num_outputs or info.num_classes)
+    return [n for n in ordered if n in logged] + [n for n in logged if n not in ordered]
 
 
 def _throughput_summary(steady: list, epochs: list) -> dict:
