@@ -410,7 +410,8 @@ def doctor(recipe, overrides, steps, repeats, try_suggestions, as_json):
                 type=click.Path(file_okay=False, path_type=str))
 @click.option("--plot", "plot_path", default="compare.png", show_default=True,
               type=click.Path(dir_okay=False, path_type=str),
-              help="Where to write the PNG of loss, accuracy and examples/s curves.")
+              help="Where to write the PNG of loss, the runs' first metric (accuracy, "
+                   "mae, ...) and examples/s curves.")
 @click.option("--no-plot", is_flag=True, help="Print the table only.")
 @handle_errors
 def compare(run_dirs, plot_path, no_plot):

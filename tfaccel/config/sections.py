@@ -331,8 +331,9 @@ class TrainingConfig:
         "epoch's weights (what Keras' fit leaves).")
     monitor: str = _key(
         "val_loss", "The logged metric that judges the best epoch, for keep: best and early "
-        "stopping alike: loss, a training.metrics name, or either with val_; lower or "
-        "higher is better as Keras' mode auto infers.")
+        "stopping alike: loss, a training.metrics name (with metrics auto, the task's: "
+        "accuracy, auc, binary_accuracy, mae, rmse), or either with val_; lower or higher "
+        "is better as Keras' mode auto infers (val_mae: lower).")
 
 
 @dataclass(frozen=True)

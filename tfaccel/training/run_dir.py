@@ -120,7 +120,7 @@ def recorded_precision(directory: Path) -> Optional[str]:
 
 
 def metric_names(summary: dict) -> list:
-    """The metrics a run logged beside its loss, in Keras' order (without ``val_``): its
+    """The metrics a run logged beside its loss, in the recipe's order (without ``val_``): its
     task's (accuracy; accuracy and auc; binary_accuracy and auc; mae and rmse) or the
     recipe's. summary.json records them; an older summary's are read from its figures."""
     if summary.get("metric_names") is not None:
