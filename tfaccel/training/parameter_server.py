@@ -307,6 +307,8 @@ def _summary(ctx, *, records, steps, workers, servers, optimizer, data, train_se
     seconds = sum(r["train_seconds"] for r in records)
     return {
         "status": "completed", "name": ctx.recipe.name, "strategy": "parameter_server",
+        "task": data.info.task, "class_names": list(data.info.class_names or []),
+        "metric_names": [k for k in final if k != "loss" and not k.startswith("val_")],
         "epochs_completed": len(records), "final_metrics": final,
         "saved_model_epoch": len(records) or None, "saved_model_metrics": final,
         "keep": "last", "monitor": ctx.recipe.training.monitor,
