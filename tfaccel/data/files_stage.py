@@ -64,14 +64,16 @@ class RowSplit:
         fraction: data.validation_fraction.
         seed: The seed of the split (the recipe's).
         side: "training" or "validation".
-        counts: Examples of each file in listing order, when already counted (the
-            training split's build counts; the validation split reuses them), else None.
+        counts: ``(file, examples)`` of every file in listing order, when already counted
+            (`KeptRows.counted` of the other split's build), else None: the builder counts.
+            The split is drawn over this order, whatever order a builder is given the
+            files in.
     """
 
     fraction: float
     seed: int
     side: str
-    counts: Optional[Tuple[int, ...]] = None
+    counts: Optional[Tuple[Tuple[str, int], ...]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +89,12 @@ class KeptRows:
         kept = {f: int(m.sum()) for f, m in zip(self.files, self.masks)}
         return [kept[f] for f in files]
 
+    def counted(self, rows: RowSplit) -> RowSplit:
+        """`rows` (another side of the same split) with these files' counts: not counted
+        again."""
+        return dataclasses.replace(rows, counts=tuple(
+            (f, len(m)) for f, m in zip(self.files, self.masks)))
+
     def describe(self) -> dict:
         """What the kept examples depend on, for a cache fingerprint."""
         digest = hashlib.sha256()
@@ -97,17 +105,19 @@ class KeptRows:
 
 def kept_rows(rows: Optional[RowSplit], files: Sequence[str],
               counts: Optional[Sequence[int]], *, what: str) -> Optional[KeptRows]:
-    """The examples of `files` (listing order, `counts` examples each) that `rows` keeps.
+    """The examples of `files` (listing order, `counts` examples each, unless `rows` holds
+    the counts already) that `rows` keeps.
 
     Raises:
         DataError: The fraction leaves no example on a side (`splits.held_out_count`).
     """
     if rows is None:
         return None
-    counts = rows.counts if rows.counts is not None else counts
-    train, val = splits.held_out_rows(counts, rows.fraction, rows.seed, what=what)
-    return KeptRows(tuple(files), tuple(train if rows.side == "training" else val),
-                    rows.side)
+    listed = rows.counts if rows.counts is not None else tuple(zip(files, counts))
+    train, val = splits.held_out_rows([c for _, c in listed], rows.fraction, rows.seed,
+                                      what=what)
+    return KeptRows(tuple(f for f, _ in listed),
+                    tuple(train if rows.side == "training" else val), rows.side)
 
 
 def keep_rows(reader: Callable, kept: Optional[KeptRows], *, batch: int = 1024) -> Callable:

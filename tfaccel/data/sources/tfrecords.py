@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import os
 import struct
@@ -15,7 +14,7 @@ import tensorflow as tf
 from tfaccel.data import files_stage, images, label_ids, pipeline
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError
-from tfaccel.reading import labels
+from tfaccel.reading import labels as label_rule
 
 _COMPRESSIONS = (None, "", "GZIP", "ZLIB")
 _DTYPES = {"int64": tf.int64, "int": tf.int64, "float32": tf.float32, "float": tf.float32,
@@ -199,8 +198,7 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
     Returns:
         A `tf.data.Dataset` of ``(features, label)`` batches, with attributes ``files``,
         ``num_examples`` (records read, in all files; None without `verify`) and
-        ``file_counts`` (records of each file in the order of `pattern`'s listing, or
-        None).
+        ``kept_rows`` (with `rows`: the records kept of each file, else None).
 
     Raises:
         DataError: A glob matches nothing, or a file is truncated (named).
@@ -278,7 +276,6 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
                                 shuffle_buffer=shuffle_buffer, seed=seed, **options)
     dataset.files = files
     dataset.num_examples = num_examples
-    dataset.file_counts = file_counts
     dataset.kept_rows = kept
     return dataset
 
@@ -323,7 +320,7 @@ class TfrecordsSource(base.Source):
                                shuffle_buffer=config.shuffle_buffer, **kwargs, **train_options)
         if val_rows is not None:
             # The same files: the counts the training split took.
-            val_rows = dataclasses.replace(val_rows, counts=tuple(train.file_counts))
+            val_rows = train.kept_rows.counted(val_rows)
         val = None
         if val_files:
             val = from_tfrecords(val_files, batch_size=batch_size, shuffle_buffer=0,
@@ -334,13 +331,13 @@ class TfrecordsSource(base.Source):
         if config.verify_records or config.num_classes is None:
             # Every split's labels, not the training files' alone: a class seen only in
             # validation would otherwise crash (CPU) or give NaN (GPU) there.
-            plan = labels.plan_labels(
+            plan = label_rule.plan_labels(
                 self._labels(files, train), task=config.task, where=where,
                 num_classes=config.num_classes)
             if val is not None:
                 val_labels = self._labels(val_files, val)
                 if config.num_classes is not None:
-                    labels.plan_labels(val_labels, task=config.task, where=where,
+                    label_rule.plan_labels(val_labels, task=config.task, where=where,
                                        num_classes=config.num_classes)
                 label_ids.check_known(plan, val_labels, where=f"{where} (validation)")
             train = label_ids.encode_labels(train, plan)
