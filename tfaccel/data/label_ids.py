@@ -23,7 +23,7 @@ def check_known(plan: LabelPlan, labels, *, where: str) -> None:
     if plan.identity and labels.dtype.kind in "iub":
         known = np.isin(labels, np.asarray(plan.values))
         if not known.all():
-            value = labels.reshape(-1)[int(np.argmin(known.reshape(-1)))]
+            value = labels.reshape(-1)[int(np.argmin(known.reshape(-1)))].item()
             raise DataError(f"{where} holds label {value!r}, which is not one of the classes "
                             f"of the training split ({', '.join(plan.class_names[:10])}"
                             f"{', ...' if len(plan.class_names) > 10 else ''}).")

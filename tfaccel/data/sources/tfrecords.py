@@ -339,7 +339,10 @@ class TfrecordsSource(base.Source):
                 if config.num_classes is not None:
                     label_rule.plan_labels(val_labels, task=config.task, where=where,
                                        num_classes=config.num_classes)
-                label_ids.check_known(plan, val_labels, where=f"{where} (validation)")
+                label_ids.check_known(plan, val_labels, where=(
+                    f"data.label_key {label_key!r} of data.validation_path "
+                    f"{config.validation_path!r}" if config.validation_path
+                    else f"{where} (validation split)"))
             train = label_ids.encode_labels(train, plan)
             val = label_ids.encode_labels(val, plan)
             return base.Built(
