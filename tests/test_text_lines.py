@@ -269,8 +269,11 @@ def test_validation_path_is_the_same_fixed_split_for_every_seed(tmp_path):
 
 
 @pytest.mark.parametrize("data, message", [
-    ({"source": "csv", "validation_path": "t.csv"},
-     "data.validation_path is read by data.source text_lines only, not 'csv'"),
+    ({"source": "arrays", "validation_path": "t.npz"},
+     "data.validation_path is read by data.source text_lines or csv or tfrecords only, not "
+     "'arrays'; use data.validation_fraction"),
+    ({"source": "csv", "validation_path": "t.csv", "validation_fraction": 0.2},
+     "data.validation_path and data.validation_fraction both name the validation split"),
     ({"source": "text_lines", "validation_path": "t.tsv", "validation_fraction": 0.2},
      "data.validation_path and data.validation_fraction both name the validation split"),
 ])
