@@ -42,13 +42,6 @@ def list_files(pattern, *, what: str) -> List[str]:
     return files
 
 
-def held_out(pattern, fraction: float, seed: int, *, what: str) -> Tuple[list, list]:
-    """``(training files, validation files)`` of a recipe's `data.path`: whole files held
-    out by the seeded rule of `tfaccel.data.splits`, each list in listing order."""
-    return splits.held_out_files(list_files(pattern, what=what), fraction, seed,
-                                 what=f"{what} files")
-
-
 @dataclasses.dataclass(frozen=True)
 class RowSplit:
     """One side of a split of the examples (rows, records, lines) of the same files.

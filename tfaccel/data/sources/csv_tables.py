@@ -650,11 +650,11 @@ def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffl
 
 
 class CsvSource(base.Source):
-    """``data.source: csv``: CSV files, whole files held out, integer labels checked up front.
+    """``data.source: csv``: CSV files, whole files or rows held out, labels checked up front.
 
     It reads the keys it shares with TFRecords: `path` (a glob), `label_key` (the label
-    column), `shuffle_buffer`, `validation_fraction` (whole files, the seeded rule of
-    `tfaccel.data.splits`), `num_classes`, `verify_records` (from_csv's `verify`) and
+    column), `shuffle_buffer`, `validation_fraction` (whole files, or the rows of too few
+    files: `files_stage.split_files`), `validation_path`, `num_classes`, `verify_records` (from_csv's `verify`) and
     `compression` (GZIP). Column types are inferred once, from the training files, and
     used for both splits.
     """

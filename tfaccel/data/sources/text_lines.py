@@ -439,8 +439,8 @@ class TextLinesSource(base.Source):
     first tab (`from_text_lines`' ``labels="first_field"``); the class names are the labels
     found in the training files, sorted, and a validation file with another label is a
     `DataError` naming it. `data.validation_path` names the validation files, or
-    `data.validation_fraction` holds out whole files (the seeded rule of
-    `tfaccel.data.splits`), so no line is read by both splits.
+    `data.validation_fraction` holds out whole files, or the lines of too few files
+    (`files_stage.split_files`), so no line is in both splits.
     """
 
     names = ("text_lines",)
