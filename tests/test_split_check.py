@@ -75,3 +75,15 @@ def test_validate_accepts_a_row_split_with_both_sides_and_says_what_it_cannot_co
                  validation_fraction=0.2)
     assert_refused(result, "data.validation_fraction=0.2 of 1 TFRecord records leaves "
                            "nothing for training")
+
+
+def test_the_split_check_imports_no_tensorflow(tmp_path):
+    from tf_free import heavy_modules_after
+
+    (tmp_path / "one.csv").write_text(table(1))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"data: {{source: csv, path: {tmp_path / 'one.csv'}, "
+                      "validation_fraction: 0.2}\n")
+    body = (f"r = CliRunner().invoke(main, ['validate', {str(recipe)!r}])\n"
+            "assert r.exit_code == 2 and 'leaves 0 for training' in r.output, r.output\n")
+    assert heavy_modules_after(body) == []
