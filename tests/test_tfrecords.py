@@ -236,3 +236,30 @@ def test_validation_path_holds_out_its_file_whole(tmp_path):
     assert len(_pairs(train)) == 20
     with pytest.raises(DataError, match="matches both data.path and data.validation_path"):
         _built(dataclasses.replace(config, validation_path=config.path))
+
+
+def test_a_list_of_labels_per_example_is_multi_label(tmp_path):
+    import dataclasses
+
+    from tfaccel.config.recipe import DataConfig
+
+    path = tmp_path / "tags.tfrecord"
+    tags = [[3], [5, 9], [], [9, 3, 3]] * 3
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i, listed in enumerate(tags):
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i])),
+                "tags": tf.train.Feature(int64_list=tf.train.Int64List(value=listed)),
+            })).SerializeToString())
+    config = dataclasses.replace(
+        DataConfig(), source="tfrecords", path=str(path), image_key="x", label_key="tags",
+        validation_split=None, cache=None, shuffle_buffer=0,
+        features={"x": {"dtype": "float32"}, "tags": {"dtype": "int64", "kind": "var"}})
+    train, _, info = _built(config)
+    assert (info.task, info.num_outputs, info.class_names) == ("multi_label", 3,
+                                                               ["3", "5", "9"])
+    # Multi-hot over the sorted distinct labels; an empty list is all 0, a repeat counts once.
+    assert [y for _, y in _pairs(train)] == [(1, 0, 0), (0, 1, 1), (0, 0, 0), (1, 0, 1)] * 3
+    with pytest.raises(DataError, match="is a list of labels per example .kind: var.: "
+                                        "data.task multi_label .or auto., not regression"):
+        _built(dataclasses.replace(config, task="regression"))

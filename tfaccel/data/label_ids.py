@@ -20,7 +20,7 @@ def check_known(plan: LabelPlan, labels, *, where: str) -> None:
     labels = np.asarray(labels)
     if plan.values is None or not labels.size:
         return
-    if plan.identity and labels.dtype.kind in "iub":
+    if plan.task == "multi_label" or (plan.identity and labels.dtype.kind in "iub"):
         known = np.isin(labels, np.asarray(plan.values))
         if not known.all():
             value = labels.reshape(-1)[int(np.argmin(known.reshape(-1)))].item()
@@ -42,6 +42,8 @@ def encoder(plan: LabelPlan) -> Optional[Callable[[tf.Tensor], tf.Tensor]]:
     labels are checked up front, so only changed files get there). regression and
     multi_label: float32.
     """
+    if plan.task == "multi_label" and plan.values is not None:
+        return _multi_hot(plan)
     if plan.task in ("regression", "multi_label"):
         return lambda labels: tf.cast(labels, tf.float32)
     if plan.identity:
@@ -62,6 +64,26 @@ def encoder(plan: LabelPlan) -> Optional[Callable[[tf.Tensor], tf.Tensor]]:
                                      tf.boolean_mask(labels, ids < 0)], summarize=5)
         with tf.control_dependencies([check]):
             return tf.identity(ids)
+
+    return encode
+
+
+def _multi_hot(plan: LabelPlan) -> Callable:
+    """A list of label values per example (a ragged batch) to 0/1 float32 [B, labels]."""
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant([int(v) for v in plan.values], tf.int64),
+            tf.range(len(plan.values), dtype=tf.int64)), default_value=-1)
+
+    def encode(labels):
+        ids = tf.ragged.map_flat_values(table.lookup, tf.cast(labels, tf.int64))
+        check = tf.debugging.Assert(tf.reduce_all(ids.flat_values >= 0),
+                                    ["Labels without a class of the training split:",
+                                     tf.boolean_mask(labels.flat_values,
+                                                     ids.flat_values < 0)], summarize=5)
+        with tf.control_dependencies([check]):
+            sparse = ids.to_sparse()
+        return tf.cast(tf.sparse.to_indicator(sparse, len(plan.values)), tf.float32)
 
     return encode
 

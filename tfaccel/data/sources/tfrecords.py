@@ -331,9 +331,7 @@ class TfrecordsSource(base.Source):
         if config.verify_records or config.num_classes is None:
             # Every split's labels, not the training files' alone: a class seen only in
             # validation would otherwise crash (CPU) or give NaN (GPU) there.
-            plan = label_rule.plan_labels(
-                self._labels(files, train), task=config.task, where=where,
-                num_classes=config.num_classes)
+            plan = self._plan(self._labels(files, train), where=where, spec=spec)
             if val is not None:
                 val_labels = self._labels(val_files, val)
                 if config.num_classes is not None:
@@ -364,16 +362,39 @@ class TfrecordsSource(base.Source):
                           task="binary" if config.task == "binary" else "classification",
                           num_outputs=1 if config.task == "binary" else num_classes)
 
+    def _plan(self, found, *, where: str, spec) -> label_rule.LabelPlan:
+        """The label rule on the training labels; a var-length int feature (a list of
+        labels per example) is multi_label over its sorted distinct values."""
+        config = self.config
+        if not isinstance(spec[config.label_key], tf.io.RaggedFeature):
+            return label_rule.plan_labels(found, task=config.task, where=where,
+                                          num_classes=config.num_classes)
+        if config.task not in ("auto", "multi_label"):
+            raise DataError(f"{where} is a list of labels per example (kind: var): "
+                            f"data.task multi_label (or auto), not {config.task}.")
+        seen = sorted({int(v) for v in found})
+        values = list(range(config.num_classes)) if config.num_classes else seen
+        outside = [v for v in seen if config.num_classes and not 0 <= v < config.num_classes]
+        if outside or len(values) < 2:
+            raise DataError(f"{where} holds the labels {seen[:10]}: a multi-label task needs "
+                            "at least 2 labels" + (f", ids from 0 to data.num_classes - 1 "
+                                                   f"(not {outside[0]})" if outside else "")
+                            + ".")
+        return label_rule.LabelPlan("multi_label", tuple(str(v) for v in values),
+                                    len(values), tuple(values))
+
     def _labels(self, files, built) -> np.ndarray:
         """One pass over the label feature of one split's files (its records only, with a
         row split): every label, in no particular order."""
         config = self.config
         feature = parse_feature_spec(config.features)[0][config.label_key]
-        if not isinstance(feature, tf.io.FixedLenFeature):
+        listed = isinstance(feature, tf.io.RaggedFeature)
+        if listed and feature.dtype != tf.int64 or not (
+                listed or isinstance(feature, tf.io.FixedLenFeature)):
             raise DataError(
-                f"data.label_key {config.label_key!r} is a var-length feature: a list of "
-                "labels per example (multi_label) is not read from TFRecords yet; use a "
-                "fixed int64 label, or several 0/1 labels as a fixed feature of shape [L].")
+                f"data.label_key {config.label_key!r} is a var-length {feature.dtype.name} "
+                "feature: a list of labels per example (multi_label) is read from an int64 "
+                "feature (kind: var); else use a fixed label feature.")
         spec = {config.label_key: feature}
         kept = getattr(built, "kept_rows", None)
         reader = files_stage.keep_rows(
@@ -383,6 +404,8 @@ class TfrecordsSource(base.Source):
             reader, cycle_length=min(len(files), 16), num_parallel_calls=tf.data.AUTOTUNE)
         batches = records.batch(4096).map(
             lambda r: tf.io.parse_example(r, spec)[config.label_key])
+        if listed:  # the labels of every list, flat: the distinct ones are the classes
+            batches = batches.map(lambda ragged: ragged.flat_values)
         found = list(batches.as_numpy_iterator())
         if not found:
             raise DataError(f"No labels found in {config.path!r}: its files hold no examples; "
