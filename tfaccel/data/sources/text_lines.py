@@ -33,6 +33,7 @@ class _Scan(NamedTuple):
     examples: int
     labels: frozenset
     bad_line: Optional[int]  # the first line without the separator (1-based), if any
+    line_labels: tuple = ()  # each example's label, in order (asked for by a row split)
 
 
 def list_text_files(paths) -> List[str]:
@@ -42,7 +43,8 @@ def list_text_files(paths) -> List[str]:
 
 
 def _scan(path: str, *, encoding: Optional[str], skip_header_lines: int,
-          separator: Optional[str], compression: Optional[str]) -> _Scan:
+          separator: Optional[str], compression: Optional[str],
+          per_line: bool = False) -> _Scan:
     """Reads a file once: does it decode, how many non-empty lines, which labels.
 
     Raises:
@@ -61,7 +63,7 @@ def _scan(path: str, *, encoding: Optional[str], skip_header_lines: int,
     if lines and lines[-1] == "":
         lines.pop()
     lines = [line[:-1] if line.endswith("\r") else line for line in lines]
-    labels, bad_line, examples = set(), None, 0
+    labels, bad_line, examples, line_labels = set(), None, 0, []
     for number, line in enumerate(lines[skip_header_lines:], start=skip_header_lines + 1):
         if not line:
             continue
@@ -71,7 +73,9 @@ def _scan(path: str, *, encoding: Optional[str], skip_header_lines: int,
             if not found and bad_line is None:
                 bad_line = number
             labels.add(label)
-    return _Scan(True, examples, frozenset(labels), bad_line)
+            if per_line:
+                line_labels.append(label)
+    return _Scan(True, examples, frozenset(labels), bad_line, tuple(line_labels))
 
 
 def _file_labels(labels, files: List[str], class_names) -> tuple:
@@ -251,7 +255,8 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
     if verify:
         scans = files_stage.count_each(files, lambda f: _scan(
             f, encoding=encoding, skip_header_lines=skip_header_lines,
-            separator=separator if in_line else None, compression=compression))
+            separator=separator if in_line else None, compression=compression,
+            per_line=rows is not None))
         skipped = [f for f, s in zip(files, scans) if not s.decodes]
         for f, s in zip(files, scans):
             if s.bad_line is not None:
@@ -292,6 +297,13 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
                                            what="text lines")
         if kept_lines is not None:
             num_examples = sum(kept_lines.counts(files))
+            if in_line and class_names is None:
+                # The classes of this split's lines, not of every line of its files: a
+                # label seen only in the other split is not a class without examples.
+                masks = dict(zip(kept_lines.files, kept_lines.masks))
+                names = sorted({label for f, i in zip(files, kept)
+                                for label, keep in zip(scans[i].line_labels, masks[f])
+                                if keep})
     else:
         # Nothing read up front, but TensorFlow's reader stops silently where a compressed
         # stream is cut short: each compressed file is inflated once (text_files).
