@@ -154,11 +154,13 @@ class DataConfig:
         "held-out fraction is validation_fraction.")
     validation_fraction: float = _key(
         0.0, "Fraction of the training data held out for validation (seeded; every source; "
-        "timeseries: the last rows, in time order).",
+        "csv, tfrecords, text_lines: whole files when round(fraction * files) is at least one "
+        "file and leaves one, else the rows of all files; timeseries: the last rows, in time "
+        "order).",
         minimum=0.0, exclusive_maximum=1.0)
     validation_path: Optional[str] = _key(
-        None, "text_lines: the validation file or glob, read whole (a fixed test split, the "
-        "same for every seed); instead of validation_fraction.", path=True)
+        None, "csv, tfrecords, text_lines: the validation file or glob, read whole (a fixed "
+        "test split, the same for every seed); instead of validation_fraction.", path=True)
     prepare: Optional[str] = _key(
         None, "The command that writes this recipe's data (e.g. a preparation script); "
         "named in the error when data.path or data.validation_path is missing.")
