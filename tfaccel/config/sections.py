@@ -116,7 +116,8 @@ class TableConfig:
 
 @dataclass(frozen=True)
 class TimeseriesConfig:
-    """Windows over the rows of a CSV file (source timeseries), each labelled by one row."""
+    """Windows over the rows of a CSV file (source timeseries), each labelled by one row or
+    forecasting the next `horizon` rows."""
 
     sequence_length: Optional[int] = _key(
         None, "Rows (timesteps) in each window; required for source timeseries.", minimum=1)
@@ -128,6 +129,11 @@ class TimeseriesConfig:
     target_offset: int = _key(
         0, "The label of the window starting at row i is row i + target_offset of label_key "
         "(0: its first row; (sequence_length - 1) * sampling_rate: its last).", minimum=0)
+    horizon: Optional[int] = _key(
+        None, "Forecast: each window's target is the next `horizon` rows of label_key after "
+        "its last row, one vector (a regression; a list label_key: each step's columns "
+        "together); empty: one label row (target_offset). One value H rows ahead is "
+        "target_offset: (sequence_length - 1) * sampling_rate + H.", minimum=1)
 
 
 @dataclass(frozen=True)

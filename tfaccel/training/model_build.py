@@ -95,6 +95,7 @@ def _make_model(recipe: Recipe, *, data: TrainData, given):
                                        input_shape=shape, num_classes=classes,
                                        params=dict(recipe.model.params))
     return models.build_model(name, input_shape=shape, num_classes=classes,
+                              task=data.info.task, num_outputs=data.info.num_outputs,
                               **_model_params(recipe, data.info))
 
 
@@ -110,6 +111,13 @@ def _model_params(recipe: Recipe, info) -> dict:
         # FeatureSpace already normalised the numbers and one-hot encoded the categories:
         # a pixel rescaling (mlp's default) would shrink them 255-fold.
         params.setdefault("normalization", "none")
+    series = info.series
+    if series is not None:
+        # A time series' training-split statistics, for the models that normalise with
+        # them (forecast_mlp, seq_cnn): a window keeps its level, a forecast its units.
+        for key in ("input_mean", "input_std", "target_mean", "target_std", "anchor"):
+            if key in defaults and getattr(series, key) is not None:
+                params.setdefault(key, list(getattr(series, key)))
     if text is None or "vocab_size" not in defaults:
         return params
     cut = text.max_length
