@@ -145,7 +145,8 @@ def test_text_label_never_seen_in_training_is_named(tmp_path):
         "validation_fraction": 0.25, "timeseries": {"sequence_length": 4}}})
     from tfaccel.errors import DataError
 
-    with pytest.raises(DataError, match="label 'c' is not one of the classes seen in the "
-                                        "training split"):
+    with pytest.raises(DataError, match=r"the validation rows \(the last 30, from row 90\)"
+                                        r", data.label_key 'state': label c is not one of "
+                                        r"the classes seen in the training split \(a, b\)"):
         build_datasets(recipe.data, global_batch_size=8, num_replicas=1, seed=0,
                        deterministic=True)

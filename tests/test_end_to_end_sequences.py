@@ -216,7 +216,7 @@ def test_timeseries_windows_and_labels_stay_on_their_side_of_the_split(series, s
 
 def test_timeseries_float_label_under_classification_is_named(tmp_path, series):
     lines = series.read_text().splitlines()
-    lines[5] = lines[5].rsplit(",", 1)[0] + ",0.5"
+    lines[105] = lines[105].rsplit(",", 1)[0] + ",0.5"  # row 103: the label of window 56
     path = tmp_path / "float.csv"
     path.write_text("\n".join(lines) + "\n")
     recipe = _recipe(tmp_path, f"{{source: timeseries, path: {path}, label_key: regime, "

@@ -549,8 +549,13 @@ class TimeseriesSource(base.Source):
             first, last = spans[name]
             options = {k: v for k, v in {**common, **options}.items()
                        if k not in _RECIPE_OPTIONS_LEFT_OUT}
+            try:
+                encoded = plan.encode(targets[name])
+            except DataError as error:  # a class first seen in the validation rows
+                raise DataError(f"{where}, {what}, data.label_key {config.label_key!r}: "
+                                f"{error}") from None
             return _windows(
-                data[first:last], plan.encode(targets[name]),
+                data[first:last], encoded,
                 windows.sequence_length, sequence_stride=windows.sequence_stride,
                 sampling_rate=windows.sampling_rate, batch_size=batch_size,
                 shuffle=shuffle, seed=options.pop("seed"), start_index=None,
