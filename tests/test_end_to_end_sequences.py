@@ -221,7 +221,7 @@ def test_timeseries_float_label_under_classification_is_named(tmp_path, series):
     path.write_text("\n".join(lines) + "\n")
     recipe = _recipe(tmp_path, f"{{source: timeseries, path: {path}, label_key: regime, "
                      f"task: classification, timeseries: {WINDOW}}}", SERIES_MODEL)
-    _refused(_run("train", recipe), "'regime'", "holds float values (0.5",
+    _refused(_run("train", recipe), "'regime'", "holds float values",
              "For a numeric target set data.task: regression")
 
 
