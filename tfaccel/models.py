@@ -263,9 +263,12 @@ def _build_forecast_mlp(*, input_shape, num_classes, task="regression", hidden_u
     # large and common to every step, and a linear layer on raw steps learns the small
     # differences that carry the forecast slowly (badly conditioned).
     last = x[:, -1, :]
-    features = keras.layers.Concatenate(name="shape_and_level")(
-        [keras.layers.Flatten()(x - last[:, None, :]), last])
-    h = features
+    shape = keras.layers.Flatten()(x - last[:, None, :])
+    features = keras.layers.Concatenate(name="shape_and_level")([shape, last])
+    # The hidden layers read the shape only: a level outside the training rows' range (a
+    # trend) then reaches the forecast through the linear head alone, not through ReLUs
+    # fitted to levels seen in training.
+    h = shape
     for units in hidden_units:
         h = keras.layers.Dense(units, activation="relu")(h)
         if dropout:

@@ -125,7 +125,8 @@ class TimeseriesConfig:
     sampling_rate: int = _key(1, "Rows between two steps of a window (2: every other row).",
                               minimum=1)
     columns: Optional[list[str]] = _key(
-        None, "The data columns (a window's channels); empty: every column but label_key.")
+        None, "The data columns (a window's channels); empty: every column but label_key (with "
+        "horizon: every column, the forecast series' own past included).")
     target_offset: int = _key(
         0, "The label of the window starting at row i is row i + target_offset of label_key "
         "(0: its first row; (sequence_length - 1) * sampling_rate: its last).", minimum=0)
