@@ -82,8 +82,8 @@ def test_forecast_beats_seasonal_naive_and_records_task_and_horizon(tmp_path, se
     assert dataset["series"]["horizon"] == HORIZON and dataset["series"]["anchor"] == [0]
     assert summary["class_names"] == [f"y+{h}" for h in range(1, HORIZON + 1)]
     # Seasonal naive 0.313 here (two noise draws in each error); measured 0.248 for the
-    # model after these 30 epochs (0.288 after 12, 0.236 with batches of 16; a ridge on the
-    # same 48 lags 0.178, last value 1.72). The values do not depend on the machine's load.
+    # model after these 30 epochs (a ridge on the same 48 lags 0.178, last value 1.72).
+    # The values do not depend on the machine's load.
     assert summary["final_metrics"]["val_mae"] < 0.9 * naive, (summary["final_metrics"],
                                                                naive)
 
