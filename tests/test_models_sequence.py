@@ -94,7 +94,8 @@ def test_seq_cnn_is_registered_and_its_params_and_shapes_are_checked():
     assert models.MODELS["seq_cnn"].inputs == "sequences"
     assert models.model_params("seq_cnn") == {"filters": (32, 64, 128), "kernel_size": 9,
                                               "strides": 4, "standardize": True,
-                                              "dropout": 0.1}
+                                              "dropout": 0.1, "input_mean": None,
+                                              "input_std": None}
     with pytest.raises(UserInputError, match="parameter 'strides' must be an integer >= 1, "
                                              "got 0"):
         models.check_params("seq_cnn", {"strides": 0})

@@ -586,6 +586,11 @@ class TimeseriesSource(base.Source):
         config, horizon = self.config, self.config.timeseries.horizon
         what = f"{where}, data.label_key {config.label_key!r}"
         if horizon is None:
+            if train_targets.ndim == 1 and config.task != "regression" \
+                    and config.num_classes is None and len(np.unique(train_targets)) == 1 \
+                    and (train_targets.dtype.kind != "f"
+                         or float(train_targets[0]).is_integer()):
+                base.refuse_one_class(1, config=config)  # the message every source gives
             return label_rule.plan_labels(train_targets, task=config.task, where=what,
                                       names=target_names if train_targets.ndim == 2 else None,
                                       num_classes=config.num_classes)
