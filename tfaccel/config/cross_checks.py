@@ -88,6 +88,13 @@ def _check_data(data: DataConfig, *, source: str) -> None:
         raise RecipeError(f"{source}: data.augment {data.augment[0]} is an image "
                           f"augmentation: not with data.source {data.source!r}; leave "
                           "data.augment empty.")
+    series = data.timeseries
+    if series.horizon is not None and series.target_offset:
+        raise RecipeError(
+            f"{source}: data.timeseries.horizon ({series.horizon}: the next rows after each "
+            f"window) and data.timeseries.target_offset ({series.target_offset}: one row) both "
+            "place the target: set one of them (one value H rows after the window's last row "
+            "is target_offset: (sequence_length - 1) * sampling_rate + H).")
     if data.image_size is not None:
         if len(data.image_size) != 2 or any(s < 1 for s in data.image_size):
             raise RecipeError(f"{source}: data.image_size must be [height, width] with "

@@ -116,7 +116,8 @@ class TableConfig:
 
 @dataclass(frozen=True)
 class TimeseriesConfig:
-    """Windows over the rows of a CSV file (source timeseries), each labelled by one row."""
+    """Windows over the rows of a CSV file (source timeseries), each labelled by one row or
+    forecasting the next `horizon` rows."""
 
     sequence_length: Optional[int] = _key(
         None, "Rows (timesteps) in each window; required for source timeseries.", minimum=1)
@@ -124,10 +125,16 @@ class TimeseriesConfig:
     sampling_rate: int = _key(1, "Rows between two steps of a window (2: every other row).",
                               minimum=1)
     columns: Optional[list[str]] = _key(
-        None, "The data columns (a window's channels); empty: every column but label_key.")
+        None, "The data columns (a window's channels); empty: every column but label_key (with "
+        "horizon: every column, the forecast series' own past included).")
     target_offset: int = _key(
         0, "The label of the window starting at row i is row i + target_offset of label_key "
         "(0: its first row; (sequence_length - 1) * sampling_rate: its last).", minimum=0)
+    horizon: Optional[int] = _key(
+        None, "Forecast: each window's target is the next `horizon` rows of label_key after "
+        "its last row, one vector (a regression; a list label_key: each step's columns "
+        "together); empty: one label row (target_offset). One value H rows ahead is "
+        "target_offset: (sequence_length - 1) * sampling_rate + H.", minimum=1)
 
 
 @dataclass(frozen=True)

@@ -133,8 +133,8 @@ TABLE: Tuple[SourceEntry, ...] = (
                 "as Keras' audio_dataset_from_directory", classes_from=_FOLDER_CLASSES),
     SourceEntry("timeseries", _SOURCES + "timeseries:TimeseriesSource", "file",
                 noun="time series CSV file",
-                summary="windows of the rows of one CSV file; label_key names the integer "
-                        "label column",
+                summary="windows of the rows of one CSV file; label_key names the label "
+                        "column(s), or the forecast series with timeseries.horizon",
                 required=(("data.timeseries.sequence_length", "rows in each window"),),
                 augment="none", split="last_rows_int",
                 reading="one UTF-8 CSV file with a header row, rows in time order"),

@@ -331,7 +331,7 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         data_service=None if target is None else {
             "dispatcher": target.dispatcher, "processing_mode": target.processing_mode,
             "job_name": target.job_name},
-        text=text, table=table, vectorizer=vectorizer, feature_space=feature_space,
+        text=text, table=table, series=built.series, vectorizer=vectorizer, feature_space=feature_space,
         worker_sharding=None if worker[1] <= 1 else "file" if shares is not None
         else "element")
     return train, val, info

@@ -123,6 +123,13 @@ def _model_params(recipe: Recipe, info) -> dict:
         # FeatureSpace already normalised the numbers and one-hot encoded the categories:
         # a pixel rescaling (mlp's default) would shrink them 255-fold.
         params.setdefault("normalization", "none")
+    series = info.series
+    if series is not None:
+        # A time series' training-split statistics, for the models that normalise with
+        # them (forecast_mlp, seq_cnn): a window keeps its level, a forecast its units.
+        for key in ("input_mean", "input_std", "target_mean", "target_std", "anchor"):
+            if key in defaults and getattr(series, key) is not None:
+                params.setdefault(key, list(getattr(series, key)))
     if text is None or "vocab_size" not in defaults:
         return params
     cut = text.max_length

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import ClassVar, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -33,6 +33,7 @@ class Built:
         task: What the labels ask for (`tfaccel.reading.labels.TASKS` but auto).
         num_outputs: Width of the model's output for the task (None: num_classes, the
             classification default).
+        series: A time series source's `dataset_info.SeriesInfo` (None elsewhere).
     """
 
     train: tf.data.Dataset
@@ -43,6 +44,7 @@ class Built:
     validation_examples: Optional[int]
     task: str = "classification"
     num_outputs: Optional[int] = None
+    series: Optional[Any] = None
 
 
 class Source(abc.ABC):
