@@ -47,6 +47,21 @@ def test_train_into_a_pipe_prints_one_line_per_epoch_and_no_carriage_return(tmp_
     epoch_lines = [line for line in result.output.splitlines()
                    if re.match(r"^4/4 - \d+s - .* - loss: ", line)]
     assert len(epoch_lines) == 3, result.output
+    # Keras' own epoch line, nothing of tfaccel's in it; tfaccel's throughput figures follow
+    # in one short line (metrics.jsonl keeps every figure).
+    assert all(re.fullmatch(r"4/4 - \d+s - \d+ms/step - accuracy: [\d.]+ - loss: [\d.]+", line)
+               for line in epoch_lines), epoch_lines
+    lines = result.output.splitlines()
+    speed = [lines[lines.index(line) + 1] for line in epoch_lines]
+    assert [line.split(":")[:2] for line in speed] == [
+        ["tfaccel", f" epoch {epoch}"] for epoch in (1, 2, 3)], result.output
+    assert all(re.search(r": [\d,]+ examples/s, [\d.]+ ms/step, .*of \d+ cores$", line)
+               for line in speed), speed
+    assert max(len(line) for line in speed) < 90
+    import json
+
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    assert all(r["steps_per_sec"] > 0 and r["cpu_cores_used"] > 0 for r in records)
     assert [line for line in result.output.splitlines() if line.startswith("Epoch ")] == [
         "Epoch 1/3", "Epoch 2/3", "Epoch 3/3"]
 
