@@ -187,7 +187,7 @@ def _prepare_builtin_once(data) -> None:
         return
     root = data.data_dir or "the default TFDS data directory"
     # The CLI's own rule for TensorFlow's output in this process too (as in the workers).
-    code = ("from tfaccel.cli.quiet_import import quiet_tensorflow; quiet_tensorflow(); "
+    code = ("from tfaccel.quiet_import import quiet_tensorflow; quiet_tensorflow(); "
             "from tfaccel import datasets; import sys; datasets.prepare_builtin(sys.argv[1], "
             "data_dir=sys.argv[2] if len(sys.argv) > 2 else None)")
     result = subprocess.run([sys.executable, "-c", code, name,
@@ -485,7 +485,7 @@ def parameter_server_tf_config(cluster: dict, index: int) -> str:
 
 def server_command() -> List[str]:
     """The command line of a ps or worker task: TensorFlow's server, serving until stopped."""
-    code = ("from tfaccel.cli.quiet_import import quiet_tensorflow; quiet_tensorflow(); "
+    code = ("from tfaccel.quiet_import import quiet_tensorflow; quiet_tensorflow(); "
             "from tfaccel.engine.parameter_server import serve_task; serve_task()")
     return [sys.executable, "-c", code]
 

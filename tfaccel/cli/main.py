@@ -12,8 +12,8 @@ import click
 
 from tfaccel import datasets
 from tfaccel._version import __version__
-from tfaccel.cli.quiet_import import quiet_tensorflow
 from tfaccel.errors import Preempted, TfaccelError, UserInputError
+from tfaccel.quiet_import import quiet_tensorflow
 
 EXIT_RUNTIME_FAILURE = 1
 EXIT_USER_ERROR = 2
