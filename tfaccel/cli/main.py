@@ -61,6 +61,10 @@ def handle_errors(command):
             sys.exit(EXIT_INTERRUPTED)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
+        except BrokenPipeError:
+            # The reader went away (`tfaccel keys | head -5`): click's own rule, as for
+            # `tfaccel --help | head -1`: no message, stdout silenced, exit code 1.
+            raise
         except Exception as error:  # an unexpected runtime failure: say it, keep it short
             if os.environ.get("TFACCEL_DEBUG"):
                 traceback.print_exc()
