@@ -12,8 +12,8 @@ import click
 
 from tfaccel import datasets
 from tfaccel._version import __version__
-from tfaccel.cli.quiet_import import quiet_tensorflow
 from tfaccel.errors import Preempted, TfaccelError, UserInputError
+from tfaccel.quiet_import import quiet_tensorflow
 
 EXIT_RUNTIME_FAILURE = 1
 EXIT_USER_ERROR = 2
@@ -60,6 +60,10 @@ def handle_errors(command):
             click.echo("Interrupted; everything written so far is kept.", err=True)
             sys.exit(EXIT_INTERRUPTED)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except BrokenPipeError:
+            # The reader went away (`tfaccel keys | head -5`): click's own rule, as for
+            # `tfaccel --help | head -1`: no message, stdout silenced, exit code 1.
             raise
         except Exception as error:  # an unexpected runtime failure: say it, keep it short
             if os.environ.get("TFACCEL_DEBUG"):

@@ -126,5 +126,10 @@ def make_callbacks(ctx: RunContext, *, data: TrainData, plan: BatchPlan,
                                           training.steps_per_execution),
                                       first_step=first))
     callbacks += ctx.extra_callbacks
+    from tfaccel.training.throughput import SpeedLine
+
+    # Last: every callback above sees the throughput figures, Keras' epoch line does not.
+    callbacks.append(SpeedLine(show=ctx.recipe.runtime.verbose != 0,
+                               global_batch_size=plan.global_batch_size))
     return Outputs(guard=guard, monitor=monitor, logger=logger, checkpoints=checkpoints,
                     best=best, signals=signals, all=callbacks)
