@@ -196,7 +196,8 @@ def test_float_targets_are_regression_under_auto_and_refused_as_classes(tmp_path
     targets = [0.5 * i + 0.25 for i in range(12)]
     train, _, info = _built(_recipe_records(tmp_path, targets, dtype="float32"))
     assert (info.task, info.num_outputs, info.num_classes) == ("regression", 1, None)
-    got = sorted(float(y) for _, ys in train for y in ys.numpy())
+    # Regression targets reach the model as (batch, 1) float32, the linear head's shape.
+    got = sorted(float(y) for _, ys in train for y in ys.numpy().reshape(-1))
     assert got == pytest.approx(targets)
     with pytest.raises(DataError, match=r"data.label_key 'label' of data.path '.*r.tfrecord' "
                                         r"holds float values \(0.25, 0.75, 1.25, 1.75, ...\), "
