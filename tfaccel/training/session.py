@@ -16,6 +16,9 @@ from typing import Iterator, Optional
 from tfaccel.config.batching import BatchPlan, plan_batches
 from tfaccel.config.recipe import Recipe
 
+# The strategies that place work on runtime.devices (the others refuse the key).
+DEVICE_STRATEGIES = ("one_device", "mirrored", "pipeline")
+
 
 @dataclasses.dataclass
 class Session:
@@ -111,6 +114,11 @@ def open_session(recipe: Recipe, *, precision: Optional[str] = None) -> Iterator
         set_op_determinism(True)
     previous_policy = keras.mixed_precision.global_policy().name
     try:
+        if runtime.strategy in DEVICE_STRATEGIES:
+            from tfaccel.engine.devices import check_devices
+
+            # Before any strategy exists: one on absent devices hangs in its first step.
+            check_devices(runtime.devices, key="runtime.devices")
         strategy = make_strategy(runtime.strategy, devices=runtime.devices,
                                  peer_timeout=runtime.peer_timeout)
         info = describe_strategy(strategy)
