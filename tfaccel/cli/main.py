@@ -266,12 +266,16 @@ def parse_train_command(args):
 @click.option("--show", is_flag=True, help="Print the resolved recipe (every key) as YAML.")
 @handle_errors
 def validate(recipe, overrides, show):
-    """Check RECIPE without TensorFlow: keys, types, ranges, and that input paths exist."""
+    """Check RECIPE without TensorFlow: keys, types, ranges, that input paths exist, and
+    your own model, optimizer, loss and metric callables and their params (read from their
+    source, not imported)."""
     from tfaccel.config.input_paths import check_input_paths
     from tfaccel.config.recipe import dump_recipe, load_recipe
+    from tfaccel.training.code_checks import check_own_code
 
     loaded = load_recipe(recipe, overrides)
     check_input_paths(loaded, source=recipe)
+    check_own_code(loaded)
     if show:
         click.echo(dump_recipe(loaded), nl=False)
     else:
