@@ -22,7 +22,7 @@ from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_
 from tfaccel.errors import DataError, Preempted, UserInputError
 from tfaccel.messages import say
 from tfaccel.training import checkpoints as ckpt
-from tfaccel.training import model_source
+from tfaccel.training import data_source, model_source
 from tfaccel.training import run_dir as run_files
 from tfaccel.training.best_epoch import keep_plan
 from tfaccel.training.execution import initial_steps
@@ -156,6 +156,7 @@ def _open_run(recipe_or_path, overrides: Sequence[str], *, run_dir: Optional[str
             shown = Path(run_dir) if run_dir is not None else None
         run_files.write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
         model_source.record(directory, source)
+        data_source.record(directory, recipe.data)
 
     return _OpenedRun(recipe=recipe, role=role, directory=directory, shown=shown, lock=lock,
                       scratch=scratch, model_source=source)
@@ -482,7 +483,7 @@ def _new_run_dir(recipe: Recipe, run_dir: Optional[str]) -> Path:
 def _holds_only_the_recipe(directory: Path) -> bool:
     names = {p.name for p in directory.iterdir()} - {LOCK_FILE}
     return names <= {run_files.RECIPE_FILE, model_source.SOURCE_FILE, model_source.COPY_DIR,
-                     run_files.PRECISION_FILE}
+                     data_source.SOURCE_FILE, run_files.PRECISION_FILE}
 
 
 def _as_recipe(recipe_or_path, overrides: Sequence[str], *, own_model: bool = False) -> Recipe:
