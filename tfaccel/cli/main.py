@@ -144,7 +144,10 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
 
         check_input_paths(loaded, source=recipe)  # before TensorFlow: a missing path is quick
     from tfaccel.training import run as runner
+    from tfaccel.training.stuck_signals import exit_when_stuck
 
+    # A signal that finds the run blocked inside TensorFlow ends it cleanly (not kill -9).
+    exit_when_stuck()
     if resume_dir is not None:
         result = runner.train(loaded, () if loaded is not None else overrides,
                               resume=resume_dir, profile=profile)
