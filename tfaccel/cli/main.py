@@ -148,7 +148,10 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
 
         check_input_paths(loaded, source=recipe)  # before TensorFlow: a missing path is quick
     from tfaccel.training import run as runner
+    from tfaccel.training.stuck_signals import exit_when_stuck
 
+    # A signal that finds the run blocked inside TensorFlow ends it cleanly (not kill -9).
+    exit_when_stuck()
     if resume_dir is not None:
         result = runner.train(loaded, () if loaded is not None else overrides,
                               resume=resume_dir, profile=profile)
@@ -270,14 +273,18 @@ def parse_train_command(args):
 @click.option("--show", is_flag=True, help="Print the resolved recipe (every key) as YAML.")
 @handle_errors
 def validate(recipe, overrides, show):
-    """Check RECIPE without TensorFlow: keys, types, ranges, that input paths exist, and that
-    data.validation_fraction leaves examples on both sides (files split by rows)."""
+    """Check RECIPE without TensorFlow: keys, types, ranges, that input paths exist, that
+    data.validation_fraction leaves examples on both sides (files split by rows), and your own
+    model, optimizer, loss and metric callables and their params (read from their source, not
+    imported)."""
     from tfaccel.config.input_paths import check_input_paths
     from tfaccel.config.recipe import dump_recipe, load_recipe
     from tfaccel.config.split_check import check_split
+    from tfaccel.training.code_checks import check_own_code
 
     loaded = load_recipe(recipe, overrides)
     check_input_paths(loaded, source=recipe)
+    check_own_code(loaded)
     unchecked = check_split(loaded, source=recipe)
     if show:
         click.echo(dump_recipe(loaded), nl=False)

@@ -11,6 +11,7 @@ import yaml
 
 from tfaccel.config.recipe import flatten_recipe
 from tfaccel.errors import UserInputError
+from tfaccel.training import data_source, model_source
 from tfaccel.training import run_dir as run_files
 
 SPEED_KEYS = ("examples_per_sec", "input_wait_fraction", "step_time_ms", "wall_seconds")
@@ -31,7 +32,8 @@ class Run:
 
 
 def load_run(path) -> Run:
-    """Reads one run directory (recipe.yaml, summary.json, metrics.jsonl).
+    """Reads one run directory (recipe.yaml, summary.json, metrics.jsonl, and the model's
+    and data's sources: model_source.json, data_source.json).
 
     Raises:
         UserInputError: It is not a run directory, or its files cannot be read.
@@ -57,7 +59,26 @@ def load_run(path) -> Run:
     for key in ("precision", "strategy", "replicas"):
         if key in summary:
             settings[f"(resolved) {key}"] = summary[key]
+    settings.update(_sources(path))
     return Run(name=path.name, path=path, settings=settings, summary=summary, epochs=epochs)
+
+
+def _sources(path: Path) -> dict:
+    """The code and data a run read, as rows: an own model's file and digest
+    (model_source.json), each input path's fingerprint (data_source.json). The recipe's
+    settings alone do not tell two runs apart whose model module or data files changed."""
+    rows = {}
+    model = model_source.read(path) or {}
+    if model.get("sha256") or model.get("weights_sha256"):
+        where = model.get("file") or model.get("path") or model.get("name")
+        digest = model.get("sha256") or model.get("weights_sha256")
+        rows["(model source)"] = f"{where} sha256 {digest[:12]}"
+    for key, found in ((data_source.read(path) or {}).get("paths") or {}).items():
+        if found.get("sha256"):
+            size = (f"{found['files']} file(s), {found['bytes']:,} bytes, "
+                    if "files" in found else "")
+            rows[f"(data source) {key}"] = f"{size}sha256 {found['sha256'][:12]}"
+    return rows
 
 
 def differing_settings(runs: Sequence[Run]) -> list:

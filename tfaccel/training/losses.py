@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from tfaccel.config.keras_names import AUTO, is_callable_spec, metric_entries
 from tfaccel.config.recipe import TrainingConfig
@@ -29,16 +29,34 @@ _RUNNING_SUMS = ("auc", "rmse")
 _LABELS_AND_PREDICTIONS = 2
 
 
-def check_loss_and_metrics(training: TrainingConfig) -> None:
+def check_loss_and_metrics(training: TrainingConfig, *, load: Optional[Callable] = None
+                           ) -> None:
     """Checks the loss's and the metrics' arguments against their signatures.
 
     Run when training starts, before the data is built: imports each ``module:callable``.
 
+    Args:
+        training: The recipe's training section.
+        load: Instead of importing, how to get a ``module:callable``'s stand-in
+            (`tfaccel validate`: `python_refs.read_signature`, None where the source does
+            not show it); then only ``module:callable`` names are checked (Keras' own
+            classes need Keras).
+
     Raises:
         UserInputError: An unknown or missing argument; the message names the recipe key.
     """
-    make_loss(training, build=False)
-    make_metrics(training, build=False)
+    if load is None:
+        make_loss(training, build=False)
+        make_metrics(training, build=False)
+        return
+    entries = [("training.loss", "training.loss_params", training.loss,
+                dict(training.loss_params))]
+    entries += [(f"training.metrics[{i}]", f"training.metrics[{i}].params", name, params)
+                for i, (name, params) in enumerate(metric_entries(training.metrics))]
+    for key, params_key, name, params in entries:
+        if is_callable_spec(name):
+            _own(name, params, key=key, params_key=params_key, wrap=None, build=False,
+                 load=load)
 
 
 def make_loss(training: TrainingConfig, *, task: str = "classification", build: bool = True):
@@ -135,14 +153,7 @@ def _logged_name(entry) -> str:
 def _make(name: str, params: dict, *, key: str, params_key: str, module, base, wrap,
           build: bool) -> Any:
     if is_callable_spec(name):
-        target = import_callable(name, key=key)
-        what = f"{name!r}"
-        if not inspect.isclass(target):
-            check_arguments(target, params, key=params_key, what=what,
-                            skip=_LABELS_AND_PREDICTIONS)
-            return wrap(target, params) if build and params else target
-        check_arguments(target, params, key=params_key, what=what)
-        return call_checked(target, params, key=params_key, what=what) if build else None
+        return _own(name, params, key=key, params_key=params_key, wrap=wrap, build=build)
     if not params:
         return name  # Keras' own name, resolved by compile as without tfaccel
     target = keras_class(module, base, name)
@@ -152,6 +163,22 @@ def _make(name: str, params: dict, *, key: str, params_key: str, module, base, w
                              f"{name!r}, so it takes no params; name its class.")
     what = f"Keras {kind} {name!r} ({target.__name__})"
     check_arguments(target, params, key=params_key, what=what, strict=True)
+    return call_checked(target, params, key=params_key, what=what) if build else None
+
+
+def _own(name: str, params: dict, *, key: str, params_key: str, wrap, build: bool,
+         load: Callable = import_callable) -> Any:
+    """A ``module:callable`` loss or metric: a class built with its params, a function with
+    its params bound (checked against its signature either way)."""
+    target = load(name, key=key)
+    if target is None:
+        return None
+    what = f"{name!r}"
+    if not inspect.isclass(target):
+        check_arguments(target, params, key=params_key, what=what,
+                        skip=_LABELS_AND_PREDICTIONS)
+        return wrap(target, params) if build and params else target
+    check_arguments(target, params, key=params_key, what=what)
     return call_checked(target, params, key=params_key, what=what) if build else None
 
 
