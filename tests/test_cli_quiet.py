@@ -201,4 +201,4 @@ def test_launch_of_two_workers_preparing_the_dataset_is_quiet(tmp_path):
     assert "[w0] Run directory: " in done.stdout and "[w1] " not in done.stdout
     # The other worker's lines are in its log file (named once), quiet too.
     (log,) = worker_logs(done.stdout).values()
-    assert "Run directory: " in log and noise_in(log) == [], log[-3000:]
+    assert "Done: " in log and noise_in(log) == [], log[-3000:]
