@@ -161,7 +161,7 @@ def _boosting(table: Table):
     return Pipeline([("columns", columns), ("model", model)])
 
 
-def scores(task: str, truth, predicted) -> dict:
+def scores(task: str, truth, predicted, *, classes=None) -> dict:
     """The task's metrics (`METRICS`) of predictions on the test split.
 
     Args:
@@ -183,7 +183,7 @@ def scores(task: str, truth, predicted) -> dict:
         truth = np.asarray(truth, dtype=int)
         return {"accuracy": float(np.mean((predicted >= 0.5) == truth)),
                 "auc": float(roc_auc_score(truth, predicted, average="macro"))}
-    classes = np.unique(truth)
+    classes = np.unique(truth) if classes is None else np.asarray(classes)
     if task == "binary":
         positive = np.asarray(truth) == classes[1]
         return {"accuracy": float(np.mean((predicted >= 0.5) == positive)),
@@ -215,9 +215,9 @@ def floor(table: Table) -> dict:
         return scores("multi_label", y_test, np.broadcast_to(rates, (n, len(rates))))
     classes, counts = np.unique(y_train, return_counts=True)
     if table.task == "binary":
-        return scores("binary", y_test, np.full(n, counts[1] / counts.sum()))
+        return scores("binary", y_test, np.full(n, counts[1] / counts.sum()), classes=classes)
     return scores("classification", y_test,
-                  np.broadcast_to(counts / counts.sum(), (n, len(classes))))
+                  np.broadcast_to(counts / counts.sum(), (n, len(classes))), classes=classes)
 
 
 def evaluate(table: Table) -> dict:
@@ -236,7 +236,9 @@ def evaluate(table: Table) -> dict:
         start = time.perf_counter()
         target = y_train.astype(int) if table.task == "multi_label" else y_train
         model = make(table).fit(x_train, target)
-        result[name] = scores(table.task, y_test, _predict(model, table.task, x_test))
+        result[name] = scores(table.task, y_test, _predict(model, table.task, x_test),
+                              classes=np.unique(y_train) if table.task in
+                              ("classification", "binary") else None)
         result[f"{name}_seconds"] = round(time.perf_counter() - start, 2)
     return result
 
