@@ -274,7 +274,7 @@ def test_recipe_refusals_name_the_key_and_the_value(raw, expected):
     ({"schedule": "PolynomialDecay", "schedule_params": {"decay_step": 3}}, {},
      "optimizer.schedule_params.decay_step: Keras schedule PolynomialDecay has no argument "
      "'decay_step' (did you mean 'decay_steps'?)"),
-    ({}, {"loss_params": {"label_smoothing": 0.1}},
+    ({}, {"loss": "sparse_categorical_crossentropy", "loss_params": {"label_smoothing": 0.1}},
      "training.loss_params.label_smoothing: Keras loss 'sparse_categorical_crossentropy' "
      "(SparseCategoricalCrossentropy) has no argument 'label_smoothing'"),
     ({}, {"metrics": ["accuracy", {"name": "sparse_top_k_categorical_accuracy",

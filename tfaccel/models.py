@@ -667,6 +667,32 @@ def check_params(name, params):
 
 # What a builder is always called with; `model.params` adds the rest.
 _BUILDER_ARGUMENTS = ("input_shape", "num_classes")
+# What a builder is also told when its signature names them: the task of the labels and
+# the width of the output its last layer must have.
+_TASK_ARGUMENTS = ("task", "num_outputs")
+# The last layer each task's model needs, for messages (num: the output width).
+_HEAD_ADVICE = {
+    "classification": ("one probability per class of the data's {num} classes",
+                       "keras.layers.Dense({num}, activation='softmax')"),
+    "binary": ("one probability of the second class (data.task binary: the labels' second "
+               "value)", "keras.layers.Dense(1, activation='sigmoid')"),
+    "multi_label": ("one probability per label of the data's {num} labels",
+                    "keras.layers.Dense({num}, activation='sigmoid')"),
+    "regression": ("one value per target of the data's {num} target(s)",
+                   "keras.layers.Dense({num}) (linear, float32 under mixed precision)"),
+}
+
+
+def builder_arguments(builder):
+    """The names a model builder is called with beyond model.params: ``input_shape`` and
+    ``num_classes`` always, ``task`` and ``num_outputs`` when its signature names them."""
+    import inspect
+
+    try:
+        named = inspect.signature(builder).parameters
+    except (TypeError, ValueError):
+        return _BUILDER_ARGUMENTS
+    return _BUILDER_ARGUMENTS + tuple(a for a in _TASK_ARGUMENTS if a in named)
 
 
 def check_builder_params(builder, params, *, where):
@@ -691,7 +717,8 @@ def check_builder_params(builder, params, *, where):
     named = {n: p for n, p in signature.parameters.items() if p.kind in kinds}
     open_keywords = any(p.kind is inspect.Parameter.VAR_KEYWORD
                         for p in signature.parameters.values())
-    taken = sorted(set(params) & set(_BUILDER_ARGUMENTS))
+    from_data = _BUILDER_ARGUMENTS + _TASK_ARGUMENTS
+    taken = sorted(set(params) & set(from_data))
     if taken:
         raise UserInputError(f"{where}: model.params {taken[0]!r} is set from the data; "
                              "leave it out of model.params.")
@@ -699,8 +726,9 @@ def check_builder_params(builder, params, *, where):
     if missing:
         raise UserInputError(f"{where}: the builder {builder.__name__}{signature} must take "
                              f"{missing[0]}= (it is called with input_shape=, num_classes= "
-                             "and model.params).")
-    own = sorted(set(named) - set(_BUILDER_ARGUMENTS))
+                             "and model.params, and with task= and num_outputs= when it "
+                             "names them).")
+    own = sorted(set(named) - set(from_data))
     unknown = [] if open_keywords else sorted(set(params) - set(named))
     if unknown:
         key = unknown[0]
@@ -713,15 +741,26 @@ def check_builder_params(builder, params, *, where):
                              "has no default: set it in model.params.")
 
 
-def build_own_model(builder, *, where, input_shape, num_classes, params):
+def build_own_model(builder, *, where, input_shape, num_classes, params,
+                    task="classification", num_outputs=None):
     """Calls a user's model builder and checks what it returns fits the data.
 
+    The builder is called with ``input_shape=``, ``num_classes=`` and ``model.params``,
+    and with ``task=`` and ``num_outputs=`` when its signature names them (a builder
+    written before tasks keeps working). ``num_classes`` is the number of classes
+    (classification; 2 for binary), of labels (multi_label) or of targets (regression);
+    ``num_outputs`` is the width the model's last layer must have: the classes, 1 for
+    binary (one sigmoid), the labels, the targets.
+
     Args:
-      builder: A callable ``builder(*, input_shape, num_classes, **params)``.
+      builder: A callable ``builder(*, input_shape, num_classes, [task, num_outputs,]
+        **params)``.
       where: How messages name it (the recipe key and value, or the builder's name).
       input_shape: One example's shape, as the data reports it.
-      num_classes: The data's number of classes.
+      num_classes: The data's classes (labels, targets: see above).
       params: ``model.params``, passed as keyword arguments.
+      task: classification, binary, multi_label or regression.
+      num_outputs: The output width (None: num_classes).
 
     Returns:
       The `keras.Model` the builder returned.
@@ -733,14 +772,18 @@ def build_own_model(builder, *, where, input_shape, num_classes, params):
     """
     check_builder_params(builder, params, where=where)
     shape = tuple(input_shape)
+    width = num_classes if num_outputs is None else num_outputs
+    told = {"input_shape": shape, "num_classes": num_classes, "task": task,
+            "num_outputs": width}
+    told = {name: told[name] for name in builder_arguments(builder)}
     try:
-        model = builder(input_shape=shape, num_classes=num_classes, **params)
+        model = builder(**told, **params)
     except Exception as error:  # the user's code may raise anything
         raise UserInputError(
             f"{where} raised {type(error).__name__}: {error} (called with "
-            f"input_shape={shape}, num_classes={num_classes}"
-            f"{''.join(f', {k}={v!r}' for k, v in params.items())}).") from None
-    check_model_fits(model, where=where, input_shape=shape, num_classes=num_classes)
+            + ", ".join(f"{k}={v!r}" for k, v in {**told, **params}.items()) + ").") from None
+    check_model_fits(model, where=where, input_shape=shape, num_classes=num_classes,
+                     task=task, num_outputs=width)
     return model
 
 
@@ -756,21 +799,26 @@ def _one_shape(tensors, *, where, what, needed):
     return tuple(tensors[0].shape)
 
 
-def check_model_fits(model, *, where, input_shape, num_classes):
-    """Checks that a model takes the data's examples and gives one probability per class.
+def check_model_fits(model, *, where, input_shape, num_classes, task="classification",
+                     num_outputs=None):
+    """Checks that a model takes the data's examples and gives the task's output.
 
     Args:
       model: What a builder returned, or a loaded or given model.
       where: How messages name the model's origin.
       input_shape: One example's shape, as the data reports it.
       num_classes: The data's number of classes.
+      task: classification, binary, multi_label or regression: what the output holds.
+      num_outputs: The output width the task needs (None: num_classes).
 
     Raises:
       UserInputError: Not a keras.Model, several inputs or outputs, an input shape other
-        than the data's, or an output other than ``(batch, num_classes)``.
+        than the data's, or an output other than ``(batch, num_outputs)`` (the message
+        says the last layer the task needs).
     """
     import keras
 
+    width = num_classes if num_outputs is None else num_outputs
     if not isinstance(model, keras.Model):
         text = repr(model)
         text = text if len(text) <= 80 else text[:77] + "..."
@@ -791,15 +839,16 @@ def check_model_fits(model, *, where, input_shape, num_classes):
     outputs = getattr(model, "outputs", None)
     if outputs:
         given = _one_shape(outputs, where=where, what="outputs",
-                           needed=f"the labels need one, of shape (batch, {num_classes})")
+                           needed=f"the labels need one, of shape (batch, {width})")
     else:
         # A subclassed model has no symbolic outputs: ask Keras for the output's shape.
         try:
             given = tuple(model.compute_output_spec(keras.KerasTensor(data_shape)).shape)
         except Exception:  # unknown until the first batch; fit will say
             return
-    if len(given) != 2 or given[-1] != num_classes:
+    if len(given) != 2 or given[-1] != width:
+        holds, layer = _HEAD_ADVICE.get(task, _HEAD_ADVICE["classification"])
         raise UserInputError(
             f"{where}: the model's output has shape {_shape_text(given)}, but the labels need "
-            f"(batch, {num_classes}): one probability per class of the data's {num_classes} "
-            f"classes (end with keras.layers.Dense({num_classes}, activation='softmax')).")
+            f"(batch, {width}) for data.task {task}: {holds.format(num=width)} (end with "
+            f"{layer.format(num=width)}).")

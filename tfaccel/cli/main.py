@@ -266,18 +266,22 @@ def parse_train_command(args):
 @click.option("--show", is_flag=True, help="Print the resolved recipe (every key) as YAML.")
 @handle_errors
 def validate(recipe, overrides, show):
-    """Check RECIPE without TensorFlow: keys, types, ranges, and that input paths exist."""
+    """Check RECIPE without TensorFlow: keys, types, ranges, that input paths exist, and that
+    data.validation_fraction leaves examples on both sides (files split by rows)."""
     from tfaccel.config.input_paths import check_input_paths
     from tfaccel.config.recipe import dump_recipe, load_recipe
+    from tfaccel.config.split_check import check_split
 
     loaded = load_recipe(recipe, overrides)
     check_input_paths(loaded, source=recipe)
+    unchecked = check_split(loaded, source=recipe)
     if show:
         click.echo(dump_recipe(loaded), nl=False)
     else:
         click.echo(f"{recipe}: OK ({loaded.data.source} data, model {loaded.model.path or loaded.model.name}, "
                    f"{loaded.training.epochs} epoch(s), global batch "
-                   f"{loaded.training.global_batch_size}).")
+                   f"{loaded.training.global_batch_size})."
+                   + (f" Not checked: {unchecked}" if unchecked else ""))
 
 
 @main.command()
@@ -410,7 +414,8 @@ def doctor(recipe, overrides, steps, repeats, try_suggestions, as_json):
                 type=click.Path(file_okay=False, path_type=str))
 @click.option("--plot", "plot_path", default="compare.png", show_default=True,
               type=click.Path(dir_okay=False, path_type=str),
-              help="Where to write the PNG of loss, accuracy and examples/s curves.")
+              help="Where to write the PNG of loss, the runs' first metric (accuracy, "
+                   "mae, ...) and examples/s curves.")
 @click.option("--no-plot", is_flag=True, help="Print the table only.")
 @handle_errors
 def compare(run_dirs, plot_path, no_plot):

@@ -1,18 +1,30 @@
-"""Builds the loss and the metrics `compile` gets from the training section."""
+"""Builds the loss and the metrics `compile` gets from the training section and the task."""
 
 from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any
+from typing import Any, Optional
 
-from tfaccel.config.keras_names import is_callable_spec, metric_entries
+from tfaccel.config.keras_names import AUTO, is_callable_spec, metric_entries
 from tfaccel.config.recipe import TrainingConfig
 from tfaccel.errors import UserInputError
 from tfaccel.training.arguments import call_checked, check_arguments
 from tfaccel.training.keras_classes import keras_class
 from tfaccel.training.user_code import import_callable
 
+# training.loss auto: Keras' usual loss of each task (tfaccel.reading.labels.TASKS).
+TASK_LOSSES = {"classification": "sparse_categorical_crossentropy",
+               "binary": "binary_crossentropy", "multi_label": "binary_crossentropy",
+               "regression": "mean_squared_error"}
+# training.metrics auto: what each task logs, by the names Keras logs them under (the
+# Done line, compare and training.monitor read them). Regression reports the error in the
+# target's own unit (mae) and the root of the loss (rmse) beside the loss itself.
+TASK_METRICS = {"classification": ("accuracy",), "binary": ("accuracy", "auc"),
+                "multi_label": ("binary_accuracy", "auc"), "regression": ("mae", "rmse")}
+# Metrics that keep running sums (not a mean of per-batch values): left out of auto where
+# the step returns per-batch values (runtime.strategy parameter_server).
+_RUNNING_SUMS = ("auc", "rmse")
 # A loss or metric function's leading (y_true, y_pred) are Keras' to give, not the recipe's.
 _LABELS_AND_PREDICTIONS = 2
 
@@ -29,36 +41,56 @@ def check_loss_and_metrics(training: TrainingConfig) -> None:
     make_metrics(training, build=False)
 
 
-def make_loss(training: TrainingConfig, *, build: bool = True):
+def make_loss(training: TrainingConfig, *, task: str = "classification", build: bool = True):
     """The loss `compile` gets: Keras' name as given when it has no params (Keras resolves
     it, as it always did), else the Keras class built with ``training.loss_params``.
 
-    A ``module:callable`` class is built with the params; a function is the loss itself,
-    the params bound to its keyword arguments.
+    ``auto`` is the task's usual loss (`TASK_LOSSES`), its class built with the params when
+    there are some (checked when the task is known). A ``module:callable`` class is built
+    with the params; a function is the loss itself, the params bound to its keyword
+    arguments.
 
     Args:
         training: The recipe's training section.
+        task: What the labels ask for (`tfaccel.reading.labels.TASKS` but auto).
         build: False only checks (no object is made).
     """
     import keras
 
-    return _make(training.loss, dict(training.loss_params), key="training.loss",
+    name = training.loss
+    if name == AUTO:
+        if not build:
+            return None  # its class is the task's, known once the data is read
+        name = TASK_LOSSES[task]
+    return _make(name, dict(training.loss_params), key="training.loss",
                  params_key="training.loss_params", module=keras.losses,
                  base=keras.losses.Loss, wrap=_bound_function, build=build)
 
 
-def make_metrics(training: TrainingConfig, *, build: bool = True) -> list:
+def make_metrics(training: TrainingConfig, *, task: str = "classification",
+                 num_outputs: Optional[int] = None, per_batch: bool = False,
+                 build: bool = True) -> list:
     """The metrics `compile` gets, in the recipe's order (names, or objects with params).
 
-    A ``module:callable`` class is built with its params; a function is the metric itself,
-    with params wrapped as Keras does (``keras.metrics.MeanMetricWrapper``).
+    ``auto`` gives the task's (`TASK_METRICS`): accuracy (classification); accuracy and
+    ROC AUC (binary); per-label binary accuracy and multi-label AUC (multi_label); mean
+    absolute and root mean squared error (regression). A ``module:callable`` class is built
+    with its params; a function is the metric itself, with params wrapped as Keras does
+    (``keras.metrics.MeanMetricWrapper``).
 
     Args:
         training: The recipe's training section.
+        task: What the labels ask for (`tfaccel.reading.labels.TASKS` but auto).
+        num_outputs: The model's output width (the labels of a multi_label AUC).
+        per_batch: Leave out the auto metrics that keep running sums (AUC, RMSE): for a
+            step that returns per-batch values (parameter servers).
         build: False only checks (no object is made).
     """
     import keras
 
+    if training.metrics == AUTO:
+        return [] if not build else [m for m in _task_metrics(task, num_outputs)
+                                     if not (per_batch and _logged_name(m) in _RUNNING_SUMS)]
     metrics = []
     for i, (name, params) in enumerate(metric_entries(training.metrics)):
         key = f"training.metrics[{i}]"
@@ -68,14 +100,36 @@ def make_metrics(training: TrainingConfig, *, build: bool = True) -> list:
     return metrics
 
 
-def logged_metric_names(training: TrainingConfig) -> list:
+def _task_metrics(task: str, num_outputs: Optional[int]) -> list:
+    import keras
+
+    if task == "classification":
+        return ["accuracy"]  # compile resolves it from the labels (sparse), as always
+    if task == "binary":
+        return [keras.metrics.BinaryAccuracy(name="accuracy"), keras.metrics.AUC(name="auc")]
+    if task == "multi_label":
+        return [keras.metrics.BinaryAccuracy(name="binary_accuracy"),
+                keras.metrics.AUC(multi_label=True, num_labels=num_outputs, name="auc")]
+    if task == "regression":
+        return [keras.metrics.MeanAbsoluteError(name="mae"),
+                keras.metrics.RootMeanSquaredError(name="rmse")]
+    raise ValueError(f"unknown task {task!r}")
+
+
+def logged_metric_names(training: TrainingConfig, *, task: str = "classification",
+                        num_outputs: Optional[int] = None, per_batch: bool = False) -> list:
     """The names Keras logs the recipe's metrics by, in order (without ``val_``).
 
     A name given as text is logged as given (``accuracy``); a metric object by its own
     ``name`` (``params.name``, else its class's default), a function by ``__name__``.
     """
-    return [entry if isinstance(entry, str) else getattr(entry, "name", None)
-            or entry.__name__ for entry in make_metrics(training)]
+    return [_logged_name(entry) for entry in make_metrics(
+        training, task=task, num_outputs=num_outputs, per_batch=per_batch)]
+
+
+def _logged_name(entry) -> str:
+    return entry if isinstance(entry, str) else getattr(entry, "name", None) \
+        or entry.__name__
 
 
 def _make(name: str, params: dict, *, key: str, params_key: str, module, base, wrap,

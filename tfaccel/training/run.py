@@ -61,7 +61,8 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
             directory's tensorboard/ folder.
         model: Your own model instead of the recipe's model section: a builder callable
             ``builder(*, input_shape, num_classes, **model.params)`` returning an uncompiled
-            keras.Model (built in the strategy's scope, under the precision policy), or a
+            keras.Model, also given ``task=`` and ``num_outputs=`` (the output width) when
+            its signature names them (`tfaccel.models.build_own_model`) (built in the strategy's scope, under the precision policy), or a
             built keras.Model (cloned into the strategy's scope with its weights; it keeps
             the dtype policy it was built with). The run directory records which
             (model_source.json); a resume must give the same one again.

@@ -74,7 +74,9 @@ def make_callbacks(ctx: RunContext, *, data: TrainData, plan: BatchPlan,
         # What Keras logs: the loss and each compiled metric by the name it was given.
         from tfaccel.training.losses import logged_metric_names
 
-        logged = ["loss", *logged_metric_names(training)]
+        info = data.info
+        logged = ["loss", *logged_metric_names(
+            training, task=info.task, num_outputs=info.num_outputs or info.num_classes)]
         if data.validation is not None:
             logged += [f"val_{name}" for name in logged]
         best = BestEpoch(monitor=training.monitor, patience=training.early_stopping_patience,

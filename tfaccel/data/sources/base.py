@@ -150,6 +150,31 @@ def refuse_one_class(num_classes: Optional[int], *, config) -> None:
                     f"{origin}: a classifier needs at least 2 classes. {fix}")
 
 
+def shape_targets(dataset: tf.data.Dataset, *, task: str,
+                  num_outputs: Optional[int]) -> tf.data.Dataset:
+    """THE target shape of every task: what the model's head gives, so the loss never has
+    to guess (a (batch,) target beside a (batch, 1) prediction broadcasts to (batch, batch)
+    in a hand-written loss, silently).
+
+    binary: float32 0/1 of shape (batch, 1), what a sigmoid head and binary cross-entropy
+    take; regression: float32 (batch, targets); multi_label: float32 (batch, labels);
+    classification: the integer ids as they are (sparse categorical cross-entropy).
+    """
+    spec = dataset.element_spec
+    if task == "classification" or not (isinstance(spec, tuple) and len(spec) >= 2
+                                        and isinstance(spec[1], tf.TensorSpec)):
+        return dataset
+    width = num_outputs or 1
+    if spec[1].dtype == tf.float32 and spec[1].shape.rank == 2 and spec[1].shape[1] == width:
+        return dataset
+
+    def shaped(*element):
+        targets = tf.reshape(tf.cast(element[1], tf.float32), (-1, width))
+        return (element[0], targets) + tuple(element[2:])
+
+    return dataset.map(shaped, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
 def check_labels_in_pipeline(dataset, num_classes: int, *, where: str):
     """Stops the pipeline with a message naming the label when one is outside 0..n-1."""
     spec = dataset.element_spec

@@ -452,7 +452,8 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
              compression_type: Optional[str] = None, encoding: str = "utf-8",
              shuffle_buffer: Optional[int] = None, seed: Optional[int] = None,
              cycle_length: Optional[int] = None, verify: bool = True,
-             deterministic: Optional[bool] = None, **options) -> tf.data.Dataset:
+             deterministic: Optional[bool] = None,
+             rows: Optional[files_stage.RowSplit] = None, **options) -> tf.data.Dataset:
     """Builds ``(dict of column batches, label batch)`` from CSV files or a DataFrame.
 
     Example::
@@ -519,6 +520,10 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
             a cut file is a `DataError` naming it.
         deterministic: Keep the row order fixed. None: fixed when a `seed` is given or
             when not shuffling.
+        rows: One side of a split of the rows of these files (a recipe's
+            validation_fraction with too few files for whole ones,
+            `files_stage.split_files`): only that side's rows are read, before any
+            shuffle or worker split; the rows are then counted even without `verify`.
         **options: Any other keyword of `tfaccel.data.optimize` (cache, drop_remainder,
             input_context, ...).
 
@@ -557,10 +562,15 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
     # with or without `verify` (text_files; once per process and file).
     files_stage.count_each(files, lambda f: text_files.check_complete(
         f, compression=fmt.compression_of(f), what="CSV file"))
-    counts = table.count_rows() if verify else None  # rows of each file, in `files` order
-    num_examples = None if counts is None else sum(counts)
-    if num_examples == 0:
+    # Rows of each file, in `files` order (a row split needs them: the hook of RowSplit).
+    counts = (table.count_rows() if verify or (rows is not None and rows.counts is None)
+              else None)
+    if counts is not None and sum(counts) == 0:
         raise DataError(f"CSV {source!r} holds no rows, only headers ({len(files)} file(s)).")
+    kept = files_stage.kept_rows(rows, files, counts, what="CSV rows")
+    if kept is not None:
+        counts = kept.counts(files)
+    num_examples = None if counts is None else sum(counts)
     if shuffle_buffer is None:
         shuffle_buffer = min(num_examples or _SHUFFLE_CAP, _SHUFFLE_CAP)
     shuffled = shuffle_buffer != 0  # a bad value is named by `optimize`
@@ -568,10 +578,12 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
                                input_context=options.get("input_context"))
     if deterministic is None:
         deterministic = not shuffled or seed is not None
-    return _table_dataset(table, files, batch_size=batch_size, label_name=label_name,
-                          shuffle_buffer=shuffle_buffer, seed=seed, shuffled=shuffled,
-                          deterministic=deterministic, cycle_length=cycle_length,
-                          counts=counts, **options)
+    dataset = _table_dataset(table, files, batch_size=batch_size, label_name=label_name,
+                             shuffle_buffer=shuffle_buffer, seed=seed, shuffled=shuffled,
+                             deterministic=deterministic, cycle_length=cycle_length,
+                             counts=counts, kept=kept, **options)
+    dataset.kept_rows = kept  # with `rows`: the rows kept of each file
+    return dataset
 
 
 def read_order(files: list, counts: Optional[list], *, shuffled: bool, seed: Optional[int],
@@ -583,7 +595,7 @@ def read_order(files: list, counts: Optional[list], *, shuffled: bool, seed: Opt
 
 
 def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffle_buffer,
-                   seed, shuffled, deterministic, cycle_length, counts, **options):
+                   seed, shuffled, deterministic, cycle_length, counts, kept=None, **options):
     """The pipeline of `files` in this order (see `from_csv`)."""
     options["deterministic"] = deterministic
     # The one worker split of the file sources (files_stage): by file, or by row in one
@@ -596,7 +608,8 @@ def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffl
     deterministic = options["deterministic"]
     files_stage.fingerprint_cache(options, cache=options.get("cache"), builder="from_csv",
                                   files=files, seed=seed, shuffled=shuffled,
-                                  label_name=label_name, **table.fingerprint())
+                                  label_name=label_name, **table.fingerprint(),
+                                  **(kept.describe() if kept is not None else {}))
     names = table.names
 
     def to_example(*values):
@@ -611,7 +624,8 @@ def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffl
         # interleave). Unshuffled: one after the other, so rows come in file order (as
         # make_csv_dataset's with shuffle=False) and predictions match the files' rows.
         cycle_length = min(len(files), 16) if shuffled else 1
-    rows = files_stage.interleave(tf.data.Dataset.from_tensor_slices(files), table.reader,
+    rows = files_stage.interleave(tf.data.Dataset.from_tensor_slices(files),
+                                  files_stage.keep_rows(table.reader, kept),
                                   num_files=len(files), cycle_length=cycle_length,
                                   options=options, deterministic=deterministic)
     if counts is not None:
@@ -636,36 +650,47 @@ def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffl
 
 
 class CsvSource(base.Source):
-    """``data.source: csv``: CSV files, whole files held out, integer labels checked up front.
+    """``data.source: csv``: CSV files, whole files or rows held out, labels checked up front.
 
     It reads the keys it shares with TFRecords: `path` (a glob), `label_key` (the label
-    column), `shuffle_buffer`, `validation_fraction` (whole files, the seeded rule of
-    `tfaccel.data.splits`), `num_classes`, `verify_records` (from_csv's `verify`) and
+    column), `shuffle_buffer`, `validation_fraction` (whole files, or the rows of too few
+    files: `files_stage.split_files`), `validation_path`, `num_classes`, `verify_records` (from_csv's `verify`) and
     `compression` (GZIP). Column types are inferred once, from the training files, and
     used for both splits.
     """
 
     names = ("csv",)
 
+    def split(self):
+        """`files_stage.split_files` of the recipe: the files (and rows) of each split."""
+        config = self.config
+        return files_stage.split_files(config.path, fraction=config.validation_fraction,
+                                       seed=self.seed, what="CSV",
+                                       validation_pattern=config.validation_path)
+
     def files(self) -> Tuple[list, list]:
         """The training and validation files, in listing order."""
-        config = self.config
-        return files_stage.held_out(config.path, config.validation_fraction, self.seed,
-                                    what="CSV")
+        files, val_files, _, _ = self.split()
+        return files, val_files
 
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         config = self.config
-        files, val_files = self.files()
+        files, val_files, rows, val_rows = self.split()
         kwargs = dict(label_name=config.label_key, compression_type=config.compression,
                       verify=config.verify_records, **common)
         train = from_csv(files, batch_size=batch_size, shuffle_buffer=config.shuffle_buffer,
-                         **kwargs, **train_options)
+                         rows=rows, **kwargs, **train_options)
         kwargs["column_types"] = train.column_types  # the same types in both splits
         val = None
         if val_files:
-            val = from_csv(val_files, batch_size=batch_size, shuffle_buffer=0, **kwargs,
+            if val_rows is not None:
+                # The same files, parsed and counted for the training split: not again.
+                val_rows = train.kept_rows.counted(val_rows)
+            val = from_csv(val_files, batch_size=batch_size, shuffle_buffer=0, rows=val_rows,
+                           **{**kwargs, "verify": kwargs["verify"] and val_rows is None},
                            **validation_options)
-        low, high = self._label_range(files + val_files, kwargs)
+        # Every file once (a row split reads the same files for both splits).
+        low, high = self._label_range(list(dict.fromkeys(files + val_files)), kwargs)
         num_classes = base.classes_for_labels(low, high, num_classes=config.num_classes,
                                               where=repr(config.path))
         return base.Built(train=train, validation=val, num_classes=num_classes,
@@ -676,9 +701,11 @@ class CsvSource(base.Source):
         # The training files and column types `build` found and checked: no second parse.
         config = self.config
         # Not training batches: no strategy in scope may drop the last partial one.
+        kept = built.train.kept_rows  # a row split: the training rows only
         return from_csv(built.train.files, batch_size=batch_size, label_name=config.label_key,
                         column_types=built.train.column_types, verify=False, shuffle_buffer=0,
-                        compression_type=config.compression, drop_remainder=False)
+                        compression_type=config.compression, drop_remainder=False,
+                        rows=None if kept is None else kept.counted(self.split()[2]))
 
     def _label_range(self, files, kwargs) -> Tuple[int, int]:
         """One pass over the label column of every split: (smallest, largest) label."""
@@ -697,12 +724,12 @@ class CsvSource(base.Source):
 
     def file_counts(self):
         config = self.config
-        files, _ = self.files()
-        if not config.verify_records:
+        files, _, rows, _ = self.split()
+        if not config.verify_records and rows is None:
             return None, "CSV files"
-        # The rows of each training file in the order from_csv reads them (the runner
-        # gives worker i the files i, i + n, ... of that order, as from_csv does).
+        # The (training) rows of each training file in the order from_csv reads them (the
+        # runner gives worker i the files i, i + n, ... of that order, as from_csv does).
         counted = from_csv(files, batch_size=1, label_name=config.label_key,
-                           compression_type=config.compression,
+                           compression_type=config.compression, rows=rows,
                            shuffle_buffer=config.shuffle_buffer, seed=self.seed)
         return counted.row_counts, "CSV files"
