@@ -27,9 +27,9 @@ def pytest_configure(config):
 # grows slow leaves the list, and the full suite (CI) runs everything anyway.
 FAST_MODULES = frozenset({
     "test_arrays", "test_atomic", "test_audio_folder", "test_audio_folder_keras_suite",
-    "test_augment", "test_batching", "test_chunked", "test_code_health", "test_compare",
-    "test_crops", "test_data_source", "test_dataset_info", "test_default_recipe",
-    "test_device_check",
+    "test_augment", "test_batching", "test_bench_tables", "test_chunked", "test_code_health",
+    "test_compare", "test_crops", "test_data_source", "test_dataset_info",
+    "test_default_recipe", "test_device_check",
     "test_export_text", "test_finite_values", "test_image_folder", "test_image_folder_keras",
     "test_image_folder_keras_suite", "test_images", "test_inputs", "test_jpeg_headers",
     "test_keras_compat", "test_keras_compat_multiworker", "test_keras_names", "test_labels",
@@ -38,10 +38,10 @@ FAST_MODULES = frozenset({
     "test_models_sequence", "test_native_output", "test_order", "test_phrases",
     "test_pipeline_data", "test_pipeline_data_stream", "test_precision", "test_public_api",
     "test_recipe", "test_resample", "test_run_all", "test_run_callbacks_profile",
-    "test_run_failures", "test_session", "test_shapes", "test_sharding_files",
+    "test_run_failures", "test_session", "test_shapes", "test_shared", "test_sharding_files",
     "test_sharding_strategies", "test_shipped_recipes", "test_sources", "test_split_check",
-    "test_splits",
-    "test_strategy", "test_tail_options", "test_text_files", "test_text_folder",
+    "test_splits", "test_strategy", "test_table_baselines", "test_tail_options",
+    "test_text_files", "test_text_folder",
     "test_text_folder_keras_suite", "test_tfds", "test_tfds_lazy_import", "test_tfrecords",
     "test_threads", "test_timeseries", "test_timeseries_keras_suite",
 })

@@ -128,3 +128,52 @@ def test_the_mnist_recipe_model_is_the_keras_io_convnet(policy):
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
     assert convnet.build(input_shape=(28, 28, 1), num_classes=10,
                          dropout=0.25).get_layer(index=-2).rate == 0.25
+
+
+# Real tables (recipes/tables/), each prepared by benchmarks/real_data/prepare_<name>.py
+# into recipes/data/real/<name>/{train,test}.csv; the test file is the validation file.
+TABLE_RECIPES = sorted((ROOT / "recipes" / "tables").glob("*.yaml"))
+
+
+def test_every_real_table_recipe_names_its_script_and_its_two_files():
+    import yaml
+
+    assert {p.stem for p in TABLE_RECIPES} == {"breast_cancer", "diabetes", "diamonds",
+                                               "movies", "penguins", "wine"}
+    for recipe in TABLE_RECIPES:
+        data = yaml.safe_load(recipe.read_text())["data"]
+        assert data["prepare"] == f"python benchmarks/real_data/prepare_{recipe.stem}.py"
+        assert (ROOT / "benchmarks" / "real_data" / f"prepare_{recipe.stem}.py").is_file()
+        # recipes/data/real/: git-ignored, relative to recipes/tables/.
+        assert data["path"] == f"../data/real/{recipe.stem}/train.csv"
+        assert data["validation_path"] == f"../data/real/{recipe.stem}/test.csv"
+        assert data["source"] == "csv"
+
+
+@pytest.mark.parametrize("recipe", TABLE_RECIPES, ids=lambda p: p.stem)
+def test_a_real_table_recipe_validates_with_stand_in_files(recipe, tmp_path):
+    import yaml
+
+    data = yaml.safe_load(recipe.read_text())["data"]
+    labels = data["label_key"] if isinstance(data["label_key"], list) else [data["label_key"]]
+    ignored = (data.get("table") or {}).get("ignore") or []
+    header = ",".join(["x"] + ignored + labels)
+    row = ",".join(["1.5"] + ["a"] * len(ignored) + ["1"] * len(labels))
+    for split in ("train", "test"):  # validate checks paths and keys, not rows
+        (tmp_path / f"{split}.csv").write_text(f"{header}\n{row}\n")
+    result = CliRunner().invoke(main, ["validate", str(recipe),
+                                       "--set", f"data.path={tmp_path / 'train.csv'}",
+                                       "--set", f"data.validation_path={tmp_path / 'test.csv'}"])
+    assert result.exit_code == 0, result.output
+    assert "OK" in result.output
+
+
+@pytest.mark.parametrize("recipe", TABLE_RECIPES, ids=lambda p: p.stem)
+def test_a_real_table_recipe_without_its_data_says_how_to_prepare_it(recipe, tmp_path):
+    missing = tmp_path / "not_prepared" / "train.csv"
+    result = CliRunner().invoke(main, ["validate", str(recipe), "--set",
+                                       f"data.path={missing}"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert str(missing) in result.output and "data.path" in result.output
+    assert result.output.rstrip().endswith(
+        f"Prepare the data first: python benchmarks/real_data/prepare_{recipe.stem}.py")

