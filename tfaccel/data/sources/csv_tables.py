@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import numbers
 import os
 import re
@@ -635,14 +636,100 @@ def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffl
     return dataset
 
 
+class _LineTable(_Table):
+    """A table read line by line: blank lines skipped (THE rule of `csv_files.is_blank`),
+    each batch of lines parsed at once by ``tf.io.decode_csv``, every column a string.
+
+    CsvDataset refuses a blank line ("Expect 2 fields but have 1"), a trailing one
+    included; the recipe's table path reads through this instead, after
+    `tfaccel.reading.table_plan` checked every row in Python (widths, numbers, dates), so
+    no row can fail here. A quoted field spanning lines is refused by that check.
+    """
+
+    def reader(self, path) -> tf.data.Dataset:
+        fmt = self.fmt
+        lines = tf.data.TextLineDataset(path, compression_type=fmt.compression_type or tf.where(
+            tf.strings.regex_full_match(tf.strings.lower(path), r".*\.gz(ip)?"), "GZIP", ""))
+        # The header is the first non-blank line (TextLineDataset drops "\r" of CRLF).
+        lines = lines.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0).skip(1)
+        defaults = [tf.constant([""], tf.string)] * len(self.columns)
+        return lines.batch(1024).map(lambda batch: tuple(tf.io.decode_csv(
+            batch, defaults, field_delim=fmt.field_delim, use_quote_delim=True))).unbatch()
+
+
+def label_columns(label_key) -> list:
+    """data.label_key as a list of column names (one, or several)."""
+    if label_key is None:
+        return []
+    return [label_key] if isinstance(label_key, str) else list(label_key)
+
+
+def from_table_plan(files: Sequence[str], row_counts: Sequence[int], *, columns: Sequence[str],
+                    plan, batch_size: Optional[int], shuffle_buffer: Optional[int] = None,
+                    seed: Optional[int] = None, deterministic: Optional[bool] = None,
+                    compression_type: Optional[str] = None, cycle_length=None,
+                    **options) -> tf.data.Dataset:
+    """A table's files as ``(features, targets)`` batches by its column plan.
+
+    The rows of `files` (their counts from `table_plan.scan_files`) are read in parallel
+    as texts (`_LineTable`), cached, shuffled and batched as `from_csv` does, and each
+    batch is converted by `table_features.converter` (numbers, imputation and
+    indicators, categories, calendar features, label ids by a hash table).
+
+    Args:
+        files: The CSV files.
+        row_counts: Rows of each file.
+        columns: The files' columns.
+        plan: The `tfaccel.reading.table_plan.TablePlan`.
+        batch_size: The global batch size.
+        shuffle_buffer: As `from_csv`.
+        seed: As `from_csv`.
+        deterministic: As `from_csv`.
+        compression_type: None (by file name) or "GZIP".
+        cycle_length: As `from_csv`.
+        **options: Any other keyword of `tfaccel.data.optimize`.
+
+    Returns:
+        The dataset, with ``files``, ``row_counts``, ``num_examples`` and ``table_plan``.
+    """
+    from tfaccel.data import table_features
+
+    pipeline.check_builder_options(options, builder=from_csv)
+    fmt = _Format(header=True, field_delim=plan.delimiter, use_quote_delim=True, na_value="",
+                  encoding="utf-8", compression_type=compression_type)
+    table = _LineTable(list(files), fmt, columns=list(columns),
+                       wanted=list(range(len(columns))), types=["string"] * len(columns),
+                       defaults={name: "" for name in columns}, inferred=set(),
+                       inference_rows=0)
+    counts = list(row_counts)
+    if shuffle_buffer is None:
+        shuffle_buffer = min(sum(counts) or _SHUFFLE_CAP, _SHUFFLE_CAP)
+    shuffled = shuffle_buffer != 0
+    files, counts = read_order(list(files), counts, shuffled=shuffled, seed=seed,
+                               input_context=options.get("input_context"))
+    if deterministic is None:
+        deterministic = not shuffled or seed is not None
+    rows = _table_dataset(table, files, batch_size=batch_size, label_name=None,
+                          shuffle_buffer=shuffle_buffer, seed=seed, shuffled=shuffled,
+                          deterministic=deterministic, cycle_length=cycle_length,
+                          counts=counts, **options)
+    dataset = rows.map(table_features.converter(plan),
+                       num_parallel_calls=pipeline.AUTOTUNE, deterministic=deterministic)
+    dataset.files, dataset.row_counts = rows.files, rows.row_counts
+    dataset.num_examples, dataset.table_plan = rows.num_examples, plan
+    return dataset
+
+
 class CsvSource(base.Source):
-    """``data.source: csv``: CSV files, whole files held out, integer labels checked up front.
+    """``data.source: csv``: CSV files read by the column plan, whole files held out.
 
     It reads the keys it shares with TFRecords: `path` (a glob), `label_key` (the label
-    column), `shuffle_buffer`, `validation_fraction` (whole files, the seeded rule of
-    `tfaccel.data.splits`), `num_classes`, `verify_records` (from_csv's `verify`) and
-    `compression` (GZIP). Column types are inferred once, from the training files, and
-    used for both splits.
+    column, or several), `task`, `shuffle_buffer`, `validation_fraction` (whole files, the
+    seeded rule of `tfaccel.data.splits`), `num_classes` and `compression` (GZIP), and
+    data.table (delimiter, types, na_values, categorical, ignore). Every row of every file
+    is read once in Python first (`tfaccel.reading.table_plan`): the column kinds come
+    from the whole training split, the labels are planned by `tfaccel.reading.labels`,
+    and a bad row is named before any training; both splits then use that one plan.
     """
 
     names = ("csv",)
@@ -653,56 +740,66 @@ class CsvSource(base.Source):
         return files_stage.held_out(config.path, config.validation_fraction, self.seed,
                                     what="CSV")
 
+    def plan(self):
+        """``(training files, validation files, their TableScans, the TablePlan)``, made once."""
+        if getattr(self, "_planned", None) is None:
+            from tfaccel.reading import csv_files, table_plan
+
+            config, table = self.config, self.config.table
+            files, val_files = self.files()
+            label = label_columns(config.label_key)
+            if not label:
+                raise DataError("data.source csv needs data.label_key: the label column(s).")
+            scan = functools.partial(
+                table_plan.scan_files, delimiter=csv_files.delimiter_for(
+                    None if table.delimiter == "auto" else table.delimiter),
+                na_values=table.na_values or (), label=label)
+            train = scan(files)
+            val = scan(val_files, delimiter=train.delimiter) if val_files else None
+            if val is not None and val.columns != train.columns:
+                raise DataError(f"CSV file {val_files[0]!r} has the columns {val.columns} but "
+                                f"{files[0]!r} has {train.columns}: every file must have the "
+                                "same columns.")
+            plan = table_plan.plan_table(
+                train, label=label, task=config.task, num_classes=config.num_classes,
+                types=table.types, categorical=table.categorical or (),
+                ignore=table.ignore or (), na_values=table.na_values or (),
+                others=[val] if val is not None else [], where=repr(config.path))
+            self._planned = (files, val_files, train, val, plan)
+        return self._planned
+
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         config = self.config
-        files, val_files = self.files()
-        kwargs = dict(label_name=config.label_key, compression_type=config.compression,
-                      verify=config.verify_records, **common)
-        train = from_csv(files, batch_size=batch_size, shuffle_buffer=config.shuffle_buffer,
-                         **kwargs, **train_options)
-        kwargs["column_types"] = train.column_types  # the same types in both splits
+        files, val_files, scan, val_scan, plan = self.plan()
+        kwargs = dict(columns=scan.columns, plan=plan, compression_type=config.compression,
+                      **common)
+        train = from_table_plan(files, scan.row_counts, batch_size=batch_size,
+                                shuffle_buffer=config.shuffle_buffer, **kwargs,
+                                **train_options)
         val = None
         if val_files:
-            val = from_csv(val_files, batch_size=batch_size, shuffle_buffer=0, **kwargs,
-                           **validation_options)
-        low, high = self._label_range(files + val_files, kwargs)
-        num_classes = base.classes_for_labels(low, high, num_classes=config.num_classes,
-                                              where=repr(config.path))
-        return base.Built(train=train, validation=val, num_classes=num_classes,
-                          class_names=None, train_examples=train.num_examples,
-                          validation_examples=None if val is None else val.num_examples)
+            val = from_table_plan(val_files, val_scan.row_counts, batch_size=batch_size,
+                                  shuffle_buffer=0, **kwargs, **validation_options)
+        labels = plan.labels
+        return base.Built(train=train, validation=val, num_classes=labels.num_classes,
+                          class_names=list(labels.class_names) if labels.class_names
+                          else None, train_examples=train.num_examples,
+                          validation_examples=None if val is None else val.num_examples,
+                          task=labels.task, num_outputs=labels.num_outputs)
 
     def plain_training(self, built, *, batch_size):
-        # The training files and column types `build` found and checked: no second parse.
-        config = self.config
+        # The training files and plan `build` found and checked: no second scan.
+        files, _, scan, _, plan = self.plan()
         # Not training batches: no strategy in scope may drop the last partial one.
-        return from_csv(built.train.files, batch_size=batch_size, label_name=config.label_key,
-                        column_types=built.train.column_types, verify=False, shuffle_buffer=0,
-                        compression_type=config.compression, drop_remainder=False)
-
-    def _label_range(self, files, kwargs) -> Tuple[int, int]:
-        """One pass over the label column of every split: (smallest, largest) label."""
-        label = self.config.label_key
-        if not kwargs["column_types"][label].startswith("int"):
-            raise DataError(f"CSV {self.config.path!r}: the label column {label!r} holds "
-                            f"{kwargs['column_types'][label]} values; a recipe trains on "
-                            "integer labels 0..num_classes-1.")
-        # drop_remainder=False: under a strategy optimize would drop the last partial batch
-        # (here, with fewer than 65,536 rows, every row).
-        labels = from_csv(files, batch_size=1 << 16, select_columns=[label],
-                          shuffle_buffer=0, drop_remainder=False,
-                          **{**kwargs, "verify": False})
-        return files_stage.label_range((y for _, y in labels.as_numpy_iterator()),
-                                       where=repr(self.config.path))
+        return from_table_plan(files, scan.row_counts, columns=scan.columns, plan=plan,
+                               batch_size=batch_size, shuffle_buffer=0,
+                               compression_type=self.config.compression,
+                               drop_remainder=False)
 
     def file_counts(self):
-        config = self.config
-        files, _ = self.files()
-        if not config.verify_records:
-            return None, "CSV files"
-        # The rows of each training file in the order from_csv reads them (the runner
-        # gives worker i the files i, i + n, ... of that order, as from_csv does).
-        counted = from_csv(files, batch_size=1, label_name=config.label_key,
-                           compression_type=config.compression,
-                           shuffle_buffer=config.shuffle_buffer, seed=self.seed)
-        return counted.row_counts, "CSV files"
+        files, _, scan, _, _ = self.plan()
+        # The rows of each training file in the order from_table_plan reads them (the
+        # runner gives worker i the files i, i + n, ... of that order, as it does).
+        _, counts = read_order(files, list(scan.row_counts),
+                               shuffled=self.config.shuffle_buffer != 0, seed=self.seed)
+        return counts, "CSV files"
