@@ -522,9 +522,15 @@ def test_the_recipe_source_holds_out_whole_files_and_counts_classes(tmp_path,
     with pytest.raises(DataError, match="holds label 1 but data.num_classes is 1"):
         build_datasets(csv_recipe_source(str(tmp_path / "part-*.csv"), num_classes=1),
                        global_batch_size=4, num_replicas=1, seed=0, deterministic=True)
-    with pytest.raises(DataError, match="the label column 'tag' holds string values"):
-        build_datasets(csv_recipe_source(str(tmp_path / "part-*.csv"), label_key="tag"),
-                       global_batch_size=4, num_replicas=1, seed=0, deterministic=True)
+    # Text labels are read as classes (the sorted values), never refused or counted.
+    train, _, info = build_datasets(csv_recipe_source(str(tmp_path / "part-*.csv"),
+                                                      label_key="tag"),
+                                    global_batch_size=4, num_replicas=1, seed=0,
+                                    deterministic=True, raw=True)
+    assert info.class_names == ["a", "b", "c"] and info.num_classes == 3
+    for x, y in train.as_numpy_iterator():
+        ids = x["id"].astype(int)
+        np.testing.assert_array_equal(y, (ids // 100 + ids % 100) % 3)
 
 
 def test_the_recipe_source_divides_its_files_among_workers(tmp_path, csv_recipe_source):

@@ -111,30 +111,19 @@ def detect_delimiter(path: str, *, delimiter: Optional[str] = None,
         return delimiter
     with open_text(path, encoding=encoding) as handle:
         try:
-            sample = handle.read(SNIFF_BYTES)
+            sample = handle.read(SNIFF_BYTES + 1)
         except UnicodeDecodeError as err:
-            raise _decode_error(path, err, line=None) from None
-    # Whole lines only: a cut last line may hold half a quoted field.
-    lines = [line for line in sample.splitlines() if line.strip()]
-    if len(sample) >= SNIFF_BYTES and len(lines) > 1:
-        lines = lines[:-1]
-    if not lines:
+            raise _decode_error(path, err, line=_undecodable_line(path, encoding)) from None
+    if not sample.strip():
         raise DataError(f"CSV file {path!r} is empty: it needs a header line naming its "
                         "columns, then one line per row.")
-    try:
-        return csv.Sniffer().sniff("\n".join(lines[:200]), delimiters="".join(DELIMITERS)
-                                   ).delimiter
-    except csv.Error:
-        # No delimiter repeats the same way on every line: one column, or a ragged file
-        # that the row check names. The most frequent candidate in the header, else ",".
-        header = lines[0]
-        counts = {d: header.count(d) for d in DELIMITERS}
-        best = max(counts, key=counts.get)
-        return best if counts[best] else ","
+    return sniff(sample)
 
 
 def _decode_error(path: str, err: UnicodeDecodeError, *, line: Optional[int]) -> DataError:
     where = f"line {line}" if line else "its first 64 KB"
+    if err.encoding.replace("-", "") == "utf8sig":
+        err.encoding = "utf-8"
     return DataError(f"CSV file {path!r}, {where}: bytes that are not {err.encoding} "
                      f"({err.reason}: {err.object[err.start:err.end]!r}). Save the file as "
                      "UTF-8, or pass its encoding.")
@@ -150,23 +139,83 @@ def records(path: str, *, delimiter: str, encoding: str = "utf-8", one_line: boo
     Raises:
         DataError: A byte that is not of `encoding` (file and line), or a quoting error.
     """
-    with open_text(path, encoding=encoding) as handle:
-        reader = csv.reader(handle, delimiter=delimiter)
-        line = 0
-        try:
-            for fields in reader:
-                start, line = line + 1, reader.line_num
-                if one_line and line > start:
-                    raise DataError(f"CSV file {path!r}, lines {start}-{line}: a quoted "
-                                    "field spans lines; tables are read one row per line. "
-                                    "Remove the line breaks inside quotes.")
-                if not is_blank(fields):
-                    yield start, fields
-        except UnicodeDecodeError as err:
-            raise _decode_error(path, err, line=line + 1) from None
-        except csv.Error as err:
-            raise DataError(f"CSV file {path!r}, line {line + 1} cannot be read: {err}."
-                            ) from None
+    try:
+        with open_text(path, encoding=encoding) as handle:
+            yield from _records(handle, path=path, delimiter=delimiter, one_line=one_line)
+    except UnicodeDecodeError as err:
+        # Text is decoded in chunks, ahead of the rows: find the line of the bad bytes.
+        raise _decode_error(path, err, line=_undecodable_line(path, encoding)) from None
+
+
+def _undecodable_line(path: str, encoding: str) -> Optional[int]:
+    raw = gzip.open(path, "rb") if _is_gzip(path) else open(path, "rb")
+    with raw:
+        for number, line in enumerate(raw, 1):
+            try:
+                line.decode(encoding)
+            except UnicodeDecodeError:
+                return number
+    return None
+
+
+def text_records(text: str, *, path: str, delimiter: str
+                 ) -> Iterator[Tuple[int, List[str]]]:
+    """`records` of a file already read into `text` (decompressed and decoded by the
+    caller; a leading byte-order mark is dropped here)."""
+    return _records(io.StringIO(text.lstrip("\ufeff"), newline=""), path=path,
+                    delimiter=delimiter, one_line=False)
+
+
+def _records(handle, *, path: str, delimiter: str, one_line: bool):
+    reader = csv.reader(handle, delimiter=delimiter)
+    line = 0
+    try:
+        for fields in reader:
+            start, line = line + 1, reader.line_num
+            if one_line and line > start:
+                raise DataError(f"CSV file {path!r}, lines {start}-{line}: a quoted field "
+                                "spans lines; tables are read one row per line. Remove "
+                                "the line breaks inside quotes.")
+            if not is_blank(fields):
+                yield start, fields
+    except csv.Error as err:
+        raise DataError(f"CSV file {path!r}, line {line + 1} cannot be read: {err}.") from None
+
+
+def names_of(fields: Sequence[str], *, path: str, delimiter: str) -> List[str]:
+    """A header record's column names, surrounding spaces stripped (`header`'s checks)."""
+    names = [name.strip() for name in fields]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise DataError(f"The header of {path!r} repeats the name(s) {duplicated}: every "
+                        "column needs its own name.")
+    if len(names) == 1:
+        others = [d for d in DELIMITERS if d != delimiter and d in names[0]]
+        if others:
+            raise DataError(
+                f"CSV file {path!r} reads as one column {names[0]!r} with the delimiter "
+                f"{delimiter!r} ({DELIMITER_NAMES.get(delimiter, delimiter)}); its header "
+                f"holds {DELIMITER_NAMES[others[0]]}s. Set data.table.delimiter: "
+                f"{DELIMITER_NAMES[others[0]]} (or leave it auto).")
+    return names
+
+
+def sniff(text: str) -> str:
+    """The delimiter of a file's first KBs `text` (`detect_delimiter`'s rule)."""
+    lines = [line for line in text[:SNIFF_BYTES].splitlines() if line.strip()]
+    if len(text) > SNIFF_BYTES and len(lines) > 1:
+        lines = lines[:-1]  # whole lines only: a cut one may hold half a quoted field
+    if not lines:
+        return ","
+    try:
+        return csv.Sniffer().sniff("\n".join(lines[:200]), delimiters="".join(DELIMITERS)
+                                   ).delimiter
+    except csv.Error:
+        # No delimiter repeats the same way on every line: one column, or a ragged file
+        # that the row check names. The most frequent candidate in the header, else ",".
+        counts = {d: lines[0].count(d) for d in DELIMITERS}
+        best = max(counts, key=counts.get)
+        return best if counts[best] else ","
 
 
 def header(path: str, *, delimiter: str, encoding: str = "utf-8") -> List[str]:
@@ -177,24 +226,9 @@ def header(path: str, *, delimiter: str, encoding: str = "utf-8") -> List[str]:
             it used another delimiter (said, with the delimiter to set).
     """
     for _, fields in records(path, delimiter=delimiter, encoding=encoding):
-        names = [name.strip() for name in fields]
-        break
-    else:
-        raise DataError(f"CSV file {path!r} is empty: it needs a header line naming its "
-                        "columns, then one line per row.")
-    duplicated = sorted({n for n in names if names.count(n) > 1})
-    if duplicated:
-        raise DataError(f"The header of {path!r} repeats the name(s) {duplicated}: every "
-                        "column needs its own name.")
-    if len(names) == 1:
-        others = [d for d in DELIMITERS if d != delimiter and d in names[0]]
-        if others:
-            raise DataError(
-                f"CSV file {path!r} reads as one column {names[0]!r} with the delimiter "
-                f"{delimiter!r} ({DELIMITER_NAMES[delimiter]}); its header holds "
-                f"{DELIMITER_NAMES[others[0]]}s. Set data.table.delimiter: "
-                f"{DELIMITER_NAMES[others[0]]} (or leave it auto).")
-    return names
+        return names_of(fields, path=path, delimiter=delimiter)
+    raise DataError(f"CSV file {path!r} is empty: it needs a header line naming its "
+                    "columns, then one line per row.")
 
 
 def rows(path: str, *, delimiter: str, encoding: str = "utf-8", width: Optional[int] = None,

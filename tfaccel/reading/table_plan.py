@@ -544,3 +544,70 @@ def _typed(texts: List[str], dtype) -> np.ndarray:
     if dtype.kind == "f":
         return np.array([float(t) if csv_files.is_number(t) else np.nan for t in texts])
     return np.array(texts)
+
+
+def label_columns(label_key) -> List[str]:
+    """data.label_key as a list of column names (one, or several)."""
+    if label_key is None:
+        return []
+    return [label_key] if isinstance(label_key, str) else list(label_key)
+
+
+def plan_for(files: Sequence[str], validation_files: Sequence[str] = (), *, data
+             ) -> Tuple[TableScan, Optional[TableScan], TablePlan]:
+    """A recipe's table: both splits scanned and the plan made, by its data section.
+
+    Args:
+        files: The training files.
+        validation_files: The held-out files (may be empty).
+        data: The recipe's data section (label_key, task, num_classes, path, table).
+
+    Returns:
+        ``(training scan, validation scan or None, plan)``.
+
+    Raises:
+        DataError: As `scan_files` and `plan_table`; no data.label_key.
+    """
+    table = data.table
+    label = label_columns(data.label_key)
+    if not label:
+        raise DataError("data.source csv needs data.label_key: the label column(s).")
+    delimiter = csv_files.delimiter_for(None if table.delimiter == "auto" else table.delimiter)
+    na_values = table.na_values or ()
+    train = scan_files(files, delimiter=delimiter, na_values=na_values, label=label)
+    val = None
+    if validation_files:
+        val = scan_files(validation_files, delimiter=train.delimiter, na_values=na_values,
+                         label=label)
+        if val.columns != train.columns:
+            raise DataError(f"CSV file {validation_files[0]!r} has the columns {val.columns} "
+                            f"but {files[0]!r} has {train.columns}: every file must have "
+                            "the same columns.")
+    plan = plan_table(train, label=label, task=data.task, num_classes=data.num_classes,
+                      types=table.types, categorical=table.categorical or (),
+                      ignore=table.ignore or (), na_values=na_values,
+                      others=[val] if val is not None else [], where=repr(data.path))
+    return train, val, plan
+
+
+def show(plan: TablePlan, *, rows: int) -> List[str]:
+    """The plan as `tfaccel validate --show` prints it: the line, the notes, each column."""
+    lines = [f"{plan.line()} ({rows} rows, "
+             f"{csv_files.DELIMITER_NAMES.get(plan.delimiter, plan.delimiter)}-separated)"]
+    lines += list(plan.notes)
+    for column in plan.columns:
+        if column.kind == "numeric":
+            detail = f"mean {column.mean:.6g}" + (
+                f", {column.missing} missing: imputed + indicator" if column.missing else "")
+        elif column.kind == "categorical":
+            detail = f"{column.categories} categories"
+        elif column.kind == "date":
+            detail = column.date_format
+        else:
+            detail = column.reason
+        lines.append(f"  {column.name}: {column.kind} ({detail})")
+    label = plan.labels
+    names = ", ".join(label.class_names[:10]) if label.class_names else ""
+    lines.append(f"  label {', '.join(plan.label)}: {label.task}, {label.num_outputs} "
+                 f"output(s){': ' + names if names else ''}")
+    return lines

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import functools
 import numbers
 import os
 import re
@@ -657,13 +656,6 @@ class _LineTable(_Table):
             batch, defaults, field_delim=fmt.field_delim, use_quote_delim=True))).unbatch()
 
 
-def label_columns(label_key) -> list:
-    """data.label_key as a list of column names (one, or several)."""
-    if label_key is None:
-        return []
-    return [label_key] if isinstance(label_key, str) else list(label_key)
-
-
 def from_table_plan(files: Sequence[str], row_counts: Sequence[int], *, columns: Sequence[str],
                     plan, batch_size: Optional[int], shuffle_buffer: Optional[int] = None,
                     seed: Optional[int] = None, deterministic: Optional[bool] = None,
@@ -743,28 +735,10 @@ class CsvSource(base.Source):
     def plan(self):
         """``(training files, validation files, their TableScans, the TablePlan)``, made once."""
         if getattr(self, "_planned", None) is None:
-            from tfaccel.reading import csv_files, table_plan
+            from tfaccel.reading import table_plan
 
-            config, table = self.config, self.config.table
             files, val_files = self.files()
-            label = label_columns(config.label_key)
-            if not label:
-                raise DataError("data.source csv needs data.label_key: the label column(s).")
-            scan = functools.partial(
-                table_plan.scan_files, delimiter=csv_files.delimiter_for(
-                    None if table.delimiter == "auto" else table.delimiter),
-                na_values=table.na_values or (), label=label)
-            train = scan(files)
-            val = scan(val_files, delimiter=train.delimiter) if val_files else None
-            if val is not None and val.columns != train.columns:
-                raise DataError(f"CSV file {val_files[0]!r} has the columns {val.columns} but "
-                                f"{files[0]!r} has {train.columns}: every file must have the "
-                                "same columns.")
-            plan = table_plan.plan_table(
-                train, label=label, task=config.task, num_classes=config.num_classes,
-                types=table.types, categorical=table.categorical or (),
-                ignore=table.ignore or (), na_values=table.na_values or (),
-                others=[val] if val is not None else [], where=repr(config.path))
+            train, val, plan = table_plan.plan_for(files, val_files, data=self.config)
             self._planned = (files, val_files, train, val, plan)
         return self._planned
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import operator
 import os
-import warnings
 from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -16,6 +13,7 @@ import tensorflow as tf
 from tfaccel.data import finite_values, order, pipeline, sharding, splits, text_files
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError, did_you_mean
+from tfaccel.reading import csv_files
 
 # optimize's options that mean nothing here: the pipeline carries window start positions
 # (a few bytes each) and gathers each batch of windows from the array in memory at the end.
@@ -267,12 +265,12 @@ def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, 
     return windows
 
 
-def _header(path: str, reader) -> List[str]:
-    try:
-        return [name.strip() for name in next(reader)]
-    except StopIteration:
-        raise DataError(f"Time series CSV file {path!r} is empty: it needs a header line "
-                        "naming its columns, then one line per timestep.") from None
+def _header(path: str, text: str, *, delimiter: str) -> List[str]:
+    # THE reader's header (tfaccel.reading.csv_files): names stripped, blank lines skipped.
+    for _, fields in csv_files.text_records(text, path=path, delimiter=delimiter):
+        return csv_files.names_of(fields, path=path, delimiter=delimiter)
+    raise DataError(f"Time series CSV file {path!r} is empty: it needs a header line "
+                    "naming its columns, then one line per timestep.")
 
 
 def _column_indices(path: str, header: List[str], names: Sequence[str], *,
@@ -286,14 +284,12 @@ def _column_indices(path: str, header: List[str], names: Sequence[str], *,
     return indices
 
 
-def _rows(text: str, *, delimiter: str):
-    """``(line number, fields)`` of each row after the header that numpy reads (it skips
-    blank lines), in order."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    next(reader, None)
-    for row in reader:
-        if row and not all(not field.strip() for field in row):
-            yield reader.line_num, row
+def _rows(text: str, *, delimiter: str, path: str = "<text>"):
+    """``(line number, fields)`` of each row after the header, in order (THE reader's
+    rule, `csv_files.is_blank`: a blank line is no row)."""
+    records = csv_files.text_records(text, path=path, delimiter=delimiter)
+    next(records, None)
+    yield from records
 
 
 def _first_bad_row(path: str, text: str, *, delimiter: str, header: List[str],
@@ -304,7 +300,7 @@ def _first_bad_row(path: str, text: str, *, delimiter: str, header: List[str],
     csv's C reader counts fields at about 2 M lines/s; the values are parsed here only
     after numpy's fast reader failed, to name the line it does not.
     """
-    for line, row in _rows(text, delimiter=delimiter):
+    for line, row in _rows(text, delimiter=delimiter, path=path):
         if len(row) != len(header):
             return DataError(
                 f"{path!r}, line {line}: {len(row)} fields where the header "
@@ -328,7 +324,8 @@ def _refuse_non_finite(path: str, text: str, table: np.ndarray, *, delimiter: st
     if found is None:
         return
     (row, column), _, count = found
-    line, fields = next(itertools.islice(_rows(text, delimiter=delimiter), row, None))
+    line, fields = next(itertools.islice(_rows(text, delimiter=delimiter, path=path), row,
+                                         None))
     name = header[read[column]]
     raise finite_values.refusal(
         f"Time series CSV file {path!r}, line {line}, column {name!r}",
@@ -371,7 +368,9 @@ def read_timeseries_csv(path, *, columns: Union[str, Sequence[str], None],
     # .gz or .zz file decompressed and a cut-short one named), parsed from memory.
     text = text_files.read_text(path, compression=text_files.compression_of(path),
                                 what="Time series CSV file", takes_encoding=False)
-    header = _header(path, csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
+    if delimiter is None:
+        delimiter = csv_files.sniff(text)
+    header = _header(path, text, delimiter=delimiter)
     target_names = [] if targets is None else _names(targets)
     target_indices = _column_indices(path, header, target_names,
                                      argument=f"targets={targets!r}")
@@ -393,13 +392,11 @@ def read_timeseries_csv(path, *, columns: Union[str, Sequence[str], None],
         raise bad
     read = sorted(set(data_indices + target_indices))
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # "no data": too short, said later
-            table = np.loadtxt(io.StringIO(text, newline=""), delimiter=delimiter,
-                               skiprows=1, usecols=read, dtype=dtype, ndmin=2,
-                               comments=None, quotechar='"')
+        # The rows THE reader gives (quotes, CRLF, blank lines as csv sources read them).
+        fields = [[row[i] for i in read] for _, row in _rows(text, delimiter=delimiter)]
+        table = np.array(fields, dtype=str).reshape(len(fields), len(read)).astype(dtype)
     except ValueError:
-        # numpy's messages do not name the line in a form to trust: scan again to name it.
+        # Name the line and column of the first value that is not a number.
         bad = _first_bad_row(path, text, delimiter=delimiter, header=header, values_of=read,
                              dtype=dtype)
         raise (bad or DataError(f"{path!r} could not be read as numbers in columns "
