@@ -303,7 +303,8 @@ def test_train_with_na_in_the_first_rows_keeps_numbers_numeric(tmp_path):
     result, summary = _train(tmp_path, _write(tmp_path, lines))
     assert result.exit_code == 0, result.output
     table = summary["dataset"]["table"]
-    assert table["numeric"] == ["x", "y"] and table["features"] == 2 + 2 + 4
+    # x, y, their indicators, 3 colours + the missing one + the unknown slot
+    assert table["numeric"] == ["x", "y"] and table["features"] == 2 + 2 + 5
     assert set(table["imputed"]) == {"x", "y"}
     assert "2 numeric (2 imputed, with missing indicators), 1 categorical" in result.output
 
