@@ -115,7 +115,7 @@ class TableConfig:
         None, "Columns left out of the features (row ids, free text, leaks of the label).")
     delimiter: str = _key(
         "auto", "The field separator: auto (detected over the first 64 KB among comma, "
-        "semicolon, tab and pipe), or one of , ; | tab comma semicolon pipe.")
+        "semicolon, tab and pipe), or comma, semicolon, tab or pipe (or the character itself).")
     types: Optional[dict[str, str]] = _key(
         None, "Declared column kinds, {column: int|float|string|date|ignore}; other columns "
         "are typed from their whole column (numbers, dates, text).")
