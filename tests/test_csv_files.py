@@ -103,3 +103,12 @@ def test_missing_markers_and_delimiter_keys():
     assert csv_files.delimiter_for("semicolon") == ";" and csv_files.delimiter_for(None) is None
     with pytest.raises(DataError, match="data.table.delimiter must be one of"):
         csv_files.delimiter_for("::")
+
+
+def test_a_cut_gzip_file_is_named(tmp_path):
+    packed = gzip.compress(b"a,b\n" + b"1,2\n" * 5000)
+    path = _file(tmp_path, "", "t.csv.gz", raw=packed[:len(packed) // 2])
+    with pytest.raises(DataError, match=r"t\.csv\.gz' cannot be read to its end"):
+        csv_files.read_columns(path, delimiter=",")
+    with pytest.raises(DataError, match=r"t\.csv\.gz' cannot be read to its end"):
+        csv_files.read_columns(path)

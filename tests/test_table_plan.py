@@ -103,7 +103,7 @@ def test_na_anywhere_keeps_a_numeric_column_numeric_imputed_with_the_mean(tmp_pa
 
 def test_declared_na_values_and_types(tmp_path):
     path = _write(tmp_path, ["zip,score,label", "01234,-,0", "02345,7,1", "01234,8,0"])
-    with pytest.raises(DataError, match=r"line 2, column 'score': '-' is not a number"):
+    with pytest.raises(DataError, match=r"line 2, column 'score': '-' is not a finite number"):
         _plan(path)
     _, plan = _plan(path, na_values=["-"], types={"zip": "string"})
     assert plan.named("categorical") == ["zip"] and plan.named("numeric") == ["score"]
@@ -121,7 +121,7 @@ def test_a_numeric_column_with_one_stray_word_is_refused_naming_column_line_valu
     with pytest.raises(DataError) as refused:
         _plan(_write(tmp_path, lines))
     message = str(refused.value)
-    for words in ("line 8, column 'x': 'oops' is not a number", "23 of its 24 present values",
+    for words in ("line 8, column 'x': 'oops' is not a finite number", "23 of its 24 present values",
                   "data.table.na_values: ['oops']", "data.table.types: {x: string}"):
         assert words in message, message
     # Declared text on purpose, it is a category.
@@ -324,7 +324,7 @@ def test_train_refuses_a_stray_word_naming_column_line_and_value(tmp_path):
     lines = _lines()
     lines[9] = "n/a?,1,g,no"
     result, _ = _train(tmp_path, _write(tmp_path, lines))
-    _refused(result, "line 10, column 'x': 'n/a?' is not a number",
+    _refused(result, "line 10, column 'x': 'n/a?' is not a finite number",
              "data.table.na_values: ['n/a?']")
     # Declared as a marker, it trains.
     result, summary = _train(tmp_path, _write(tmp_path, lines),

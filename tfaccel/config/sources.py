@@ -106,8 +106,9 @@ TABLE: Tuple[SourceEntry, ...] = (
     SourceEntry("csv", _SOURCES + "csv_tables:CsvSource", "glob", noun="CSV pattern",
                 summary="CSV files with a header; label_key names the label column",
                 compressions=("GZIP",), split="round_files", table_columns=True,
-                reading="UTF-8 CSV with a header row; GZIP by data.compression only "
-                        "(CsvDataset's)"),
+                reading="UTF-8 CSV with a header row, by tfaccel's one CSV reader "
+                        "(delimiter detected, BOM, CRLF, quotes, blank lines skipped); "
+                        "GZIP by data.compression or a .gz name"),
     SourceEntry("tfrecords", _SOURCES + "tfrecords:TfrecordsSource", "glob",
                 noun="TFRecord pattern", compressions=("GZIP", "ZLIB"), split="round_files",
                 required=(("data.features", "the TFRecord feature spec"),),

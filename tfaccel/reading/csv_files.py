@@ -24,6 +24,7 @@ import gzip
 import io
 import os
 import re
+import zlib
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from tfaccel.errors import DataError
@@ -114,6 +115,8 @@ def detect_delimiter(path: str, *, delimiter: Optional[str] = None,
             sample = handle.read(SNIFF_BYTES + 1)
         except UnicodeDecodeError as err:
             raise _decode_error(path, err, line=_undecodable_line(path, encoding)) from None
+        except (EOFError, OSError, zlib.error) as err:
+            raise _cut(path, err) from None
     if not sample.strip():
         raise DataError(f"CSV file {path!r} is empty: it needs a header line naming its "
                         "columns, then one line per row.")
@@ -145,6 +148,13 @@ def records(path: str, *, delimiter: str, encoding: str = "utf-8", one_line: boo
     except UnicodeDecodeError as err:
         # Text is decoded in chunks, ahead of the rows: find the line of the bad bytes.
         raise _decode_error(path, err, line=_undecodable_line(path, encoding)) from None
+    except (EOFError, OSError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
+        raise _cut(path, err) from None
+
+
+def _cut(path: str, err: Exception) -> DataError:
+    return DataError(f"CSV file {path!r} cannot be read to its end: {err} (a compressed file "
+                     "cut short, or not compressed as its name says).")
 
 
 def _undecodable_line(path: str, encoding: str) -> Optional[int]:

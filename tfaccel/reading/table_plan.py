@@ -44,6 +44,7 @@ _DISTINCT_CAP = 200_000
 # An id-like text column: at least this share of its values distinct, and more than _ID_MIN.
 ID_SHARE, _ID_MIN = 0.9, 50
 MISSING_CATEGORY = "[missing]"
+_FLOAT32_MAX = 3.4028234e38
 # Optional time after a date: T or a space, hours:minutes[:seconds[.fraction]][zone].
 _TIME = r"(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
 # (name, date pattern with three groups, what the groups are). Tried in this order: a
@@ -119,7 +120,8 @@ class ColumnScan:
         self.present += 1
         if len(self.distinct) < _DISTINCT_CAP:
             self.distinct.add(text)
-        if csv_files.is_number(text):
+        # A number beyond float32 would be inf in the model's input: not a number here.
+        if csv_files.is_number(text) and abs(float(text)) <= _FLOAT32_MAX:
             self.numbers += 1
             self.integers += csv_files.is_integer(text)
             self.total += float(text)
@@ -362,7 +364,8 @@ def _stray_word(scan: ColumnScan, *, declared: bool) -> DataError:
     how = "declared int/float in data.table.types" if declared else \
         f"{scan.numbers} of its {scan.present} present values are numbers"
     return DataError(
-        f"CSV file {path!r}, line {line}, column {scan.name!r}: {value!r} is not a number, "
+        f"CSV file {path!r}, line {line}, column {scan.name!r}: {value!r} is not a finite "
+        "number (float32), "
         f"but the column is numeric ({how}; {scan.words} value(s) are not). Fix the value, "
         f"or list it as a missing-value marker (data.table.na_values: [{value!r}]), or "
         f"declare the column text (data.table.types: {{{scan.name}: string}}).")
