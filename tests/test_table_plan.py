@@ -160,6 +160,13 @@ def test_an_id_like_text_column_is_ignored_and_said(tmp_path):
                "data.table.types: {name: string}" in n for n in plan.notes)
     _, plan = _plan(_write(tmp_path, lines), types={"name": "string"})
     assert plan.named("categorical") == ["name"] and plan.features == 1 + 61
+    # An integer id is a number unless named a category, and then refused.
+    lines = ["id,x,label"] + [f"{1000 + i},{i % 7},{i % 2}" for i in range(60)]
+    _, plan = _plan(_write(tmp_path, lines, name="ids.csv"))
+    assert plan.named("numeric") == ["id", "x"]
+    with pytest.raises(DataError, match=r"categorical names 'id', which looks like an id "
+                       r"\(60 distinct values in 60 rows\)"):
+        _plan(_write(tmp_path, lines, name="ids.csv"), categorical=["id"])
 
 
 @pytest.mark.parametrize("labels, task, names, outputs", [

@@ -402,6 +402,12 @@ def _column(scan: ColumnScan, *, declared: Optional[str], categorical: bool, row
                 raise DataError(f"data.table.categorical names {name!r}, a column of "
                                 "fractional numbers: only integer codes can be categories; "
                                 "leave it out to normalise it as a number.")
+            distinct = len(scan.distinct - {MISSING_CATEGORY})
+            if distinct >= ID_SHARE * scan.present and distinct > _ID_MIN:
+                raise DataError(f"data.table.categorical names {name!r}, which looks like an "
+                                f"id ({distinct} distinct values in {scan.present} rows): "
+                                "one-hot it would be one feature per row. Leave it out "
+                                f"(data.table.ignore: [{name}]) or keep it as a number.")
             return Column(name, "categorical", missing=scan.missing,
                           categories=len(scan.distinct))
         return Column(name, "numeric", mean=scan.total / max(scan.numbers, 1),
