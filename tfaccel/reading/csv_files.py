@@ -118,8 +118,8 @@ def detect_delimiter(path: str, *, delimiter: Optional[str] = None,
         except (EOFError, OSError, zlib.error) as err:
             raise _cut(path, err) from None
     if not sample.strip():
-        raise DataError(f"CSV file {path!r} is empty: it needs a header line naming its "
-                        "columns, then one line per row.")
+        raise DataError(f"CSV file {path!r} is empty: it has no header row naming its "
+                        "columns (then one line per row).")
     return sniff(sample)
 
 
@@ -153,8 +153,8 @@ def records(path: str, *, delimiter: str, encoding: str = "utf-8", one_line: boo
 
 
 def _cut(path: str, err: Exception) -> DataError:
-    return DataError(f"CSV file {path!r} cannot be read to its end: {err} (a compressed file "
-                     "cut short, or not compressed as its name says).")
+    return DataError(f"CSV file {path!r} is cut short or damaged, it cannot be read to its "
+                     f"end: {err} (or it is not compressed as its name says).")
 
 
 def _undecodable_line(path: str, encoding: str) -> Optional[int]:
@@ -237,8 +237,8 @@ def header(path: str, *, delimiter: str, encoding: str = "utf-8") -> List[str]:
     """
     for _, fields in records(path, delimiter=delimiter, encoding=encoding):
         return names_of(fields, path=path, delimiter=delimiter)
-    raise DataError(f"CSV file {path!r} is empty: it needs a header line naming its "
-                    "columns, then one line per row.")
+    raise DataError(f"CSV file {path!r} is empty: it has no header row naming its "
+                    "columns (then one line per row).")
 
 
 def rows(path: str, *, delimiter: str, encoding: str = "utf-8", width: Optional[int] = None,

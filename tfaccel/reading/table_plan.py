@@ -584,6 +584,9 @@ def plan_for(files: Sequence[str], validation_files: Sequence[str] = (), *, data
     delimiter = csv_files.delimiter_for(None if table.delimiter == "auto" else table.delimiter)
     na_values = table.na_values or ()
     train = scan_files(files, delimiter=delimiter, na_values=na_values, label=label)
+    if not train.rows:
+        raise DataError(f"CSV {data.path!r} holds no rows, only headers ({len(files)} "
+                        "training file(s)).")
     val = None
     if validation_files:
         val = scan_files(validation_files, delimiter=train.delimiter, na_values=na_values,
@@ -595,7 +598,8 @@ def plan_for(files: Sequence[str], validation_files: Sequence[str] = (), *, data
     plan = plan_table(train, label=label, task=data.task, num_classes=data.num_classes,
                       types=table.types, categorical=table.categorical or (),
                       ignore=table.ignore or (), na_values=na_values,
-                      others=[val] if val is not None else [], where=repr(data.path))
+                      others=[val] if val is not None else [],
+                      where=f"data.path {data.path!r}")
     return train, val, plan
 
 
