@@ -86,6 +86,15 @@ def test_the_plan_sorts_columns_and_reads_text_labels_as_sorted_classes(tmp_path
     assert plan.line() == "table: 2 numeric, 1 categorical column(s) as 6 features."
 
 
+def test_a_split_of_the_rows_is_scanned_alone(tmp_path):
+    path = _write(tmp_path, _lines())
+    scan = table_plan.scan_files([str(path)], label=["label"],
+                                 keep=lambda _, index: index % 4 != 0)
+    assert scan.rows == 18 and scan.scans["color"].present == 18
+    assert scan.scans["x"].total == pytest.approx(sum((i % 6) - 2.5 for i in range(ROWS)
+                                                      if i % 4))
+
+
 def test_na_anywhere_keeps_a_numeric_column_numeric_imputed_with_the_mean(tmp_path):
     # The silent 410-feature case: NA within the first 100 rows made a numeric column
     # categorical (one-hot per value); now every marker is missing, the column stays numeric.

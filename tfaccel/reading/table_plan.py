@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -195,7 +195,8 @@ class TableScan:
 
 def scan_files(files: Sequence[str], *, delimiter: Optional[str] = None,
                na_values: Sequence[str] = (), label: Sequence[str] = (),
-               encoding: str = "utf-8") -> TableScan:
+               encoding: str = "utf-8",
+               keep: Optional[Callable[[str, int], bool]] = None) -> TableScan:
     """Reads every row of `files` once and counts what each column holds.
 
     Args:
@@ -204,6 +205,9 @@ def scan_files(files: Sequence[str], *, delimiter: Optional[str] = None,
         na_values: More missing-value markers (data.table.na_values).
         label: The label column(s), whose every value is kept.
         encoding: The files' text encoding.
+        keep: ``keep(path, row index)``: whether a row (0-based, after the header, blank
+            lines not counted) belongs to this split (a split of the rows of one file);
+            None: every row. Other rows are still checked for their width, not counted.
 
     Raises:
         DataError: A file's header differs from the first file's, or `csv_files`' errors
@@ -221,8 +225,11 @@ def scan_files(files: Sequence[str], *, delimiter: Optional[str] = None,
                             f"{columns}: every file must have the same columns.")
         scans = [ColumnScan(name, keep_values=name in label) for name in columns]
         count = 0
-        for line, fields in csv_files.rows(path, delimiter=delimiter, encoding=encoding,
-                                           width=len(columns), one_line=True):
+        for index, (line, fields) in enumerate(csv_files.rows(
+                path, delimiter=delimiter, encoding=encoding, width=len(columns),
+                one_line=True)):
+            if keep is not None and not keep(path, index):
+                continue
             where = (path, line)
             for scan, text in zip(scans, fields):
                 text = text.strip()
