@@ -14,6 +14,12 @@ KINDS = ("skip", "slow", "setup")
 # allowed): skip needs a reason, slow may give one, setup runs before the page's later
 # blocks (a python setup block also gives them its names).
 MARKER = re.compile(r"^\s*<!-- docs-test: (\w+)(?: \((.+)\))? -->\s*$")
+# The figure a training example reaches, stated in one of its comments for the reader and
+# checked by the docs test against the last value of that metric the block printed (Keras'
+# `name: value`): `# ... reaches val_accuracy >= 0.8 ...` (>= for a score, <= for a loss).
+FIGURE = re.compile(r"#.*\breaches (\w+) (>=|<=) ([0-9.]+)")
+# What makes a block an example that trains (it must state a figure).
+TRAINS = re.compile(r"\.fit\(|\btfaccel train\b|\btfaccel\.train\(")
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 
 
@@ -27,6 +33,17 @@ class Block:
     code: str
     kind: Optional[str]  # the marker's kind, None without a marker
     reason: Optional[str]
+
+    @property
+    def figures(self) -> list:
+        """The block's stated figures: [(metric, ">=" or "<=", value)]."""
+        return [(m.group(1), m.group(2), float(m.group(3)))
+                for m in map(FIGURE.search, self.code.splitlines()) if m]
+
+    @property
+    def trains(self) -> bool:
+        """Whether the block trains a model (`fit`, `tfaccel train`, `tfaccel.train`)."""
+        return bool(TRAINS.search(self.code))
 
     @property
     def name(self) -> str:

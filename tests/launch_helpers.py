@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,25 @@ def run_tfaccel(args, *, tmp_path: Path, timeout: float = TIMEOUT_SECONDS):
         output, _ = process.communicate()
         raise AssertionError(f"timed out after {timeout} s:\n{output[-4000:]}")
     return process.returncode, output
+
+
+# What a local launch says once about the other workers' output (tfaccel/cli/launch.py).
+_LOGS_LINE = re.compile(r"^\[launch\] only the chief's output is shown; the other workers' goes "
+                        r"to (.+)\.$", re.M)
+
+
+def worker_logs(output: str) -> dict:
+    """The log files a local launch named in `output`: {label: text} ({} if none named)."""
+    match = _LOGS_LINE.search(output)
+    if match is None:
+        return {}
+    return {Path(path).stem: Path(path).read_text() for path in match.group(1).split(", ")}
+
+
+def with_worker_logs(output: str) -> str:
+    """`output`, then each logged worker's lines prefixed ``[label] `` as the chief's are."""
+    return output + "".join(f"[{label}] {line}\n" for label, text in worker_logs(output).items()
+                            for line in text.splitlines())
 
 
 def kill_tree(pid: int) -> None:

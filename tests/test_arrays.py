@@ -326,3 +326,107 @@ def test_float_grey_images_without_a_channel_axis_are_told_the_fix(tmp_path):
     output = " ".join(result.output.split())
     assert "got (12, 12): grey-scale images need a channel axis, (12, 12, 1)" in output
     assert "x[..., None]" in output and "Traceback" not in output
+
+
+# --------------------------------------------------------------------------- labels and tasks
+# data.source arrays reads its labels through THE label rule (tfaccel.reading.labels).
+
+
+def _build_npz(tmp_path, *, task="auto", num_classes=None, **arrays):
+    from tfaccel.config.recipe import DataConfig
+    from tfaccel.data.from_recipe import build_datasets
+
+    np.savez(tmp_path / "d.npz", **arrays)
+    config = DataConfig(source="arrays", path=str(tmp_path / "d.npz"), cache=None, task=task,
+                        num_classes=num_classes, shuffle_buffer=0)
+    return build_datasets(config, global_batch_size=64, num_replicas=1, seed=0,
+                          deterministic=True)
+
+
+def _targets(dataset):
+    return np.concatenate([y.numpy() for _, y in dataset])
+
+
+def test_labels_1_to_k_are_k_classes_not_k_plus_1(tmp_path):
+    # Was: K + 1 classes, class 0 empty, silently.
+    x = np.zeros((12, 2), np.float32)
+    y = np.arange(12) % 3 + 1
+    train, val, info = _build_npz(tmp_path, x_train=x, y_train=y, x_test=x[:6], y_test=y[:6])
+    assert (info.task, info.num_classes, info.num_outputs) == ("classification", 3, 3)
+    assert info.class_names == ["1", "2", "3"]
+    np.testing.assert_array_equal(_targets(train), y - 1)
+    np.testing.assert_array_equal(_targets(val), y[:6] - 1)  # the training plan's ids
+
+
+def test_string_labels_are_classes_in_sorted_order(tmp_path):
+    x = np.zeros((6, 2), np.float32)
+    y = np.array(["cat", "dog", "bird", "dog", "cat", "bird"])
+    train, _, info = _build_npz(tmp_path, x=x, y=y)
+    assert info.class_names == ["bird", "cat", "dog"] and info.num_classes == 3
+    np.testing.assert_array_equal(_targets(train), [1, 2, 0, 2, 1, 0])
+
+
+def test_a_held_out_label_the_training_labels_lack_is_named(tmp_path):
+    x = np.zeros((6, 2), np.float32)
+    with pytest.raises(DataError, match=r"label 9 is not one of the classes seen in the "
+                                        r"training split \(1, 2\)"):
+        _build_npz(tmp_path, x_train=x, y_train=np.array([1, 2] * 3), x_test=x[:2],
+                   y_test=np.array([1, 9]))
+
+
+def test_float_targets_are_regression_not_76_classes(tmp_path):
+    # Was: 76 "classes" at accuracy 0.004, silently.
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(80, 3)).astype(np.float32)
+    y = (x @ np.array([1.0, -2.0, 0.5]) + 0.25).astype(np.float64)
+    train, _, info = _build_npz(tmp_path, x=x, y=y)
+    assert (info.task, info.num_outputs, info.num_classes) == ("regression", 1, None)
+    targets = _targets(train)
+    assert targets.shape == (80, 1) and targets.dtype == np.float32  # the head's shape
+    np.testing.assert_allclose(targets[:, 0], y, rtol=1e-6)
+
+
+def test_float_targets_under_classification_are_refused_naming_the_file_and_key(tmp_path):
+    x = np.zeros((4, 2), np.float32)
+    with pytest.raises(DataError) as error:
+        _build_npz(tmp_path, task="classification", x=x, y=np.array([0.5, 1.25, 2.0, 3.5]))
+    message = str(error.value)
+    assert f"Arrays file {str(tmp_path / 'd.npz')!r}: y holds float values" in message
+    assert "data.task: regression" in message
+
+
+def test_two_float_targets_are_a_regression_of_width_2(tmp_path):
+    x = np.zeros((10, 2), np.float32)
+    y = np.linspace(0, 1, 20).reshape(10, 2)
+    train, _, info = _build_npz(tmp_path, x=x, y=y)
+    assert (info.task, info.num_outputs) == ("regression", 2)
+    assert _targets(train).shape == (10, 2)
+
+
+def test_rows_of_0_1_are_multi_label(tmp_path):
+    x = np.zeros((8, 2), np.float32)
+    y = np.array([[1, 0, 1], [0, 1, 0]] * 4)
+    train, _, info = _build_npz(tmp_path, x=x, y=y)
+    assert (info.task, info.num_outputs, info.class_names) == (
+        "multi_label", 3, ["label_0", "label_1", "label_2"])
+    targets = _targets(train)
+    assert targets.dtype == np.float32
+    np.testing.assert_array_equal(targets, y)
+
+
+def test_minus_1_and_1_declared_binary_are_one_float_target_0_or_1(tmp_path):
+    x = np.zeros((6, 2), np.float32)
+    y = np.array([-1, 1, 1, -1, 1, -1])
+    train, _, info = _build_npz(tmp_path, task="binary", x=x, y=y)
+    assert (info.task, info.num_outputs, info.num_classes, info.class_names) == (
+        "binary", 1, 2, ["-1", "1"])
+    targets = _targets(train)
+    assert targets.shape == (6, 1) and targets.dtype == np.float32
+    np.testing.assert_array_equal(targets[:, 0], (y + 1) // 2)
+
+
+def test_one_value_as_a_regression_target_is_not_a_one_class_error(tmp_path):
+    # refuse_one_class is for classifiers: a constant regression target trains.
+    x = np.zeros((4, 2), np.float32)
+    _, _, info = _build_npz(tmp_path, task="regression", x=x, y=np.ones(4))
+    assert info.task == "regression"

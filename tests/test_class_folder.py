@@ -113,6 +113,25 @@ def test_verbose_prints_keras_line_only_when_true(loader, capsys):
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.parametrize("split", [
+    {}, dict(validation_split=0.2, subset="training"),
+    dict(validation_split=0.2, subset="validation"), dict(validation_split=0.2, subset="both")])
+def test_verbose_prints_the_lines_keras_prints_for_each_subset(loader, split, capsys):
+    # Keras prints "Found ..." when verbose, then "Using N files for training." and/or
+    # "... for validation." for the subsets it returns ("both": the two).
+    _, path, ours, theirs, kwargs = loader
+    theirs(path, batch_size=4, seed=3, verbose=True, **kwargs, **split)
+    keras_lines = capsys.readouterr().out.splitlines()
+    ours(path, batch_size=4, seed=3, verbose=True, **kwargs, **split)
+    mine = [line.removeprefix("tfaccel: ") for line in capsys.readouterr().out.splitlines()]
+    assert mine == keras_lines
+    assert len(mine) == {None: 1, "training": 2, "validation": 2, "both": 3}[split.get("subset")]
+    if split.get("subset") == "both":
+        assert mine[1:] == ["Using 12 files for training.", "Using 3 files for validation."]
+    ours(path, batch_size=4, seed=3, verbose=False, **kwargs, **split)
+    assert capsys.readouterr().out == ""
+
+
 def test_format_tf_is_taken_and_grain_refused_in_one_sentence(loader):
     _, path, ours, _, kwargs = loader
     assert len(ours(path, batch_size=4, format="tf", verbose=False, **kwargs)) == 4

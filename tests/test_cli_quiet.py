@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from launch_helpers import worker_logs
 
 from tfaccel.messages import VERBOSE_ENV
 
@@ -197,4 +198,7 @@ def test_launch_of_two_workers_preparing_the_dataset_is_quiet(tmp_path):
     done = tfaccel("launch", "--workers", "2", "--", "train", RECIPE, *_sets(overrides),
                    tmp_path=tmp_path)
     assert "tfaccel: preparing the built-in dataset tfaccel_shapes" in done.stdout
-    assert "[w0] Run directory: " in done.stdout and "[w1] " in done.stdout
+    assert "[w0] Run directory: " in done.stdout and "[w1] " not in done.stdout
+    # The other worker's lines are in its log file (named once), quiet too.
+    (log,) = worker_logs(done.stdout).values()
+    assert "Run directory: " in log and noise_in(log) == [], log[-3000:]

@@ -129,3 +129,57 @@ def test_a_recipe_that_is_not_a_mapping_exits_2(tmp_path):
     (run / "recipe.yaml").write_text("- just\n- a list\n")
     with pytest.raises(UserInputError, match="recipe.yaml is not a mapping"):
         load_run(run)
+
+
+MODULE = '''
+import keras
+
+
+def build(*, input_shape, num_classes, width=4):
+    inputs = keras.Input(input_shape)
+    x = keras.layers.Dense(width, activation="{activation}")(inputs)
+    return keras.Model(inputs, keras.layers.Dense(num_classes, activation="softmax")(x))
+'''
+
+
+def test_a_changed_model_module_or_data_file_is_listed_among_the_differences(tmp_path,
+                                                                             monkeypatch):
+    # The recipe is the same in all three runs: only the model module's code (relu -> tanh)
+    # or the data file's content changed. compare listed them as identical before.
+    import numpy as np
+
+    import tfaccel
+
+    monkeypatch.chdir(tmp_path)
+
+    def write_data(seed):
+        x = np.random.default_rng(seed).normal(size=(32, 3)).astype("float32")
+        np.savez(tmp_path / "blobs.npz", x_train=x, y_train=(x[:, 0] > 0).astype("int64"))
+
+    recipe = {"data": {"source": "arrays", "path": "blobs.npz", "validation_split": None},
+              "model": {"name": "mymodel.py:build"},
+              "training": {"epochs": 1, "global_batch_size": 8},
+              "runtime": {"precision": "float32", "tensorboard": False, "runs_dir": "runs",
+                          "verbose": 0}}
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    runs = []
+    write_data(0)
+    for activation, seed, name in (("relu", 0, "a"), ("tanh", 0, "b"), ("tanh", 1, "c")):
+        (tmp_path / "mymodel.py").write_text(MODULE.format(activation=activation))
+        if name == "c":
+            write_data(seed)  # other examples, the same file name and size
+        runs.append(tfaccel.train("recipe.yaml", run_dir=str(tmp_path / name)).run_dir)
+    loaded = [load_run(p) for p in runs]
+    digests = [json.loads((p / "model_source.json").read_text())["sha256"][:12]
+               for p in map(__import__("pathlib").Path, runs)]
+    assert digests[0] != digests[1] == digests[2]
+    assert differing_settings(loaded[:2]) == ["(model source)"]
+    assert differing_settings(loaded[1:]) == ["(data source) data.path"]
+    lines = compare(runs, plot_path=None)["table"].splitlines()
+    module = str(tmp_path / "mymodel.py")
+    assert (f"| (model source) | {module} sha256 {digests[0]} | {module} sha256 {digests[1]} "
+            f"| {module} sha256 {digests[2]} |") in lines
+    row = next(line for line in lines if line.startswith("| (data source) data.path |"))
+    cells = [c.strip() for c in row.split("|")[2:-1]]
+    assert cells[0] == cells[1] != cells[2]
+    assert cells[0].startswith("1 file(s), ") and " bytes, sha256 " in cells[0]

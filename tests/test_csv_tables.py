@@ -554,3 +554,41 @@ def test_the_recipe_source_divides_its_files_among_workers(tmp_path, csv_recipe_
     every = sorted(f * 100 + r for f in range(4) for r in range(6))
     for p in range(2):  # one pass: every row exactly once across the workers
         assert sorted(passes[0][p] + passes[1][p]) == every
+
+
+def test_one_file_split_by_rows_imputes_with_the_training_rows_mean(tmp_path,
+                                                                     csv_recipe_source):
+    """A row split of one file: the plan's mean (what a missing number becomes, in both
+    splits) comes from the training rows only, never the held-out ones; each split
+    delivers exactly its own rows (the scan's row index and the tf.data mask agree, a
+    blank line in the file included)."""
+    from tfaccel.data import splits
+    from tfaccel.data.from_recipe import build_datasets
+
+    train_mask, val_mask = (m[0] for m in splits.held_out_rows([50], 0.2, 0, what="rows"))
+    assert (train_mask.sum(), val_mask.sum()) == (40, 10)
+    lines, present = ["id,x,label"], {True: [], False: []}
+    for i in range(50):
+        # Held-out rows hold far larger numbers: their mean would show in the imputation.
+        x = None if i % 5 == 2 else float(i % 7 if train_mask[i] else 1000 + i)
+        if x is not None:
+            present[bool(train_mask[i])].append(x)
+        lines.append(f"{i},{'NA' if x is None else x},{'ab'[i % 2]}")
+        if i == 20:
+            lines.append("")  # a blank line is no row, for the scan and for tf.data
+    (tmp_path / "one.csv").write_text("\n".join(lines) + "\n")
+    train_mean = np.mean(present[True])
+    assert abs(train_mean - np.mean(present[True] + present[False])) > 100
+
+    train, val, info = build_datasets(
+        csv_recipe_source(str(tmp_path / "one.csv"), label_key="label",
+                          validation_fraction=0.2),
+        global_batch_size=8, num_replicas=1, seed=0, deterministic=True, raw=True)
+    assert (info.train_examples, info.validation_examples) == (40, 10)
+    for dataset, mask in ((train, train_mask), (val, val_mask)):
+        rows = [(x["id"], x["x"], x["x_missing"]) for x, _ in dataset.as_numpy_iterator()]
+        ids, values, missing = (np.concatenate(c) for c in zip(*rows))
+        assert sorted(ids.astype(int).tolist()) == np.flatnonzero(mask).tolist()
+        holes = ids.astype(int) % 5 == 2
+        assert holes.any() and np.array_equal(missing == 1, holes)
+        np.testing.assert_allclose(values[holes], train_mean, rtol=1e-6)

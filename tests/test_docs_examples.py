@@ -18,7 +18,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from docs_blocks import KINDS, PAGES, ROOT, RUNNABLE, all_blocks, blocks, prose_lines, stray_markers
+from docs_blocks import (
+    KINDS,
+    PAGES,
+    ROOT,
+    RUNNABLE,
+    Block,
+    all_blocks,
+    blocks,
+    prose_lines,
+    stray_markers,
+)
 
 TIMEOUT = 600
 BLOCKS = all_blocks()
@@ -46,6 +56,25 @@ def test_every_block_is_run_or_skipped_with_a_reason():
                      for line in stray_markers(page)]
     assert problems == []
     assert len(RUN) >= 20  # the parser finds the blocks: most of the pages' examples run
+
+
+def test_every_example_that_trains_states_the_figure_it_reaches():
+    # A reader copies an example to learn from it: it must say what it reaches, and this
+    # test checks that figure (test_block_runs_as_written), not only the exit code.
+    silent = [b.name for b in RUN if b.trains and not b.figures]
+    assert silent == []
+    assert len([b for b in RUN if b.figures]) >= 6
+
+
+def test_a_figure_is_read_from_a_comment_and_checked_against_the_last_value_printed():
+    block = Block(ROOT / "x.md", 1, "python", "model.fit(x, y)  # reaches accuracy >= 0.9 "
+                  "in 3 epochs\n# loss: reaches loss <= 0.5\n", None, None)
+    assert block.trains and block.figures == [("accuracy", ">=", 0.9), ("loss", "<=", 0.5)]
+    printed = "1/3 - accuracy: 0.5000 - loss: 0.9\n3/3 - accuracy: 0.9500 - loss: 0.4000\n"
+    assert _figure_problems(block, printed) == []
+    assert _figure_problems(block, printed.replace("0.9500", "0.8000")) == [
+        "accuracy: 0.8 printed last, the page says it reaches >= 0.9"]
+    assert _figure_problems(block, "") == ["accuracy: never printed", "loss: never printed"]
 
 
 def test_the_parser_reads_markers_and_dedents_blocks(tmp_path):
@@ -126,13 +155,17 @@ def _wav(path, rng, rate=16000, samples=4000):
         out.writeframes(rng.integers(-3000, 3000, samples, dtype=np.int16).tobytes())
 
 
-def _write_fixtures(folder: Path) -> None:
-    """The small files the pages' examples name, so that each runs as written."""
+def _write_fixtures(folder: Path, *, shapes: Path = None) -> None:
+    """The small files the pages' examples name, so that each runs as written; `shapes`
+    (the first 4,000 built-in images as an image folder) is the README's photos/, whose
+    example states the figure it reaches on them."""
     import tensorflow as tf
 
     rng = np.random.default_rng(0)
     shutil.copytree(ROOT / "recipes", folder / "recipes")
-    for label in ("cat", "dog"):  # photos/: image folders of two classes
+    if shapes is not None:  # read-only files, linked, not copied for every block
+        (folder / "photos").symlink_to(shapes, target_is_directory=True)
+    for label in ("cat", "dog") if shapes is None else ():  # photos/: two classes of noise
         for i in range(12):
             _png(folder / "photos" / label / f"{i}.png", rng)
     records = folder / "data"
@@ -164,9 +197,9 @@ def _write_fixtures(folder: Path) -> None:
     hours = np.arange(400)
     (folder / "weather.csv").write_text("date,temp,pressure,humidity\n" + "".join(
         f"d{h},{10 + 5 * np.sin(h / 24):.3f},{1000 + h % 7},{50 + h % 13}\n" for h in hours))
-    for shard in range(2):  # data/train-*.csv: age (one missing), city, target
+    for shard in range(2):  # data/train-*.csv: age (one missing), city, target (age > 34)
         (records / f"train-{shard}.csv").write_text("age,city,target\n" + "".join(
-            f"{'' if i == 3 else 20 + i},{('paris', 'rome', 'oslo')[i % 3]},{i % 2}\n"
+            f"{'' if i == 3 else 20 + i},{('paris', 'rome', 'oslo')[i % 3]},{int(i >= 15)}\n"
             for i in range(30)))
     for shard in range(4):  # data/part-*.csv: the csv recipe's columns
         (records / f"part-{shard}.csv").write_text("row_id,zone,spend,label\n" + "".join(
@@ -176,7 +209,7 @@ def _write_fixtures(folder: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def docs_env(tmp_path_factory, shapes_data_dir):
+def docs_env(tmp_path_factory, shapes_data_dir, shapes_image_folder):
     """The environment the blocks run in: this checkout's tfaccel, `tfaccel` and `python`
     commands of this interpreter, the built-in dataset prepared once."""
     bin_dir = tmp_path_factory.mktemp("bin")
@@ -189,7 +222,8 @@ def docs_env(tmp_path_factory, shapes_data_dir):
         [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", TFDS_DATA_DIR=shapes_data_dir,
         TF_CPP_MIN_LOG_LEVEL="2", MPLBACKEND="Agg")
-    return {"env": env, "pages": {}, "root": tmp_path_factory.mktemp("docs")}
+    return {"env": env, "pages": {}, "root": tmp_path_factory.mktemp("docs"),
+            "shapes": shapes_image_folder}
 
 
 def _run(block, folder: Path, env: dict, setup_code: str = ""):
@@ -217,7 +251,8 @@ def _page_folder(block, docs_env):
     if block.page not in pages:
         folder = docs_env["root"] / block.page.stem
         folder.mkdir()
-        _write_fixtures(folder)
+        _write_fixtures(folder, shapes=docs_env["shapes"] if block.page.name == "README.md"
+                        else None)
         pages[block.page] = {"folder": folder, "done": set()}
     state = pages[block.page]
     setup_code = ""
@@ -246,6 +281,23 @@ def test_block_runs_as_written(block, docs_env):
         own = folder.parent / f"{folder.name}-{block.line}"
         shutil.copytree(folder, own, symlinks=True)
         folder = own
-    _run(block, folder, docs_env["env"], setup_code)
+    result = _run(block, folder, docs_env["env"], setup_code)
     if block.kind == "setup":
         docs_env["pages"][block.page]["done"].add(block.line)
+    problems = _figure_problems(block, result.stdout + result.stderr)
+    assert problems == [], f"{block.name}: {problems}\n{result.stdout[-3000:]}"
+
+
+def _figure_problems(block, printed: str) -> list:
+    """Where the block's stated figures and the last values it printed disagree."""
+    problems = []
+    for metric, op, value in block.figures:
+        found = re.findall(rf"(?<![\w.]){metric}: ([0-9.]+)", printed)
+        if not found:
+            problems.append(f"{metric}: never printed")
+            continue
+        last = float(found[-1].rstrip("."))
+        if not (last >= value if op == ">=" else last <= value):
+            problems.append(f"{metric}: {last:g} printed last, the page says it reaches "
+                            f"{op} {value:g}")
+    return problems

@@ -214,15 +214,15 @@ def test_timeseries_windows_and_labels_stay_on_their_side_of_the_split(series, s
         np.testing.assert_array_equal(labels, regime[steps[:, 0] + offset])
 
 
-def test_timeseries_float_target_is_refused_as_regression(tmp_path, series):
+def test_timeseries_float_label_under_classification_is_named(tmp_path, series):
     lines = series.read_text().splitlines()
-    lines[5] = lines[5].rsplit(",", 1)[0] + ",0.5"
+    lines[105] = lines[105].rsplit(",", 1)[0] + ",0.5"  # row 103: the label of window 56
     path = tmp_path / "float.csv"
     path.write_text("\n".join(lines) + "\n")
     recipe = _recipe(tmp_path, f"{{source: timeseries, path: {path}, label_key: regime, "
-                     f"timeseries: {WINDOW}}}", SERIES_MODEL)
-    _refused(_run("train", recipe), "'regime'", "0.5 at row 4",
-             "regression on a float target is not supported by recipes")
+                     f"task: classification, timeseries: {WINDOW}}}", SERIES_MODEL)
+    _refused(_run("train", recipe), "'regime'", "holds float values",
+             "For a numeric target set data.task: regression")
 
 
 def test_timeseries_missing_column_is_named(tmp_path, series):

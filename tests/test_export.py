@@ -658,3 +658,38 @@ def test_the_cli_refuses_a_taken_default_folder_before_tensorflow_loads(tmp_path
             "assert \"exports/litert-int8' already exists\" in r.output, r.output\n"
             "assert 'Traceback' not in r.output\n")
     assert heavy_modules_after(body) == []
+
+
+# --------------------------------------------------------------------------- by task
+
+
+def test_binary_and_multi_label_exports_are_judged_by_their_0_5_decisions():
+    from tfaccel.tools.export.agreement import figures
+
+    labels = np.array([[1.0], [0.0], [1.0], [0.0]])
+    binary = figures("binary", {"export": np.array([[0.9], [0.6], [0.4], [0.1]]),
+                                "float": np.array([[0.8], [0.4], [0.7], [0.2]])}, labels)
+    # export decides 1, 1, 0, 0 (2 of 4 right); float 1, 0, 1, 0 (all right).
+    assert (binary["accuracy"], binary["float_accuracy"]) == (0.5, 1.0)
+    assert binary["agreement"] == 0.5 and "top1_agreement" not in binary
+    assert binary["max_abs_prob_diff"] == pytest.approx(0.3)
+    multi = figures("multi_label", {"export": np.array([[0.9, 0.2], [0.7, 0.8]]),
+                                    "float": np.array([[0.8, 0.6], [0.6, 0.9]])},
+                    np.array([[1, 0], [1, 1]]))
+    assert multi["binary_accuracy"] == 1.0 and multi["float_binary_accuracy"] == 0.75
+    assert multi["per_label_agreement"] == [1.0, 0.5] and multi["agreement"] == 0.75
+
+
+def test_a_regression_export_is_judged_by_its_error_relative_to_the_targets_scale():
+    from tfaccel.tools.export.agreement import figure_rows, figures
+
+    targets = np.array([0.0, 10.0, 20.0, 30.0])
+    report = figures("regression", {"export": np.array([[1.0], [10.0], [21.0], [30.0]]),
+                                    "float": np.array([[0.0], [10.5], [20.0], [30.0]])},
+                     targets)
+    assert report["mae"] == pytest.approx(0.5) and report["float_mae"] == pytest.approx(0.125)
+    assert report["max_abs_diff"] == pytest.approx(1.0)
+    assert report["target_scale"] == pytest.approx(np.std(targets))
+    assert report["relative_max_abs_diff"] == pytest.approx(1.0 / np.std(targets))
+    rows = figure_rows({"task": "regression", **report})
+    assert rows[0][0] == "val MAE" and "of the targets' std" in rows[1][3]

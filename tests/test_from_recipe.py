@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tfaccel.config.recipe import DataConfig, TextConfig
+from tfaccel.data import splits
 from tfaccel.data.dataset_info import DatasetInfo, TextInfo
 from tfaccel.data.from_recipe import build_datasets
 from tfaccel.errors import DataError
@@ -29,7 +30,8 @@ def test_arrays_with_validation_fraction(tmp_path):
     config = DataConfig(source="arrays", path=str(path), validation_fraction=0.25,
                         cache=None)
     train, val, info = _build(config)
-    assert info == DatasetInfo(num_classes=5, class_names=None, train_examples=15,
+    assert info == DatasetInfo(num_classes=5, num_outputs=5,
+                               class_names=["0", "1", "2", "3", "4"], train_examples=15,
                                validation_examples=5, input_shape=(3,), steps_per_epoch=4,
                                train_examples_per_pass=15, data_service=None)
     assert _count(train) == 15 and _count(val) == 5
@@ -83,21 +85,31 @@ def test_random_resized_crop_is_refused_for_other_sources():
 
 
 def test_tfrecords_infers_classes_and_holds_out_files(tmp_path):
-    for f in range(3):
-        with tf.io.TFRecordWriter(str(tmp_path / f"p{f}.tfrecord")) as w:
-            for i in range(4):
-                w.write(tf.train.Example(features=tf.train.Features(feature={
-                    "image": tf.train.Feature(float_list=tf.train.FloatList(value=[i, f])),
-                    "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[f * 2])),
-                })).SerializeToString())
+    def write(labels_of_files):
+        for f, label in enumerate(labels_of_files):
+            with tf.io.TFRecordWriter(str(tmp_path / f"p{f}.tfrecord")) as w:
+                for i in range(4):
+                    w.write(tf.train.Example(features=tf.train.Features(feature={
+                        "image": tf.train.Feature(float_list=tf.train.FloatList(value=[i, f])),
+                        "label": tf.train.Feature(int64_list=tf.train.Int64List(
+                            value=[label + i % 2])),
+                    })).SerializeToString())
+
+    write([0, 2, 4])  # labels 0..5, each file two of them
     config = DataConfig(source="tfrecords", path=str(tmp_path / "*.tfrecord"),
                         validation_fraction=0.34,
                         features={"image": {"dtype": "float32", "shape": [2]},
                                   "label": {"dtype": "int64"}})
+    # The classes are the training files' labels (reading.labels): a label seen only in
+    # the held-out file is named (it would crash (CPU) or give NaN (GPU) at validation).
+    held = splits.split_indices(3, 0.34, 0)[1].tolist()
+    assert held == [1]  # the file of labels 2 and 3
+    with pytest.raises(DataError, match=r"\(validation split\): label 2 is not one of the "
+                                        r"classes seen in the training split \(0, 1, 4, 5\)"):
+        _build(config)
+    write([0, 0, 4])  # every class in the training files
     train, val, info = _build(config)
-    # Labels 0, 2 in the training files and 4 in the held-out one: classes come from all
-    # splits, or label 4 would crash (CPU) or give NaN (GPU) at validation.
-    assert info.num_classes == 5
+    assert info.num_classes == 4 and info.class_names == ["0", "1", "4", "5"]
     assert info.train_examples == 8 and info.validation_examples == 4
     assert info.input_shape == (2,)
     assert _count(val) == 4
@@ -176,13 +188,17 @@ def test_builtin_default(shapes_data_dir):
     assert x.shape == (128, 32, 32, 3) and x.dtype == tf.float32
 
 
-def test_arrays_count_classes_over_every_split(tmp_path):
+def test_arrays_read_classes_from_every_example_before_the_held_out_fraction(tmp_path):
+    # The label rule reads the values (0 and 6: two classes, never 7 with five empty ones),
+    # from the arrays before validation_fraction holds some out, so a class held out whole
+    # is still a class.
     path = tmp_path / "d.npz"
     y = np.zeros(20, np.int64)
     y[7] = 6  # a label that only the held-out split may hold
     np.savez(path, x=np.zeros((20, 2), np.float32), y=y)
     config = DataConfig(source="arrays", path=str(path), validation_fraction=0.5, cache=None)
-    assert _build(config)[2].num_classes == 7
+    info = _build(config)[2]
+    assert info.num_classes == 2 and info.class_names == ["0", "6"]
 
 
 @pytest.mark.parametrize("labels, message", [

@@ -274,7 +274,7 @@ def test_recipe_refusals_name_the_key_and_the_value(raw, expected):
     ({"schedule": "PolynomialDecay", "schedule_params": {"decay_step": 3}}, {},
      "optimizer.schedule_params.decay_step: Keras schedule PolynomialDecay has no argument "
      "'decay_step' (did you mean 'decay_steps'?)"),
-    ({}, {"loss_params": {"label_smoothing": 0.1}},
+    ({}, {"loss": "sparse_categorical_crossentropy", "loss_params": {"label_smoothing": 0.1}},
      "training.loss_params.label_smoothing: Keras loss 'sparse_categorical_crossentropy' "
      "(SparseCategoricalCrossentropy) has no argument 'label_smoothing'"),
     ({}, {"metrics": ["accuracy", {"name": "sparse_top_k_categorical_accuracy",
@@ -319,10 +319,13 @@ def test_validate_refuses_with_exit_2_and_stays_tensorflow_free(tmp_path):
     result = CliRunner().invoke(main, ["validate", str(bad)])
     assert result.exit_code == 2
     assert "optimizer.params.clipnorm sets what optimizer.clipnorm sets" in result.output
-    # The modules are there (validate finds them) but never run (it imports nothing).
-    for module in ("my_pkg/__init__.py", "my_pkg/losses.py", "code/metrics.py"):
+    # The modules are there (validate finds them and reads their callables' signatures)
+    # but never run (it imports nothing).
+    for module, body in (("my_pkg/__init__.py", ""),
+                         ("my_pkg/losses.py", "def focal(y_true, y_pred, gamma=1.0): ...\n"),
+                         ("code/metrics.py", "class Hits:\n    def __init__(self): ...\n")):
         (tmp_path / module).parent.mkdir(exist_ok=True)
-        (tmp_path / module).write_text("raise RuntimeError('validate imported me')\n")
+        (tmp_path / module).write_text("raise RuntimeError('validate imported me')\n" + body)
     good = tmp_path / "good.yaml"
     good.write_text(textwrap.dedent("""
         optimizer: {name: nadam, params: {beta_1: 0.8}, schedule: ExponentialDecay,

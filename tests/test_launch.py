@@ -144,6 +144,31 @@ def test_group_prefixes_output_and_succeeds_when_all_succeed():
     assert "[w0] hello from a" in lines and "[w1] hello from b" in lines
 
 
+def test_a_logged_worker_s_lines_go_to_its_file_and_its_failure_names_the_file(tmp_path):
+    logs = {"w1": tmp_path / "w1.log"}
+    out = io.StringIO()
+    group = launch.WorkerGroup(
+        [[sys.executable, "-c", "print('epoch 1 of the chief')"],
+         [sys.executable, "-c", "print('epoch 1 of w1'); import sys; sys.exit(3)"]],
+        [None, None], labels=["w0", "w1"], out=out, grace_seconds=1.0, logs=logs)
+    assert group.run() == 3
+    text = out.getvalue()
+    assert "[w0] epoch 1 of the chief" in text.splitlines()
+    assert "epoch 1 of w1" not in text
+    assert logs["w1"].read_text() == "epoch 1 of w1\n"
+    assert f"failed: w1 exited first with code 3 (its output: {logs['w1']})." in text
+
+
+def test_a_local_launch_logs_every_worker_but_the_chief(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(launch.tempfile, "tempdir", None)  # TMPDIR read again
+    logs = launch.worker_logs(["w1", "w2"])
+    folder = logs["w1"].parent
+    assert folder.is_dir() and folder.parent == tmp_path
+    assert logs == {"w1": folder / "w1.log", "w2": folder / "w2.log"}
+    assert launch.worker_logs([]) == {}
+
+
 def test_first_failing_worker_sets_the_code_and_a_hanging_one_is_killed():
     group, out = _group(["import sys; sys.exit(3)",
                          "import time; time.sleep(600)"], grace=1.0)

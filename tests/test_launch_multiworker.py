@@ -21,6 +21,8 @@ from launch_helpers import (
     read_json,
     run_tfaccel,
     short_default_args,
+    with_worker_logs,
+    worker_logs,
 )
 
 from tfaccel.data import files_stage
@@ -94,7 +96,10 @@ def test_two_workers_end_with_the_weights_of_one_process(tmp_path, shapes_data_d
     # The other worker's scratch folder is gone.
     assert [p.name for p in (tmp_path / "tmpdir").iterdir()
             if p.name.startswith("tfaccel-")] == []
-    assert "[w0]" in output and "[w1]" in output
+    # Only the chief's lines are shown; the other worker's go to its log, named once.
+    assert "[w0] Epoch 2/2" in output and "[w1]" not in output
+    assert output.count("the other workers' goes to") == 1
+    assert "Epoch 2/2" in worker_logs(output)["w1"]
     for worker in range(2):
         fingerprint = read_json(tmp_path / "cache" / f"shapes.worker-{worker}-of-2.tfaccel.json")
         # Each worker reads (and caches) every example; the strategy splits them by element.
@@ -348,7 +353,7 @@ def test_sigterm_saves_on_every_worker_at_one_step_and_a_launched_resume_is_exac
     overrides = short_default_args(shapes_data_dir, runs, "training.epochs=3",
                                "training.steps_per_epoch=6")
     process = _start_launch(tmp_path, overrides)
-    output = _sigterm_in_epoch_2(process)
+    output = with_worker_logs(_sigterm_in_epoch_2(process))
     (run,) = list(runs.iterdir())
     summary = read_json(run / "summary.json")
     assert summary["status"] == "preempted", output[-4000:]

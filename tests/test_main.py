@@ -1,5 +1,6 @@
 """The command line through click's CliRunner: help, version, validate, exit codes."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -143,3 +144,20 @@ def test_a_preempted_run_names_its_real_directory_and_exits_143(runner, monkeypa
     assert result.exit_code == 143
     assert result.stderr.endswith(hint), result.stderr
     assert "RUN_DIR." not in result.stderr
+
+
+@pytest.mark.parametrize("args", [["keys"], ["keys", "--markdown"], ["models"], ["--help"],
+                                  ["validate", str(REPO / "recipes" / "default.yaml")]])
+def test_a_reader_that_goes_away_ends_the_command_without_a_message(args):
+    # `tfaccel keys | head -5`: head exits, the next write fails with EPIPE. A pipe whose
+    # read end is closed before the command starts makes the first write fail, every time.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([sys.executable, "-m", "tfaccel.cli", *args],
+                                stdout=write_end, stderr=subprocess.PIPE, text=True,
+                                timeout=120)
+    finally:
+        os.close(write_end)
+    assert result.stderr == ""  # was "Error: BrokenPipeError: [Errno 32] Broken pipe ..."
+    assert result.returncode == 1  # click's own code for it (`tfaccel --help | head -1`)

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from tfaccel.cli.main import main
-from tfaccel.cli.quiet_import import QUIET_TF_LOG_LEVEL
+from tfaccel.quiet_import import QUIET_TF_LOG_LEVEL
 from tfaccel.training.run import fit_verbosity
 
 
@@ -47,6 +47,21 @@ def test_train_into_a_pipe_prints_one_line_per_epoch_and_no_carriage_return(tmp_
     epoch_lines = [line for line in result.output.splitlines()
                    if re.match(r"^4/4 - \d+s - .* - loss: ", line)]
     assert len(epoch_lines) == 3, result.output
+    # Keras' own epoch line, nothing of tfaccel's in it; tfaccel's throughput figures follow
+    # in one short line (metrics.jsonl keeps every figure).
+    assert all(re.fullmatch(r"4/4 - \d+s - \d+(?:s|ms|us)/step - accuracy: [\d.]+ - loss: [\d.]+", line)
+               for line in epoch_lines), epoch_lines
+    lines = result.output.splitlines()
+    speed = [lines[lines.index(line) + 1] for line in epoch_lines]
+    assert [line.split(":")[:2] for line in speed] == [
+        ["tfaccel", f" epoch {epoch}"] for epoch in (1, 2, 3)], result.output
+    assert all(re.search(r": [\d,]+ examples/s, [\d.]+ ms/step, .*of \d+ cores$", line)
+               for line in speed), speed
+    assert max(len(line) for line in speed) < 90
+    import json
+
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    assert all(r["steps_per_sec"] > 0 and r["cpu_cores_used"] > 0 for r in records)
     assert [line for line in result.output.splitlines() if line.startswith("Epoch ")] == [
         "Epoch 1/3", "Epoch 2/3", "Epoch 3/3"]
 
@@ -78,7 +93,7 @@ def test_the_cli_sets_tensorflow_s_log_level_unless_told(monkeypatch, args, pres
 
 
 def test_start_up_noise_is_absl_s_notice_and_its_info_and_warning_lines_only():
-    from tfaccel.cli.quiet_import import is_start_up_noise
+    from tfaccel.quiet_import import is_start_up_noise
 
     assert is_start_up_noise("WARNING: All log messages before absl::InitializeLog() is "
                              "called are written to STDERR")
@@ -106,7 +121,7 @@ def test_the_filter_passes_every_other_line_in_order_and_restores_stderr():
 
     code = (
         "import os, sys\n"
-        "from tfaccel.cli.quiet_import import native_stderr_filtered\n"
+        "from tfaccel.quiet_import import native_stderr_filtered\n"
         "with native_stderr_filtered():\n"
         "    os.write(2, b'I0000 00:00:17.5 12 cudart_stub.cc:31] dropped\\nkept 1\\n')\n"
         "    print('kept 2 (python)', file=sys.stderr)\n"
@@ -160,7 +175,7 @@ def test_a_look_for_tensorflow_before_the_import_leaves_the_import_filtered():
     import sys
 
     code = ("import importlib.util\n"
-            "from tfaccel.cli.quiet_import import quiet_tensorflow\n"
+            "from tfaccel.quiet_import import quiet_tensorflow\n"
             "quiet_tensorflow()\n"
             "assert importlib.util.find_spec('tensorflow') is not None\n"
             "import tensorflow\n"

@@ -38,7 +38,7 @@ def test_registry_imports_without_tensorflow():
 
 def test_model_names_lists_every_builder():
     tokens = ("text_bag", "text_cnn", "text_transformer")  # tests/test_models_text.py
-    sequences = ("seq_cnn",)  # tests/test_models_sequence.py
+    sequences = ("forecast_mlp", "seq_cnn")  # tests/test_models_sequence.py
     assert models.model_names() == sorted(SMALL + APPLICATIONS + tokens + sequences)
     assert set(models.MODELS) == set(SMALL + APPLICATIONS + tokens + sequences)
     assert {name for name, spec in models.MODELS.items() if spec.inputs == "tokens"} == \

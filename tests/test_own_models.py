@@ -480,3 +480,134 @@ def test_a_recipe_model_and_a_given_model_together_are_refused(tmp_path):
     assert result.exit_code == 2
     assert f"model.path: the saved model '{tmp_path / 'gone.keras'}' does not exist" \
         in " ".join(result.output.split())
+
+
+# --------------------------------------------------------------------------- tasks
+# A user's builder is told the task and the output width; its model is checked per task.
+
+DENSE_1 = """
+import keras
+
+def build(*, input_shape, num_classes):
+    inputs = keras.Input(shape=input_shape)
+    x = keras.layers.Dense(16, activation="relu")(inputs)
+    return keras.Model(inputs, keras.layers.Dense(1, dtype="float32")(x))
+"""
+
+
+def _float_targets(folder, *, n=256, targets=1):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(n, 4)).astype("float32")
+    y = x @ rng.normal(size=(4, targets)) + 0.5
+    np.savez(folder / "floats.npz", x=x, y=y if targets > 1 else y[:, 0])
+
+
+def test_an_own_model_ending_in_dense_1_on_float_targets_trains_as_regression(tmp_path):
+    # Was: refused, "labels need (batch, 76)": the float targets were counted as classes.
+    (tmp_path / "dense1.py").write_text(DENSE_1)
+    _float_targets(tmp_path)
+    recipe = _recipe(tmp_path, {"name": "dense1.py:build"}, epochs=2)
+    data = yaml.safe_load(recipe.read_text())
+    data["data"]["path"] = "floats.npz"
+    data["optimizer"] = {"name": "adam", "learning_rate": 0.01}
+    recipe.write_text(yaml.safe_dump(data))
+    result = _train(recipe)
+    run = _run_dir(result)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["task"] == "regression" and summary["dataset"]["num_outputs"] == 1
+    assert summary["metric_names"] == ["mae", "rmse"]
+    assert "val_mae" in summary["final_metrics"] and "accuracy" not in result.output
+    assert result.output.count("Done: val_mae ") == 1
+
+
+@pytest.mark.parametrize("task, num_classes, num_outputs", [
+    ("classification", 3, 3), ("binary", 2, 1), ("multi_label", 4, 4), ("regression", 2, 2)])
+def test_a_builder_naming_task_and_num_outputs_is_told_them(task, num_classes, num_outputs):
+    from tfaccel.models import build_own_model
+
+    told = {}
+    model = build_own_model(_recorder(told), where="b",
+                            input_shape=(5,), num_classes=num_classes, params={}, task=task,
+                            num_outputs=num_outputs)
+    assert told == {"num_classes": num_classes, "task": task, "num_outputs": num_outputs}
+    assert model.output_shape == (None, num_outputs)
+
+
+def _recorder(told):
+    def build(*, input_shape, num_classes, task, num_outputs):
+        import keras
+
+        told.update(num_classes=num_classes, task=task, num_outputs=num_outputs)
+        inputs = keras.Input(shape=input_shape)
+        return keras.Model(inputs, keras.layers.Dense(num_outputs)(inputs))
+    return build
+
+
+def test_a_builder_without_task_arguments_is_called_as_before():
+    from tfaccel.models import build_own_model
+
+    calls = []
+
+    def build(*, input_shape, num_classes, **params):
+        import keras
+
+        calls.append(dict(params))  # task and num_outputs are not pushed into **params
+        inputs = keras.Input(shape=input_shape)
+        return keras.Model(inputs, keras.layers.Dense(num_classes, activation="softmax")(inputs))
+
+    build_own_model(build, where="b", input_shape=(5,), num_classes=3, params={"w": 1},
+                    task="classification", num_outputs=3)
+    assert calls == [{"w": 1}]
+
+
+@pytest.mark.parametrize("task, width, head", [
+    ("binary", 1, "end with keras.layers.Dense(1, activation='sigmoid')"),
+    ("regression", 2, "one value per target of the data's 2 target(s) (end with "
+                      "keras.layers.Dense(2)"),
+    ("multi_label", 4, "one probability per label of the data's 4 labels (end with "
+                       "keras.layers.Dense(4, activation='sigmoid')"),
+])
+def test_a_model_with_the_wrong_width_is_told_the_task_s_last_layer(task, width, head):
+    import keras
+
+    from tfaccel.errors import UserInputError
+    from tfaccel.models import check_model_fits
+
+    inputs = keras.Input((5,))
+    model = keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(inputs))
+    with pytest.raises(UserInputError) as error:
+        check_model_fits(model, where="m", input_shape=(5,), num_classes=width, task=task,
+                         num_outputs=width)
+    text = str(error.value)
+    assert f"the labels need (batch, {width}) for data.task {task}" in text
+    assert head in text
+
+
+def test_task_arguments_are_set_from_the_data_not_model_params():
+    from tfaccel.errors import UserInputError
+    from tfaccel.models import check_builder_params
+
+    with pytest.raises(UserInputError, match="model.params 'task' is set from the data"):
+        check_builder_params(_recorder({}), {"task": "regression"}, where="b")
+
+
+def test_model_path_of_a_regression_model_trains_on_float_targets(tmp_path):
+    import keras
+
+    _float_targets(tmp_path, targets=2)
+    inputs = keras.Input((4,))
+    keras.Model(inputs, keras.layers.Dense(2)(inputs)).save(tmp_path / "reg.keras")
+    keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(inputs)).save(
+        tmp_path / "cls.keras")
+    for name, ok in (("reg", True), ("cls", False)):
+        recipe = _recipe(tmp_path, {"path": f"{name}.keras"}, name=name)
+        data = yaml.safe_load(recipe.read_text())
+        data["data"]["path"] = "floats.npz"
+        recipe.write_text(yaml.safe_dump(data))
+        result = _train(recipe)
+        if ok:
+            summary = json.loads((_run_dir(result) / "summary.json").read_text())
+            assert summary["task"] == "regression" and "val_rmse" in summary["final_metrics"]
+        else:
+            assert result.exit_code == 2 and "Traceback" not in result.output
+            assert "need (batch, 2) for data.task regression" in " ".join(result.output.split())

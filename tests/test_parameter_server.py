@@ -129,10 +129,12 @@ def test_metrics_with_running_sums_are_refused_and_means_are_per_batch():
     import numpy as np
 
     from tfaccel.config.recipe import TrainingConfig
+    from tfaccel.data.dataset_info import DatasetInfo
     from tfaccel.training.parameter_server import _loss_and_metrics
 
     class Data:
         validation = None
+        info = DatasetInfo()
 
     _, pairs = _loss_and_metrics(TrainingConfig(metrics=["accuracy"]), Data())
     ((name, fn),) = pairs
@@ -140,6 +142,12 @@ def test_metrics_with_running_sums_are_refused_and_means_are_per_batch():
     assert name == "accuracy" and list(np.asarray(values)) == [1.0, 0.0]
     with pytest.raises(UserInputError, match="training.metrics 'auc' keeps running sums"):
         _loss_and_metrics(TrainingConfig(metrics=["auc"]), Data())
+    # metrics auto of a regression: the per-batch mae (rmse keeps running sums, left out).
+    Data.info = DatasetInfo(task="regression", num_outputs=1)
+    loss, pairs = _loss_and_metrics(TrainingConfig(), Data())
+    ((name, fn),) = pairs
+    values = fn(np.array([[1.0], [3.0]], "float32"), np.array([[2.0], [6.0]], "float32"))
+    assert name == "mae" and list(np.asarray(values)) == [1.0, 3.0]
 
 
 def test_accumulation_is_refused_before_the_cluster_is_touched():

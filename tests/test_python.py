@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from tfaccel import data
 from tfaccel.data.sources import _workers
-from tfaccel.errors import UserInputError
+from tfaccel.errors import DataError, UserInputError
 
 
 class Squares:
@@ -361,7 +361,11 @@ def test_ctrl_c_stops_the_workers(tmp_path):
         workers = sorted(_descendants(proc.pid))
         assert len(workers) >= 2
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-        out, err = proc.communicate(timeout=60)
+        # A hang detector, not a timing: the exit (KeyboardInterrupt through TensorFlow's
+        # iterator, the pool's workers stopped and joined) took over 60 s once on 2 cores
+        # loaded by other jobs, so 300 s; a Ctrl-C that is not obeyed still fails here (the
+        # source lasts ~80 minutes) or below.
+        out, err = proc.communicate(timeout=300)
         assert "EPOCH ENDED" not in out  # a Ctrl-C is never the end of the data
         assert "KeyboardInterrupt" in err
         assert proc.returncode == -signal.SIGINT, (proc.returncode, err[-2000:])
@@ -664,3 +668,66 @@ def test_a_recipe_whose_source_yields_nan_exits_2_naming_the_example(tmp_path, s
     assert "Error: python source example 40 of this pass" in result.output
     assert "holds nan" in result.output and "Traceback" not in result.output
     assert "function_node" not in result.output
+
+
+# --- a recipe's labels (tfaccel.reading.labels): a labels attribute, or float targets ---------
+
+
+def _labelled_source(tmp_path, labels, *, name, attribute="labels"):
+    """A random-access source of examples ([i], labels[i]), its labels as `attribute`."""
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(f"""\
+        import numpy as np
+        class Source:
+            {attribute} = {labels!r}
+            def __len__(self):
+                return len(self.{attribute})
+            def __getitem__(self, i):
+                return np.float32([i]), np.asarray(self.{attribute}[i])
+        source = Source()
+        """))
+    return f"{tmp_path / name}.py:source"
+
+
+@pytest.mark.parametrize("given, names, ids", [
+    ([1 + i % 3 for i in range(12)], ["1", "2", "3"], [i % 3 for i in range(12)]),
+    (["dog", "cat", "emu"] * 4, ["cat", "dog", "emu"], [1, 0, 2] * 4),
+])
+def test_a_labels_attribute_gives_the_classes_by_the_label_rule(tmp_path, given, names, ids):
+    import dataclasses
+
+    from tfaccel.config.recipe import DataConfig
+    from tfaccel.data.from_recipe import build_datasets
+
+    config = dataclasses.replace(DataConfig(), source="python", validation_split=None,
+                                 path=_labelled_source(tmp_path, given, name="labelled"),
+                                 shuffle_buffer=0, cache=None, workers=1,
+                                 worker_mode="thread")
+    train, _, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,
+                                    deterministic=True)
+    # Labels 1..3 are 3 classes (not 4 with an empty class 0); text labels sorted.
+    assert info.class_names == names and info.num_classes == info.num_outputs == 3
+    got = sorted((int(x[0]), int(y)) for xs, ys in train for x, y in zip(xs.numpy(),
+                                                                          ys.numpy()))
+    assert got == list(enumerate(ids))
+
+
+def test_float_labels_are_a_regression_target_or_refused_as_classes(tmp_path):
+    import dataclasses
+
+    from tfaccel.config.recipe import DataConfig
+    from tfaccel.data.from_recipe import build_datasets
+
+    # Float labels seen only in the dataset's label spec (no labels attribute).
+    path = _labelled_source(tmp_path, [0.5 * i for i in range(8)], name="targets",
+                            attribute="targets")
+    config = dataclasses.replace(DataConfig(), source="python", validation_split=None,
+                                 path=path, shuffle_buffer=0, cache=None, workers=1,
+                                 worker_mode="thread")
+    _, _, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,
+                                deterministic=True)
+    assert (info.task, info.num_outputs, info.num_classes) == ("regression", 1, None)
+    with pytest.raises(DataError, match=r"python source '.*targets.py:source' yields float64 "
+                                        "labels: numeric targets, not classes; data.task "
+                                        "classification needs integer or text labels"):
+        build_datasets(dataclasses.replace(config, task="classification"),
+                       global_batch_size=4, num_replicas=1, seed=0, deterministic=True)

@@ -448,3 +448,28 @@ def test_a_resume_keeps_the_precision_auto_chose_when_the_run_started(tmp_path, 
     assert extended.summary["precision"] == started["policy"]
     assert extended.summary["precision_choice"]["reason"] == "chosen when the run started"
     assert json.loads((directory / "precision.json").read_text()) == started
+
+
+@pytest.mark.slow
+def test_one_csv_file_split_by_rows_resumes_exactly(tmp_path):
+    # validation_fraction on ONE file holds out rows (files_stage.RowSplit), kept before the
+    # shuffle: the resumed run reads the same training rows in the same order.
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(640, 3)).round(4)
+    (tmp_path / "one.csv").write_text("a,b,c,label\n" + "".join(
+        f"{a},{b},{c},{int(a + b > 0)}\n" for a, b, c in rows))
+    recipe = tmp_path / "rows.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": "rows", "seed": 3,
+        "data": {"source": "csv", "path": str(tmp_path / "one.csv"), "label_key": "label",
+                 "validation_fraction": 0.2, "cache": None, "shuffle_buffer": 256},
+        "model": {"name": "mlp", "params": {"hidden_units": [16]}},
+        "training": {"epochs": 3, "global_batch_size": 32},
+        "runtime": {"precision": "float32", "deterministic": True, "verbose": 0,
+                    "tensorboard": False}}))
+    # 512 training rows: 16 steps per epoch; SIGTERM after step 20 lands in epoch 2.
+    report, output = _drive(tmp_path, [], stop_at=20, recipe=recipe)
+    assert report["preempted"] and report["checkpoint"] == "step-0000021"
+    assert "epoch 2, step 5 of 16" in output
+    assert report["weights_max_diff"] <= TOLERANCE
+    _assert_same_epochs(report["epochs_full"], report["epochs_resumed"])

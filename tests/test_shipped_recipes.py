@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 # Recipes of real data, never shipped nor downloaded by a test: the script that writes it
 # (benchmarks/real_data/) into the git-ignored recipes/data/real/.
-REAL_DATA = {"mnist.yaml": "prepare_mnist.py", "tweets.yaml": "prepare_tweets.py"}
+REAL_DATA = {"mnist.yaml": "prepare_mnist.py", "tweets.yaml": "prepare_tweets.py",
+             "forecast.yaml": "prepare_series.py"}
 def test_there_is_a_recipe_per_source():
     from tfaccel.config.recipe import load_recipe
 
@@ -39,6 +40,9 @@ def _data_for(recipe, tmp_path, shapes_data_dir):
     if recipe.name == "mnist.yaml":
         (tmp_path / "mnist.npz").write_bytes(b"")
         return [f"data.path={tmp_path / 'mnist.npz'}"]
+    if recipe.name == "forecast.yaml":
+        (tmp_path / "series.csv").write_text("value\n1.0\n")
+        return [f"data.path={tmp_path / 'series.csv'}"]
     return []
 
 

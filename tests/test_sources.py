@@ -87,7 +87,7 @@ def fake_source(tmp_path, monkeypatch):
     entry = sources.SourceEntry(
         "fake", "fake_source_module:FakeSource", "glob", noun="fake pattern",
         required=(("data.features", "the fake feature spec"),), compressions=("ZLIB",),
-        augment="none", split="round_files", classes_from="its fake labels")
+        augment="none", split="round_files_or_rows", classes_from="its fake labels")
     monkeypatch.setattr(sources, "TABLE", (*sources.TABLE, entry))
     return tmp_path
 

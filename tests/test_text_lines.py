@@ -269,8 +269,11 @@ def test_validation_path_is_the_same_fixed_split_for_every_seed(tmp_path):
 
 
 @pytest.mark.parametrize("data, message", [
-    ({"source": "csv", "validation_path": "t.csv"},
-     "data.validation_path is read by data.source text_lines only, not 'csv'"),
+    ({"source": "arrays", "validation_path": "t.npz"},
+     "data.validation_path is read by data.source text_lines or csv or tfrecords only, not "
+     "'arrays'; use data.validation_fraction"),
+    ({"source": "csv", "validation_path": "t.csv", "validation_fraction": 0.2},
+     "data.validation_path and data.validation_fraction both name the validation split"),
     ({"source": "text_lines", "validation_path": "t.tsv", "validation_fraction": 0.2},
      "data.validation_path and data.validation_fraction both name the validation split"),
 ])
@@ -322,3 +325,33 @@ def test_bench_and_doctor_run_on_a_text_lines_recipe(tmp_path):
     report = json.loads(doctor.output[doctor.output.index("{"):])
     assert report["verdict"] in ("compute-bound", "moderately-input-bound", "input-bound")
     assert report["pipeline_examples_per_sec"] > 0 and report["model_examples_per_sec"] > 0
+
+
+def test_one_file_split_by_lines_takes_its_classes_from_the_training_lines(tmp_path):
+    import dataclasses
+
+    from tfaccel.config.recipe import DataConfig
+    from tfaccel.data import splits
+    from tfaccel.data.from_recipe import build_datasets
+
+    held = splits.split_indices(30, 0.2, 7)[1].tolist()
+    labels = ["a", "b"] * 15
+    path = tmp_path / "one.tsv"
+
+    def build(labels):
+        path.write_text("".join(f"{label}\t{i}\n" for i, label in enumerate(labels)))
+        config = dataclasses.replace(DataConfig(), source="text_lines", path=str(path),
+                                     validation_fraction=0.2, validation_split=None,
+                                     cache=None)
+        return build_datasets(config, global_batch_size=4, num_replicas=1, seed=7,
+                              deterministic=True, raw=True)
+
+    _, val, info = build(labels)
+    assert info.class_names == ["a", "b"] and info.validation_examples == 6
+    assert sorted(int(t) for x, _ in val for t in x.numpy()) == held
+    # A label only on a held-out line is not a class (it would have no training example):
+    # the validation split names it.
+    labels[held[0]] = "c"
+    with pytest.raises(DataError, match=r"one.tsv' has label\(s\) \['c'\] not in "
+                                        r"class_names=\['a', 'b'\]"):
+        build(labels)

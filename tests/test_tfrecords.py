@@ -135,3 +135,132 @@ def test_an_unchecked_truncated_file_is_named_when_training_stops_on_it(tmp_path
                  compression=compression, validation_split=None)
     # Met while counting the unknown-size source's one pass, before training.
     assert_refused(result, f"TFRecord file {str(damaged)!r}", "truncated")
+
+
+# --- a recipe's labels: read by the one label rule (tfaccel.reading.labels), never counted ---
+
+
+def _recipe_records(tmp_path, labels, *, dtype="int64", name="r", **keys):
+    """One TFRecord file of examples x=i with `labels`, and a recipe's data section on it."""
+    import dataclasses
+
+    from tfaccel.config.recipe import DataConfig
+
+    path = tmp_path / f"{name}.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i, label in enumerate(labels):
+            if dtype == "int64":
+                value = tf.train.Feature(int64_list=tf.train.Int64List(value=[label]))
+            elif dtype == "float32":
+                value = tf.train.Feature(float_list=tf.train.FloatList(value=[label]))
+            else:
+                value = tf.train.Feature(bytes_list=tf.train.BytesList(value=[label.encode()]))
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i])),
+                "label": value})).SerializeToString())
+    return dataclasses.replace(
+        DataConfig(), source="tfrecords", path=str(path), image_key="x",
+        validation_split=None, cache=None, shuffle_buffer=0,
+        features={"x": {"dtype": "float32"}, "label": {"dtype": dtype}}, **keys)
+
+
+def _built(config):
+    from tfaccel.data.from_recipe import build_datasets
+
+    return build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,
+                          deterministic=True)
+
+
+def _pairs(dataset):
+    return sorted((int(x), y.item() if np.ndim(y) == 0 else tuple(y))
+                  for xs, ys in dataset for x, y in zip(xs.numpy(), ys.numpy()))
+
+
+def test_labels_1_to_k_are_k_classes_not_k_plus_1(tmp_path):
+    # The silent case of issue 35: labels 1..3 gave 4 classes (an empty class 0) and
+    # trained on the raw values. Now 3 classes named 1, 2, 3, targets 0, 1, 2.
+    train, _, info = _built(_recipe_records(tmp_path, [1 + i % 3 for i in range(12)]))
+    assert (info.task, info.num_classes, info.num_outputs) == ("classification", 3, 3)
+    assert info.class_names == ["1", "2", "3"]
+    assert _pairs(train) == [(i, i % 3) for i in range(12)]
+
+
+def test_text_labels_are_the_sorted_classes(tmp_path):
+    labels = ["dog", "cat", "emu", "cat"] * 3
+    train, _, info = _built(_recipe_records(tmp_path, labels, dtype="string"))
+    assert info.class_names == ["cat", "dog", "emu"] and info.num_classes == 3
+    assert _pairs(train) == [(i, ["cat", "dog", "emu"].index(v)) for i, v in enumerate(labels)]
+
+
+def test_float_targets_are_regression_under_auto_and_refused_as_classes(tmp_path):
+    targets = [0.5 * i + 0.25 for i in range(12)]
+    train, _, info = _built(_recipe_records(tmp_path, targets, dtype="float32"))
+    assert (info.task, info.num_outputs, info.num_classes) == ("regression", 1, None)
+    # Regression targets reach the model as (batch, 1) float32, the linear head's shape.
+    got = sorted(float(y) for _, ys in train for y in ys.numpy().reshape(-1))
+    assert got == pytest.approx(targets)
+    with pytest.raises(DataError, match=r"data.label_key 'label' of data.path '.*r.tfrecord' "
+                                        r"holds float values \(0.25, 0.75, 1.25, 1.75, ...\), "
+                                        "not class labels; data.task classification"):
+        _built(_recipe_records(tmp_path, targets, dtype="float32", task="classification"))
+
+
+def test_a_validation_label_outside_the_training_classes_is_named(tmp_path):
+    config = _recipe_records(tmp_path, [0, 1] * 6)
+    _recipe_records(tmp_path, [0, 1, 7], name="val")
+    import dataclasses
+
+    config = dataclasses.replace(config, validation_path=str(tmp_path / "val.tfrecord"))
+    with pytest.raises(DataError, match=r"data.validation_path '.*val.tfrecord' holds label 7, which is not one of "
+                                        r"the classes of the training split \(0, 1\)"):
+        _built(config)
+
+
+def test_declared_num_classes_keeps_the_ids(tmp_path):
+    # data.num_classes set: labels are ids 0..n-1 as before (a class may be absent here).
+    train, _, info = _built(_recipe_records(tmp_path, [1, 2] * 6, num_classes=4))
+    assert info.num_classes == 4 and info.class_names == ["0", "1", "2", "3"]
+    assert _pairs(train) == [(i, 1 + i % 2) for i in range(12)]
+    with pytest.raises(DataError, match="holds label 4 but data.num_classes is 4"):
+        _built(_recipe_records(tmp_path, [1, 4] * 6, num_classes=4))
+
+
+def test_validation_path_holds_out_its_file_whole(tmp_path):
+    import dataclasses
+
+    config = _recipe_records(tmp_path, [0, 1] * 10)
+    _recipe_records(tmp_path, [1, 0, 1], name="val")
+    train, val, info = _built(dataclasses.replace(
+        config, validation_path=str(tmp_path / "val.tfrecord")))
+    assert (info.train_examples, info.validation_examples) == (20, 3)
+    assert _pairs(val) == [(0, 1), (1, 0), (2, 1)]
+    assert len(_pairs(train)) == 20
+    with pytest.raises(DataError, match="matches both data.path and data.validation_path"):
+        _built(dataclasses.replace(config, validation_path=config.path))
+
+
+def test_a_list_of_labels_per_example_is_multi_label(tmp_path):
+    import dataclasses
+
+    from tfaccel.config.recipe import DataConfig
+
+    path = tmp_path / "tags.tfrecord"
+    tags = [[3], [5, 9], [], [9, 3, 3]] * 3
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i, listed in enumerate(tags):
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i])),
+                "tags": tf.train.Feature(int64_list=tf.train.Int64List(value=listed)),
+            })).SerializeToString())
+    config = dataclasses.replace(
+        DataConfig(), source="tfrecords", path=str(path), image_key="x", label_key="tags",
+        validation_split=None, cache=None, shuffle_buffer=0,
+        features={"x": {"dtype": "float32"}, "tags": {"dtype": "int64", "kind": "var"}})
+    train, _, info = _built(config)
+    assert (info.task, info.num_outputs, info.class_names) == ("multi_label", 3,
+                                                               ["3", "5", "9"])
+    # Multi-hot over the sorted distinct labels; an empty list is all 0, a repeat counts once.
+    assert [y for _, y in _pairs(train)] == [(1, 0, 0), (0, 1, 1), (0, 0, 0), (1, 0, 1)] * 3
+    with pytest.raises(DataError, match="is a list of labels per example .kind: var.: "
+                                        "data.task multi_label .or auto., not regression"):
+        _built(dataclasses.replace(config, task="regression"))

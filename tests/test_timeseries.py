@@ -298,3 +298,115 @@ def test_the_sequential_baseline_and_fit_take_the_same_windows():
     history = model.fit(from_timeseries(SERIES / 300, TARGETS / 1500, 5, batch_size=16),
                         epochs=1, verbose=0, shuffle=False)
     assert len(history.history["loss"]) == 1 and np.isfinite(history.history["loss"][0])
+
+
+# ------------------------------------------------------- the recipe source: targets and splits
+
+
+def test_window_targets_are_the_next_rows_after_the_window():
+    from tfaccel.data.sources.timeseries import window_targets
+
+    rows = np.arange(10.0)
+    # Windows of 3 rows every row (last step 2): the target of the window at row i is
+    # rows i+3, i+4; the last window with a whole target starts at row 5.
+    np.testing.assert_array_equal(window_targets(rows, horizon=2, target_offset=0,
+                                                 last_step=2),
+                                  [[3, 4], [4, 5], [5, 6], [6, 7], [7, 8], [8, 9]])
+    two = np.stack([rows, -rows], axis=1)
+    got = window_targets(two, horizon=2, target_offset=0, last_step=2)
+    assert got.shape == (6, 2, 2)  # [windows, steps, columns]: step-major once flattened
+    np.testing.assert_array_equal(got[0].reshape(-1), [3, -3, 4, -4])
+    np.testing.assert_array_equal(window_targets(rows, horizon=None, target_offset=4,
+                                                 last_step=2), rows[4:])
+    assert window_targets(rows[:4], horizon=2, target_offset=0, last_step=2).shape == (0, 2)
+
+
+def test_series_statistics_come_from_the_training_rows_and_changes_from_the_anchor():
+    from tfaccel.data.sources.timeseries import series_statistics
+
+    data = np.array([[1.0, 5.0], [3.0, 5.0], [5.0, 5.0], [7.0, 5.0]])
+    targets = np.array([[4.0], [8.0]])  # windows of 2 rows (last step 1) at rows 0 and 1
+    stats = series_statistics(data, targets, anchor=None, last_step=1)
+    assert stats["input_mean"] == [4.0, 5.0] and stats["input_std"][1] == 1.0  # flat: 1
+    np.testing.assert_allclose(stats["input_std"][0], np.std([1, 3, 5, 7]))
+    assert stats["target_mean"] == [6.0] and stats["target_std"] == [2.0]
+    # Anchored at column 0: changes 4 - 3 and 8 - 5 from each window's last row.
+    anchored = series_statistics(data, targets, anchor=[0], last_step=1)
+    assert anchored["target_mean"] == [2.0] and anchored["target_std"] == [1.0]
+
+
+def _step_csv(path, rows):
+    """A series whose value is its row number (and 1000 + row in a second column)."""
+    path.write_text("step,y\n" + "".join(f"{i},{1000 + i}\n" for i in range(rows)))
+    return path
+
+
+@pytest.mark.parametrize("stride, shuffle", [(1, 0), (3, 0), (2, 500)])
+def test_forecast_windows_and_targets_stay_on_their_side_of_the_last_span(tmp_path, stride,
+                                                                          shuffle):
+    from tfaccel.config.recipe import recipe_from_dict
+    from tfaccel.data.from_recipe import build_datasets
+
+    rows, length, horizon = 200, 10, 4
+    path = _step_csv(tmp_path / "steps.csv", rows)
+    recipe = recipe_from_dict({"data": {
+        "source": "timeseries", "path": str(path), "label_key": "y",
+        "validation_fraction": 0.25, "shuffle_buffer": shuffle,
+        "timeseries": {"sequence_length": length, "sequence_stride": stride,
+                       "horizon": horizon}}})
+    train, val, info = build_datasets(recipe.data, global_batch_size=16, num_replicas=1,
+                                      seed=3, deterministic=True)
+    assert info.task == "regression" and info.num_outputs == horizon
+    assert info.series.horizon == horizon and info.series.columns == ["step", "y"]
+    assert info.series.anchor == [1]
+    boundary = 150  # the last int(0.25 * 200) = 50 rows held out
+    # Training starts 0, stride, ... up to 150 - 10 - 4 = 136; validation from row 150 to 186.
+    expected = {"train": np.arange(0, boundary - length - horizon + 1, stride),
+                "val": boundary + np.arange(0, rows - boundary - length - horizon + 1,
+                                            stride)}
+    for name, dataset in (("train", train), ("val", val)):
+        windows, targets = zip(*[(w.numpy(), y.numpy()) for w, y in dataset])
+        windows, targets = np.concatenate(windows), np.concatenate(targets)
+        starts = windows[:, 0, 0].astype(int)
+        if name == "train" and shuffle:
+            assert not np.array_equal(starts, expected["train"])  # shuffled...
+            starts = np.sort(starts)                             # ...among themselves only
+            order = np.argsort(windows[:, 0, 0])
+            windows, targets = windows[order], targets[order]
+        np.testing.assert_array_equal(starts, expected[name])
+        np.testing.assert_array_equal(windows[:, :, 0], starts[:, None] + np.arange(length))
+        # The target: column y of the next `horizon` rows after the window's last row.
+        np.testing.assert_array_equal(targets, 1000 + starts[:, None] + length
+                                      + np.arange(horizon))
+        if name == "train":  # no training window reads a validation row, nor its target
+            assert windows[:, :, 0].max() < boundary and (targets - 1000).max() < boundary
+    assert (info.train_examples, info.validation_examples) == (len(expected["train"]),
+                                                                len(expected["val"]))
+
+
+@pytest.mark.parametrize("delimiter", ["auto", "semicolon"])
+def test_the_recipe_reads_a_semicolon_series_and_text_labels_by_the_one_reader(tmp_path,
+                                                                               delimiter):
+    """data.table.delimiter reaches source timeseries (auto: detected, as for csv), and the
+    label column is read by the same reader: text labels, spaces and a blank line."""
+    from tfaccel.config.recipe import recipe_from_dict
+    from tfaccel.data.from_recipe import build_datasets
+
+    lines = ["step ; kind"] + [f"{i};{' low' if i % 3 else 'high '}" for i in range(60)]
+    lines.insert(30, "")
+    path = tmp_path / "semi.csv"
+    path.write_text("\n".join(lines) + "\n")
+    recipe = recipe_from_dict({"data": {
+        "source": "timeseries", "path": str(path), "label_key": "kind",
+        "validation_fraction": 0.25, "shuffle_buffer": 0,
+        "table": {"delimiter": delimiter}, "timeseries": {"sequence_length": 5}}})
+    train, _, info = build_datasets(recipe.data, global_batch_size=8, num_replicas=1, seed=0,
+                                    deterministic=True)
+    assert info.class_names == ["high", "low"] and info.series.columns == ["step"]
+    windows, labels = (np.concatenate(c) for c in zip(*[(w.numpy(), y.numpy())
+                                                         for w, y in train]))
+    starts = windows[:, 0, 0].astype(int)
+    np.testing.assert_array_equal(starts, np.arange(len(starts)))  # 60 rows, blank skipped
+    # The window starting at row i is labelled by row i (target_offset 0): "high" (class 0)
+    # on every third row, its spaces stripped.
+    np.testing.assert_array_equal(labels.reshape(-1), np.where(starts % 3 == 0, 0, 1))

@@ -3,6 +3,12 @@
 import importlib
 
 from tfaccel._version import __version__
+from tfaccel.quiet_import import quiet_tensorflow
+
+# A script that imports tfaccel is as quiet as the CLI: TensorFlow's start-up lines (cudart,
+# cuInit, oneDNN, cpu_feature_guard) hidden unless TF_CPP_MIN_LOG_LEVEL or TFACCEL_VERBOSE
+# says otherwise. Cheap: nothing is imported, the filter waits for TensorFlow's import.
+quiet_tensorflow()
 
 # Public names resolve lazily so that `import tfaccel` (and the CLI's --help and
 # `validate`) never pay for importing TensorFlow.

@@ -8,6 +8,7 @@ probabilities for ``sparse_categorical_crossentropy`` and stay numerically safe 
 """
 
 import dataclasses
+import math
 from typing import Any, Callable, Mapping
 
 from tfaccel.errors import UserInputError, did_you_mean
@@ -176,7 +177,7 @@ def _masked_mean(ops, x, mask):
 
 def _build_seq_cnn(*, input_shape, num_classes,
                    task="classification", filters, kernel_size, strides, standardize,
-                   dropout):
+                   dropout, input_mean=None, input_std=None):
     """Masked per-example standardisation, strided causal Conv1D stages, masked pooling.
 
     Predictions do not depend on zeros appended at the end (a padded batch): the mask
@@ -190,6 +191,7 @@ def _build_seq_cnn(*, input_shape, num_classes,
     inputs = keras.Input(shape=input_shape, name="sequence")
     x = ops.cast(inputs, "float32")
     mask = _trailing_mask(ops, x)
+    level = None
     if standardize:
         # Each example, each channel, to mean 0 and variance 1 over its own steps: raw WAV
         # floats in [-1, 1] and raw time-series values (any scale) alike. Computed in
@@ -197,6 +199,12 @@ def _build_seq_cnn(*, input_shape, num_classes,
         mean = _masked_mean(ops, x, mask)[:, None, :]
         var = _masked_mean(ops, ops.square(x - mean), mask)[:, None, :]
         x = (x - mean) * ops.rsqrt(var + 1e-6) * mask
+        if input_mean is not None:
+            # That removes the window's level and scale, which a series' classes may be
+            # (a temperature binned into classes): given the training rows' statistics,
+            # they return as features, standardised by them (docs/engine.md).
+            level = _window_level(ops, mean[:, 0, :], ops.sqrt(var[:, 0, :]),
+                                  input_mean=input_mean, input_std=input_std)
     for width in filters:
         x = keras.layers.Conv1D(width, kernel_size, strides=strides, padding="causal",
                                 activation="relu")(x)
@@ -206,9 +214,94 @@ def _build_seq_cnn(*, input_shape, num_classes,
     # Pooled in float32: a mean over thousands of steps in bfloat16 would lose digits.
     x = ops.cast(x, "float32")
     # ReLU outputs are >= 0, so the zeroed dropped steps never win the max.
-    x = keras.layers.Concatenate()([_masked_mean(ops, x, mask), ops.max(x * mask, axis=1)])
+    pooled = [_masked_mean(ops, x, mask), ops.max(x * mask, axis=1)]
+    x = keras.layers.Concatenate()(pooled + ([] if level is None else [level]))
     return keras.Model(inputs, _output_head(keras, x, task=task, num_outputs=num_classes,
                                                 dropout=dropout), name="seq_cnn")
+
+
+def _window_level(ops, mean, std, *, input_mean, input_std):
+    """A window's per-channel mean and standard deviation, standardised by the training
+    rows' (`input_mean`, `input_std`, one per channel), float32: ``[batch, 2 * channels]``."""
+    centre = ops.convert_to_tensor(input_mean, "float32")
+    scale = ops.convert_to_tensor(input_std, "float32")
+    return ops.concatenate([(mean - centre) / scale, std / scale], axis=-1)
+
+
+def _build_forecast_mlp(*, input_shape, num_classes, task="regression", hidden_units,
+                        dropout, input_mean=None, input_std=None, target_mean=None,
+                        target_std=None, anchor=None):
+    """Normalization by the training rows -> each window relative to its last step, plus
+    that step (the level) -> Dense layers -> a linear head that also reads those features
+    (a linear skip: a ridge-like model plus what the hidden layers add) -> the targets'
+    own units.
+
+    With `anchor` (the input channel of each target column: a series forecast from its
+    own past), the head predicts the change from the window's last value of that channel,
+    standardised by `target_mean`/`target_std` (the statistics of those changes); without
+    it, the target itself standardised by them. Statistics come from the training split
+    only; a recipe over `source: timeseries` sets them (None: left as they are). Unlike
+    seq_cnn's per-window standardisation, a window keeps its level.
+    """
+    import keras
+    from keras import ops
+
+    if input_shape[0] is None:
+        raise UserInputError("model 'forecast_mlp' needs windows of a fixed length, got "
+                             f"input_shape {tuple(input_shape)!r}.")
+    channels = input_shape[-1]
+    inputs = keras.Input(shape=input_shape, name="window")
+    raw = ops.cast(inputs, "float32")
+    x = raw
+    if input_mean is not None:
+        _check_width("input_mean", input_mean, channels)
+        _check_width("input_std", input_std, channels)
+        x = keras.layers.Normalization(axis=-1, mean=list(input_mean),
+                                       variance=[v * v for v in input_std], dtype="float32",
+                                       name="input_normalization")(x)
+    # The window's shape (relative to its last step) and its level apart: the level is
+    # large and common to every step, and a linear layer on raw steps learns the small
+    # differences that carry the forecast slowly (badly conditioned).
+    last = x[:, -1, :]
+    shape = keras.layers.Flatten()(x - last[:, None, :])
+    features = keras.layers.Concatenate(name="shape_and_level")([shape, last])
+    # The hidden layers read the shape only: a level outside the training rows' range (a
+    # trend) then reaches the forecast through the linear head alone, not through ReLUs
+    # fitted to levels seen in training.
+    h = shape
+    for units in hidden_units:
+        h = keras.layers.Dense(units, activation="relu")(h)
+        if dropout:
+            h = keras.layers.Dropout(dropout)(h)
+    h = keras.layers.Concatenate(name="hidden_and_window")([ops.cast(h, "float32"), features])
+    outputs = _output_head(keras, h, task=task, num_outputs=num_classes, dropout=0.0)
+    if task != "regression":
+        return keras.Model(inputs, outputs, name="forecast_mlp")
+    if target_mean is not None:
+        _check_width("target_mean", target_mean, num_classes)
+        _check_width("target_std", target_std, num_classes)
+        outputs = keras.layers.Normalization(
+            axis=-1, mean=list(target_mean), variance=[v * v for v in target_std],
+            invert=True, dtype="float32", name="target_units")(outputs)
+    if anchor is not None:
+        if not anchor or num_classes % len(anchor) or max(anchor) >= channels:
+            raise UserInputError(
+                f"model 'forecast_mlp' parameter 'anchor' must name one input channel (0 to "
+                f"{channels - 1}) per target column, and {num_classes} outputs a whole "
+                f"number of steps of them; got {list(anchor)!r}.")
+        # Step-major outputs (each step's target columns together): the last values of the
+        # anchor channels, repeated once per step.
+        level = ops.tile(ops.take(raw[:, -1, :], list(anchor), axis=-1),
+                         [1, num_classes // len(anchor)])
+        outputs = keras.layers.Add(name="from_last_value", dtype="float32")([outputs, level])
+    return keras.Model(inputs, outputs, name="forecast_mlp")
+
+
+def _check_width(key, values, width):
+    if values is None or len(values) != width:
+        raise UserInputError(f"model parameter {key!r} needs {width} values (one per "
+                             f"{'channel' if key.startswith('input') else 'output'}), got "
+                             f"{values!r}.")
 
 
 def _build_mlp(*, input_shape, num_classes,
@@ -413,10 +506,23 @@ MODELS = {
     "seq_cnn": ModelSpec(
         _build_seq_cnn,
         {"filters": (32, 64, 128), "kernel_size": 9, "strides": 4, "standardize": True,
-         "dropout": 0.1},
+         "dropout": 0.1, "input_mean": None, "input_std": None},
         "Sequences (timesteps, channels) of any length: per-example standardisation, strided "
         "causal Conv1D stages, masked mean and max pooling, softmax; trailing zeros "
-        "(padding) do not change a prediction.",
+        "(padding) do not change a prediction. With input_mean/input_std (set from the "
+        "training rows for source timeseries) each window's level and scale are features "
+        "too.",
+        inputs="sequences",
+    ),
+    "forecast_mlp": ModelSpec(
+        _build_forecast_mlp,
+        {"hidden_units": (64,), "dropout": 0.0, "input_mean": None, "input_std": None,
+         "target_mean": None, "target_std": None, "anchor": None},
+        "Fixed-length windows (timesteps, channels) -> Normalization by the training rows "
+        "-> each window relative to its last step, plus that level -> Dense layers -> a "
+        "linear head over the hidden units and those features (a linear skip) -> the "
+        "targets' units (with anchor: the change from the last value); for forecasting "
+        "(source timeseries with data.timeseries.horizon sets the statistics and anchor).",
         inputs="sequences",
     ),
     "small_cnn": ModelSpec(
@@ -499,6 +605,23 @@ _CHOICES = {"normalization": ("per_image", "rescale", "none")}
 _INT_MINIMUM = {"dense_units": 0}
 
 
+# Per-channel or per-output statistics of the training split (source timeseries sets them).
+_STATISTICS = ("input_mean", "input_std", "target_mean", "target_std")
+
+
+def _check_statistics(where, key, value):
+    if value is None:
+        return None
+    numbers = value if isinstance(value, (list, tuple)) else None
+    if not numbers or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                              and math.isfinite(v) for v in numbers) \
+            or (key.endswith("_std") and min(numbers) <= 0):
+        kind = "positive numbers" if key.endswith("_std") else "finite numbers"
+        raise UserInputError(f"{where} must be null (set from the training data) or a "
+                             f"non-empty list of {kind}, got {value!r}.")
+    return tuple(float(v) for v in numbers)
+
+
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -539,6 +662,14 @@ def _check_param(model, key, value, default):
             raise UserInputError(f"{where} must be null (the adapted vocabulary's size) or an "
                                  f"integer >= 3, got {value!r}.")
         return value
+    if key in _STATISTICS:
+        return _check_statistics(where, key, value)
+    if key == "anchor":
+        if value is not None and not (isinstance(value, (list, tuple)) and value
+                                      and all(_is_int(v) and v >= 0 for v in value)):
+            raise UserInputError(f"{where} must be null or a non-empty list of input channel "
+                                 f"indices (integers >= 0), got {value!r}.")
+        return None if value is None else tuple(value)
     if key == "image_size":
         if value is not None and not (_is_int(value) and value >= _APPLICATION_MIN_SIZE):
             raise UserInputError(
@@ -667,6 +798,32 @@ def check_params(name, params):
 
 # What a builder is always called with; `model.params` adds the rest.
 _BUILDER_ARGUMENTS = ("input_shape", "num_classes")
+# What a builder is also told when its signature names them: the task of the labels and
+# the width of the output its last layer must have.
+_TASK_ARGUMENTS = ("task", "num_outputs")
+# The last layer each task's model needs, for messages (num: the output width).
+_HEAD_ADVICE = {
+    "classification": ("one probability per class of the data's {num} classes",
+                       "keras.layers.Dense({num}, activation='softmax')"),
+    "binary": ("one probability of the second class (data.task binary: the labels' second "
+               "value)", "keras.layers.Dense(1, activation='sigmoid')"),
+    "multi_label": ("one probability per label of the data's {num} labels",
+                    "keras.layers.Dense({num}, activation='sigmoid')"),
+    "regression": ("one value per target of the data's {num} target(s)",
+                   "keras.layers.Dense({num}) (linear, float32 under mixed precision)"),
+}
+
+
+def builder_arguments(builder):
+    """The names a model builder is called with beyond model.params: ``input_shape`` and
+    ``num_classes`` always, ``task`` and ``num_outputs`` when its signature names them."""
+    import inspect
+
+    try:
+        named = inspect.signature(builder).parameters
+    except (TypeError, ValueError):
+        return _BUILDER_ARGUMENTS
+    return _BUILDER_ARGUMENTS + tuple(a for a in _TASK_ARGUMENTS if a in named)
 
 
 def check_builder_params(builder, params, *, where):
@@ -691,7 +848,8 @@ def check_builder_params(builder, params, *, where):
     named = {n: p for n, p in signature.parameters.items() if p.kind in kinds}
     open_keywords = any(p.kind is inspect.Parameter.VAR_KEYWORD
                         for p in signature.parameters.values())
-    taken = sorted(set(params) & set(_BUILDER_ARGUMENTS))
+    from_data = _BUILDER_ARGUMENTS + _TASK_ARGUMENTS
+    taken = sorted(set(params) & set(from_data))
     if taken:
         raise UserInputError(f"{where}: model.params {taken[0]!r} is set from the data; "
                              "leave it out of model.params.")
@@ -699,8 +857,9 @@ def check_builder_params(builder, params, *, where):
     if missing:
         raise UserInputError(f"{where}: the builder {builder.__name__}{signature} must take "
                              f"{missing[0]}= (it is called with input_shape=, num_classes= "
-                             "and model.params).")
-    own = sorted(set(named) - set(_BUILDER_ARGUMENTS))
+                             "and model.params, and with task= and num_outputs= when it "
+                             "names them).")
+    own = sorted(set(named) - set(from_data))
     unknown = [] if open_keywords else sorted(set(params) - set(named))
     if unknown:
         key = unknown[0]
@@ -713,15 +872,26 @@ def check_builder_params(builder, params, *, where):
                              "has no default: set it in model.params.")
 
 
-def build_own_model(builder, *, where, input_shape, num_classes, params):
+def build_own_model(builder, *, where, input_shape, num_classes, params,
+                    task="classification", num_outputs=None):
     """Calls a user's model builder and checks what it returns fits the data.
 
+    The builder is called with ``input_shape=``, ``num_classes=`` and ``model.params``,
+    and with ``task=`` and ``num_outputs=`` when its signature names them (a builder
+    written before tasks keeps working). ``num_classes`` is the number of classes
+    (classification; 2 for binary), of labels (multi_label) or of targets (regression);
+    ``num_outputs`` is the width the model's last layer must have: the classes, 1 for
+    binary (one sigmoid), the labels, the targets.
+
     Args:
-      builder: A callable ``builder(*, input_shape, num_classes, **params)``.
+      builder: A callable ``builder(*, input_shape, num_classes, [task, num_outputs,]
+        **params)``.
       where: How messages name it (the recipe key and value, or the builder's name).
       input_shape: One example's shape, as the data reports it.
-      num_classes: The data's number of classes.
+      num_classes: The data's classes (labels, targets: see above).
       params: ``model.params``, passed as keyword arguments.
+      task: classification, binary, multi_label or regression.
+      num_outputs: The output width (None: num_classes).
 
     Returns:
       The `keras.Model` the builder returned.
@@ -733,14 +903,18 @@ def build_own_model(builder, *, where, input_shape, num_classes, params):
     """
     check_builder_params(builder, params, where=where)
     shape = tuple(input_shape)
+    width = num_classes if num_outputs is None else num_outputs
+    told = {"input_shape": shape, "num_classes": num_classes, "task": task,
+            "num_outputs": width}
+    told = {name: told[name] for name in builder_arguments(builder)}
     try:
-        model = builder(input_shape=shape, num_classes=num_classes, **params)
+        model = builder(**told, **params)
     except Exception as error:  # the user's code may raise anything
         raise UserInputError(
             f"{where} raised {type(error).__name__}: {error} (called with "
-            f"input_shape={shape}, num_classes={num_classes}"
-            f"{''.join(f', {k}={v!r}' for k, v in params.items())}).") from None
-    check_model_fits(model, where=where, input_shape=shape, num_classes=num_classes)
+            + ", ".join(f"{k}={v!r}" for k, v in {**told, **params}.items()) + ").") from None
+    check_model_fits(model, where=where, input_shape=shape, num_classes=num_classes,
+                     task=task, num_outputs=width)
     return model
 
 
@@ -756,21 +930,26 @@ def _one_shape(tensors, *, where, what, needed):
     return tuple(tensors[0].shape)
 
 
-def check_model_fits(model, *, where, input_shape, num_classes):
-    """Checks that a model takes the data's examples and gives one probability per class.
+def check_model_fits(model, *, where, input_shape, num_classes, task="classification",
+                     num_outputs=None):
+    """Checks that a model takes the data's examples and gives the task's output.
 
     Args:
       model: What a builder returned, or a loaded or given model.
       where: How messages name the model's origin.
       input_shape: One example's shape, as the data reports it.
       num_classes: The data's number of classes.
+      task: classification, binary, multi_label or regression: what the output holds.
+      num_outputs: The output width the task needs (None: num_classes).
 
     Raises:
       UserInputError: Not a keras.Model, several inputs or outputs, an input shape other
-        than the data's, or an output other than ``(batch, num_classes)``.
+        than the data's, or an output other than ``(batch, num_outputs)`` (the message
+        says the last layer the task needs).
     """
     import keras
 
+    width = num_classes if num_outputs is None else num_outputs
     if not isinstance(model, keras.Model):
         text = repr(model)
         text = text if len(text) <= 80 else text[:77] + "..."
@@ -791,15 +970,16 @@ def check_model_fits(model, *, where, input_shape, num_classes):
     outputs = getattr(model, "outputs", None)
     if outputs:
         given = _one_shape(outputs, where=where, what="outputs",
-                           needed=f"the labels need one, of shape (batch, {num_classes})")
+                           needed=f"the labels need one, of shape (batch, {width})")
     else:
         # A subclassed model has no symbolic outputs: ask Keras for the output's shape.
         try:
             given = tuple(model.compute_output_spec(keras.KerasTensor(data_shape)).shape)
         except Exception:  # unknown until the first batch; fit will say
             return
-    if len(given) != 2 or given[-1] != num_classes:
+    if len(given) != 2 or given[-1] != width:
+        holds, layer = _HEAD_ADVICE.get(task, _HEAD_ADVICE["classification"])
         raise UserInputError(
             f"{where}: the model's output has shape {_shape_text(given)}, but the labels need "
-            f"(batch, {num_classes}): one probability per class of the data's {num_classes} "
-            f"classes (end with keras.layers.Dense({num_classes}, activation='softmax')).")
+            f"(batch, {width}) for data.task {task}: {holds.format(num=width)} (end with "
+            f"{layer.format(num=width)}).")

@@ -155,3 +155,147 @@ def file_sha256(path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def read_signature(spec: str, *, key: str, error=UserInputError):
+    """A stand-in for what a reference names, read from its source without importing it.
+
+    `tfaccel validate` checks a recipe's own code with it (no import, so no TensorFlow and
+    none of the module's side effects): the stand-in has the callable's name and signature
+    (a class's stand-in is a class whose signature is its ``__init__``'s), so the checks
+    `train` runs on the imported callable run on it unchanged. It cannot be called.
+
+    Args:
+        spec: ``module:attribute`` or ``file.py:attribute``.
+        key: The recipe key for messages, e.g. ``"model.name"``.
+        error: The exception type to raise.
+
+    Returns:
+        The stand-in; or None when the source does not show the signature plainly (an
+        attribute assigned, imported, decorated or inherited; a module that is no
+        ``.py`` file): `train` checks those when it imports them.
+
+    Raises:
+        `error`: What `load` raises for a missing file or module, a file that is not
+            Python, or a missing attribute (the same message, with its did-you-mean).
+    """
+    import ast
+
+    module_name, attribute = _parts(spec, key=key, error=error)
+    file = locate(spec, key=key, error=error)
+    if not file or not file.endswith(".py"):
+        return None
+    try:
+        with open(file, "rb") as handle:
+            tree = ast.parse(handle.read(), filename=file)
+    except (OSError, SyntaxError, ValueError) as err:
+        raise error(f"{key} {spec!r}: importing {module_name!r} failed: "
+                    f"{type(err).__name__}: {err}") from None
+    found, names, starred = _top_level(tree.body)
+    if attribute not in names:
+        if starred:
+            return None  # `from x import *` may define it
+        public = [n for n in names if not n.startswith("_")]
+        raise error(f"{key} {spec!r}: module {module_name!r} has no attribute "
+                    f"{attribute!r}{did_you_mean(attribute, public)}.")
+    node = found.get(attribute)
+    if isinstance(node, ast.ClassDef):
+        init = next((n for n in node.body if isinstance(n, ast.FunctionDef)
+                     and n.name == "__init__"), None)
+        if init is None or init.decorator_list:
+            return None  # inherited (or wrapped): its base class decides
+        return _stand_in_class(attribute, _signature(init.args))
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.decorator_list:
+        return _stand_in_function(attribute, _signature(node.args))
+    return None
+
+
+def _top_level(body) -> tuple:
+    """A module body's definitions: ``({name: def or class node, or None when the name is
+    bound otherwise or twice}, every bound name, whether a star import is there)``."""
+    import ast
+
+    found, names, starred = {}, [], False
+
+    def bind(name, node):
+        nonlocal found
+        found[name] = None if name in names else node
+        names.append(name)
+
+    def walk(statements):
+        nonlocal starred
+        for node in statements:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bind(node.name, node)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    if alias.name == "*":
+                        starred = True
+                    else:
+                        bind(alias.asname or alias.name.split(".")[0], None)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name):
+                            bind(name.id, None)
+            elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+                # Either branch may run: what they bind is bound, plainly or not.
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    for part in getattr(node, field, []) or []:
+                        walk(part.body if isinstance(part, ast.ExceptHandler) else [part])
+
+    walk(body)
+    return found, list(dict.fromkeys(names)), starred
+
+
+class _SourceDefault:
+    """A default the source gives a parameter; its value is not evaluated."""
+
+    def __repr__(self) -> str:
+        return "..."
+
+
+_SOURCE_DEFAULT = _SourceDefault()
+
+
+def _signature(arguments):
+    import inspect
+
+    P = inspect.Parameter
+    positional = arguments.posonlyargs + arguments.args
+    defaults = [P.empty] * (len(positional) - len(arguments.defaults)) \
+        + [_SOURCE_DEFAULT] * len(arguments.defaults)
+    parameters = [P(a.arg, P.POSITIONAL_ONLY if i < len(arguments.posonlyargs)
+                    else P.POSITIONAL_OR_KEYWORD, default=d)
+                  for i, (a, d) in enumerate(zip(positional, defaults))]
+    if arguments.vararg is not None:
+        parameters.append(P(arguments.vararg.arg, P.VAR_POSITIONAL))
+    parameters += [P(a.arg, P.KEYWORD_ONLY,
+                     default=P.empty if d is None else _SOURCE_DEFAULT)
+                   for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)]
+    if arguments.kwarg is not None:
+        parameters.append(P(arguments.kwarg.arg, P.VAR_KEYWORD))
+    return inspect.Signature(parameters)
+
+
+def _not_callable(*args, **kwargs):
+    raise TypeError("a stand-in read from the source (python_refs.read_signature) is not "
+                    "called")
+
+
+def _stand_in_function(name: str, signature):
+    def stand_in(*args, **kwargs):
+        _not_callable()
+
+    stand_in.__name__ = stand_in.__qualname__ = name
+    stand_in.__signature__ = signature
+    return stand_in
+
+
+def _stand_in_class(name: str, signature):
+    def __init__(self, *args, **kwargs):
+        _not_callable()
+
+    __init__.__signature__ = signature
+    return type(name, (), {"__init__": __init__})

@@ -10,9 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from typing import IO, List, Optional, Sequence
+from pathlib import Path
+from typing import IO, Dict, List, Optional, Sequence
 
 from tfaccel.cli.open_ports import open_ports_note
 from tfaccel.errors import UserInputError
@@ -185,7 +187,7 @@ def _prepare_builtin_once(data) -> None:
         return
     root = data.data_dir or "the default TFDS data directory"
     # The CLI's own rule for TensorFlow's output in this process too (as in the workers).
-    code = ("from tfaccel.cli.quiet_import import quiet_tensorflow; quiet_tensorflow(); "
+    code = ("from tfaccel.quiet_import import quiet_tensorflow; quiet_tensorflow(); "
             "from tfaccel import datasets; import sys; datasets.prepare_builtin(sys.argv[1], "
             "data_dir=sys.argv[2] if len(sys.argv) > 2 else None)")
     result = subprocess.run([sys.executable, "-c", code, name,
@@ -244,8 +246,12 @@ class WorkerGroup:
 
     def __init__(self, commands: Sequence[Sequence[str]], envs: Sequence[dict], *,
                  labels: Sequence[str], out: IO[str] = sys.stdout,
-                 grace_seconds: float = DEFAULT_GRACE_SECONDS, servers: int = 0):
+                 grace_seconds: float = DEFAULT_GRACE_SECONDS, servers: int = 0,
+                 logs: Optional[Dict[str, Path]] = None):
         self.commands, self.envs, self.labels = list(commands), list(envs), list(labels)
+        # Labels whose output goes to a file of its own instead of `out` (a local launch's
+        # workers other than the chief: they print the same epochs as the chief).
+        self.logs = dict(logs or {})
         # The last `servers` processes serve the others (a parameter-server cluster's ps
         # and worker tasks): their exit decides nothing (the chief tolerates a lost
         # worker and names a lost ps itself); they are stopped when the others end.
@@ -254,6 +260,7 @@ class WorkerGroup:
         self.grace_seconds = grace_seconds
         self.processes: List[subprocess.Popen] = []
         self._threads: List[_Prefixer] = []
+        self._files: List[IO[str]] = []
         # Re-entrant: the signal handler (main thread) may print while the main thread is
         # itself printing.
         self._lock = threading.RLock()
@@ -277,7 +284,12 @@ class WorkerGroup:
                                            stderr=subprocess.STDOUT, text=True, bufsize=1,
                                            errors="replace", start_new_session=True)
                 self.processes.append(process)
-                thread = _Prefixer(process.stdout, f"[{label}] ", self.out, self._lock)
+                if label in self.logs:
+                    log = open(self.logs[label], "a", encoding="utf-8")  # closed in `finally`
+                    self._files.append(log)
+                    thread = _Prefixer(process.stdout, "", log, threading.Lock())
+                else:
+                    thread = _Prefixer(process.stdout, f"[{label}] ", self.out, self._lock)
                 thread.start()
                 self._threads.append(thread)
             return self._watch()
@@ -285,6 +297,8 @@ class WorkerGroup:
             self._kill_all()
             for thread in self._threads:
                 thread.join(timeout=5)
+            for log in self._files:
+                log.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
 
@@ -338,9 +352,9 @@ class WorkerGroup:
                         if self._stopped_on_request(code):
                             continue  # the others are saving at the same step too
                         if any(c is None for c in codes):
-                            self.say(f"{label} exited with {describe_exit(code)}; the "
-                                     "others stop too (killed if still running after "
-                                     f"{self.grace_seconds:.0f} s).")
+                            self.say(f"{label} exited with {describe_exit(code)}"
+                                     f"{self._log_note(label)}; the others stop too (killed "
+                                     f"if still running after {self.grace_seconds:.0f} s).")
                         break
             if all(code is not None for code in codes):
                 break
@@ -364,8 +378,13 @@ class WorkerGroup:
                 "every worker saved a checkpoint at the same step"
             self.say(f"stopped on request ({describe_exit(code)}); {saved}.")
         else:
-            self.say(f"failed: {label} exited first with {describe_exit(code)}.")
+            self.say(f"failed: {label} exited first with {describe_exit(code)}"
+                     f"{self._log_note(label)}.")
         return shell_code(code)
+
+    def _log_note(self, label: str) -> str:
+        """Where a logged worker's output is, for a line about that worker ('' if shown)."""
+        return f" (its output: {self.logs[label]})" if label in self.logs else ""
 
     def _stopped_on_request(self, code: int) -> bool:
         # 143/130: a worker that saved a checkpoint after the signal the launcher passed on.
@@ -385,10 +404,16 @@ def run_local(train: TrainArgs, *, workers: int, out: IO[str] = sys.stdout,
         env["TF_CONFIG"] = tf_config(hosts, index)
         envs.append(env)  # each worker's CLI quiets TensorFlow (or not) by the same rule
     labels = [f"w{i}" for i in range(workers)]
+    logs = worker_logs(labels[1:])
     group = WorkerGroup([worker_command(train.args)] * workers, envs, labels=labels, out=out,
-                        grace_seconds=grace_seconds)
+                        grace_seconds=grace_seconds, logs=logs)
     where = f"run directory {train.run_dir}" if train.run_dir else "the run directory"
     group.say(f"{workers} worker(s) on {', '.join(hosts)}; worker 0 (chief) writes {where}.")
+    if logs:
+        # The other workers train the same steps and print the same epochs: their lines
+        # would only repeat the chief's. Named once, here.
+        group.say("only the chief's output is shown; the other workers' goes to "
+                  f"{', '.join(str(path) for path in logs.values())}.")
     if workers > 1:  # one worker trains alone under "auto" and opens no server
         # TF_CONFIG names 127.0.0.1, but TensorFlow's servers listen on every interface.
         group.say(open_ports_note(server="the workers' TensorFlow gRPC servers",
@@ -399,6 +424,15 @@ def run_local(train: TrainArgs, *, workers: int, out: IO[str] = sys.stdout,
         group.say(f"resume with: tfaccel launch --workers {workers} -- train --resume "
                   f"{train.run_dir}")
     return code
+
+
+def worker_logs(labels: Sequence[str]) -> Dict[str, Path]:
+    """A log file per label, in a new folder of the temporary directory (kept after the
+    launch: a failed worker's messages are there)."""
+    if not labels:
+        return {}
+    folder = Path(tempfile.mkdtemp(prefix="tfaccel-launch-logs-"))
+    return {label: folder / f"{label}.log" for label in labels}
 
 
 def run_node(train: TrainArgs, *, hosts: Sequence[str], index: int,
@@ -451,7 +485,7 @@ def parameter_server_tf_config(cluster: dict, index: int) -> str:
 
 def server_command() -> List[str]:
     """The command line of a ps or worker task: TensorFlow's server, serving until stopped."""
-    code = ("from tfaccel.cli.quiet_import import quiet_tensorflow; quiet_tensorflow(); "
+    code = ("from tfaccel.quiet_import import quiet_tensorflow; quiet_tensorflow(); "
             "from tfaccel.engine.parameter_server import serve_task; serve_task()")
     return [sys.executable, "-c", code]
 

@@ -12,8 +12,8 @@ import click
 
 from tfaccel import datasets
 from tfaccel._version import __version__
-from tfaccel.cli.quiet_import import quiet_tensorflow
 from tfaccel.errors import Preempted, TfaccelError, UserInputError
+from tfaccel.quiet_import import quiet_tensorflow
 
 EXIT_RUNTIME_FAILURE = 1
 EXIT_USER_ERROR = 2
@@ -60,6 +60,10 @@ def handle_errors(command):
             click.echo("Interrupted; everything written so far is kept.", err=True)
             sys.exit(EXIT_INTERRUPTED)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except BrokenPipeError:
+            # The reader went away (`tfaccel keys | head -5`): click's own rule, as for
+            # `tfaccel --help | head -1`: no message, stdout silenced, exit code 1.
             raise
         except Exception as error:  # an unexpected runtime failure: say it, keep it short
             if os.environ.get("TFACCEL_DEBUG"):
@@ -144,7 +148,10 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
 
         check_input_paths(loaded, source=recipe)  # before TensorFlow: a missing path is quick
     from tfaccel.training import run as runner
+    from tfaccel.training.stuck_signals import exit_when_stuck
 
+    # A signal that finds the run blocked inside TensorFlow ends it cleanly (not kill -9).
+    exit_when_stuck()
     if resume_dir is not None:
         result = runner.train(loaded, () if loaded is not None else overrides,
                               resume=resume_dir, profile=profile)
@@ -283,12 +290,19 @@ def _table_plan_lines(data) -> list:
               "a table's column plan (csv: read with tfaccel's reader, no TensorFlow).")
 @handle_errors
 def validate(recipe, overrides, show):
-    """Check RECIPE without TensorFlow: keys, types, ranges, and that input paths exist."""
+    """Check RECIPE without TensorFlow: keys, types, ranges, that input paths exist, that
+    data.validation_fraction leaves examples on both sides (files split by rows), and your own
+    model, optimizer, loss and metric callables and their params (read from their source, not
+    imported)."""
     from tfaccel.config.input_paths import check_input_paths
     from tfaccel.config.recipe import dump_recipe, load_recipe
+    from tfaccel.config.split_check import check_split
+    from tfaccel.training.code_checks import check_own_code
 
     loaded = load_recipe(recipe, overrides)
     check_input_paths(loaded, source=recipe)
+    check_own_code(loaded)
+    unchecked = check_split(loaded, source=recipe)
     if show:
         click.echo(dump_recipe(loaded), nl=False)
         for line in _table_plan_lines(loaded.data):
@@ -296,7 +310,8 @@ def validate(recipe, overrides, show):
     else:
         click.echo(f"{recipe}: OK ({loaded.data.source} data, model {loaded.model.path or loaded.model.name}, "
                    f"{loaded.training.epochs} epoch(s), global batch "
-                   f"{loaded.training.global_batch_size}).")
+                   f"{loaded.training.global_batch_size})."
+                   + (f" Not checked: {unchecked}" if unchecked else ""))
 
 
 @main.command()
@@ -429,7 +444,8 @@ def doctor(recipe, overrides, steps, repeats, try_suggestions, as_json):
                 type=click.Path(file_okay=False, path_type=str))
 @click.option("--plot", "plot_path", default="compare.png", show_default=True,
               type=click.Path(dir_okay=False, path_type=str),
-              help="Where to write the PNG of loss, accuracy and examples/s curves.")
+              help="Where to write the PNG of loss, the runs' first metric (accuracy, "
+                   "mae, ...) and examples/s curves.")
 @click.option("--no-plot", is_flag=True, help="Print the table only.")
 @handle_errors
 def compare(run_dirs, plot_path, no_plot):

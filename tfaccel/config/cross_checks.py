@@ -53,6 +53,7 @@ def check_recipe(recipe: Recipe, *, source: str, own_model: bool = False) -> Non
     _check_model_params(recipe.model, source=source, own_model=own_model)
     _check_service(recipe, source=source)
     _check_pipeline(recipe.runtime, source=source)
+    _check_devices(recipe.runtime, source=source)
     _check_tokenizer(recipe.data.text, source=source)
     keras_names.check_keras_names(recipe.optimizer, recipe.training, source=source)
 
@@ -88,6 +89,13 @@ def _check_data(data: DataConfig, *, source: str) -> None:
         raise RecipeError(f"{source}: data.augment {data.augment[0]} is an image "
                           f"augmentation: not with data.source {data.source!r}; leave "
                           "data.augment empty.")
+    series = data.timeseries
+    if series.horizon is not None and series.target_offset:
+        raise RecipeError(
+            f"{source}: data.timeseries.horizon ({series.horizon}: the next rows after each "
+            f"window) and data.timeseries.target_offset ({series.target_offset}: one row) both "
+            "place the target: set one of them (one value H rows after the window's last row "
+            "is target_offset: (sequence_length - 1) * sampling_rate + H).")
     if data.image_size is not None:
         if len(data.image_size) != 2 or any(s < 1 for s in data.image_size):
             raise RecipeError(f"{source}: data.image_size must be [height, width] with "
@@ -206,6 +214,25 @@ def _check_pipeline(runtime: RuntimeConfig, *, source: str) -> None:
         raise RecipeError(f"{source}: runtime.pipeline.split_at ({pipe.split_at!r}) and "
                           f"runtime.pipeline.stages ({pipe.stages!r}) both choose the stages; "
                           "set one of them.")
+
+
+def _check_devices(runtime: RuntimeConfig, *, source: str) -> None:
+    # Which devices exist is checked when the run starts (it needs TensorFlow); here, what
+    # the strategy allows: auto, multi_worker and parameter_server choose their own.
+    if runtime.devices is not None and runtime.strategy not in (
+            "one_device", "mirrored", "pipeline"):
+        raise RecipeError(
+            f"{source}: runtime.devices ({', '.join(map(str, runtime.devices))}) is read by "
+            "runtime.strategy one_device, mirrored or pipeline only, not "
+            f"{runtime.strategy!r} (it uses every device, or TF_CONFIG's cluster); set one "
+            "of those strategies, or leave runtime.devices empty.")
+    if runtime.devices is not None and not runtime.devices:
+        raise RecipeError(f"{source}: runtime.devices is an empty list; name devices (e.g. "
+                          "[/gpu:0, /gpu:1]) or leave the key empty for all of them.")
+    if runtime.strategy == "one_device" and runtime.devices and len(runtime.devices) != 1:
+        raise RecipeError(f"{source}: runtime.strategy one_device takes exactly one device; "
+                          f"runtime.devices names {len(runtime.devices)} "
+                          f"({', '.join(map(str, runtime.devices))}).")
 
 
 def _check_service(recipe: Recipe, *, source: str) -> None:

@@ -70,6 +70,8 @@ _METRIC_NAMES = METRICS + tuple(m for m in COMPILE_METRICS if m not in METRICS)
 OPTIMIZER_SHORTCUTS = ("learning_rate", "momentum", "weight_decay", "clipnorm")
 OWN_OPTIMIZER_ARGUMENTS = {"gradient_accumulation_steps": "training.accumulation_steps"}
 METRIC_MAPPING_KEYS = ("name", "params")
+# training.loss and training.metrics: the task's own (tfaccel.training.losses.TASK_LOSSES).
+AUTO = "auto"
 # `is_callable_spec` as a JSON Schema pattern (for editors).
 CALLABLE_PATTERN = ":"
 
@@ -89,9 +91,10 @@ def name_schemas() -> dict[str, dict]:
                "properties": {"name": metric, "params": {"type": ["object", "null"]}}}
     return {"optimizer.name": name(OPTIMIZERS),
             "optimizer.schedule": name(OWN_SCHEDULES + KERAS_SCHEDULES),
-            "training.loss": name(LOSSES + COMPILE_LOSSES),
-            "training.metrics": {"type": "array",
-                                 "items": {"anyOf": metric["anyOf"] + [mapping]}}}
+            "training.loss": name((AUTO,) + LOSSES + COMPILE_LOSSES),
+            "training.metrics": {"anyOf": [
+                {"const": AUTO},
+                {"type": "array", "items": {"anyOf": metric["anyOf"] + [mapping]}}]}}
 
 
 # The arguments of the Keras/tf.data function a `from_*` builder replaces that the builder
@@ -137,8 +140,11 @@ def metric_entries(metrics: list) -> list[tuple[str, dict]]:
     """``training.metrics`` as ``(name, params)`` pairs: a plain entry has no params.
 
     Args:
-        metrics: The validated list (strings and ``{name, params}`` mappings).
+        metrics: The validated list (strings and ``{name, params}`` mappings), or ``auto``
+            (the task's metrics, none of them named in the recipe: no entries).
     """
+    if metrics == AUTO:
+        return []
     return [(m, {}) if isinstance(m, str) else (m["name"], dict(m.get("params") or {}))
             for m in metrics]
 
@@ -163,14 +169,14 @@ def check_keras_names(optimizer, training, *, source: str) -> None:
                 source=source)
     _check_optimizer_params(optimizer, source=source)
     _check_schedule(optimizer, source=source)
-    _check_name(training.loss, LOSSES + COMPILE_LOSSES, key="training.loss",
+    _check_name(training.loss, (AUTO,) + LOSSES + COMPILE_LOSSES, key="training.loss",
                 kind="a Keras loss", source=source)
     if training.loss in COMPILE_LOSSES and training.loss_params:
         raise RecipeError(
             f"{source}: training.loss_params: Keras picks the loss behind "
             f"{training.loss!r} from the labels' shape, so it takes no params; name the "
             "loss itself (e.g. sparse_categorical_crossentropy) to give it params.")
-    for i, entry in enumerate(training.metrics):
+    for i, entry in enumerate([] if training.metrics == AUTO else training.metrics):
         _check_metric(entry, key=f"training.metrics[{i}]", source=source)
 
 
@@ -197,8 +203,9 @@ def resolve_callable_files(optimizer, training, resolve: Callable[[str], str]):
     Returns:
         ``(optimizer, training)``, changed where a name is a file's callable.
     """
-    metrics = [resolve(m) if isinstance(m, str) else {**m, "name": resolve(m["name"])}
-               for m in training.metrics]
+    metrics = training.metrics if training.metrics == AUTO else [
+        resolve(m) if isinstance(m, str) else {**m, "name": resolve(m["name"])}
+        for m in training.metrics]
     return (dataclasses.replace(optimizer, name=resolve(optimizer.name),
                                 schedule=resolve(optimizer.schedule)),
             dataclasses.replace(training, loss=resolve(training.loss), metrics=metrics))

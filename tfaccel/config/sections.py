@@ -126,7 +126,8 @@ class TableConfig:
 
 @dataclass(frozen=True)
 class TimeseriesConfig:
-    """Windows over the rows of a CSV file (source timeseries), each labelled by one row."""
+    """Windows over the rows of a CSV file (source timeseries), each labelled by one row or
+    forecasting the next `horizon` rows."""
 
     sequence_length: Optional[int] = _key(
         None, "Rows (timesteps) in each window; required for source timeseries.", minimum=1)
@@ -134,10 +135,16 @@ class TimeseriesConfig:
     sampling_rate: int = _key(1, "Rows between two steps of a window (2: every other row).",
                               minimum=1)
     columns: Optional[list[str]] = _key(
-        None, "The data columns (a window's channels); empty: every column but label_key.")
+        None, "The data columns (a window's channels); empty: every column but label_key (with "
+        "horizon: every column, the forecast series' own past included).")
     target_offset: int = _key(
         0, "The label of the window starting at row i is row i + target_offset of label_key "
         "(0: its first row; (sequence_length - 1) * sampling_rate: its last).", minimum=0)
+    horizon: Optional[int] = _key(
+        None, "Forecast: each window's target is the next `horizon` rows of label_key after "
+        "its last row, one vector (a regression; a list label_key: each step's columns "
+        "together); empty: one label row (target_offset). One value H rows ahead is "
+        "target_offset: (sequence_length - 1) * sampling_rate + H.", minimum=1)
 
 
 @dataclass(frozen=True)
@@ -164,11 +171,13 @@ class DataConfig:
         "held-out fraction is validation_fraction.")
     validation_fraction: float = _key(
         0.0, "Fraction of the training data held out for validation (seeded; every source; "
-        "timeseries: the last rows, in time order).",
+        "csv, tfrecords, text_lines: whole files when round(fraction * files) is at least one "
+        "file and leaves one, else the rows of all files; timeseries: the last rows, in time "
+        "order).",
         minimum=0.0, exclusive_maximum=1.0)
     validation_path: Optional[str] = _key(
-        None, "text_lines: the validation file or glob, read whole (a fixed test split, the "
-        "same for every seed); instead of validation_fraction.", path=True)
+        None, "csv, tfrecords, text_lines: the validation file or glob, read whole (a fixed "
+        "test split, the same for every seed); instead of validation_fraction.", path=True)
     prepare: Optional[str] = _key(
         None, "The command that writes this recipe's data (e.g. a preparation script); "
         "named in the error when data.path or data.validation_path is missing.")
@@ -303,14 +312,18 @@ class TrainingConfig:
         None, "Optimizer steps per epoch; empty for one pass over the data.", minimum=1)
     validation_steps: Optional[int] = _key(
         None, "Validation batches per epoch; empty for the whole split.", minimum=1)
-    loss: str = _key("sparse_categorical_crossentropy", "A Keras loss name (function or "
-                     "class, as keras.losses.get takes it) or a module:callable.")
+    loss: str = _key("auto", "A Keras loss name (function or class, as keras.losses.get "
+                     "takes it) or a module:callable; auto: the task's (classification: "
+                     "sparse_categorical_crossentropy; binary and multi_label: "
+                     "binary_crossentropy; regression: mean_squared_error).")
     loss_params: dict[str, Any] = _key(
         default_factory=dict, help="The loss's keyword arguments (e.g. {from_logits: true, "
         "label_smoothing: 0.1}), checked against its class's signature.")
-    metrics: list[Union[str, dict[str, Any]]] = _key(
-        default_factory=lambda: ["accuracy"], help="Keras metric names, module:callables, "
-        "or {name: ..., params: {...}} mappings with the metric's keyword arguments.")
+    metrics: Union[Literal["auto"], list[Union[str, dict[str, Any]]]] = _key(
+        "auto", help="Keras metric names, module:callables, or {name: ..., params: {...}} "
+        "mappings with the metric's keyword arguments; auto: the task's (classification: "
+        "accuracy; binary: accuracy and auc; multi_label: binary_accuracy and auc; "
+        "regression: mae and rmse).")
     jit_compile: bool = _key(False, "Compile the train step with XLA (one device).")
     steps_per_execution: Union[int, Literal["auto"]] = _key(
         "auto", "Train steps run per call into the compiled function (a divisor of the "
@@ -337,8 +350,9 @@ class TrainingConfig:
         "epoch's weights (what Keras' fit leaves).")
     monitor: str = _key(
         "val_loss", "The logged metric that judges the best epoch, for keep: best and early "
-        "stopping alike: loss, a training.metrics name, or either with val_; lower or "
-        "higher is better as Keras' mode auto infers.")
+        "stopping alike: loss, a training.metrics name (with metrics auto, the task's: "
+        "accuracy, auc, binary_accuracy, mae, rmse), or either with val_; lower or higher "
+        "is better as Keras' mode auto infers (val_mae: lower).")
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,17 @@ PathKind = Literal["folder", "glob", "file", "callable", "none"]
 AugmentKind = Literal["none", "image", "decode"]
 # How a source holds out validation data, as it does today (the file family is being
 # made consistent; change an entry when its source changes):
-SplitRule = Literal["named", "named_or_round", "round_files", "round_examples", "keras_int",
-                    "last_rows_int"]
+SplitRule = Literal["named", "named_or_round", "round_files_or_rows", "round_examples",
+                    "keras_int", "last_rows_int"]
 SPLIT_RULES = {
     "named": "named splits (data.train_split, data.validation_split); a fraction is the "
              "tail of data.train_split, round(f * n) examples",
     "named_or_round": "named splits (x_train/x_test), or a seeded round(f * n) examples of x/y",
-    "round_files": "a seeded round(f * n) of the files",
+    # tfaccel.reading.split_rule.whole_files decides; tfaccel.data.splits splits.
+    "round_files_or_rows": "a seeded round(f * n) of the files when that is at least one "
+                           "file and leaves one for training, else a seeded round(f * n) of "
+                           "the examples of all the files (one file: its rows); or "
+                           "data.validation_path's files, whole",
     "round_examples": "a seeded round(f * n) of the examples",
     "keras_int": "Keras' int(f * n) files (validation_split, subset='both', the recipe's seed)",
     "last_rows_int": "the last int(f * n) rows, in time order",
@@ -26,6 +30,9 @@ SPLIT_RULES = {
 
 # What a recipe that sets another source's own key (`SourceEntry.own_keys`) does instead.
 OWN_KEY_INSTEAD = {"validation_path": "use data.validation_fraction"}
+# The file-glob sources' own keys: a validation file or glob, read whole.
+_VALIDATION_FILES = dict(own_keys=("validation_path",),
+                         extra_paths=(("validation_path", "glob"),))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +75,7 @@ class SourceEntry:
     extra_paths: Tuple[Tuple[str, PathKind], ...] = ()
     compressions: Tuple[str, ...] = ()
     augment: AugmentKind = "image"
-    split: SplitRule = "round_files"
+    split: SplitRule = "round_files_or_rows"
     reading: str = ""
     classes_from: str = ""
     python_elements: bool = False
@@ -98,19 +105,17 @@ TABLE: Tuple[SourceEntry, ...] = (
     SourceEntry("text_lines", _SOURCES + "text_lines:TextLinesSource", "glob",
                 noun="text lines pattern",
                 summary="text files of one label<TAB>text example per line",
-                own_keys=("validation_path",), extra_paths=(("validation_path", "glob"),),
-                compressions=("GZIP", "ZLIB"),
-                split="round_files", reading="UTF-8 lines; compression by data.compression, "
+                **_VALIDATION_FILES, compressions=("GZIP", "ZLIB"), reading="UTF-8 lines; compression by data.compression, "
                 "else by each file's extension (.gz, .zz)",
                 classes_from="the label field of its lines (the text before the first tab)"),
     SourceEntry("csv", _SOURCES + "csv_tables:CsvSource", "glob", noun="CSV pattern",
                 summary="CSV files with a header; label_key names the label column",
-                compressions=("GZIP",), split="round_files", table_columns=True,
+                compressions=("GZIP",), table_columns=True, **_VALIDATION_FILES,
                 reading="UTF-8 CSV with a header row, by tfaccel's one CSV reader "
                         "(delimiter detected, BOM, CRLF, quotes, blank lines skipped); "
                         "GZIP by data.compression or a .gz name"),
     SourceEntry("tfrecords", _SOURCES + "tfrecords:TfrecordsSource", "glob",
-                noun="TFRecord pattern", compressions=("GZIP", "ZLIB"), split="round_files",
+                noun="TFRecord pattern", compressions=("GZIP", "ZLIB"), **_VALIDATION_FILES,
                 required=(("data.features", "the TFRecord feature spec"),),
                 reading="tf.train.Example records parsed by data.features; every file read "
                         "once first unless data.verify_records is false"),
@@ -129,8 +134,8 @@ TABLE: Tuple[SourceEntry, ...] = (
                 "as Keras' audio_dataset_from_directory", classes_from=_FOLDER_CLASSES),
     SourceEntry("timeseries", _SOURCES + "timeseries:TimeseriesSource", "file",
                 noun="time series CSV file",
-                summary="windows of the rows of one CSV file; label_key names the integer "
-                        "label column",
+                summary="windows of the rows of one CSV file; label_key names the label "
+                        "column(s), or the forecast series with timeseries.horizon",
                 required=(("data.timeseries.sequence_length", "rows in each window"),),
                 augment="none", split="last_rows_int",
                 reading="one UTF-8 CSV file with a header row, rows in time order"),

@@ -53,9 +53,38 @@ class TableInfo:
     notes: List[str] = dataclasses.field(default_factory=list, compare=False)
 
 
+@dataclasses.dataclass(frozen=True)
+class SeriesInfo:
+    """What a time series' windows read and predict (summary.json's ``dataset.series``).
+
+    Attributes:
+        columns: The data columns (a window's channels, in order).
+        targets: The label or target columns (data.label_key as a list).
+        horizon: Rows forecast after each window (data.timeseries.horizon; None: one
+            label row per window).
+        anchor: With a horizon over the data's own columns: the data column of each
+            target, whose last value in a window a forecast starts from (None: none).
+        input_mean: Mean of each data column over the training rows.
+        input_std: Standard deviation of each data column over the training rows (a zero
+            one taken as 1).
+        target_mean: Mean of each target value over the training windows (regression;
+            None for classes); with `anchor`, of its change from the anchor's last value.
+        target_std: Its standard deviation (as input_std; None for classes).
+    """
+
+    columns: List[str]
+    targets: List[str]
+    horizon: Optional[int]
+    anchor: Optional[List[int]]
+    input_mean: List[float]
+    input_std: List[float]
+    target_mean: Optional[List[float]] = None
+    target_std: Optional[List[float]] = None
+
+
 # Fields summary.json shows only when they hold something (the keys the info dict of
 # earlier runs had only then), so a summary keeps the same keys as before.
-_SHOWN_WHEN_SET = ("text", "table", "worker_sharding", "validation_padding_fraction")
+_SHOWN_WHEN_SET = ("text", "table", "series", "worker_sharding", "validation_padding_fraction")
 # Fields never written: objects the run itself uses, and the names (summary.class_names).
 _NOT_IN_SUMMARY = ("class_names", "vectorizer", "feature_space")
 
@@ -91,6 +120,8 @@ class DatasetInfo:
             ``{"dispatcher", "processing_mode", "job_name"}`` (None: made in this process).
         text: How texts became token ids (None: not a text source, or `raw`).
         table: How a table's columns became features (None: not a table, or `raw`).
+        series: What a time series' windows read and predict, with the training split's
+            statistics a model normalises with (None: not a time series source).
         vectorizer: The adapted text layer (None: as `text`); never in summary.json.
         feature_space: The adapted Keras FeatureSpace (None: as `table`); never in
             summary.json.
@@ -112,6 +143,7 @@ class DatasetInfo:
     data_service: Optional[dict] = None
     text: Optional[TextInfo] = None
     table: Optional[TableInfo] = None
+    series: Optional[SeriesInfo] = None
     vectorizer: Any = dataclasses.field(default=None, repr=False, compare=False)
     feature_space: Any = dataclasses.field(default=None, repr=False, compare=False)
     worker_sharding: Optional[str] = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
@@ -40,11 +42,130 @@ def list_files(pattern, *, what: str) -> List[str]:
     return files
 
 
-def held_out(pattern, fraction: float, seed: int, *, what: str) -> Tuple[list, list]:
-    """``(training files, validation files)`` of a recipe's `data.path`: whole files held
-    out by the seeded rule of `tfaccel.data.splits`, each list in listing order."""
-    return splits.held_out_files(list_files(pattern, what=what), fraction, seed,
-                                 what=f"{what} files")
+@dataclasses.dataclass(frozen=True)
+class RowSplit:
+    """One side of a split of the examples (rows, records, lines) of the same files.
+
+    The file-glob sources split examples, not files, when there are too few files for
+    whole ones (`tfaccel.reading.split_rule.whole_files`): both splits read every file
+    and keep the examples `splits.held_out_rows` gives their side, in the files' listing
+    order, before any shuffle, cache or worker split, so every example is in exactly one
+    split, the same for the same seed, and an input pipeline's share is taken of the kept
+    examples.
+
+    Attributes:
+        fraction: data.validation_fraction.
+        seed: The seed of the split (the recipe's).
+        side: "training" or "validation".
+        counts: ``(file, examples)`` of every file in listing order, when already counted
+            (`KeptRows.counted` of the other split's build), else None: the builder counts.
+            The split is drawn over this order, whatever order a builder is given the
+            files in.
+    """
+
+    fraction: float
+    seed: int
+    side: str
+    counts: Optional[Tuple[Tuple[str, int], ...]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class KeptRows:
+    """Which examples of each file one split keeps (`keep_rows` reads through it)."""
+
+    files: Tuple[str, ...]
+    masks: Tuple[np.ndarray, ...]
+    side: str
+
+    def counts(self, files: Sequence[str]) -> List[int]:
+        """Kept examples of each of `files` (any order of the same files)."""
+        kept = {f: int(m.sum()) for f, m in zip(self.files, self.masks)}
+        return [kept[f] for f in files]
+
+    def counted(self, rows: RowSplit) -> RowSplit:
+        """`rows` (another side of the same split) with these files' counts: not counted
+        again."""
+        return dataclasses.replace(rows, counts=tuple(
+            (f, len(m)) for f, m in zip(self.files, self.masks)))
+
+    def describe(self) -> dict:
+        """What the kept examples depend on, for a cache fingerprint."""
+        digest = hashlib.sha256()
+        for mask in self.masks:
+            digest.update(np.packbits(mask).tobytes() + len(mask).to_bytes(8, "little"))
+        return {"examples kept": f"{self.side} side of a row split, {digest.hexdigest()}"}
+
+
+def kept_rows(rows: Optional[RowSplit], files: Sequence[str],
+              counts: Optional[Sequence[int]], *, what: str) -> Optional[KeptRows]:
+    """The examples of `files` (listing order, `counts` examples each, unless `rows` holds
+    the counts already) that `rows` keeps.
+
+    Raises:
+        DataError: The fraction leaves no example on a side (`splits.held_out_count`).
+    """
+    if rows is None:
+        return None
+    listed = rows.counts if rows.counts is not None else tuple(zip(files, counts))
+    train, val = splits.held_out_rows([c for _, c in listed], rows.fraction, rows.seed,
+                                      what=what)
+    return KeptRows(tuple(f for f, _ in listed),
+                    tuple(train if rows.side == "training" else val), rows.side)
+
+
+def keep_rows(reader: Callable, kept: Optional[KeptRows], *, batch: int = 1024) -> Callable:
+    """`reader` (``path, *rest -> dataset of one file's examples``) keeping only the
+    examples of `kept`: each file's examples zipped with its mask, masked a batch at a
+    time (a per-example filter would cost a function call per example)."""
+    if kept is None:
+        return reader
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tf.constant(list(kept.files), tf.string),
+                                            tf.range(len(kept.files), dtype=tf.int64)),
+        default_value=-1)
+    flat = tf.constant(np.concatenate(kept.masks) if kept.masks else np.zeros(0, bool))
+    bounds = tf.constant(np.cumsum([0, *map(len, kept.masks)]), tf.int64)
+
+    def read(path, *rest):
+        index = table.lookup(path)
+        mask = flat[bounds[index]:bounds[index + 1]]
+        both = tf.data.Dataset.zip((reader(path, *rest).batch(batch),
+                                    tf.data.Dataset.from_tensor_slices(mask).batch(batch)))
+        return both.map(lambda examples, keep: tf.nest.map_structure(
+            lambda t: tf.boolean_mask(t, keep), examples)).unbatch()
+
+    return read
+
+
+def split_files(pattern, *, fraction: float, seed: int, what: str,
+                validation_pattern=None) -> Tuple[list, list, Optional[RowSplit],
+                                                  Optional[RowSplit]]:
+    """THE split of a file-glob source: ``(training files, validation files, training
+    rows, validation rows)``, each file list in listing order.
+
+    - `validation_pattern` (data.validation_path): its files validate, whole; a file
+      matched by both patterns is refused.
+    - enough files (`split_rule.whole_files`): whole files held out (`held_out`).
+    - else both splits read every file and keep their examples (the `RowSplit`s).
+
+    Raises:
+        DataError: A file in both patterns, or a glob that matches nothing.
+    """
+    from tfaccel.reading import split_rule
+
+    files = list_files(pattern, what=what)
+    if validation_pattern:
+        val = list_files(validation_pattern, what=what)
+        both = sorted(set(files) & set(val))
+        if both:
+            raise DataError(f"{what} file {both[0]!r} matches both data.path and "
+                            "data.validation_path: an example would train and validate.")
+        return files, val, None, None
+    if not fraction or split_rule.whole_files(len(files), fraction):
+        return (*splits.held_out_files(files, fraction, seed, what=f"{what} files"),
+                None, None)
+    return (files, list(files), RowSplit(fraction, seed, "training"),
+            RowSplit(fraction, seed, "validation"))
 
 
 def count_each(files: Sequence[str], count: Callable[[str], object]) -> list:

@@ -288,7 +288,9 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         train_options=_train_tail(config, num_replicas, stream=stream,
                                   input_context=input_context, worker=worker),
         validation_options=_val_tail(config, worker))
-    base.refuse_one_class(built.num_classes, config=config)
+    if built.task in ("classification", "binary"):
+        # Regression targets and multi-label columns are no class count.
+        base.refuse_one_class(built.num_classes, config=config)
     train, val = built.train, built.validation
     text = table = vectorizer = feature_space = None
     if _holds_texts(train.element_spec) and not raw:
@@ -297,6 +299,9 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     if sources.entry(config.source).table_columns and not raw:
         train, val, table, feature_space = _table_to_vectors(
             config, source, built, global_batch_size=global_batch_size, common=common)
+    train = base.shape_targets(train, task=built.task, num_outputs=built.num_outputs)
+    val = None if val is None else base.shape_targets(val, task=built.task,
+                                                      num_outputs=built.num_outputs)
     features_spec = train.element_spec[0] if isinstance(train.element_spec, tuple) \
         else train.element_spec
     if isinstance(features_spec, dict):
@@ -325,7 +330,7 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         data_service=None if target is None else {
             "dispatcher": target.dispatcher, "processing_mode": target.processing_mode,
             "job_name": target.job_name},
-        text=text, table=table, vectorizer=vectorizer, feature_space=feature_space,
+        text=text, table=table, series=built.series, vectorizer=vectorizer, feature_space=feature_space,
         worker_sharding=None if worker[1] <= 1 else "file" if shares is not None
         else "element")
     return train, val, info

@@ -5,7 +5,10 @@ The rule per family (docs/data.md, "Validation split"):
 - tfaccel's `validation_fraction` (arrays, Python, TFDS, TFRecords, CSV and text-lines
   files): `held_out_count`,
   ``round(fraction * n)``, at least 1 and never all, chosen by `split_indices`' seeded
-  permutation (whole files for the file-glob sources).
+  permutation. The file-glob sources (TFRecords, CSV, text lines) hold out whole files
+  when there are enough (`tfaccel.reading.split_rule.whole_files`: round(fraction *
+  files) is at least 1 and leaves a file for training), else the examples of all their
+  files (`held_out_rows`: one seeded permutation of every example, in listing order).
 - Keras' drop-ins, judged by Keras' own code and tests: the class folders' Keras name
   `validation_split` and their `validation_fraction` (image, text, audio folders, and
   their recipes) hold out `keras_held_out_count`, ``int(fraction * n)`` of Keras' permutation (keras
@@ -24,6 +27,7 @@ import math
 import numpy as np
 
 from tfaccel.errors import DataError
+from tfaccel.reading import split_rule
 
 
 def held_out_count(n: int, fraction: float, *, what: str = "examples") -> int:
@@ -32,9 +36,7 @@ def held_out_count(n: int, fraction: float, *, what: str = "examples") -> int:
     Raises:
         DataError: The fraction leaves no item on one side (too few items for it).
     """
-    n_val = int(round(fraction * n))
-    if fraction > 0 and n_val == 0:
-        n_val = 1  # a fraction > 0 always holds something out
+    n_val = split_rule.held_out(n, fraction)  # a fraction > 0 always holds something out
     if n_val >= n or n_val < 1:
         raise DataError(
             f"data.validation_fraction={fraction} of {n} {what} leaves "
@@ -67,6 +69,24 @@ def held_out_files(files, fraction: float, seed: int, *, what: str = "files"):
         return files, []
     train_idx, val_idx = split_indices(len(files), fraction, seed, what=what)
     return [files[i] for i in train_idx], [files[i] for i in val_idx]
+
+
+def held_out_rows(counts, fraction: float, seed: int, *, what: str = "examples"):
+    """``(training masks, validation masks)``: one boolean array per file of `counts` (its
+    examples in file order), from `split_indices` over every example of the files in
+    listing order. Each example is True in exactly one of the two masks.
+
+    Raises:
+        DataError: The fraction leaves no example on one side (`held_out_count`).
+    """
+    counts = [int(c) for c in counts]
+    n = sum(counts)
+    _, val_idx = split_indices(n, fraction, seed, what=what)
+    validation = np.zeros(n, bool)
+    validation[val_idx] = True
+    bounds = np.cumsum([0, *counts])
+    val_masks = [validation[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return [~m for m in val_masks], val_masks
 
 
 def keras_held_out_count(n: int, fraction: float, *, what: str = "files",

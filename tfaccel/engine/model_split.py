@@ -41,8 +41,14 @@ def pipeline_devices(devices=None):
 
     Returns:
         A list of device names.
+
+    Raises:
+        UserInputError: A device this machine does not have.
     """
     if devices:
+        from tfaccel.engine.devices import check_devices
+
+        check_devices(devices)
         return list(devices)
     found = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
     return [d.name for d in found]

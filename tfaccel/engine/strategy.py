@@ -4,6 +4,7 @@
 import tensorflow as tf
 
 from tfaccel.config import cluster
+from tfaccel.engine.devices import check_devices
 from tfaccel.errors import UserInputError
 
 STRATEGY_KINDS = ("auto", "one_device", "mirrored", "multi_worker", "parameter_server",
@@ -44,7 +45,8 @@ def make_strategy(kind="auto", *, devices=None, peer_timeout=None):
         The strategy. Build and compile the model inside `strategy.scope()`.
 
     Raises:
-        UserInputError: unknown `kind`, or `devices` that do not fit `kind`.
+        UserInputError: unknown `kind`, `devices` that do not fit `kind`, or devices
+            this machine does not have.
     """
     if kind not in STRATEGY_KINDS:
         raise UserInputError(
@@ -61,6 +63,7 @@ def make_strategy(kind="auto", *, devices=None, peer_timeout=None):
                 f"devices cannot be chosen with strategy kind {kind!r} (got devices={devices!r}); "
                 "use kind='mirrored' or 'one_device'"
             )
+        check_devices(devices)
     if kind == "pipeline":
         return tf.distribute.get_strategy()
     if kind == "auto":

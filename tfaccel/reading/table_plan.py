@@ -569,7 +569,28 @@ def label_columns(label_key) -> List[str]:
     return [label_key] if isinstance(label_key, str) else list(label_key)
 
 
-def plan_for(files: Sequence[str], validation_files: Sequence[str] = (), *, data
+def _delimiter_key(data) -> Optional[str]:
+    """data.table.delimiter as `scan_files` takes it (None: detected)."""
+    key = data.table.delimiter
+    return csv_files.delimiter_for(None if key == "auto" else key)
+
+
+def count_rows(files: Sequence[str], *, data) -> List[int]:
+    """Rows of each of `files` (blank lines not counted), by the recipe's delimiter: what a
+    split of the rows of one file is drawn over (`tfaccel.data.splits.held_out_rows`).
+
+    Raises:
+        DataError: As `scan_files`.
+    """
+    delimiter = csv_files.detect_delimiter(files[0], delimiter=_delimiter_key(data))
+    width = len(csv_files.header(files[0], delimiter=delimiter))
+    return [sum(1 for _ in csv_files.rows(path, delimiter=delimiter, width=width,
+                                          one_line=True)) for path in files]
+
+
+def plan_for(files: Sequence[str], validation_files: Sequence[str] = (), *, data,
+             keep: Optional[Callable[[str, int], bool]] = None,
+             validation_keep: Optional[Callable[[str, int], bool]] = None,
              ) -> Tuple[TableScan, Optional[TableScan], TablePlan]:
     """A recipe's table: both splits scanned and the plan made, by its data section.
 
@@ -577,6 +598,10 @@ def plan_for(files: Sequence[str], validation_files: Sequence[str] = (), *, data
         files: The training files.
         validation_files: The held-out files (may be empty).
         data: The recipe's data section (label_key, task, num_classes, path, table).
+        keep: With a split of the rows of the same files, the training rows
+            (`scan_files`' `keep`): the means, categories and labels of the plan come
+            from them only.
+        validation_keep: The validation rows of such a split.
 
     Returns:
         ``(training scan, validation scan or None, plan)``.
@@ -588,16 +613,16 @@ def plan_for(files: Sequence[str], validation_files: Sequence[str] = (), *, data
     label = label_columns(data.label_key)
     if not label:
         raise DataError("data.source csv needs data.label_key: the label column(s).")
-    delimiter = csv_files.delimiter_for(None if table.delimiter == "auto" else table.delimiter)
     na_values = table.na_values or ()
-    train = scan_files(files, delimiter=delimiter, na_values=na_values, label=label)
+    train = scan_files(files, delimiter=_delimiter_key(data), na_values=na_values, label=label,
+                       keep=keep)
     if not train.rows:
         raise DataError(f"CSV {data.path!r} holds no rows, only headers ({len(files)} "
                         "training file(s)).")
     val = None
     if validation_files:
         val = scan_files(validation_files, delimiter=train.delimiter, na_values=na_values,
-                         label=label)
+                         label=label, keep=validation_keep)
         if val.columns != train.columns:
             raise DataError(f"CSV file {validation_files[0]!r} has the columns {val.columns} "
                             f"but {files[0]!r} has {train.columns}: every file must have "

@@ -11,10 +11,9 @@ import yaml
 
 from tfaccel.config.recipe import flatten_recipe
 from tfaccel.errors import UserInputError
+from tfaccel.training import data_source, model_source
 from tfaccel.training import run_dir as run_files
 
-# Final figures shown for every run (those a run lacks are shown as "-").
-RESULT_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy")
 SPEED_KEYS = ("examples_per_sec", "input_wait_fraction", "step_time_ms", "wall_seconds")
 # Settings that say where a run was written, not how it was trained.
 IGNORED_SETTINGS = ("runtime.runs_dir", "runtime.verbose", "runtime.tensorboard")
@@ -33,7 +32,8 @@ class Run:
 
 
 def load_run(path) -> Run:
-    """Reads one run directory (recipe.yaml, summary.json, metrics.jsonl).
+    """Reads one run directory (recipe.yaml, summary.json, metrics.jsonl, and the model's
+    and data's sources: model_source.json, data_source.json).
 
     Raises:
         UserInputError: It is not a run directory, or its files cannot be read.
@@ -59,7 +59,26 @@ def load_run(path) -> Run:
     for key in ("precision", "strategy", "replicas"):
         if key in summary:
             settings[f"(resolved) {key}"] = summary[key]
+    settings.update(_sources(path))
     return Run(name=path.name, path=path, settings=settings, summary=summary, epochs=epochs)
+
+
+def _sources(path: Path) -> dict:
+    """The code and data a run read, as rows: an own model's file and digest
+    (model_source.json), each input path's fingerprint (data_source.json). The recipe's
+    settings alone do not tell two runs apart whose model module or data files changed."""
+    rows = {}
+    model = model_source.read(path) or {}
+    if model.get("sha256") or model.get("weights_sha256"):
+        where = model.get("file") or model.get("path") or model.get("name")
+        digest = model.get("sha256") or model.get("weights_sha256")
+        rows["(model source)"] = f"{where} sha256 {digest[:12]}"
+    for key, found in ((data_source.read(path) or {}).get("paths") or {}).items():
+        if found.get("sha256"):
+            size = (f"{found['files']} file(s), {found['bytes']:,} bytes, "
+                    if "files" in found else "")
+            rows[f"(data source) {key}"] = f"{size}sha256 {found['sha256'][:12]}"
+    return rows
 
 
 def differing_settings(runs: Sequence[Run]) -> list:
@@ -86,7 +105,10 @@ def format_table(runs: Sequence[Run]) -> str:
         row(name, [_show(r.settings.get(name)) for r in runs])
     if not differing:
         row("(settings)", ["identical"] * len(runs))
-    for key in RESULT_KEYS:
+    if any(r.summary.get("task") for r in runs):
+        row("task", [_show(r.summary.get("task")) for r in runs])
+    keys = result_keys(runs)
+    for key in keys:
         values = [r.summary.get("final_metrics", {}).get(key) for r in runs]
         if any(v is not None for v in values):
             row(f"final {key}", [_number(v, 4) for v in values])
@@ -95,7 +117,7 @@ def format_table(runs: Sequence[Run]) -> str:
         # model.keras holds another epoch than the last in some run (training.keep: best):
         # the metrics of what each run keeps, beside the final ones.
         row("model.keras holds", [run_files.kept_epoch(r.summary) or "-" for r in runs])
-        for key in RESULT_KEYS:
+        for key in keys:
             values = [(r.summary.get("saved_model_metrics") or {}).get(key) for r in runs]
             if any(v is not None for v in values):
                 row(f"kept {key}", [_number(v, 4) for v in values])
@@ -105,6 +127,15 @@ def format_table(runs: Sequence[Run]) -> str:
             digits = 3 if key == "input_wait_fraction" else 1
             row(key, [_number(v, digits) for v in values])
     return "\n".join(lines)
+
+
+def result_keys(runs: Sequence[Run]) -> list:
+    """The final figures the table shows: loss and each logged metric, then their val_
+    twins, over every run (a regression run's mae and rmse beside a classifier's accuracy)."""
+    names = []
+    for run in runs:
+        names += [n for n in run_files.metric_names(run.summary) if n not in names]
+    return ["loss", *names, "val_loss", *(f"val_{n}" for n in names)]
 
 
 def _kept_elsewhere(summary: dict) -> bool:
@@ -142,7 +173,10 @@ def plot_runs(runs: Sequence[Run], path) -> dict:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    panels = (("loss", ("loss", "val_loss")), ("accuracy", ("accuracy", "val_accuracy")),
+    # The second panel: the runs' first metric (accuracy, or mae for regression runs).
+    first = next((names[0] for names in map(run_files.metric_names, (r.summary for r in runs))
+                  if names), "accuracy")
+    panels = (("loss", ("loss", "val_loss")), (first, (first, f"val_{first}")),
               ("examples/s", ("examples_per_sec",)))
     figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
     drawn = {}

@@ -372,7 +372,8 @@ def suggest(recipe: Recipe, report: dict, *, cpu_bf16: bool, replicas: int) -> l
                              f"{without:,.0f} without",
                              f"the pipeline up to {without / rate:.1f}x (measured without "
                              "augmentation)", rank=4))
-        elif data.augment:
+        elif data.augment and report.get("pipeline_examples_per_sec_without_augment") is None:
+            # Not measured yet (measured, it is in the report's figures and no suggestion).
             inputs.append(_s(["data.augment=[]"], "measure without augmentation: tfaccel's "
                              "augmentations are already vectorised per batch; if this is "
                              "much faster, use fewer or cheaper ones",
@@ -480,6 +481,9 @@ def format_report(report: dict) -> str:
     lines.append("")
     lines += [
         f"  input pipeline alone     {report['pipeline_examples_per_sec']:>10,.0f} examples/s",
+        *([f"    without augmentation   "
+           f"{report['pipeline_examples_per_sec_without_augment']:>10,.0f} examples/s"]
+          if report.get("pipeline_examples_per_sec_without_augment") else []),
         f"  model alone (in memory)  {report['model_examples_per_sec']:>10,.0f} examples/s",
         f"  fit (both together)      {report['fit_examples_per_sec']:>10,.0f} examples/s",
         f"  step time {report['step_time_ms']:.1f} ms, CPU utilisation "

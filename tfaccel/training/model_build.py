@@ -43,8 +43,10 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, g
             from tfaccel.engine.accumulation import accumulate
 
             trained_model = accumulate(model, plan.accumulation_steps)
-        trained_model.compile(optimizer=optimizer, loss=make_loss(training),
-                              metrics=make_metrics(training),
+        info = data.info
+        trained_model.compile(optimizer=optimizer, loss=make_loss(training, task=info.task),
+                              metrics=make_metrics(training, task=info.task,
+                                                   num_outputs=_outputs(info)),
                               jit_compile=training.jit_compile,
                               steps_per_execution=initial_steps(training.steps_per_execution))
         # A no-op except under multi-worker MultiWorkerMirroredStrategy (keras#20585).
@@ -82,20 +84,31 @@ def _make_model(recipe: Recipe, *, data: TrainData, given):
     from tfaccel import models, python_refs
     from tfaccel.training import own_models
 
-    shape, classes = data.info.input_shape, data.info.num_classes
+    info = data.info
+    # A builder's num_classes: the classes (2 for binary), else the labels or targets.
+    shape, classes = info.input_shape, (info.num_classes if info.num_classes is not None
+                                        else _outputs(info))
+    # What the model's head must give: the task and its width (classes, 1, labels, targets).
+    head = dict(task=info.task, num_outputs=_outputs(info))
     name = recipe.model.name
     if given is not None:
         return own_models.from_given(given, input_shape=shape, num_classes=classes,
-                                     params=dict(recipe.model.params))
+                                     params=dict(recipe.model.params), **head)
     if recipe.model.path is not None:
-        return own_models.load_saved(recipe.model.path, input_shape=shape, num_classes=classes)
+        return own_models.load_saved(recipe.model.path, input_shape=shape, num_classes=classes,
+                                     **head)
     if python_refs.is_reference(name):
         builder = python_refs.load(name, key="model.name")
         return own_models.call_builder(builder, where=f"model.name {name!r}",
                                        input_shape=shape, num_classes=classes,
-                                       params=dict(recipe.model.params))
-    return models.build_model(name, input_shape=shape, num_classes=classes,
-                              **_model_params(recipe, data.info))
+                                       params=dict(recipe.model.params), **head)
+    return models.build_model(name, input_shape=shape, num_classes=classes, **head,
+                              **_model_params(recipe, info))
+
+
+def _outputs(info):
+    """The model's output width: the source's, else its classes (earlier sources)."""
+    return info.num_outputs if info.num_outputs is not None else info.num_classes
 
 
 def _model_params(recipe: Recipe, info) -> dict:
@@ -110,6 +123,13 @@ def _model_params(recipe: Recipe, info) -> dict:
         # FeatureSpace already normalised the numbers and one-hot encoded the categories:
         # a pixel rescaling (mlp's default) would shrink them 255-fold.
         params.setdefault("normalization", "none")
+    series = info.series
+    if series is not None:
+        # A time series' training-split statistics, for the models that normalise with
+        # them (forecast_mlp, seq_cnn): a window keeps its level, a forecast its units.
+        for key in ("input_mean", "input_std", "target_mean", "target_std", "anchor"):
+            if key in defaults and getattr(series, key) is not None:
+                params.setdefault(key, list(getattr(series, key)))
     if text is None or "vocab_size" not in defaults:
         return params
     cut = text.max_length

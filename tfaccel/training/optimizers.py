@@ -27,17 +27,30 @@ class _Target:
     what: str  # as messages name it
 
 
-def check_optimizer(config: OptimizerConfig) -> None:
+def check_optimizer(config: OptimizerConfig, *, load: Optional[Callable] = None) -> None:
     """Checks the optimizer's and schedule's arguments against their signatures.
 
     Run when training starts, before the data is built: imports each ``module:callable``.
+
+    Args:
+        config: The recipe's optimizer section.
+        load: Instead of importing, how to get a ``module:callable``'s stand-in
+            (`tfaccel validate`: `python_refs.read_signature`, None where the source does
+            not show it); then only ``module:callable`` names are checked (Keras' own
+            classes need Keras).
 
     Raises:
         UserInputError: An unknown or missing argument, a shortcut key (``momentum``) the
             optimizer does not take; the message names the recipe key.
     """
-    _optimizer_target(config)
-    _schedule_target(config)
+    if load is None:
+        _optimizer_target(config)
+        _schedule_target(config)
+        return
+    if is_callable_spec(config.name):
+        _optimizer_target(config, load=load)
+    if is_callable_spec(config.schedule):
+        _schedule_target(config, load=load)
 
 
 def make_optimizer(config: OptimizerConfig, *, total_steps: int, steps_per_epoch: int):
@@ -97,13 +110,16 @@ def make_learning_rate(config: OptimizerConfig, *, total_steps: int, steps_per_e
     return schedule
 
 
-def _optimizer_target(config: OptimizerConfig) -> _Target:
-    import keras
-
+def _optimizer_target(config: OptimizerConfig, *, load: Callable = import_callable
+                      ) -> Optional[_Target]:
     if is_callable_spec(config.name):
-        build = import_callable(config.name, key="optimizer.name")
+        build = load(config.name, key="optimizer.name")
+        if build is None:
+            return None
         what, strict = f"optimizer {config.name!r}", False
     else:
+        import keras
+
         build = keras_class(keras.optimizers, keras.optimizers.Optimizer, config.name)
         what, strict = f"Keras optimizer {config.name!r} ({build.__name__})", True
     names, takes_any = accepted_arguments(build)
@@ -133,15 +149,18 @@ def _instead(shortcut: str, names: list) -> str:
     return ""
 
 
-def _schedule_target(config: OptimizerConfig) -> Optional[_Target]:
-    import keras
-
+def _schedule_target(config: OptimizerConfig, *, load: Callable = import_callable
+                     ) -> Optional[_Target]:
     if config.schedule in OWN_SCHEDULES:
         return None
     if is_callable_spec(config.schedule):
-        build = import_callable(config.schedule, key="optimizer.schedule")
+        build = load(config.schedule, key="optimizer.schedule")
+        if build is None:
+            return None
         what, strict = f"schedule {config.schedule!r}", False
     else:
+        import keras
+
         build = getattr(keras.optimizers.schedules, config.schedule)
         what, strict = f"Keras schedule {config.schedule}", True
     names, _ = accepted_arguments(build)

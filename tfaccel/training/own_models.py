@@ -7,22 +7,27 @@ from tfaccel.errors import UserInputError
 from tfaccel.messages import say
 
 
-def call_builder(builder, *, where: str, input_shape, num_classes: int, params: dict):
+def call_builder(builder, *, where: str, input_shape, num_classes: int, params: dict,
+                 task: str = "classification", num_outputs=None):
     """Calls a user's builder (in the caller's strategy scope) and checks its model.
 
-    A compiled model is accepted: `build_model` compiles it again with the recipe's
+    The builder is told the task and the output width when its signature names ``task``
+    and ``num_outputs`` (`tfaccel.models.build_own_model`). A compiled model is accepted: `build_model` compiles it again with the recipe's
     optimizer, loss and metrics, and says so.
     """
     model = models.build_own_model(builder, where=where, input_shape=input_shape,
-                                   num_classes=num_classes, params=params)
+                                   num_classes=num_classes, params=params, task=task,
+                                   num_outputs=num_outputs)
     if getattr(model, "compiled", False):
         say(f"{where} returned a compiled model; it is compiled again with the recipe's "
             "optimizer, loss and metrics (its own compile settings are not used).")
     return model
 
 
-def load_saved(path: str, *, input_shape, num_classes: int):
-    """Loads model.path (a .keras file) uncompiled, and checks it fits the data."""
+def load_saved(path: str, *, input_shape, num_classes: int, task: str = "classification",
+               num_outputs=None):
+    """Loads model.path (a .keras file) uncompiled, and checks it fits the data's inputs
+    and the task's output width."""
     import keras
 
     where = f"model.path {path!r}"
@@ -32,11 +37,12 @@ def load_saved(path: str, *, input_shape, num_classes: int):
         raise UserInputError(f"{where} cannot be loaded: {type(error).__name__}: "
                              f"{_first_line(error)}") from None
     models.check_model_fits(model, where=where, input_shape=input_shape,
-                            num_classes=num_classes)
+                            num_classes=num_classes, task=task, num_outputs=num_outputs)
     return model
 
 
-def from_given(given, *, input_shape, num_classes: int, params: dict):
+def from_given(given, *, input_shape, num_classes: int, params: dict,
+               task: str = "classification", num_outputs=None):
     """`train(model=...)`: a builder is called; a built model is cloned into the scope.
 
     A built model's variables live where it was built; a multi-replica strategy needs them
@@ -47,7 +53,8 @@ def from_given(given, *, input_shape, num_classes: int, params: dict):
     if not _is_model(given):
         name = getattr(given, "__qualname__", type(given).__name__)
         return call_builder(given, where=f"train(model=...) builder {name}",
-                            input_shape=input_shape, num_classes=num_classes, params=params)
+                            input_shape=input_shape, num_classes=num_classes, params=params,
+                            task=task, num_outputs=num_outputs)
     import keras
 
     where = f"train(model=...) model {given.name!r}"
@@ -55,7 +62,7 @@ def from_given(given, *, input_shape, num_classes: int, params: dict):
         raise UserInputError(f"{where} is built already: model.params {params!r} would be "
                              "ignored; leave them out, or pass a builder.")
     models.check_model_fits(given, where=where, input_shape=input_shape,
-                            num_classes=num_classes)
+                            num_classes=num_classes, task=task, num_outputs=num_outputs)
     try:
         clone = keras.models.clone_model(given)
     except Exception as error:  # a subclassed model may not clone

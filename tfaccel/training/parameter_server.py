@@ -184,12 +184,16 @@ def _loss_and_metrics(training, data):
 
     from tfaccel.training.losses import logged_metric_names, make_loss, make_metrics
 
-    loss = make_loss(training)
+    info = data.info
+    head = dict(task=info.task, num_outputs=info.num_outputs or info.num_classes,
+                per_batch=True)  # the auto metrics that keep running sums are left out
+    loss = make_loss(training, task=info.task)
     loss_fn = keras.losses.get(loss) if isinstance(loss, str) else loss
     sparse = len(data.validation.element_spec[1].shape) <= 1 \
         if data.validation is not None else True
     pairs = []
-    for name, metric in zip(logged_metric_names(training), make_metrics(training)):
+    for name, metric in zip(logged_metric_names(training, **head),
+                            make_metrics(training, **head)):
         if isinstance(metric, str) and metric in ("accuracy", "acc"):
             fn = keras.metrics.sparse_categorical_accuracy if sparse \
                 else keras.metrics.categorical_accuracy
@@ -303,6 +307,8 @@ def _summary(ctx, *, records, steps, workers, servers, optimizer, data, train_se
     seconds = sum(r["train_seconds"] for r in records)
     return {
         "status": "completed", "name": ctx.recipe.name, "strategy": "parameter_server",
+        "task": data.info.task, "class_names": list(data.info.class_names or []),
+        "metric_names": [k for k in final if k != "loss" and not k.startswith("val_")],
         "epochs_completed": len(records), "final_metrics": final,
         "saved_model_epoch": len(records) or None, "saved_model_metrics": final,
         "keep": "last", "monitor": ctx.recipe.training.monitor,

@@ -22,7 +22,7 @@ from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_
 from tfaccel.errors import DataError, Preempted, UserInputError
 from tfaccel.messages import say
 from tfaccel.training import checkpoints as ckpt
-from tfaccel.training import model_source
+from tfaccel.training import data_source, model_source
 from tfaccel.training import run_dir as run_files
 from tfaccel.training.best_epoch import keep_plan
 from tfaccel.training.execution import initial_steps
@@ -39,6 +39,7 @@ from tfaccel.training.run_failures import (
 )
 from tfaccel.training.run_summary import RunResult, run_summary
 from tfaccel.training.session import open_session
+from tfaccel.training.stuck_signals import signals_end_the_wait
 
 
 def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
@@ -61,7 +62,8 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
             directory's tensorboard/ folder.
         model: Your own model instead of the recipe's model section: a builder callable
             ``builder(*, input_shape, num_classes, **model.params)`` returning an uncompiled
-            keras.Model (built in the strategy's scope, under the precision policy), or a
+            keras.Model, also given ``task=`` and ``num_outputs=`` (the output width) when
+            its signature names them (`tfaccel.models.build_own_model`) (built in the strategy's scope, under the precision policy), or a
             built keras.Model (cloned into the strategy's scope with its weights; it keeps
             the dtype policy it was built with). The run directory records which
             (model_source.json); a resume must give the same one again.
@@ -82,25 +84,48 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
     try:
         # A resumed run keeps the precision `auto` chose when it started.
         recorded = run_files.recorded_precision(directory) if resume is not None else None
-        with open_session(recipe, precision=recorded) as session:
+        with open_session(recipe, precision=recorded,
+                          around_strategy=lambda: _answer_signals_while_joining(
+                              opened, resume=resume)) as session:
             context = RunContext(recipe=recipe, directory=directory, session=session,
                                   started=started, extra_callbacks=list(callbacks),
                                   resume_from=Path(resume) if resume is not None else None,
                                   role=role, shown_dir=shown, profile=profile,
                                   given_model=model, model_source=opened.model_source)
             return _train_with(context)
-    except UserInputError:
-        # A mistake found before training (missing data, a bad batch plan): do not leave a
-        # run directory that holds nothing but the recipe.
-        if resume is None and lock is not None and _holds_only_the_recipe(directory):
-            lock.release()
-            shutil.rmtree(directory)
+    except (UserInputError, KeyboardInterrupt, SystemExit):
+        # A mistake found before training (missing data, a bad batch plan), or a signal
+        # before it started: do not leave a run directory that holds nothing but the recipe.
+        _remove_unstarted(opened, resume=resume)
         raise
     finally:
         if lock is not None:
             lock.release()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _answer_signals_while_joining(opened: "_OpenedRun", *, resume):
+    """Around the strategy's creation: a cluster's workers wait there for each other."""
+    import contextlib
+
+    from tfaccel.config.cluster import tf_config_tasks
+
+    if opened.recipe.runtime.strategy not in ("auto", "multi_worker", "parameter_server") \
+            or tf_config_tasks() < 2:
+        return contextlib.nullcontext()
+    return signals_end_the_wait(
+        what="waiting for the other workers of TF_CONFIG's cluster to join",
+        directory=opened.directory if resume is None and opened.lock is not None else None,
+        allowed=_UNSTARTED_FILES)
+
+
+def _remove_unstarted(opened: "_OpenedRun", *, resume) -> None:
+    directory, lock = opened.directory, opened.lock
+    if resume is None and lock is not None and directory.is_dir() \
+            and _holds_only_the_recipe(directory):
+        lock.release()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @dataclasses.dataclass
@@ -156,6 +181,7 @@ def _open_run(recipe_or_path, overrides: Sequence[str], *, run_dir: Optional[str
             shown = Path(run_dir) if run_dir is not None else None
         run_files.write_text(directory / run_files.RECIPE_FILE, dump_recipe(recipe))
         model_source.record(directory, source)
+        data_source.record(directory, recipe.data)
 
     return _OpenedRun(recipe=recipe, role=role, directory=directory, shown=shown, lock=lock,
                       scratch=scratch, model_source=source)
@@ -480,10 +506,13 @@ def _new_run_dir(recipe: Recipe, run_dir: Optional[str]) -> Path:
             f"{recipe.runtime.runs_dir!r}: {error.strerror or error}.") from None
 
 
+# What a run directory holds before training starts (with the lock).
+_UNSTARTED_FILES = (run_files.RECIPE_FILE, model_source.SOURCE_FILE, model_source.COPY_DIR,
+                    data_source.SOURCE_FILE, run_files.PRECISION_FILE, LOCK_FILE)
+
+
 def _holds_only_the_recipe(directory: Path) -> bool:
-    names = {p.name for p in directory.iterdir()} - {LOCK_FILE}
-    return names <= {run_files.RECIPE_FILE, model_source.SOURCE_FILE, model_source.COPY_DIR,
-                     run_files.PRECISION_FILE}
+    return {p.name for p in directory.iterdir()} <= set(_UNSTARTED_FILES)
 
 
 def _as_recipe(recipe_or_path, overrides: Sequence[str], *, own_model: bool = False) -> Recipe:

@@ -74,7 +74,9 @@ def make_callbacks(ctx: RunContext, *, data: TrainData, plan: BatchPlan,
         # What Keras logs: the loss and each compiled metric by the name it was given.
         from tfaccel.training.losses import logged_metric_names
 
-        logged = ["loss", *logged_metric_names(training)]
+        info = data.info
+        logged = ["loss", *logged_metric_names(
+            training, task=info.task, num_outputs=info.num_outputs or info.num_classes)]
         if data.validation is not None:
             logged += [f"val_{name}" for name in logged]
         best = BestEpoch(monitor=training.monitor, patience=training.early_stopping_patience,
@@ -124,5 +126,10 @@ def make_callbacks(ctx: RunContext, *, data: TrainData, plan: BatchPlan,
                                           training.steps_per_execution),
                                       first_step=first))
     callbacks += ctx.extra_callbacks
+    from tfaccel.training.throughput import SpeedLine
+
+    # Last: every callback above sees the throughput figures, Keras' epoch line does not.
+    callbacks.append(SpeedLine(show=ctx.recipe.runtime.verbose != 0,
+                               global_batch_size=plan.global_batch_size))
     return Outputs(guard=guard, monitor=monitor, logger=logger, checkpoints=checkpoints,
                     best=best, signals=signals, all=callbacks)

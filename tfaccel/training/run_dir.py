@@ -117,3 +117,13 @@ def recorded_precision(directory: Path) -> Optional[str]:
     except (OSError, ValueError, AttributeError):
         return None
     return policy if isinstance(policy, str) else None
+
+
+def metric_names(summary: dict) -> list:
+    """The metrics a run logged beside its loss, in the recipe's order (without ``val_``): its
+    task's (accuracy; accuracy and auc; binary_accuracy and auc; mae and rmse) or the
+    recipe's. summary.json records them; an older summary's are read from its figures."""
+    if summary.get("metric_names") is not None:
+        return list(summary["metric_names"])
+    final = summary.get("final_metrics") or {}
+    return [k for k in final if k != "loss" and not k.startswith("val_")]

@@ -10,6 +10,7 @@ from typing import Optional
 
 from tfaccel._version import __version__
 from tfaccel.config.batching import BatchPlan
+from tfaccel.training import run_dir as run_files
 from tfaccel.training.inputs import TrainData
 from tfaccel.training.run_context import RunContext
 
@@ -29,11 +30,12 @@ class RunResult:
         and why, the last epoch's metrics when it is another, examples/s, wall time."""
         summary = self.summary
         kept = summary.get("saved_model_metrics") or summary.get("final_metrics", {})
-        parts = [_metrics_text(kept) + " (" + _kept_text(summary) + ")"]
+        names = run_files.metric_names(summary)
+        parts = [_metrics_text(kept, names) + " (" + _kept_text(summary) + ")"]
         last = summary.get("epochs_completed")
         if summary.get("saved_model_epoch") not in (None, last):
             parts.append(f"last epoch {last}: "
-                         + _metrics_text(summary.get("final_metrics", {})))
+                         + _metrics_text(summary.get("final_metrics", {}), names))
         parts.append(f"{summary['examples_per_sec']:.0f} examples/s, "
                      f"wall {summary['wall_seconds']:.1f} s")
         text = "Done: " + "; ".join(parts)
@@ -43,10 +45,13 @@ class RunResult:
         return text + f"\nRun directory: {self.run_dir}"
 
 
-def _metrics_text(metrics: dict) -> str:
-    return ", ".join(f"{key} {metrics[key]:.4f}"
-                     for key in ("val_accuracy", "accuracy", "val_loss", "loss")
-                     if key in metrics)
+def _metrics_text(metrics: dict, names: list) -> str:
+    """The figures the Done line shows: each metric on validation, the first one on
+    training, then the losses (classification: val_accuracy, accuracy, val_loss, loss;
+    regression: val_mae, val_rmse, mae, val_loss, loss)."""
+    keys = [f"val_{n}" for n in names] + names[:1] + ["val_loss", "loss"]
+    return ", ".join(f"{key} {metrics[key]:.4f}" for key in keys
+                     if isinstance(metrics.get(key), (int, float)))
 
 
 def _kept_text(summary: dict) -> str:
@@ -96,6 +101,9 @@ def run_summary(ctx: RunContext, *, epochs: list, plan: BatchPlan, data: TrainDa
     return {
         "status": "completed",
         "name": recipe.name,
+        # What the labels asked for, and the metrics logged for it beside the loss.
+        "task": data.info.task,
+        "metric_names": _metric_names(recipe.training, data.info, final_metrics),
         "epochs_completed": len(epochs),
         "final_metrics": final_metrics,
         # model.keras: the best epoch's weights by training.monitor (keep: best) or the
@@ -135,6 +143,16 @@ def run_summary(ctx: RunContext, *, epochs: list, plan: BatchPlan, data: TrainDa
         "versions": {"tfaccel": __version__, "tensorflow": tf.__version__,
                      "keras": keras.__version__, "python": platform.python_version()},
     }
+
+
+def _metric_names(training, info, final_metrics: dict) -> list:
+    """The logged metrics in the recipe's (or the task's) order; Keras' logs may sort them."""
+    from tfaccel.training.losses import logged_metric_names
+
+    logged = [k for k in final_metrics if k != "loss" and not k.startswith("val_")]
+    ordered = logged_metric_names(training, task=info.task,
+                                  num_outputs=info.num_outputs or info.num_classes)
+    return [n for n in ordered if n in logged] + [n for n in logged if n not in ordered]
 
 
 def _throughput_summary(steady: list, epochs: list) -> dict:

@@ -11,10 +11,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from tfaccel.config.batching import BatchPlan, plan_batches
 from tfaccel.config.recipe import Recipe
+
+# The strategies that place work on runtime.devices (the others refuse the key).
+DEVICE_STRATEGIES = ("one_device", "mirrored", "pipeline")
 
 
 @dataclasses.dataclass
@@ -69,7 +72,8 @@ class Session:
 
 
 @contextlib.contextmanager
-def open_session(recipe: Recipe, *, precision: Optional[str] = None) -> Iterator[Session]:
+def open_session(recipe: Recipe, *, precision: Optional[str] = None,
+                 around_strategy: Optional[Callable] = None) -> Iterator[Session]:
     """Sets the process state `recipe` asks for; puts it back on leaving, failed or not.
 
     Set, in this order: TensorFlow's thread pools (before anything initialises its
@@ -86,6 +90,8 @@ def open_session(recipe: Recipe, *, precision: Optional[str] = None) -> Iterator
         recipe: The validated recipe.
         precision: The policy `runtime.precision: auto` chose when the run started (a
             resumed run keeps it: a timed choice may differ on another day); None decides.
+        around_strategy: A context manager factory entered around the strategy's creation,
+            where a cluster's workers wait for each other (`train` answers signals there).
 
     Yields:
         The `Session`.
@@ -111,8 +117,14 @@ def open_session(recipe: Recipe, *, precision: Optional[str] = None) -> Iterator
         set_op_determinism(True)
     previous_policy = keras.mixed_precision.global_policy().name
     try:
-        strategy = make_strategy(runtime.strategy, devices=runtime.devices,
-                                 peer_timeout=runtime.peer_timeout)
+        if runtime.strategy in DEVICE_STRATEGIES:
+            from tfaccel.engine.devices import check_devices
+
+            # Before any strategy exists: one on absent devices hangs in its first step.
+            check_devices(runtime.devices, key="runtime.devices")
+        with around_strategy() if around_strategy is not None else contextlib.nullcontext():
+            strategy = make_strategy(runtime.strategy, devices=runtime.devices,
+                                     peer_timeout=runtime.peer_timeout)
         info = describe_strategy(strategy)
         if runtime.strategy == "pipeline":  # one replica; the stages place themselves
             from tfaccel.engine.model_split import pipeline_devices

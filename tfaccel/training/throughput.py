@@ -10,6 +10,7 @@ from typing import Optional
 import keras
 
 from tfaccel.config import cluster
+from tfaccel.messages import say
 
 # Keys this callback adds to each epoch's logs (metrics.jsonl, TensorBoard, summary.json).
 THROUGHPUT_KEYS = ("steps_per_sec", "step_time_ms", "input_wait_fraction",
@@ -237,6 +238,68 @@ class ThroughputMonitor(keras.callbacks.Callback):
         rest = cycles["seconds"] - cycles["wait"] - cycles["compute"]
         return {"overhead_seconds": max(rest, 0.0) / cycles["calls"],
                 "step_seconds": cycles["compute"] / steps, "calls": cycles["calls"]}
+
+
+def speed_line(figures: dict, *, epoch: int, global_batch_size: int, cores: int) -> str:
+    """One short line of an epoch's throughput figures, for people (the logs keep them all).
+
+    Args:
+        figures: The epoch's `THROUGHPUT_KEYS` entries (an unmeasured one absent).
+        epoch: The epoch, counted from 1.
+        global_batch_size: Examples per optimizer step.
+        cores: The cores this process may use.
+
+    Returns:
+        E.g. ``epoch 1: 3,942 examples/s, 16.2 ms/step, input wait 3%, 1.9 of 2 cores``.
+    """
+    parts = []
+    if figures.get("steps_per_sec") is not None:
+        parts.append(f"{figures['steps_per_sec'] * global_batch_size:,.0f} examples/s")
+    if figures.get("step_time_ms") is not None:
+        parts.append(f"{figures['step_time_ms']:.1f} ms/step")
+    if figures.get("input_wait_fraction") is not None:
+        parts.append(f"input wait {100 * figures['input_wait_fraction']:.0f}%")
+    if figures.get("cpu_cores_used") is not None:
+        parts.append(f"{figures['cpu_cores_used']:.1f} of {cores} cores")
+    return f"epoch {epoch}: {', '.join(parts)}"
+
+
+class SpeedLine(keras.callbacks.Callback):
+    """Keeps Keras' epoch line Keras' own: takes `THROUGHPUT_KEYS` out of the epoch's logs
+    before Keras' progress bar prints them, and prints them as one short line of its own
+    (`speed_line`) just after Keras' epoch line.
+
+    Last in the callback list: the metrics logger, TensorBoard and the caller's callbacks
+    before it see every figure; only `fit`'s History and progress bar (Keras appends them
+    after every given callback) do not. The line waits for the next epoch's start or the
+    end of training, where Keras' own line of the epoch has been printed.
+    """
+
+    def __init__(self, *, show: bool, global_batch_size: int):
+        super().__init__()
+        self.show = show
+        self.global_batch_size = global_batch_size
+        self._cores = available_cores()
+        self._pending: Optional[str] = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None:
+            return
+        figures = {key: logs.pop(key) for key in THROUGHPUT_KEYS if key in logs}
+        if self.show and figures:
+            self._pending = speed_line(figures, epoch=epoch + 1, cores=self._cores,
+                                       global_batch_size=self.global_batch_size)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._print()
+
+    def on_train_end(self, logs=None):
+        self._print()
+
+    def _print(self):
+        if self._pending is not None:
+            say(self._pending)
+            self._pending = None
 
 
 def peak_device_memory_mb() -> Optional[float]:

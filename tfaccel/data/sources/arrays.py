@@ -10,6 +10,7 @@ from tfaccel.data import finite_values, splits
 from tfaccel.data.in_memory import from_arrays
 from tfaccel.data.sources import array_files, base
 from tfaccel.errors import DataError
+from tfaccel.reading import labels
 
 
 class ArraysSource(base.Source):
@@ -38,10 +39,14 @@ class ArraysSource(base.Source):
             x, y = npz[x_name], npz[y_name]
             vx, vy = (None, None) if val_pair is None else (npz[val_pair[0]],
                                                             npz[val_pair[1]])
-        labels = y if vy is None else np.concatenate([np.ravel(y), np.ravel(vy)])
-        num_classes = base.classes_for_labels(
-            int(np.min(labels)), int(np.max(labels)), num_classes=config.num_classes,
-            where=repr(path)) if len(labels) else config.num_classes
+        # THE label rule (tfaccel.reading.labels): the task and the classes are read from
+        # the training labels; the held-out ones are encoded with the same plan, so a class
+        # seen only there is named rather than counted.
+        plan = labels.plan_labels(y, task=config.task, where=f"Arrays file {path!r}: {y_name}",
+                                  num_classes=config.num_classes)
+        y = plan.encode(_labels_of(y, plan))
+        if vy is not None:
+            vy = plan.encode(_labels_of(vy, plan, where=f"Arrays file {path!r}: {val_pair[1]}"))
         # Named here, with the file, before the split renumbers the examples.
         finite_values.check_array(x, name=f"Arrays file {path!r}: {x_name}")
         x = array_files.as_images(x)
@@ -58,6 +63,24 @@ class ArraysSource(base.Source):
         train = from_arrays(x, y, batch_size=batch_size,
                             shuffle_buffer=min(config.shuffle_buffer, len(x)), **common,
                             **train_options)
-        return base.Built(train=train, validation=val, num_classes=num_classes,
-                          class_names=None, train_examples=len(x),
+        return base.Built(train=train, validation=val, num_classes=plan.num_classes,
+                          class_names=list(plan.class_names) if plan.class_names else None,
+                          task=plan.task, num_outputs=plan.num_outputs, train_examples=len(x),
                           validation_examples=None if vx is None else len(vx))
+
+
+def _labels_of(y: np.ndarray, plan, *, where: str = "") -> np.ndarray:
+    """`y` in the shape the plan reads: one label per example for a single-label task (a
+    trailing axis of 1, as Keras' datasets give some, dropped); rows for several columns.
+
+    Raises:
+        DataError: Held-out labels of another width than the training ones.
+    """
+    if y.ndim == 2 and y.shape[1] == 1 and plan.task != "multi_label":
+        y = y[:, 0]
+    several = plan.task in ("multi_label", "regression") and plan.num_outputs > 1
+    width = y.shape[1] if y.ndim == 2 else 1
+    if where and (several or y.ndim == 2) and width != plan.num_outputs:
+        raise DataError(f"{where} holds {width} label column(s) per example but the training "
+                        f"labels hold {plan.num_outputs}.")
+    return y

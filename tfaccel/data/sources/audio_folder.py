@@ -353,7 +353,9 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         validation_split: Fraction of the files held out (Keras' rule, above).
         subset: "training", "validation", "both" (the pair, from one listing) or None.
         follow_links: Descend into symbolic links to folders (default False, as Keras).
-        verbose: Print Keras' "Found N files belonging to K classes." line.
+        verbose: Print Keras' "Found N files belonging to K classes." line and, where a
+            fraction is held out, its "Using N files for training." / "... for
+            validation." lines.
         format: Keras' "tf" (a `tf.data.Dataset`, the only one made); "grain" is refused.
         verify: Check every file's header before training (above). False: no check, no
             rate or channel check; a file that fails to decode is skipped by the
@@ -423,7 +425,8 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
     return class_folder.keras_subsets(listing, read, subset=subset,
                                       validation_split=validation_split, seed=seed,
                                       shuffle_buffer=shuffle_buffer, cache=cache,
-                                      noun="audio files", options=options)
+                                      noun="audio files", options=options,
+                                      verbose=verbose)
 
 
 def _resampled(rates: set, *, sampling_rate: Optional[int],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import ClassVar, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -33,6 +33,7 @@ class Built:
         task: What the labels ask for (`tfaccel.reading.labels.TASKS` but auto).
         num_outputs: Width of the model's output for the task (None: num_classes, the
             classification default).
+        series: A time series source's `dataset_info.SeriesInfo` (None elsewhere).
     """
 
     train: tf.data.Dataset
@@ -43,6 +44,7 @@ class Built:
     validation_examples: Optional[int]
     task: str = "classification"
     num_outputs: Optional[int] = None
+    series: Optional[Any] = None
 
 
 class Source(abc.ABC):
@@ -148,6 +150,31 @@ def refuse_one_class(num_classes: Optional[int], *, config) -> None:
                 "class, or set data.num_classes (2 or more) if a class is absent here.")
     raise DataError(f"{where} (data.source {config.source}) holds {num_classes} class in "
                     f"{origin}: a classifier needs at least 2 classes. {fix}")
+
+
+def shape_targets(dataset: tf.data.Dataset, *, task: str,
+                  num_outputs: Optional[int]) -> tf.data.Dataset:
+    """THE target shape of every task: what the model's head gives, so the loss never has
+    to guess (a (batch,) target beside a (batch, 1) prediction broadcasts to (batch, batch)
+    in a hand-written loss, silently).
+
+    binary: float32 0/1 of shape (batch, 1), what a sigmoid head and binary cross-entropy
+    take; regression: float32 (batch, targets); multi_label: float32 (batch, labels);
+    classification: the integer ids as they are (sparse categorical cross-entropy).
+    """
+    spec = dataset.element_spec
+    if task == "classification" or not (isinstance(spec, tuple) and len(spec) >= 2
+                                        and isinstance(spec[1], tf.TensorSpec)):
+        return dataset
+    width = num_outputs or 1
+    if spec[1].dtype == tf.float32 and spec[1].shape.rank == 2 and spec[1].shape[1] == width:
+        return dataset
+
+    def shaped(*element):
+        targets = tf.reshape(tf.cast(element[1], tf.float32), (-1, width))
+        return (element[0], targets) + tuple(element[2:])
+
+    return dataset.map(shaped, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def check_labels_in_pipeline(dataset, num_classes: int, *, where: str):

@@ -501,7 +501,7 @@ def keras_subsets(listing: Listing, make: Callable, *, subset: Optional[str],
                   validation_split: Optional[float], seed, shuffle_buffer: Optional[int],
                   cache, noun: str, options: dict,
                   validation_fraction: Optional[float] = None,
-                  validation_only: Optional[dict] = None):
+                  validation_only: Optional[dict] = None, verbose: bool = False):
     """The dataset of `subset`, or Keras' ``(training, validation)`` pair.
 
     Args:
@@ -520,22 +520,29 @@ def keras_subsets(listing: Listing, make: Callable, *, subset: Optional[str],
             (`choose_files`; None: every file).
         validation_only: Keywords of `make` that replace its `options` for the
             validation subset of "both" (e.g. no random crop).
+        verbose: Print Keras' "Using N files for training." / "Using M files for
+            validation." line of each subset returned ("both": the two), as Keras'
+            `get_training_or_validation_split` does whenever a fraction is held out.
     """
     keras_split = validation_split is not None
     choose = dict(validation_fraction=(validation_split if keras_split
                                        else validation_fraction) or 0.0,
                   keras_split=keras_split, shuffled=shuffle_buffer != 0,
                   seed=seed, noun=noun, input_context=options.get("input_context"))
+    def chosen(name):
+        paths, labels = choose_files(listing, subset=name, **choose)
+        if verbose and name is not None and choose["validation_fraction"]:
+            say(f"Using {len(paths)} files for {name}.")  # Keras' line, its wording
+        return paths, labels
+
     if subset != "both":
-        return make(*choose_files(listing, subset=subset, **choose),
-                    shuffle_buffer=shuffle_buffer, cache=cache, **options)
+        return make(*chosen(subset), shuffle_buffer=shuffle_buffer, cache=cache, **options)
     # Keras' pair, from one listing; the validation subset is neither shuffled nor augmented
     # (pipeline.validation_options), but its files are chosen from the same permuted listing.
     train_cache, validation_cache = cache_files.split_prefixes(cache)
-    return (make(*choose_files(listing, subset="training", **choose),
-                 shuffle_buffer=shuffle_buffer, cache=train_cache, **options),
-            make(*choose_files(listing, subset="validation", **choose), shuffle_buffer=0,
-                 cache=validation_cache,
+    return (make(*chosen("training"), shuffle_buffer=shuffle_buffer, cache=train_cache,
+                 **options),
+            make(*chosen("validation"), shuffle_buffer=0, cache=validation_cache,
                  **{**pipeline.validation_options(options), **(validation_only or {})}))
 
 

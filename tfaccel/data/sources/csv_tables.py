@@ -452,7 +452,8 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
              compression_type: Optional[str] = None, encoding: str = "utf-8",
              shuffle_buffer: Optional[int] = None, seed: Optional[int] = None,
              cycle_length: Optional[int] = None, verify: bool = True,
-             deterministic: Optional[bool] = None, **options) -> tf.data.Dataset:
+             deterministic: Optional[bool] = None,
+             rows: Optional[files_stage.RowSplit] = None, **options) -> tf.data.Dataset:
     """Builds ``(dict of column batches, label batch)`` from CSV files or a DataFrame.
 
     Example::
@@ -519,6 +520,10 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
             a cut file is a `DataError` naming it.
         deterministic: Keep the row order fixed. None: fixed when a `seed` is given or
             when not shuffling.
+        rows: One side of a split of the rows of these files (a recipe's
+            validation_fraction with too few files for whole ones,
+            `files_stage.split_files`): only that side's rows are read, before any
+            shuffle or worker split; the rows are then counted even without `verify`.
         **options: Any other keyword of `tfaccel.data.optimize` (cache, drop_remainder,
             input_context, ...).
 
@@ -557,10 +562,15 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
     # with or without `verify` (text_files; once per process and file).
     files_stage.count_each(files, lambda f: text_files.check_complete(
         f, compression=fmt.compression_of(f), what="CSV file"))
-    counts = table.count_rows() if verify else None  # rows of each file, in `files` order
-    num_examples = None if counts is None else sum(counts)
-    if num_examples == 0:
+    # Rows of each file, in `files` order (a row split needs them: the hook of RowSplit).
+    counts = (table.count_rows() if verify or (rows is not None and rows.counts is None)
+              else None)
+    if counts is not None and sum(counts) == 0:
         raise DataError(f"CSV {source!r} holds no rows, only headers ({len(files)} file(s)).")
+    kept = files_stage.kept_rows(rows, files, counts, what="CSV rows")
+    if kept is not None:
+        counts = kept.counts(files)
+    num_examples = None if counts is None else sum(counts)
     if shuffle_buffer is None:
         shuffle_buffer = min(num_examples or _SHUFFLE_CAP, _SHUFFLE_CAP)
     shuffled = shuffle_buffer != 0  # a bad value is named by `optimize`
@@ -568,10 +578,12 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
                                input_context=options.get("input_context"))
     if deterministic is None:
         deterministic = not shuffled or seed is not None
-    return _table_dataset(table, files, batch_size=batch_size, label_name=label_name,
-                          shuffle_buffer=shuffle_buffer, seed=seed, shuffled=shuffled,
-                          deterministic=deterministic, cycle_length=cycle_length,
-                          counts=counts, **options)
+    dataset = _table_dataset(table, files, batch_size=batch_size, label_name=label_name,
+                             shuffle_buffer=shuffle_buffer, seed=seed, shuffled=shuffled,
+                             deterministic=deterministic, cycle_length=cycle_length,
+                             counts=counts, kept=kept, **options)
+    dataset.kept_rows = kept  # with `rows`: the rows kept of each file
+    return dataset
 
 
 def read_order(files: list, counts: Optional[list], *, shuffled: bool, seed: Optional[int],
@@ -583,7 +595,7 @@ def read_order(files: list, counts: Optional[list], *, shuffled: bool, seed: Opt
 
 
 def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffle_buffer,
-                   seed, shuffled, deterministic, cycle_length, counts, **options):
+                   seed, shuffled, deterministic, cycle_length, counts, kept=None, **options):
     """The pipeline of `files` in this order (see `from_csv`)."""
     options["deterministic"] = deterministic
     # The one worker split of the file sources (files_stage): by file, or by row in one
@@ -596,7 +608,8 @@ def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffl
     deterministic = options["deterministic"]
     files_stage.fingerprint_cache(options, cache=options.get("cache"), builder="from_csv",
                                   files=files, seed=seed, shuffled=shuffled,
-                                  label_name=label_name, **table.fingerprint())
+                                  label_name=label_name, **table.fingerprint(),
+                                  **(kept.describe() if kept is not None else {}))
     names = table.names
 
     def to_example(*values):
@@ -611,7 +624,8 @@ def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffl
         # interleave). Unshuffled: one after the other, so rows come in file order (as
         # make_csv_dataset's with shuffle=False) and predictions match the files' rows.
         cycle_length = min(len(files), 16) if shuffled else 1
-    rows = files_stage.interleave(tf.data.Dataset.from_tensor_slices(files), table.reader,
+    rows = files_stage.interleave(tf.data.Dataset.from_tensor_slices(files),
+                                  files_stage.keep_rows(table.reader, kept),
                                   num_files=len(files), cycle_length=cycle_length,
                                   options=options, deterministic=deterministic)
     if counts is not None:
@@ -660,6 +674,7 @@ def from_table_plan(files: Sequence[str], row_counts: Sequence[int], *, columns:
                     plan, batch_size: Optional[int], shuffle_buffer: Optional[int] = None,
                     seed: Optional[int] = None, deterministic: Optional[bool] = None,
                     compression_type: Optional[str] = None, cycle_length=None,
+                    kept: Optional[files_stage.KeptRows] = None,
                     **options) -> tf.data.Dataset:
     """A table's files as ``(features, targets)`` batches by its column plan.
 
@@ -679,10 +694,14 @@ def from_table_plan(files: Sequence[str], row_counts: Sequence[int], *, columns:
         deterministic: As `from_csv`.
         compression_type: None (by file name) or "GZIP".
         cycle_length: As `from_csv`.
+        kept: One side of a split of the rows of these files (`files_stage.kept_rows`):
+            only its rows are read, before any shuffle, cache or worker split; then
+            `row_counts` are the kept rows of each file.
         **options: Any other keyword of `tfaccel.data.optimize`.
 
     Returns:
-        The dataset, with ``files``, ``row_counts``, ``num_examples`` and ``table_plan``.
+        The dataset, with ``files``, ``row_counts``, ``num_examples``, ``kept_rows`` and
+        ``table_plan``.
     """
     from tfaccel.data import table_features
 
@@ -704,56 +723,91 @@ def from_table_plan(files: Sequence[str], row_counts: Sequence[int], *, columns:
     rows = _table_dataset(table, files, batch_size=batch_size, label_name=None,
                           shuffle_buffer=shuffle_buffer, seed=seed, shuffled=shuffled,
                           deterministic=deterministic, cycle_length=cycle_length,
-                          counts=counts, **options)
+                          counts=counts, kept=kept, **options)
     dataset = rows.map(table_features.converter(plan),
                        num_parallel_calls=pipeline.AUTOTUNE, deterministic=deterministic)
     dataset.files, dataset.row_counts = rows.files, rows.row_counts
     dataset.num_examples, dataset.table_plan = rows.num_examples, plan
+    dataset.kept_rows = kept
     return dataset
 
 
+def _keeps(kept: Optional[files_stage.KeptRows]):
+    """`table_plan.scan_files`' ``keep(path, row index)`` of one side of a row split."""
+    if kept is None:
+        return None
+    masks = dict(zip(kept.files, kept.masks))
+    return lambda path, index: bool(masks[path][index])
+
+
 class CsvSource(base.Source):
-    """``data.source: csv``: CSV files read by the column plan, whole files held out.
+    """``data.source: csv``: CSV files read by the column plan, whole files or rows held out.
 
     It reads the keys it shares with TFRecords: `path` (a glob), `label_key` (the label
-    column, or several), `task`, `shuffle_buffer`, `validation_fraction` (whole files, the
-    seeded rule of `tfaccel.data.splits`), `num_classes` and `compression` (GZIP), and
-    data.table (delimiter, types, na_values, categorical, ignore). Every row of every file
-    is read once in Python first (`tfaccel.reading.table_plan`): the column kinds come
-    from the whole training split, the labels are planned by `tfaccel.reading.labels`,
-    and a bad row is named before any training; both splits then use that one plan.
+    column, or several), `task`, `shuffle_buffer`, `validation_fraction` (whole files, or
+    the rows of too few files: `files_stage.split_files`), `validation_path` (validation
+    files, read whole), `num_classes` and `compression` (GZIP), and data.table (delimiter,
+    types, na_values, categorical, ignore). Every row of every file is read once in Python
+    first (`tfaccel.reading.table_plan`): the column kinds, means and categories come from
+    the training split (its rows only, with a row split), the labels are planned by
+    `tfaccel.reading.labels`, and a bad row is named before any training; both splits then
+    use that one plan.
     """
 
     names = ("csv",)
 
+    def split(self):
+        """`files_stage.split_files` of the recipe: the files (and rows) of each split."""
+        config = self.config
+        return files_stage.split_files(config.path, fraction=config.validation_fraction,
+                                       seed=self.seed, what="CSV",
+                                       validation_pattern=config.validation_path)
+
     def files(self) -> Tuple[list, list]:
         """The training and validation files, in listing order."""
-        config = self.config
-        return files_stage.held_out(config.path, config.validation_fraction, self.seed,
-                                    what="CSV")
+        files, val_files, _, _ = self.split()
+        return files, val_files
 
     def plan(self):
-        """``(training files, validation files, their TableScans, the TablePlan)``, made once."""
+        """``(training files, validation files, their TableScans, the TablePlan)``, made once.
+
+        With a split of the rows of too few files, the rows are counted first, each side's
+        `files_stage.KeptRows` drawn (`_kept`), and each side scanned over its own rows:
+        the means that impute missing numbers, the categories and the labels come from the
+        training rows only.
+        """
         if getattr(self, "_planned", None) is None:
             from tfaccel.reading import table_plan
 
-            files, val_files = self.files()
-            train, val, plan = table_plan.plan_for(files, val_files, data=self.config)
+            files, val_files, rows, val_rows = self.split()
+            kept = val_kept = None
+            if rows is not None:
+                counts = table_plan.count_rows(files, data=self.config)
+                kept = files_stage.kept_rows(rows, files, counts, what="CSV rows")
+                val_kept = files_stage.kept_rows(kept.counted(val_rows), files, None,
+                                                 what="CSV rows")
+            train, val, plan = table_plan.plan_for(
+                files, val_files, data=self.config, keep=_keeps(kept),
+                validation_keep=_keeps(val_kept))
+            self._kept = (kept, val_kept)
             self._planned = (files, val_files, train, val, plan)
         return self._planned
 
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         config = self.config
         files, val_files, scan, val_scan, plan = self.plan()
+        kept, val_kept = self._kept
         kwargs = dict(columns=scan.columns, plan=plan, compression_type=config.compression,
                       **common)
+        # With a row split, the scans counted each side's kept rows of every file.
         train = from_table_plan(files, scan.row_counts, batch_size=batch_size,
-                                shuffle_buffer=config.shuffle_buffer, **kwargs,
+                                shuffle_buffer=config.shuffle_buffer, kept=kept, **kwargs,
                                 **train_options)
         val = None
         if val_files:
             val = from_table_plan(val_files, val_scan.row_counts, batch_size=batch_size,
-                                  shuffle_buffer=0, **kwargs, **validation_options)
+                                  shuffle_buffer=0, kept=val_kept, **kwargs,
+                                  **validation_options)
         labels = plan.labels
         return base.Built(train=train, validation=val, num_classes=labels.num_classes,
                           class_names=list(labels.class_names) if labels.class_names
@@ -768,12 +822,13 @@ class CsvSource(base.Source):
         return from_table_plan(files, scan.row_counts, columns=scan.columns, plan=plan,
                                batch_size=batch_size, shuffle_buffer=0,
                                compression_type=self.config.compression,
-                               drop_remainder=False)
+                               kept=self._kept[0], drop_remainder=False)
 
     def file_counts(self):
         files, _, scan, _, _ = self.plan()
-        # The rows of each training file in the order from_table_plan reads them (the
-        # runner gives worker i the files i, i + n, ... of that order, as it does).
+        # The (kept, with a row split) rows of each training file in the order
+        # from_table_plan reads them (the runner gives worker i the files i, i + n, ... of
+        # that order, as it does).
         _, counts = read_order(files, list(scan.row_counts),
                                shuffled=self.config.shuffle_buffer != 0, seed=self.seed)
         return counts, "CSV files"

@@ -461,7 +461,9 @@ def from_image_folder(directory, labels: Union[str, Sequence[int], None] = "infe
             then holds the files' bytes, and the crop comes after cache and shuffle. Not
             with `crop_to_aspect_ratio` or `pad_to_aspect_ratio`; give it to the training
             subset only (validation resizes the whole image).
-        verbose: Print Keras' "Found N files belonging to K classes." line.
+        verbose: Print Keras' "Found N files belonging to K classes." line and, where a
+            fraction is held out, its "Using N files for training." / "... for
+            validation." lines.
         format: Keras' "tf" (a `tf.data.Dataset`, the only one made); "grain" is refused.
         **options: Any other keyword of `tfaccel.data.optimize`.
 
@@ -514,7 +516,7 @@ def from_image_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         listing, make, subset=subset, validation_split=validation_split,
         validation_fraction=validation_fraction, seed=seed, shuffle_buffer=shuffle_buffer,
         cache=cache, noun="images", options={**options, "crop": crop},
-        validation_only={"crop": None})
+        validation_only={"crop": None}, verbose=verbose)
 
 
 def _read_bytes(path, label=None, *, read=tf.io.read_file):

@@ -13,9 +13,18 @@ import numpy as np
 import tensorflow as tf
 
 from tfaccel import python_refs
-from tfaccel.data import cache_files, finite_values, order, pipeline, sharding, splits
+from tfaccel.data import (
+    cache_files,
+    finite_values,
+    label_ids,
+    order,
+    pipeline,
+    sharding,
+    splits,
+)
 from tfaccel.data.sources import _workers, base
 from tfaccel.errors import DataError, UserInputError
+from tfaccel.reading import labels
 
 logger = logging.getLogger(__name__)
 
@@ -344,6 +353,51 @@ class _Subset:
         return self.source[int(self.indices[i])]
 
 
+def _label_plan(original, train, *, config, where: str, train_indices,
+                val_indices) -> Optional[labels.LabelPlan]:
+    """The label rule's plan when the labels can be known before training, else None.
+
+    - a ``labels`` attribute (one label per example, as Keras' loaders keep theirs): the
+      training examples' labels decide the task and the classes (1..K, strings: the
+      sorted distinct values); a validation label outside them is named.
+    - float labels (the dataset's label spec): a numeric target, regression under
+      data.task auto or regression; a clear error under a classification task.
+    - else None: integer ids 0..n-1 with data.num_classes, a num_classes or class_names
+      attribute, checked as they stream (the old rule).
+    """
+    given = getattr(original, "labels", None)
+    if given is not None and config.num_classes is None and hasattr(original, "__len__"):
+        return _attribute_plan(original, np.asarray(given), config=config, where=where,
+                               train_indices=train_indices, val_indices=val_indices)
+    spec = train.element_spec
+    label_spec = spec[1] if isinstance(spec, tuple) and len(spec) >= 2 else None
+    if isinstance(label_spec, tf.TensorSpec) and label_spec.dtype.is_floating:
+        if config.task not in ("auto", "regression", "multi_label"):
+            raise DataError(f"{where} yields {label_spec.dtype.name} labels: numeric "
+                            f"targets, not classes; data.task {config.task} needs integer "
+                            "or text labels. For a numeric target set data.task: regression "
+                            "(or auto).")
+        task = config.task if config.task != "auto" else (
+            "multi_label" if label_spec.shape.rank == 2 and label_spec.shape[-1] != 1
+            else "regression")
+        width = label_spec.shape[-1] if label_spec.shape.rank == 2 else 1
+        return labels.LabelPlan(task, None, int(width or 1))
+    return None
+
+
+def _attribute_plan(original, given, *, config, where, train_indices, val_indices):
+    """The plan of a source's ``labels`` attribute (training labels decide)."""
+    if len(given) != len(original):
+        raise DataError(f"{where}: its labels attribute holds {len(given)} labels for "
+                        f"{len(original)} examples; one label per example.")
+    plan = labels.plan_labels(given if train_indices is None else given[train_indices],
+                              task=config.task, where=f"the labels of {where}")
+    if val_indices is not None:
+        label_ids.check_known(plan, given[val_indices],
+                              where=f"the labels of {where} (validation split)")
+    return plan
+
+
 class PythonSource(base.Source):
     """``data.source: python``: ``module:attr`` or ``file.py:attr`` in worker processes."""
 
@@ -382,6 +436,21 @@ class PythonSource(base.Source):
             val = from_python(val_source, batch_size=batch_size, **kwargs,
                               **validation_options)
         original = source.source if isinstance(source, _Subset) else source
+        where = f"python source {config.path!r}"
+        counts = dict(train_examples=len(source) if random_access else None,
+                      validation_examples=None if val_source is None else len(val_source))
+        plan = _label_plan(original, train, config=config, where=where,
+                           train_indices=source.indices if isinstance(source, _Subset)
+                           else None, val_indices=None if val_source is None
+                           else val_source.indices)
+        if plan is not None:
+            # The labels are known up front (a `labels` attribute, or float targets): the
+            # one label rule decides the task and the classes; encoded as they stream.
+            return base.Built(
+                train=label_ids.encode_labels(train, plan),
+                validation=label_ids.encode_labels(val, plan), num_classes=plan.num_classes,
+                class_names=None if plan.class_names is None else list(plan.class_names),
+                task=plan.task, num_outputs=plan.num_outputs, **counts)
         num_classes = (getattr(config, "num_classes", None)
                        or getattr(original, "num_classes", None))
         class_names = getattr(original, "class_names", None)
@@ -390,16 +459,17 @@ class PythonSource(base.Source):
         if num_classes is None:
             raise DataError(f"Cannot tell the number of classes of python source "
                             f"{config.path!r}: set data.num_classes, or give the source a "
-                            "num_classes attribute.")
+                            "num_classes attribute, class_names, or labels (one label per "
+                            "example: the classes are then its sorted distinct values).")
         # A python source's labels are seen only while streaming: checked there, every split.
-        where = f"python source {config.path!r}"
         train = base.check_labels_in_pipeline(train, int(num_classes),
                                               where=f"{where} (training)")
         if val is not None:
             val = base.check_labels_in_pipeline(val, int(num_classes),
                                                 where=f"{where} (validation)")
+        binary = config.task == "binary"
         return base.Built(
             train=train, validation=val, num_classes=int(num_classes),
             class_names=list(class_names) if class_names else None,
-            train_examples=len(source) if random_access else None,
-            validation_examples=None if val_source is None else len(val_source))
+            task="binary" if binary else "classification",
+            num_outputs=1 if binary else int(num_classes), **counts)

@@ -126,7 +126,9 @@ def from_text_folder(directory, labels: Union[str, Sequence[int], None] = "infer
         validation_split: Fraction of the files held out (Keras' rule, above).
         subset: "training", "validation", "both" (the pair, from one listing) or None.
         follow_links: Descend into symbolic links to folders (default False, as Keras).
-        verbose: Print Keras' "Found N files belonging to K classes." line.
+        verbose: Print Keras' "Found N files belonging to K classes." line and, where a
+            fraction is held out, its "Using N files for training." / "... for
+            validation." lines.
         format: Keras' "tf" (a `tf.data.Dataset`, the only one made); "grain" is refused.
         encoding: The files' encoding; texts are transcoded from it to UTF-8
             (`tf.strings.unicode_transcode`), e.g. "latin-1" or "cp1252".
@@ -181,7 +183,8 @@ def from_text_folder(directory, labels: Union[str, Sequence[int], None] = "infer
     return class_folder.keras_subsets(listing, read, subset=subset,
                                       validation_split=validation_split, seed=seed,
                                       shuffle_buffer=shuffle_buffer, cache=cache,
-                                      noun="text files", options=options)
+                                      noun="text files", options=options,
+                                      verbose=verbose)
 
 
 class TextFolderSource(base.Source):

@@ -14,6 +14,7 @@ from tfaccel.data import files_stage, pipeline, text_files
 from tfaccel.data.sources import base, class_folder
 from tfaccel.data.text_files import as_utf8, check_encoding
 from tfaccel.errors import DataError, UserInputError
+from tfaccel.reading import labels as label_rule
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class _Scan(NamedTuple):
     examples: int
     labels: frozenset
     bad_line: Optional[int]  # the first line without the separator (1-based), if any
+    line_labels: tuple = ()  # each example's label, in order (asked for by a row split)
 
 
 def list_text_files(paths) -> List[str]:
@@ -41,7 +43,8 @@ def list_text_files(paths) -> List[str]:
 
 
 def _scan(path: str, *, encoding: Optional[str], skip_header_lines: int,
-          separator: Optional[str], compression: Optional[str]) -> _Scan:
+          separator: Optional[str], compression: Optional[str],
+          per_line: bool = False) -> _Scan:
     """Reads a file once: does it decode, how many non-empty lines, which labels.
 
     Raises:
@@ -60,7 +63,7 @@ def _scan(path: str, *, encoding: Optional[str], skip_header_lines: int,
     if lines and lines[-1] == "":
         lines.pop()
     lines = [line[:-1] if line.endswith("\r") else line for line in lines]
-    labels, bad_line, examples = set(), None, 0
+    labels, bad_line, examples, line_labels = set(), None, 0, []
     for number, line in enumerate(lines[skip_header_lines:], start=skip_header_lines + 1):
         if not line:
             continue
@@ -70,7 +73,9 @@ def _scan(path: str, *, encoding: Optional[str], skip_header_lines: int,
             if not found and bad_line is None:
                 bad_line = number
             labels.add(label)
-    return _Scan(True, examples, frozenset(labels), bad_line)
+            if per_line:
+                line_labels.append(label)
+    return _Scan(True, examples, frozenset(labels), bad_line, tuple(line_labels))
 
 
 def _file_labels(labels, files: List[str], class_names) -> tuple:
@@ -149,6 +154,7 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
                     verify: bool = True, cycle_length: Optional[int] = None,
                     cache=None, deterministic: Optional[bool] = None,
                     input_context: Optional[tf.distribute.InputContext] = None,
+                    rows: Optional[files_stage.RowSplit] = None,
                     **options) -> tf.data.Dataset:
     """Builds batches from text files holding one example per line.
 
@@ -208,6 +214,11 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
             shuffling).
         input_context: From ``distribute_datasets_from_function``: by file, or by
             example with fewer files than pipelines (`files_stage.split_for_workers`).
+        rows: One side of a split of the examples (non-empty lines) of these files (a
+            recipe's validation_fraction with too few files for whole ones,
+            `files_stage.split_files`): only that side's lines are read, before any
+            shuffle or worker split. The files are then read up front even without
+            `verify` (to count their lines).
         **options: Any other keyword of `tfaccel.data.optimize`.
 
     Returns:
@@ -238,11 +249,14 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
     if isinstance(labels, (list, tuple)):
         file_labels, names = _file_labels(labels, files, class_names)
     in_line = _in_line(labels)
-    num_examples, skipped = None, []
+    num_examples, skipped, kept_lines = None, [], None
+    # A row split counts each file's lines, unless given the counts.
+    verify = verify or (rows is not None and rows.counts is None)
     if verify:
         scans = files_stage.count_each(files, lambda f: _scan(
             f, encoding=encoding, skip_header_lines=skip_header_lines,
-            separator=separator if in_line else None, compression=compression))
+            separator=separator if in_line else None, compression=compression,
+            per_line=rows is not None))
         skipped = [f for f, s in zip(files, scans) if not s.decodes]
         for f, s in zip(files, scans):
             if s.bad_line is not None:
@@ -279,11 +293,25 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
                                               if skip_header_lines else ""))
         files = [files[i] for i in kept]
         file_labels = [file_labels[i] for i in kept]
+        kept_lines = files_stage.kept_rows(rows, files, [scans[i].examples for i in kept],
+                                           what="text lines")
+        if kept_lines is not None:
+            num_examples = sum(kept_lines.counts(files))
+            if in_line and class_names is None:
+                # The classes of this split's lines, not of every line of its files: a
+                # label seen only in the other split is not a class without examples.
+                masks = dict(zip(kept_lines.files, kept_lines.masks))
+                names = sorted({label for f, i in zip(files, kept)
+                                for label, keep in zip(scans[i].line_labels, masks[f])
+                                if keep})
     else:
         # Nothing read up front, but TensorFlow's reader stops silently where a compressed
         # stream is cut short: each compressed file is inflated once (text_files).
         files_stage.count_each(files, lambda f: text_files.check_complete(
             f, compression=text_files.compression_of(f, compression)))
+        kept_lines = files_stage.kept_rows(rows, files, None, what="text lines")
+        if kept_lines is not None:
+            num_examples = sum(kept_lines.counts(files))
     if in_line and names is None:
         names = list(class_names)
     if label_mode == "binary" and len(names) != 2:
@@ -307,13 +335,14 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
         labels=labels if not isinstance(labels, (list, tuple)) else file_labels,
         separator=separator, class_names=names, label_mode=label_mode,
         max_length=max_length, encoding=encoding, skip_header_lines=skip_header_lines,
-        compression=compression)
+        compression=compression,
+        **(kept_lines.describe() if kept_lines is not None else {}))
     examples = _examples(
         _read_lines(files, file_labels if isinstance(labels, (list, tuple)) else None,
                     shuffle_files=shuffled and not cache, seed=seed,
                     skip_header_lines=skip_header_lines, compression=compression,
                     strip_bom=encoding is None, cycle_length=cycle_length,
-                    options=options),
+                    options=options, kept=kept_lines),
         parse=_parser(labels=labels, names=names, separator=separator,
                       label_mode=label_mode, encoding=encoding, max_length=max_length),
         options=options)
@@ -324,13 +353,15 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
     dataset.class_names = names if label_mode is not None else None
     dataset.num_examples = num_examples
     dataset.skipped_files = skipped
+    dataset.kept_rows = kept_lines
     return dataset
 
 
 def _read_lines(files, file_labels, *, shuffle_files: bool, seed, skip_header_lines: int,
-                compression, strip_bom: bool, cycle_length, options: dict):
+                compression, strip_bom: bool, cycle_length, options: dict, kept=None):
     """The lines of `files` (with their file's label, given `file_labels`), several files
-    read at once."""
+    read at once; with `kept` (a row split) only its examples: the non-empty lines, the
+    ones it keeps (`files_stage.keep_rows`)."""
     # Each file's compression: the declared one, or its extension's (text_files).
     compressions = [text_files.compression_of(f, compression) or "" for f in files]
     columns = (tf.constant(files, tf.string), tf.constant(compressions, tf.string))
@@ -349,12 +380,18 @@ def _read_lines(files, file_labels, *, shuffle_files: bool, seed, skip_header_li
                 lambda line: tf.strings.regex_replace(line, "^\ufeff", "")).concatenate(
                     lines.skip(1))
         lines = lines.skip(skip_header_lines)
+        if kept is not None:
+            # A row split counts examples, the non-empty lines (as the up-front read):
+            # the empty ones go before its mask, a batch at a time.
+            lines = lines.batch(_PARSE_BATCH).map(
+                lambda batch: tf.boolean_mask(batch, tf.strings.length(batch) > 0)).unbatch()
         if label is None:
             return lines
         # A zip, not a map: no function call per line.
         return tf.data.Dataset.zip((lines, tf.data.Dataset.from_tensors(label).repeat()))
 
-    return files_stage.interleave(file_ds, lines_of, num_files=len(files),
+    return files_stage.interleave(file_ds, files_stage.keep_rows(lines_of, kept),
+                                  num_files=len(files),
                                   cycle_length=cycle_length, options=options)
 
 
@@ -414,54 +451,63 @@ class TextLinesSource(base.Source):
     first tab (`from_text_lines`' ``labels="first_field"``); the class names are the labels
     found in the training files, sorted, and a validation file with another label is a
     `DataError` naming it. `data.validation_path` names the validation files, or
-    `data.validation_fraction` holds out whole files (the seeded rule of
-    `tfaccel.data.splits`), so no line is read by both splits.
+    `data.validation_fraction` holds out whole files, or the lines of too few files
+    (`files_stage.split_files`), so no line is in both splits.
     """
 
     names = ("text_lines",)
 
-    def files(self):
-        """The training and validation files, in listing order.
+    def split(self):
+        """`files_stage.split_files` of the recipe: the files (and lines) of each split.
 
         `data.validation_path` names the validation files itself (a fixed test split, the
-        same for every seed); otherwise `data.validation_fraction` holds some out.
+        same for every seed); otherwise `data.validation_fraction` holds out whole files,
+        or lines when there are too few files.
         """
-        if self.config.validation_path:
-            train = list_text_files(self.config.path)
-            val = list_text_files(self.config.validation_path)
-            both = sorted(set(train) & set(val))
-            if both:
-                raise DataError(f"Text file {both[0]!r} matches both data.path and "
-                                "data.validation_path: a line would train and validate.")
-            return train, val
-        return files_stage.held_out(self.config.path, self.config.validation_fraction,
-                                    self.seed, what="Text file")
+        config = self.config
+        return files_stage.split_files(config.path, fraction=config.validation_fraction,
+                                       seed=self.seed, what="Text",
+                                       validation_pattern=config.validation_path)
+
+    def files(self):
+        """The training and validation files, in listing order."""
+        files, val_files, _, _ = self.split()
+        return files, val_files
 
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         config = self.config
-        files, val_files = self.files()
+        files, val_files, rows, val_rows = self.split()
 
-        def build(chosen, *, shuffle_buffer, options, class_names=None):
+        def build(chosen, *, shuffle_buffer, options, rows, class_names=None):
             options = {k: v for k, v in options.items() if k != "augment" or v}
             return from_text_lines(chosen, batch_size=batch_size, labels=FIRST_FIELD,
                                    class_names=class_names, shuffle_buffer=shuffle_buffer,
-                                   compression=config.compression, **common, **options)
+                                   compression=config.compression, rows=rows, **common,
+                                   **options)
 
-        train = build(files, shuffle_buffer=config.shuffle_buffer, options=train_options)
+        train = build(files, shuffle_buffer=config.shuffle_buffer, options=train_options,
+                      rows=rows)
+        # The classes: the sorted label texts of the training split (as Keras' loaders name
+        # theirs), by the one label rule, which also says the task (data.task: binary).
+        plan = label_rule.plan_labels(np.asarray(train.class_names), task=config.task,
+                                  where=f"the label field of data.path {config.path!r}")
         val = None
         if val_files:
             # The training split's classes, in the same order: label i is the same class.
             val = build(val_files, shuffle_buffer=0, options=validation_options,
-                        class_names=train.class_names)
+                        class_names=train.class_names, rows=val_rows)
         return base.Built(train=train, validation=val, num_classes=len(train.class_names),
                           class_names=list(train.class_names),
                           train_examples=train.num_examples,
-                          validation_examples=None if val is None else val.num_examples)
+                          validation_examples=None if val is None else val.num_examples,
+                          task=plan.task, num_outputs=plan.num_outputs)
 
     def plain_training(self, built, *, batch_size):
         # The training files and classes `build` found: no second scan of the files.
         # Not training batches: no strategy in scope may drop the last partial one.
+        kept = built.train.kept_rows  # a row split: the training lines only
         return from_text_lines(built.train.files, batch_size=batch_size, labels=FIRST_FIELD,
                                class_names=built.train.class_names, verify=False,
                                shuffle=False, compression=self.config.compression,
-                               drop_remainder=False)
+                               drop_remainder=False,
+                               rows=None if kept is None else kept.counted(self.split()[2]))

@@ -8,11 +8,13 @@ import struct
 import zlib
 from typing import Mapping, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import files_stage, images, pipeline
+from tfaccel.data import files_stage, images, label_ids, pipeline
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError
+from tfaccel.reading import labels as label_rule
 
 _COMPRESSIONS = (None, "", "GZIP", "ZLIB")
 _DTYPES = {"int64": tf.int64, "int": tf.int64, "float32": tf.float32, "float": tf.float32,
@@ -156,6 +158,7 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
                    shuffle_buffer: int = 0, seed: Optional[int] = None,
                    cycle_length: Optional[int] = None, verify: bool = True,
                    input_context: Optional[tf.distribute.InputContext] = None,
+                   rows: Optional[files_stage.RowSplit] = None,
                    **options) -> tf.data.Dataset:
     """Builds batches from TFRecord files of ``tf.train.Example`` protos.
 
@@ -186,11 +189,16 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
             (an offset, not the file, named).
         input_context: From ``distribute_datasets_from_function``: by file, or by
             example with fewer files than pipelines (`files_stage.split_for_workers`).
+        rows: One side of a split of the records of these files (a recipe's
+            validation_fraction with too few files for whole ones): only that side's
+            records are read, before any shuffle or worker split. The records are then
+            counted even without `verify`.
         **options: Any other keyword of `tfaccel.data.optimize`.
 
     Returns:
-        A `tf.data.Dataset` of ``(features, label)`` batches, with attributes ``files`` and
-        ``num_examples`` (records in all files; None without `verify`).
+        A `tf.data.Dataset` of ``(features, label)`` batches, with attributes ``files``,
+        ``num_examples`` (records read, in all files; None without `verify`) and
+        ``kept_rows`` (with `rows`: the records kept of each file, else None).
 
     Raises:
         DataError: A glob matches nothing, or a file is truncated (named).
@@ -212,8 +220,11 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         raise UserInputError(f"features {list(image_keys)} have decode: image, so image_size "
                              "(height, width) is needed to batch them.")
     files = files_stage.list_files(pattern, what="TFRecord")
-    num_examples = (sum(files_stage.count_each(
-        files, lambda f: check_record_file(f, compression))) if verify else None)
+    file_counts = (files_stage.count_each(files, lambda f: check_record_file(f, compression))
+                   if verify or (rows is not None and rows.counts is None) else None)
+    kept = files_stage.kept_rows(rows, files, file_counts, what="TFRecord records")
+    num_examples = (sum(kept.counts(files)) if kept is not None
+                    else None if file_counts is None else sum(file_counts))
     shuffled = bool(shuffle_buffer)
     options["input_context"] = input_context
     # The one seeded file order (files named by class still mix before any cache), then
@@ -228,13 +239,14 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         seed=seed, shuffled=shuffled, features={k: repr(v) for k, v in spec.items()},
         label_key=label_key, input_key=input_key, compression=compression,
         image_size=None if image_size is None else [int(v) for v in image_size],
-        channels=channels)
+        channels=channels, **(kept.describe() if kept is not None else {}))
     file_ds = tf.data.Dataset.from_tensor_slices(files)
     if shuffled:
         file_ds = files_stage.shuffle_each_pass(file_ds, num_files=len(files), seed=seed,
                                                 options=options)
     records = files_stage.interleave(
-        file_ds, lambda f: tf.data.TFRecordDataset(f, compression_type=compression or ""),
+        file_ds, files_stage.keep_rows(
+            lambda f: tf.data.TFRecordDataset(f, compression_type=compression or ""), kept),
         num_files=len(files), cycle_length=cycle_length, options=options)
 
     decode_size = None if image_size is None else [int(v) for v in image_size]
@@ -264,74 +276,147 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
                                 shuffle_buffer=shuffle_buffer, seed=seed, **options)
     dataset.files = files
     dataset.num_examples = num_examples
+    dataset.kept_rows = kept
     return dataset
 
 
 
 class TfrecordsSource(base.Source):
-    """``data.source: tfrecords``: files held out whole, labels checked up front or streaming."""
+    """``data.source: tfrecords``: files held out whole, or their records when there are too
+    few files (`files_stage.split_files`), or data.validation_path's files; labels read
+    up front (`tfaccel.reading.labels`) or, with verify_records false and num_classes
+    given, checked as they stream."""
 
     names = ("tfrecords",)
 
+    def split(self):
+        """`files_stage.split_files` of the recipe: the files (and rows) of each split."""
+        config = self.config
+        return files_stage.split_files(config.path, fraction=config.validation_fraction,
+                                       seed=self.seed, what="TFRecord",
+                                       validation_pattern=config.validation_path)
+
     def files(self) -> Tuple[list, list]:
         """The training and validation record files, in read order."""
-        config = self.config
-        return files_stage.held_out(config.path, config.validation_fraction, self.seed,
-                                    what="TFRecord")
+        files, val_files, _, _ = self.split()
+        return files, val_files
 
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         config = self.config
+        label_key = config.label_key
+        if isinstance(label_key, (list, tuple)):
+            raise DataError(f"data.label_key {list(label_key)!r}: a TFRecord source reads one "
+                            "label feature (a var-length int feature holds several labels "
+                            "per example).")
         spec, _ = parse_feature_spec(config.features)
         wanted = config.image_key or "image"  # empty: the feature named image, if any
         input_key = wanted if wanted in spec else None
-        kwargs = dict(features=config.features, label_key=config.label_key,
+        kwargs = dict(features=config.features, label_key=label_key,
                       input_key=input_key, compression=config.compression,
                       image_size=config.image_size, channels=config.channels,
                       verify=config.verify_records, **common)
-        files, val_files = self.files()
-        train = from_tfrecords(files, batch_size=batch_size,
+        files, val_files, rows, val_rows = self.split()
+        train = from_tfrecords(files, batch_size=batch_size, rows=rows,
                                shuffle_buffer=config.shuffle_buffer, **kwargs, **train_options)
+        if val_rows is not None:
+            # The same files: the counts the training split took.
+            val_rows = train.kept_rows.counted(val_rows)
         val = None
         if val_files:
             val = from_tfrecords(val_files, batch_size=batch_size, shuffle_buffer=0,
-                                 **kwargs, **validation_options)
+                                 rows=val_rows, **kwargs, **validation_options)
         # Read now: the label check below wraps the datasets (attributes do not follow).
         counts = (train.num_examples, None if val is None else val.num_examples)
+        where = f"data.label_key {label_key!r} of data.path {config.path!r}"
         if config.verify_records or config.num_classes is None:
             # Every split's labels, not the training files' alone: a class seen only in
             # validation would otherwise crash (CPU) or give NaN (GPU) there.
-            low, high = self._label_range(files + val_files)
-            num_classes = base.classes_for_labels(low, high, num_classes=config.num_classes,
-                                                  where=repr(config.path))
-        else:
-            # Nothing read up front (verify_records: false with num_classes given): the
-            # labels are checked as they stream, like a python source's.
-            num_classes = config.num_classes
-            where = f"TFRecord files {config.path!r}"
-            train = base.check_labels_in_pipeline(train, num_classes,
-                                                  where=f"{where} (training)")
+            plan = self._plan(self._labels(files, train), where=where, spec=spec)
             if val is not None:
-                val = base.check_labels_in_pipeline(val, num_classes,
-                                                    where=f"{where} (validation)")
+                val_labels = self._labels(val_files, val)
+                if config.num_classes is not None:
+                    label_rule.plan_labels(val_labels, task=config.task, where=where,
+                                       num_classes=config.num_classes)
+                label_ids.check_known(plan, val_labels, where=(
+                    f"data.label_key {label_key!r} of data.validation_path "
+                    f"{config.validation_path!r}" if config.validation_path
+                    else f"{where} (validation split)"))
+            train = label_ids.encode_labels(train, plan)
+            val = label_ids.encode_labels(val, plan)
+            return base.Built(
+                train=train, validation=val, num_classes=plan.num_classes,
+                class_names=None if plan.class_names is None else list(plan.class_names),
+                train_examples=counts[0], validation_examples=counts[1], task=plan.task,
+                num_outputs=plan.num_outputs)
+        # Nothing read up front (verify_records: false with num_classes given): the
+        # labels are checked as they stream, like a python source's.
+        num_classes = config.num_classes
+        where = f"TFRecord files {config.path!r}"
+        train = base.check_labels_in_pipeline(train, num_classes, where=f"{where} (training)")
+        if val is not None:
+            val = base.check_labels_in_pipeline(val, num_classes,
+                                                where=f"{where} (validation)")
         return base.Built(train=train, validation=val, num_classes=num_classes,
-                          class_names=None, train_examples=counts[0],
-                          validation_examples=counts[1])
+                          class_names=[str(i) for i in range(num_classes)],
+                          train_examples=counts[0], validation_examples=counts[1],
+                          task="binary" if config.task == "binary" else "classification",
+                          num_outputs=1 if config.task == "binary" else num_classes)
 
-    def _label_range(self, files):
-        """One pass over the label feature only: (smallest, largest) label."""
+    def _plan(self, found, *, where: str, spec) -> label_rule.LabelPlan:
+        """The label rule on the training labels; a var-length int feature (a list of
+        labels per example) is multi_label over its sorted distinct values."""
         config = self.config
-        spec = {config.label_key: parse_feature_spec(config.features)[0][config.label_key]}
-        records = tf.data.TFRecordDataset(files, compression_type=config.compression or "",
-                                          num_parallel_reads=tf.data.AUTOTUNE)
-        labels = records.batch(1024).map(
+        if not isinstance(spec[config.label_key], tf.io.RaggedFeature):
+            return label_rule.plan_labels(found, task=config.task, where=where,
+                                          num_classes=config.num_classes)
+        if config.task not in ("auto", "multi_label"):
+            raise DataError(f"{where} is a list of labels per example (kind: var): "
+                            f"data.task multi_label (or auto), not {config.task}.")
+        seen = sorted({int(v) for v in found})
+        values = list(range(config.num_classes)) if config.num_classes else seen
+        outside = [v for v in seen if config.num_classes and not 0 <= v < config.num_classes]
+        if outside or len(values) < 2:
+            raise DataError(f"{where} holds the labels {seen[:10]}: a multi-label task needs "
+                            "at least 2 labels" + (f", ids from 0 to data.num_classes - 1 "
+                                                   f"(not {outside[0]})" if outside else "")
+                            + ".")
+        return label_rule.LabelPlan("multi_label", tuple(str(v) for v in values),
+                                    len(values), tuple(values))
+
+    def _labels(self, files, built) -> np.ndarray:
+        """One pass over the label feature of one split's files (its records only, with a
+        row split): every label, in no particular order."""
+        config = self.config
+        feature = parse_feature_spec(config.features)[0][config.label_key]
+        listed = isinstance(feature, tf.io.RaggedFeature)
+        if listed and feature.dtype != tf.int64 or not (
+                listed or isinstance(feature, tf.io.FixedLenFeature)):
+            raise DataError(
+                f"data.label_key {config.label_key!r} is a var-length {feature.dtype.name} "
+                "feature: a list of labels per example (multi_label) is read from an int64 "
+                "feature (kind: var); else use a fixed label feature.")
+        spec = {config.label_key: feature}
+        kept = getattr(built, "kept_rows", None)
+        reader = files_stage.keep_rows(
+            lambda f: tf.data.TFRecordDataset(f, compression_type=config.compression or ""),
+            kept)
+        records = tf.data.Dataset.from_tensor_slices(files).interleave(
+            reader, cycle_length=min(len(files), 16), num_parallel_calls=tf.data.AUTOTUNE)
+        batches = records.batch(4096).map(
             lambda r: tf.io.parse_example(r, spec)[config.label_key])
-        return files_stage.label_range(labels.as_numpy_iterator(), where=repr(config.path))
+        if listed:  # the labels of every list, flat: the distinct ones are the classes
+            batches = batches.map(lambda ragged: ragged.flat_values)
+        found = list(batches.as_numpy_iterator())
+        if not found:
+            raise DataError(f"No labels found in {config.path!r}: its files hold no examples; "
+                            "write examples into them.")
+        return np.concatenate(found)
 
     def damaged_file(self) -> Optional[str]:
         """The first training or validation file whose record framing is cut or corrupt
         (`check_record_file`), for a run that read them unchecked (verify_records false)."""
         train_files, val_files = self.files()
-        for path in [*train_files, *val_files]:
+        for path in dict.fromkeys([*train_files, *val_files]):  # a row split: the same files
             try:
                 check_record_file(path, self.config.compression)
             except DataError as error:
@@ -340,10 +425,13 @@ class TfrecordsSource(base.Source):
 
     def file_counts(self):
         config = self.config
-        files, _ = self.files()
+        files, _, rows, _ = self.split()
         counts = (files_stage.count_each(
             files, lambda f: check_record_file(f, config.compression or None))
-            if config.verify_records else None)
+            if config.verify_records or rows is not None else None)
+        if rows is not None:  # the training records of each file, not all of them
+            counts = files_stage.kept_rows(rows, files, counts,
+                                           what="TFRecord records").counts(files)
         # In the order from_tfrecords reads them (worker i gets files i, i + n, ... of it).
         _, counts = files_stage.read_order(files, counts, shuffled=bool(config.shuffle_buffer),
                                            seed=self.seed)

@@ -11,9 +11,11 @@ import numpy as np
 import tensorflow as tf
 
 from tfaccel.data import finite_values, order, pipeline, sharding, splits, text_files
+from tfaccel.data.dataset_info import SeriesInfo
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError, did_you_mean
 from tfaccel.reading import csv_files
+from tfaccel.reading import labels as label_rule
 
 # optimize's options that mean nothing here: the pipeline carries window start positions
 # (a few bytes each) and gathers each batch of windows from the array in memory at the end.
@@ -489,13 +491,18 @@ _RECIPE_OPTIONS_LEFT_OUT = ("cache", "augment", "batch_by_length")
 class TimeseriesSource(base.Source):
     """``data.source: timeseries``: windows over the rows of one CSV file, each labelled.
 
-    The label of the window starting at row ``i`` is row ``i + target_offset`` of the
-    integer column `data.label_key` (recipes train classifiers: a column of other numbers
-    is refused). `data.validation_fraction` holds out the LAST ``int(fraction * rows)``
-    rows, in time order: training windows and their labels lie wholly before them,
-    validation windows and their labels wholly inside them, and the windows that would
+    Without `data.timeseries.horizon`, the label of the window starting at row ``i`` is
+    row ``i + target_offset`` of `data.label_key` (one column or a list): classes (integers
+    or text, read by `tfaccel.reading.labels`: the sorted distinct values), several 0/1
+    labels or numeric targets (regression). With ``horizon: H`` the window forecasts: its
+    target is the next H rows of the label column(s) after its last row, one vector of
+    ``H * len(label_key)`` values (step by step, each step's columns together), a
+    regression. `data.validation_fraction` holds out the LAST ``int(fraction * rows)``
+    rows, in time order: training windows and their targets lie wholly before them,
+    validation windows and their targets wholly inside them, and the windows that would
     straddle the boundary are left out. Training windows are shuffled (their start
-    positions, seeded); `data.cache` does not apply (the rows are in memory).
+    positions, seeded), among themselves only; `data.cache` does not apply (the rows are
+    in memory).
     """
 
     names = ("timeseries",)
@@ -503,65 +510,251 @@ class TimeseriesSource(base.Source):
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         config, windows = self.config, self.config.timeseries
         where = f"Time series CSV file {config.path!r}"
-        self._check_columns()
-        data, labels = read_timeseries_csv(config.path, columns=windows.columns,
-                                           targets=config.label_key)
-        labels = self._integer_labels(labels, where=where)
+        target_names = _names(config.label_key)
+        # data.table.delimiter: the one reader's key (auto: detected, as for csv).
+        delimiter = csv_files.delimiter_for(
+            None if config.table.delimiter == "auto" else config.table.delimiter)
+        header, label_text = _label_columns(config.path, target_names, delimiter=delimiter)
+        data_names = self._data_columns(header, target_names)
+        data, _ = read_timeseries_csv(config.path, columns=data_names, targets=None,
+                                      delimiter=delimiter)
+        labels = _label_values(label_text, where=f"{where}, data.label_key "
+                                                  f"{config.label_key!r}")
         rows = len(data)
         boundary = rows - splits.keras_held_out_count(
             rows, config.validation_fraction, what="rows", argument="data.validation_fraction")
+        last_step = (windows.sequence_length - 1) * windows.sampling_rate
+        spans = {"train": (0, boundary), "val": (boundary, rows)}
+        targets = {name: window_targets(labels[first:last], horizon=windows.horizon,
+                                        target_offset=windows.target_offset,
+                                        last_step=last_step)
+                   for name, (first, last) in spans.items()}
+        if windows.horizon is not None:  # step-major vectors: each step's columns together
+            targets = {name: t.reshape(len(t), -1) for name, t in targets.items()}
+        if not len(targets["train"]):
+            raise DataError(
+                f"{where}: no training window has a target: the training rows (0 to "
+                f"{boundary - 1}) hold {boundary}, and a window with its target needs "
+                f"{last_step + 1} + {windows.horizon or 0} rows (sequence_length, "
+                "sampling_rate, horizon) or target_offset + 1. Use more rows, shorter "
+                "windows or a smaller data.validation_fraction.")
+        plan = self._plan(targets["train"], target_names=target_names, where=where)
+        # A forecast of the series' own columns is anchored at each window's last value.
+        anchor = [data_names.index(name) for name in target_names] \
+            if windows.horizon is not None and set(target_names) <= set(data_names) else None
+        stats = series_statistics(
+            data[:boundary], targets["train"] if plan.task == "regression" else None,
+            anchor=anchor, last_step=last_step)
 
-        def split(first, last, options, *, shuffle, what):
+        def split(name, options, *, shuffle, what):
+            first, last = spans[name]
             options = {k: v for k, v in {**common, **options}.items()
                        if k not in _RECIPE_OPTIONS_LEFT_OUT}
+            try:
+                encoded = plan.encode(targets[name])
+            except DataError as error:  # a class first seen in the validation rows
+                raise DataError(f"{where}, {what}, data.label_key {config.label_key!r}: "
+                                f"{error}") from None
             return _windows(
-                data[first:last], labels[first + windows.target_offset:last],
+                data[first:last], encoded,
                 windows.sequence_length, sequence_stride=windows.sequence_stride,
                 sampling_rate=windows.sampling_rate, batch_size=batch_size,
                 shuffle=shuffle, seed=options.pop("seed"), start_index=None,
                 end_index=None, options=options, builder=from_timeseries_csv,
                 where=f"{what} of {where}")
 
+        # Shuffled among the training windows only: validation is its own later span.
         shuffled = config.shuffle_buffer > 0
-        train = split(0, boundary, {**train_options, "shuffle_buffer": config.shuffle_buffer
-                                    if shuffled else None}, shuffle=shuffled,
+        train = split("train", {**train_options, "shuffle_buffer": config.shuffle_buffer
+                                if shuffled else None}, shuffle=shuffled,
                       what=f"the training rows (0 to {boundary - 1})")
         val = None
         if boundary < rows:
-            val = split(boundary, rows, validation_options, shuffle=False,
+            val = split("val", validation_options, shuffle=False,
                         what=f"the validation rows (the last {rows - boundary}, from row "
                              f"{boundary})")
-        num_classes = base.classes_for_labels(int(labels.min()), int(labels.max()),
-                                              num_classes=config.num_classes, where=where)
-        return base.Built(train=train, validation=val, num_classes=num_classes,
-                          class_names=None, train_examples=train.num_windows,
-                          validation_examples=None if val is None else val.num_windows)
+        return base.Built(train=train, validation=val, num_classes=plan.num_classes,
+                          class_names=list(plan.class_names) if plan.class_names else None,
+                          train_examples=train.num_windows,
+                          validation_examples=None if val is None else val.num_windows,
+                          task=plan.task, num_outputs=plan.num_outputs,
+                          series=SeriesInfo(columns=list(data_names),
+                                            targets=target_names, horizon=windows.horizon,
+                                            anchor=anchor, **stats))
 
-    def _check_columns(self) -> None:
-        """The label column among the data columns only where the window cannot see it."""
-        config, windows = self.config, self.config.timeseries
-        last_step = (windows.sequence_length - 1) * windows.sampling_rate
-        if windows.columns and config.label_key in windows.columns \
-                and windows.target_offset <= last_step:
+    def _plan(self, train_targets: np.ndarray, *, target_names, where) -> label_rule.LabelPlan:
+        """The task and classes of the training targets (`tfaccel.reading.labels`)."""
+        config, horizon = self.config, self.config.timeseries.horizon
+        what = f"{where}, data.label_key {config.label_key!r}"
+        if horizon is None:
+            if train_targets.ndim == 1 and config.task != "regression" \
+                    and config.num_classes is None and len(np.unique(train_targets)) == 1 \
+                    and (train_targets.dtype.kind != "f"
+                         or float(train_targets[0]).is_integer()):
+                base.refuse_one_class(1, config=config)  # the message every source gives
+            return label_rule.plan_labels(train_targets, task=config.task, where=what,
+                                      names=target_names if train_targets.ndim == 2 else None,
+                                      num_classes=config.num_classes)
+        if config.task not in ("auto", "regression"):
             raise UserInputError(
-                f"data.timeseries.columns {windows.columns} includes the label column "
-                f"{config.label_key!r} (data.label_key), and each window's label row (its "
+                f"data.timeseries.horizon is {horizon} (forecast the next {horizon} rows of "
+                f"{config.label_key!r}), a regression, but data.task is {config.task!r}. "
+                "Set data.task: regression (or auto), or leave horizon empty and label "
+                "each window by one row (data.timeseries.target_offset).")
+        if train_targets.dtype.kind not in "iufb":
+            raise DataError(
+                f"{what} holds text ({', '.join(map(repr, train_targets[:3].ravel()[:3]))}, ...); "
+                f"data.timeseries.horizon forecasts numbers. To classify windows by a text "
+                "label, leave horizon empty (the label is row i + target_offset).")
+        names = [f"{name}+{step}" for step in range(1, horizon + 1) for name in target_names]
+        return label_rule.plan_labels(train_targets.reshape(len(train_targets), -1),
+                                  task="regression", where=what, names=names)
+
+    def _data_columns(self, header: List[str], target_names: List[str]) -> List[str]:
+        """The window's columns: data.timeseries.columns, else every column but the labels
+        (with a horizon: every column, the forecast series' own past included)."""
+        config, windows = self.config, self.config.timeseries
+        if windows.columns:
+            names = list(windows.columns)
+        elif windows.horizon is not None:
+            names = list(header)
+        else:
+            names = [name for name in header if name not in target_names]
+        self._check_columns(names, target_names)
+        if not names:
+            raise DataError(f"Time series CSV file {config.path!r} has no column left for "
+                            f"the data: its columns are {header}, all of them labels "
+                            f"(data.label_key {config.label_key!r}).")
+        return names
+
+    def _check_columns(self, names: List[str], target_names: List[str]) -> None:
+        """A label column among the data columns only where the window cannot see its
+        label row (a forecast: the label rows come after the window)."""
+        windows = self.config.timeseries
+        if windows.horizon is not None:
+            return
+        last_step = (windows.sequence_length - 1) * windows.sampling_rate
+        inside = [name for name in target_names if name in names]
+        if inside and windows.target_offset <= last_step:
+            raise UserInputError(
+                f"data.timeseries.columns {names} includes the label column "
+                f"{inside[0]!r} (data.label_key), and each window's label row (its "
                 f"row {windows.target_offset}, data.timeseries.target_offset) lies inside "
                 f"the window (rows 0 to {last_step}): the model would read its own label. "
                 "Leave the label column out of data.timeseries.columns, or set "
-                f"target_offset above {last_step} to forecast it.")
+                f"target_offset above {last_step} (or data.timeseries.horizon) to "
+                "forecast it.")
 
-    def _integer_labels(self, labels: np.ndarray, *, where: str) -> np.ndarray:
-        """The label column as int32, or a `DataError`: recipes train classifiers."""
-        whole = np.isfinite(labels) & (labels == np.round(labels))
-        if not whole.all():
-            row = int(np.argmin(whole))
-            raise DataError(
-                f"{where}: the label column {self.config.label_key!r} (data.label_key) holds "
-                f"{float(labels[row])!r} at row {row} (rows counted from 0 after the header), "
-                "not an integer class. A "
-                "recipe trains a classifier (integer labels 0..num_classes-1, sparse "
-                "categorical cross-entropy, softmax); regression on a float target is not "
-                "supported by recipes: use tfaccel.data.from_timeseries_csv in your own "
-                "Keras code for it.")
-        return labels.astype(np.int32)
+
+def window_targets(labels: np.ndarray, *, horizon: Optional[int], target_offset: int,
+                   last_step: int) -> np.ndarray:
+    """``targets[i]``: the target of the window starting at row ``i`` of `labels`' span.
+
+    Without a horizon, row ``i + target_offset`` of `labels`; with one, the next `horizon`
+    rows after the window's last row (``i + last_step``), as ``[rows, horizon]`` for one
+    label column and ``[rows, horizon, columns]`` for several. Windows whose target rows
+    run past the span get none (`window_starts` then leaves them out), so no target is
+    ever read across a split's end.
+
+    Args:
+        labels: The label column(s) of one split's rows, ``[rows]`` or ``[rows, columns]``.
+        horizon: Rows forecast after each window (None: one label row).
+        target_offset: The label row of a window, counted from its first row.
+        last_step: Rows from a window's first row to its last, ``(sequence_length - 1) *
+            sampling_rate``.
+    """
+    if horizon is None:
+        return labels[target_offset:]
+    ahead = labels[last_step + 1:]
+    if len(ahead) < horizon:
+        return ahead[:0].reshape((0, horizon) + labels.shape[1:])
+    # [n, horizon] for one column; [n, columns, horizon] -> [n, horizon, columns].
+    stacked = np.lib.stride_tricks.sliding_window_view(ahead, horizon, axis=0)
+    return np.ascontiguousarray(stacked if stacked.ndim == 2
+                                else np.swapaxes(stacked, 1, 2))
+
+
+def series_statistics(data: np.ndarray, targets: Optional[np.ndarray], *,
+                      anchor: Optional[List[int]] = None, last_step: int = 0) -> dict:
+    """Mean and standard deviation of each data column over the training rows, and of each
+    target value over the training windows' targets (float64 sums, a zero deviation
+    taken as 1): what a model's Normalization layers are set with, so a window keeps its
+    level and a forecast comes out in the target's own units.
+
+    With `anchor` (the data column of each target column), the target statistics are
+    those of the change from the window's last value of that column (row ``i +
+    last_step`` for the window starting at row ``i``): what forecast_mlp predicts.
+    """
+    def moments(values):
+        values = np.asarray(values, np.float64).reshape(len(values), -1)
+        std = values.std(axis=0)
+        return values.mean(axis=0).tolist(), np.where(std > 0, std, 1.0).tolist()
+
+    input_mean, input_std = moments(data)
+    stats = {"input_mean": input_mean, "input_std": input_std,
+             "target_mean": None, "target_std": None}
+    if targets is not None and len(targets):
+        values = np.asarray(targets, np.float64).reshape(len(targets), -1)
+        if anchor is not None:
+            last = data[last_step:last_step + len(values)][:, anchor].astype(np.float64)
+            values = values - np.tile(last, values.shape[1] // len(anchor))
+        stats["target_mean"], stats["target_std"] = moments(values)
+    return stats
+
+
+def _label_columns(path, names: List[str], *, delimiter: Optional[str] = ","
+                   ) -> Tuple[List[str], np.ndarray]:
+    """The header and the label columns' fields as text, ``[rows, len(names)]``.
+
+    Labels may be text (`species`), which the numeric reader refuses, so they are read
+    apart, by THE reader's rules (`tfaccel.reading.csv_files`: the same rows, blank lines
+    skipped, values stripped); `delimiter` None: detected.
+
+    Raises:
+        DataError: As `read_timeseries_csv` (a missing file, a label column not in the
+            header, a row with another number of fields than the header).
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise DataError(f"Time series CSV file {path!r} does not exist"
+                        + (" (it is a folder)." if os.path.isdir(path) else "."))
+    text = text_files.read_text(path, compression=text_files.compression_of(path),
+                                what="Time series CSV file", takes_encoding=False)
+    if delimiter is None:
+        delimiter = csv_files.sniff(text)
+    header = _header(path, text, delimiter=delimiter)
+    indices = _column_indices(path, header, names, argument=f"data.label_key {names!r}")
+    bad = _first_bad_row(path, text, delimiter=delimiter, header=header)
+    if bad is not None:
+        raise bad
+    fields = [[row[i].strip() for i in indices]
+              for _, row in _rows(text, delimiter=delimiter, path=path)]
+    return header, np.array(fields, dtype=str).reshape(len(fields), len(names))
+
+
+def _label_values(text: np.ndarray, *, where: str) -> np.ndarray:
+    """Numbers where every field is one (NaN and infinity refused), else the text (a
+    classification's string labels); one column as ``[rows]``."""
+    column = text[:, 0] if text.shape[1] == 1 else text
+    try:
+        values = column.astype(np.float64)
+    except ValueError:
+        if text.shape[1] > 1 or any(finite_values.is_non_finite_number(v) for v in column):
+            # Several columns are 0/1 labels or targets: a word there is a bad value.
+            values = None
+        else:
+            return column
+    if values is None:
+        for row, fields in enumerate(np.atleast_2d(text)):
+            for value in fields:
+                try:
+                    float(value)
+                except ValueError:
+                    raise DataError(f"{where}: row {row} (rows counted from 0 after the "
+                                    f"header) holds {value!r}, not a number.") from None
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row = int(np.argmax(bad.reshape(len(values), -1).any(axis=1)))
+        raise finite_values.refusal(f"{where}, row {row}", repr(text[row].tolist()),
+                                    count=int(bad.sum()))
+    return values

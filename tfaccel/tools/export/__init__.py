@@ -18,6 +18,7 @@ from typing import Optional, Union
 
 from tfaccel import atomic
 from tfaccel.errors import UserInputError
+from tfaccel.tools.export.agreement import LABELS_FILE, run_labels
 from tfaccel.tools.export.formats import convert
 from tfaccel.tools.export.measure import measure
 from tfaccel.tools.export.options import (
@@ -129,6 +130,10 @@ def export(run_dir: Union[str, os.PathLike], *, format: str, quantize: str = "no
         if summary_file.is_file():
             report["model_epoch"] = run_files.kept_epoch(json.loads(summary_file.read_text()))
         report["path"] = str(target / ARTIFACT_NAMES[format])
+        # What the outputs mean, beside the model whatever its format: the task, the class
+        # names in output order (or the labels', the targets'), the output width.
+        run_files.write_json(staging / LABELS_FILE, run_labels(directory))
+        report["labels_path"] = str(target / LABELS_FILE)
         if preprocessing == "outside":
             report["preprocessing_path"] = str(target / PREPROCESSING_FILE)
         run_files.write_json(staging / REPORT_FILE, report)

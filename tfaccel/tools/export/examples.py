@@ -72,10 +72,3 @@ def _take_examples(dataset, limit: Optional[int]):
                 for f in features]
     return (np.concatenate(features).astype("float32"), np.concatenate(labels))
 
-
-def as_class_indices(labels):
-    """Labels as class indices (one-hot rows by their argmax)."""
-    import numpy as np
-
-    labels = np.asarray(labels)
-    return np.argmax(labels, axis=-1) if labels.ndim > 1 else labels.astype("int64")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
+from tfaccel.tools.export.agreement import LABELS_FILE, figure_rows, figures, run_labels
 from tfaccel.tools.export.base import RUNTIME_THREADS
-from tfaccel.tools.export.examples import as_class_indices
 from tfaccel.tools.export.measure import Measured
 from tfaccel.tools.export.options import PREPROCESSING_FILE, REPORT_FILE
 from tfaccel.tools.export.prepare import Prepared
@@ -14,33 +14,27 @@ from tfaccel.tools.export.prepare import Prepared
 
 def make_report(prepared: Prepared, measured: Measured, *, directory: Path, format: str,
                 quantize: str, latency_runs: int, latency_calls: int) -> dict:
-    """The export's report (export.json): size, accuracy and latency against float."""
+    """The export's report (export.json): size, the task's figures (`agreement.figures`:
+    accuracy and top-1 agreement, or a regression's error against the float model) and
+    latency against float."""
     import keras
-    import numpy as np
 
     predictions, latencies, sizes = measured.predictions, measured.latencies, measured.sizes
-    labels = as_class_indices(prepared.y_val)
-    top1 = {name: np.argmax(p, axis=-1) for name, p in predictions.items()}
     float_name = "float" if "float" in predictions else "export"
-    accuracy = float(np.mean(top1["export"] == labels))
-    float_accuracy = float(np.mean(top1[float_name] == labels))
+    labels = run_labels(directory)
     calibration = prepared.calibration
     return {
         "format": format,
         "quantize": quantize,
+        "task": labels["task"],
         "size_bytes": sizes["export"],
         "float_size_bytes": sizes["float"],
         "size_ratio": sizes["float"] / sizes["export"],
-        "accuracy": accuracy,
-        "float_accuracy": float_accuracy,
-        "accuracy_delta": accuracy - float_accuracy,
-        "top1_agreement": float(np.mean(top1["export"] == top1[float_name])),
-        "max_abs_prob_diff": float(np.max(np.abs(predictions["export"]
-                                                 - predictions[float_name]))),
+        **figures(labels["task"], predictions, prepared.y_val),
         "latency_ms": latencies["export"],
         "float_latency_ms": latencies[float_name],
         "latency_speedup": latencies[float_name] / latencies["export"],
-        "validation_examples": int(len(labels)),
+        "validation_examples": int(len(prepared.y_val)),
         "calibration_examples": None if calibration is None else int(len(calibration)),
         "latency": {"batch": 1, "runs": latency_runs, "calls_per_run": latency_calls,
                     "statistic": "best run's mean per call, float and export alternated",
@@ -83,9 +77,7 @@ def format_report(report: dict) -> str:
         ("size", size(report["size_bytes"]), size(report["float_size_bytes"]),
          f"{report['size_ratio']:.2f}x smaller" if report["size_ratio"] >= 1
          else f"{1 / report['size_ratio']:.2f}x larger"),
-        ("val accuracy", f"{report['accuracy']:.4f}", f"{report['float_accuracy']:.4f}",
-         f"{100 * report['accuracy_delta']:+.2f} points"),
-        ("top-1 agreement", f"{report['top1_agreement']:.4f}", "", ""),
+        *figure_rows(report),
         ("latency (1 example)", f"{report['latency_ms']:.3f} ms",
          f"{report['float_latency_ms']:.3f} ms", f"speed-up {report['latency_speedup']:.2f}x"),
     ]
@@ -111,5 +103,6 @@ def format_report(report: dict) -> str:
                      "metadata; use the interpreter's get_input_details/get_output_details.")
     if report.get("model_epoch"):
         lines.append(f"Exported model.keras of {report['model_epoch']}.")
-    lines.append(f"Wrote {report['path']} and {Path(report['out']) / REPORT_FILE}.")
+    lines.append(f"Wrote {report['path']}, {Path(report['out']) / LABELS_FILE} (the task and "
+                 f"its class names) and {Path(report['out']) / REPORT_FILE}.")
     return "\n".join(lines)

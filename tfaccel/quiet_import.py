@@ -7,8 +7,9 @@ are written to STDERR", the oneDNN notice and "cudart_stub.cc ... Could not find
 drivers", twice). Those lines go straight to file descriptor 2, below Python's
 `sys.stderr`, so the only way to drop them is to read that descriptor through a pipe for
 the length of the import and pass on every line but them, by the same level rule as
-`TF_CPP_MIN_LOG_LEVEL`. `quiet_tensorflow` is the CLI's whole rule, in every process it
-starts (every command, launched workers, the dataset preparation before them).
+`TF_CPP_MIN_LOG_LEVEL`. `quiet_tensorflow` is the whole rule: `import tfaccel` applies it
+(a user's script is as quiet as the CLI), and so does every process the CLI starts
+(every command, launched workers, the dataset preparation before them).
 """
 
 from __future__ import annotations
@@ -57,19 +58,33 @@ def is_start_up_noise(line: str, *, min_log_level: int = int(QUIET_TF_LOG_LEVEL)
 
 
 def quiet_tensorflow(*, verbose_flag: bool = False) -> None:
-    """THE CLI's rule for TensorFlow's own output, applied at the start of every process.
+    """THE rule for TensorFlow's own output: applied by `import tfaccel` and at the start of
+    every process the CLI starts.
 
     Verbose (``--verbose`` or `VERBOSE_ENV` inherited from a verbose launcher): nothing is
     hidden, and `VERBOSE_ENV` is set so that the processes this one starts show it too.
     Otherwise TF_CPP_MIN_LOG_LEVEL is `QUIET_TF_LOG_LEVEL` unless the user set it, and the
     start-up lines it does not reach are filtered by the same level during the import.
     """
+    global _level_set_here
     if verbose_flag or verbose():
         os.environ[VERBOSE_ENV] = "1"
+        # `import tfaccel` applied the quiet rule before the CLI read --verbose: undo it.
+        if _level_set_here and os.environ.get("TF_CPP_MIN_LOG_LEVEL") == QUIET_TF_LOG_LEVEL:
+            del os.environ["TF_CPP_MIN_LOG_LEVEL"]
+        _level_set_here = False
+        sys.meta_path[:] = [f for f in sys.meta_path
+                            if not isinstance(f, _QuietTensorFlowFinder)]
         return
-    # Read by TensorFlow when it is imported: the commands import it lazily, after this.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", QUIET_TF_LOG_LEVEL)
+    # Read by TensorFlow when it is imported: tfaccel imports it lazily, after this.
+    if "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = QUIET_TF_LOG_LEVEL
+        _level_set_here = True
     hide_tensorflow_import_lines()
+
+
+# Whether `quiet_tensorflow` set TF_CPP_MIN_LOG_LEVEL (then --verbose may take it back).
+_level_set_here = False
 
 
 @contextlib.contextmanager
