@@ -592,3 +592,34 @@ def test_one_file_split_by_rows_imputes_with_the_training_rows_mean(tmp_path,
         holes = ids.astype(int) % 5 == 2
         assert holes.any() and np.array_equal(missing == 1, holes)
         np.testing.assert_allclose(values[holes], train_mean, rtol=1e-6)
+
+
+def test_a_row_split_of_two_files_is_divided_among_workers_by_file(tmp_path,
+                                                                   csv_recipe_source):
+    """Two files and validation_fraction 0.2 split rows (too few files for whole ones);
+    two workers each read one file's training rows: together every training row once,
+    none of the validation rows."""
+    from tfaccel.data import EpochStream
+    from tfaccel.data.from_recipe import build_datasets
+
+    for f in range(2):
+        (tmp_path / f"part-{f}.csv").write_text("id,x,label\n" + "".join(
+            f"{f * 100 + r},{'NA' if r % 4 == 0 else r},{r % 2}\n" for r in range(20)))
+    config = csv_recipe_source(str(tmp_path / "part-*.csv"), label_key="label",
+                               validation_fraction=0.2)
+    _, val, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,
+                                  deterministic=True, raw=True)
+    assert (info.train_examples, info.validation_examples) == (32, 8)
+    held_out = {int(i) for x, _ in val for i in x["id"]}
+    seen = []
+    for worker in (0, 1):
+        ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=worker,
+                                         num_replicas_in_sync=2)
+        train, _, info = build_datasets(config, global_batch_size=4, num_replicas=2, seed=0,
+                                        deterministic=True, stream=EpochStream(num_passes=1),
+                                        input_context=ctx, raw=True)
+        ids = [int(i) for x, _ in train for i in x["id"]]
+        assert info.worker_sharding == "file" and len({i // 100 for i in ids}) == 1
+        assert len(ids) == 16 and info.steps_per_epoch == 8
+        seen += ids
+    assert len(set(seen)) == 32 and not set(seen) & held_out
