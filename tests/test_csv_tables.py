@@ -522,9 +522,15 @@ def test_the_recipe_source_holds_out_whole_files_and_counts_classes(tmp_path,
     with pytest.raises(DataError, match="holds label 1 but data.num_classes is 1"):
         build_datasets(csv_recipe_source(str(tmp_path / "part-*.csv"), num_classes=1),
                        global_batch_size=4, num_replicas=1, seed=0, deterministic=True)
-    with pytest.raises(DataError, match="the label column 'tag' holds string values"):
-        build_datasets(csv_recipe_source(str(tmp_path / "part-*.csv"), label_key="tag"),
-                       global_batch_size=4, num_replicas=1, seed=0, deterministic=True)
+    # Text labels are read as classes (the sorted values), never refused or counted.
+    train, _, info = build_datasets(csv_recipe_source(str(tmp_path / "part-*.csv"),
+                                                      label_key="tag"),
+                                    global_batch_size=4, num_replicas=1, seed=0,
+                                    deterministic=True, raw=True)
+    assert info.class_names == ["a", "b", "c"] and info.num_classes == 3
+    for x, y in train.as_numpy_iterator():
+        ids = x["id"].astype(int)
+        np.testing.assert_array_equal(y, (ids // 100 + ids % 100) % 3)
 
 
 def test_the_recipe_source_divides_its_files_among_workers(tmp_path, csv_recipe_source):
@@ -548,3 +554,72 @@ def test_the_recipe_source_divides_its_files_among_workers(tmp_path, csv_recipe_
     every = sorted(f * 100 + r for f in range(4) for r in range(6))
     for p in range(2):  # one pass: every row exactly once across the workers
         assert sorted(passes[0][p] + passes[1][p]) == every
+
+
+def test_one_file_split_by_rows_imputes_with_the_training_rows_mean(tmp_path,
+                                                                     csv_recipe_source):
+    """A row split of one file: the plan's mean (what a missing number becomes, in both
+    splits) comes from the training rows only, never the held-out ones; each split
+    delivers exactly its own rows (the scan's row index and the tf.data mask agree, a
+    blank line in the file included)."""
+    from tfaccel.data import splits
+    from tfaccel.data.from_recipe import build_datasets
+
+    train_mask, val_mask = (m[0] for m in splits.held_out_rows([50], 0.2, 0, what="rows"))
+    assert (train_mask.sum(), val_mask.sum()) == (40, 10)
+    lines, present = ["id,x,label"], {True: [], False: []}
+    for i in range(50):
+        # Held-out rows hold far larger numbers: their mean would show in the imputation.
+        x = None if i % 5 == 2 else float(i % 7 if train_mask[i] else 1000 + i)
+        if x is not None:
+            present[bool(train_mask[i])].append(x)
+        lines.append(f"{i},{'NA' if x is None else x},{'ab'[i % 2]}")
+        if i == 20:
+            lines.append("")  # a blank line is no row, for the scan and for tf.data
+    (tmp_path / "one.csv").write_text("\n".join(lines) + "\n")
+    train_mean = np.mean(present[True])
+    assert abs(train_mean - np.mean(present[True] + present[False])) > 100
+
+    train, val, info = build_datasets(
+        csv_recipe_source(str(tmp_path / "one.csv"), label_key="label",
+                          validation_fraction=0.2),
+        global_batch_size=8, num_replicas=1, seed=0, deterministic=True, raw=True)
+    assert (info.train_examples, info.validation_examples) == (40, 10)
+    for dataset, mask in ((train, train_mask), (val, val_mask)):
+        rows = [(x["id"], x["x"], x["x_missing"]) for x, _ in dataset.as_numpy_iterator()]
+        ids, values, missing = (np.concatenate(c) for c in zip(*rows))
+        assert sorted(ids.astype(int).tolist()) == np.flatnonzero(mask).tolist()
+        holes = ids.astype(int) % 5 == 2
+        assert holes.any() and np.array_equal(missing == 1, holes)
+        np.testing.assert_allclose(values[holes], train_mean, rtol=1e-6)
+
+
+def test_a_row_split_of_two_files_is_divided_among_workers_by_file(tmp_path,
+                                                                   csv_recipe_source):
+    """Two files and validation_fraction 0.2 split rows (too few files for whole ones);
+    two workers each read one file's training rows: together every training row once,
+    none of the validation rows."""
+    from tfaccel.data import EpochStream
+    from tfaccel.data.from_recipe import build_datasets
+
+    for f in range(2):
+        (tmp_path / f"part-{f}.csv").write_text("id,x,label\n" + "".join(
+            f"{f * 100 + r},{'NA' if r % 4 == 0 else r},{r % 2}\n" for r in range(20)))
+    config = csv_recipe_source(str(tmp_path / "part-*.csv"), label_key="label",
+                               validation_fraction=0.2)
+    _, val, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,
+                                  deterministic=True, raw=True)
+    assert (info.train_examples, info.validation_examples) == (32, 8)
+    held_out = {int(i) for x, _ in val for i in x["id"]}
+    seen = []
+    for worker in (0, 1):
+        ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=worker,
+                                         num_replicas_in_sync=2)
+        train, _, info = build_datasets(config, global_batch_size=4, num_replicas=2, seed=0,
+                                        deterministic=True, stream=EpochStream(num_passes=1),
+                                        input_context=ctx, raw=True)
+        ids = [int(i) for x, _ in train for i in x["id"]]
+        assert info.worker_sharding == "file" and len({i // 100 for i in ids}) == 1
+        assert len(ids) == 16 and info.steps_per_epoch == 8
+        seen += ids
+    assert len(set(seen)) == 32 and not set(seen) & held_out

@@ -51,8 +51,10 @@ def test_the_summary_has_the_keys_of_the_old_info_dict_and_no_objects():
                                      max_length=None, batch_by_length=True, ngrams=1,
                                      char_ngrams=0), vectorizer=object())
     written = json.loads(json.dumps(table.summary()))
+    # Since the column plan: date columns and imputed means beside them (said, not
+    # recorded: the plan's line and notes).
     assert written["table"] == {"numeric": ["a"], "categorical": ["c"], "ignored": [],
-                                "features": 12}
+                                "features": 12, "date": [], "imputed": {}}
     assert written["worker_sharding"] == "file" and "feature_space" not in written
     assert written["validation_padding_fraction"] == 0.0  # 0.0 is set, so it is shown
     assert json.loads(json.dumps(text.summary()))["text"] == {

@@ -278,7 +278,8 @@ def test_flatten_recipe_gives_exactly_the_keys_describe_keys_lists():
 
 
 def test_flatten_recipe_keeps_the_mapping_valued_keys_whole():
-    assert mapping_keys() == ("data.features", "model.params", "optimizer.params",
+    assert mapping_keys() == ("data.features", "data.table.types", "model.params",
+                              "optimizer.params",
                               "optimizer.schedule_params", "training.loss_params")
     features = {"image": {"dtype": "uint8", "shape": [32, 32, 3], "kind": "image"}}
     raw = {"model": {"name": "mlp", "params": {"width": 64}},

@@ -382,3 +382,31 @@ def test_forecast_windows_and_targets_stay_on_their_side_of_the_last_span(tmp_pa
             assert windows[:, :, 0].max() < boundary and (targets - 1000).max() < boundary
     assert (info.train_examples, info.validation_examples) == (len(expected["train"]),
                                                                 len(expected["val"]))
+
+
+@pytest.mark.parametrize("delimiter", ["auto", "semicolon"])
+def test_the_recipe_reads_a_semicolon_series_and_text_labels_by_the_one_reader(tmp_path,
+                                                                               delimiter):
+    """data.table.delimiter reaches source timeseries (auto: detected, as for csv), and the
+    label column is read by the same reader: text labels, spaces and a blank line."""
+    from tfaccel.config.recipe import recipe_from_dict
+    from tfaccel.data.from_recipe import build_datasets
+
+    lines = ["step ; kind"] + [f"{i};{' low' if i % 3 else 'high '}" for i in range(60)]
+    lines.insert(30, "")
+    path = tmp_path / "semi.csv"
+    path.write_text("\n".join(lines) + "\n")
+    recipe = recipe_from_dict({"data": {
+        "source": "timeseries", "path": str(path), "label_key": "kind",
+        "validation_fraction": 0.25, "shuffle_buffer": 0,
+        "table": {"delimiter": delimiter}, "timeseries": {"sequence_length": 5}}})
+    train, _, info = build_datasets(recipe.data, global_batch_size=8, num_replicas=1, seed=0,
+                                    deterministic=True)
+    assert info.class_names == ["high", "low"] and info.series.columns == ["step"]
+    windows, labels = (np.concatenate(c) for c in zip(*[(w.numpy(), y.numpy())
+                                                         for w, y in train]))
+    starts = windows[:, 0, 0].astype(int)
+    np.testing.assert_array_equal(starts, np.arange(len(starts)))  # 60 rows, blank skipped
+    # The window starting at row i is labelled by row i (target_offset 0): "high" (class 0)
+    # on every third row, its spaces stripped.
+    np.testing.assert_array_equal(labels.reshape(-1), np.where(starts % 3 == 0, 0, 1))

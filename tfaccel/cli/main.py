@@ -267,10 +267,27 @@ def parse_train_command(args):
                         resume_dir=params["resume_dir"])
 
 
+def _table_plan_lines(data) -> list:
+    """A csv recipe's column plan (`tfaccel.reading.table_plan`) over every file of data.path
+    (training makes it on the training split only: its means may differ a little)."""
+    if data.source != "csv" or not data.path:
+        return []
+    import glob
+
+    from tfaccel.reading import table_plan
+
+    files = sorted(glob.glob(data.path))
+    scan, _, plan = table_plan.plan_for(files, data=data)
+    return (table_plan.show(plan, rows=scan.rows)
+            + [f"(the plan of all {len(files)} file(s) of data.path; a run makes it on its "
+               "training split)"])
+
+
 @main.command()
 @RECIPE_ARGUMENT
 @SET_OPTION
-@click.option("--show", is_flag=True, help="Print the resolved recipe (every key) as YAML.")
+@click.option("--show", is_flag=True, help="Print the resolved recipe (every key) as YAML, and "
+              "a table's column plan (csv: read with tfaccel's reader, no TensorFlow).")
 @handle_errors
 def validate(recipe, overrides, show):
     """Check RECIPE without TensorFlow: keys, types, ranges, that input paths exist, that
@@ -288,6 +305,8 @@ def validate(recipe, overrides, show):
     unchecked = check_split(loaded, source=recipe)
     if show:
         click.echo(dump_recipe(loaded), nl=False)
+        for line in _table_plan_lines(loaded.data):
+            click.echo(f"# {line}")
     else:
         click.echo(f"{recipe}: OK ({loaded.data.source} data, model {loaded.model.path or loaded.model.name}, "
                    f"{loaded.training.epochs} epoch(s), global batch "

@@ -105,13 +105,23 @@ class AudioConfig:
 
 @dataclass(frozen=True)
 class TableConfig:
-    """Table columns (source csv) as the model's one feature vector, by Keras' FeatureSpace."""
+    """Table columns (source csv) as the model's one feature vector, by Keras' FeatureSpace;
+    how the files are read (source csv and timeseries)."""
 
     categorical: Optional[list[str]] = _key(
         None, "Integer columns to one-hot as categories (codes); string columns always are. "
         "Other numbers are normalised (mean 0, variance 1 on the training split).")
     ignore: Optional[list[str]] = _key(
         None, "Columns left out of the features (row ids, free text, leaks of the label).")
+    delimiter: str = _key(
+        "auto", "The field separator: auto (detected over the first 64 KB among comma, "
+        "semicolon, tab and pipe), or comma, semicolon, tab or pipe (or the character itself).")
+    types: Optional[dict[str, str]] = _key(
+        None, "Declared column kinds, {column: int|float|string|date|ignore}; other columns "
+        "are typed from their whole column (numbers, dates, text).")
+    na_values: Optional[list[str]] = _key(
+        None, "More missing-value markers, besides empty, NA, N/A, nan, NaN, null, None and ?; "
+        "missing numbers are imputed with the training mean plus a 0/1 indicator.")
 
 
 @dataclass(frozen=True)

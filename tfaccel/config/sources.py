@@ -111,8 +111,9 @@ TABLE: Tuple[SourceEntry, ...] = (
     SourceEntry("csv", _SOURCES + "csv_tables:CsvSource", "glob", noun="CSV pattern",
                 summary="CSV files with a header; label_key names the label column",
                 compressions=("GZIP",), table_columns=True, **_VALIDATION_FILES,
-                reading="UTF-8 CSV with a header row; GZIP by data.compression only "
-                        "(CsvDataset's)"),
+                reading="UTF-8 CSV with a header row, by tfaccel's one CSV reader "
+                        "(delimiter detected, BOM, CRLF, quotes, blank lines skipped); "
+                        "GZIP by data.compression or a .gz name"),
     SourceEntry("tfrecords", _SOURCES + "tfrecords:TfrecordsSource", "glob",
                 noun="TFRecord pattern", compressions=("GZIP", "ZLIB"), **_VALIDATION_FILES,
                 required=(("data.features", "the TFRecord feature spec"),),

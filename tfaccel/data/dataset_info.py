@@ -32,16 +32,25 @@ class TableInfo:
     """How a table's columns became one float vector (summary.json's ``dataset.table``).
 
     Attributes:
-        numeric: The columns of `table_features.ColumnPlan.numeric`.
-        categorical: The columns of `table_features.ColumnPlan.categorical`.
-        ignored: The columns of `table_features.ColumnPlan.ignored`.
+        numeric: The columns normalised as numbers (`tfaccel.reading.table_plan`).
+        categorical: The columns one-hot encoded.
+        ignored: The columns left out (declared, without a value, or id-like).
         features: Length of the feature vector the columns make.
+        date: Date columns made calendar features.
+        imputed: ``{column: training mean}`` of the numeric columns with missing values
+            (each also has a 0/1 ``<column>_missing`` feature).
+        line: The plan in one line, as the run says it (not in summary.json).
+        notes: One-line remarks on dates and id-like columns (not in summary.json).
     """
 
     numeric: List[str]
     categorical: List[str]
     ignored: List[str]
     features: int
+    date: List[str] = dataclasses.field(default_factory=list)
+    imputed: Dict[str, float] = dataclasses.field(default_factory=dict)
+    line: str = dataclasses.field(default="", compare=False)
+    notes: List[str] = dataclasses.field(default_factory=list, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,4 +163,8 @@ class DatasetInfo:
                 continue
             shown[field.name] = (dataclasses.asdict(value) if dataclasses.is_dataclass(value)
                                  else value)
+        if isinstance(self.table, TableInfo):
+            # The line and notes are said at train time, not recorded twice.
+            for said in ("line", "notes"):
+                shown["table"].pop(said, None)
         return shown

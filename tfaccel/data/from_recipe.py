@@ -215,16 +215,15 @@ def _table_to_vectors(config, source: base.Source, built: base.Built, *,
     """
     from tfaccel.data import table_features
 
-    plan = table_features.plan_columns(built.train.column_types, label=config.label_key,
-                                       categorical=config.table.categorical,
-                                       ignore=config.table.ignore)
+    plan = built.train.table_plan  # the source's column plan (tfaccel.reading.table_plan)
     adapt_on = _plain_training(source, built, global_batch_size=global_batch_size,
                                common=common)
     space = table_features.adapt_feature_space(adapt_on, plan)
-    train = table_features.encode(built.train, space, plan)
-    val = None if built.validation is None else table_features.encode(built.validation,
-                                                                      space, plan)
-    info = TableInfo(**plan.as_dict(), features=int(train.element_spec[0].shape[-1]))
+    train = table_features.encode(built.train, space)
+    val = None if built.validation is None else table_features.encode(built.validation, space)
+    summary = plan.summary()
+    summary["features"] = int(train.element_spec[0].shape[-1])
+    info = TableInfo(**summary, line=plan.line(), notes=list(plan.notes))
     return train, val, info, space
 
 

@@ -1,9 +1,11 @@
 """Table columns as one float feature vector, by Keras' FeatureSpace adapted on the training rows.
 
-What the keras.io structured-data examples do, for a recipe's ``data.source: csv``: numbers
-are normalised (mean 0, variance 1 over the training split), strings and the integer columns
-named as categorical are one-hot encoded with one out-of-vocabulary slot, and the encoded
-columns are concatenated into the one vector a dense model takes. The FeatureSpace is
+What the keras.io structured-data examples do, for a recipe's ``data.source: csv``, after
+the column plan (`tfaccel.reading.table_plan`): `converter` turns each batch of texts into
+numbers (missing ones imputed, with an indicator), categories and calendar features; then
+numbers are normalised (mean 0, variance 1 over the training split), categories one-hot
+encoded with one out-of-vocabulary slot, and everything concatenated into the one vector a
+dense model takes. The FeatureSpace is
 applied in the tf.data pipeline (on the CPU, overlapped with training by the prefetch) and
 saved in the run directory (`FEATURE_SPACE_FILE`), so the same encoding can be put in front
 of the model for inference.
@@ -12,91 +14,113 @@ of the model for inference.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import math
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict
 
 import tensorflow as tf
 
-from tfaccel.errors import DataError, did_you_mean
+from tfaccel.reading import table_plan
 
 FEATURE_SPACE_FILE = "feature_space.keras"
 
 
-@dataclasses.dataclass(frozen=True)
-class ColumnPlan:
-    """Which columns become which features.
-
-    Attributes:
-        numeric: Columns normalised as numbers (in table order).
-        categorical: Columns one-hot encoded (in table order).
-        ignored: Columns left out.
-        types: ``{column: dtype name}`` of the kept columns.
-    """
-
-    numeric: List[str]
-    categorical: List[str]
-    ignored: List[str]
-    types: Dict[str, str]
-
-    def as_dict(self) -> dict:
-        """The plan as the summary shows it (without the types)."""
-        return {"numeric": list(self.numeric), "categorical": list(self.categorical),
-                "ignored": list(self.ignored)}
+# A valid text of each date format: what a missing date is parsed as (then masked).
+_DATE_FILLERS = {"YYYY-MM-DD": "2000-01-01", "YYYY/MM/DD": "2000/01/01",
+                 "MM/DD/YYYY": "01/01/2000", "DD/MM/YYYY": "01/01/2000",
+                 "DD.MM.YYYY": "01.01.2000"}
 
 
-def plan_columns(column_types: Dict[str, str], *, label: str,
-                 categorical: Optional[Sequence[str]] = None,
-                 ignore: Optional[Sequence[str]] = None,
-                 where: str = "data.table") -> ColumnPlan:
-    """Sorts a table's columns into numeric, categorical and ignored ones.
+def days_since_epoch(year, month, day):
+    """Days from 1970-01-01 to the civil date (int64 tensors; H. Hinnant's days_from_civil)."""
+    year = year - tf.cast(month <= 2, tf.int64)
+    era = tf.math.floordiv(year, 400)
+    yoe = year - era * 400
+    doy = (153 * tf.math.floormod(month + 9, 12) + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def _calendar(text, missing, column: table_plan.Column) -> Dict[str, tf.Tensor]:
+    """A date column's calendar features (`table_plan.Column.features`), from its texts."""
+    fmt = column.date_format
+    safe = tf.where(missing, _DATE_FILLERS[fmt], text)
+    pattern = "^" + table_plan.date_pattern(fmt) + "$"
+
+    def group(k):
+        found = tf.strings.regex_replace(safe, pattern, f"\\{k}")
+        return tf.strings.to_number(tf.where(found == "", "0", found), tf.int64)
+
+    parts = dict(zip(table_plan.date_order(fmt), (group(1), group(2), group(3))))
+    days = days_since_epoch(parts["year"], parts["month"], parts["day"])
+    ones = tf.ones_like(parts["year"])
+    phases = {"month": parts["month"] - 1, "weekday": tf.math.floormod(days + 4, 7),
+              "yearday": days - days_since_epoch(parts["year"], ones, ones)}
+    if column.has_time:
+        phases["hour"] = group(4)
+    year = tf.cast(parts["year"], tf.float32)
+    out = {f"{column.name}_year": tf.where(missing, tf.cast(column.mean, tf.float32), year)}
+    for cycle, period in table_plan.CYCLES + (("hour", 24),):
+        if cycle not in phases:
+            continue
+        angle = tf.cast(phases[cycle], tf.float32) * (2 * math.pi / period)
+        zero = tf.zeros_like(angle)
+        out[f"{column.name}_{cycle}_sin"] = tf.where(missing, zero, tf.sin(angle))
+        out[f"{column.name}_{cycle}_cos"] = tf.where(missing, zero, tf.cos(angle))
+    return out
+
+
+def converter(plan: table_plan.TablePlan):
+    """THE conversion of a batch of a table's texts into features and model targets.
 
     Args:
-        column_types: ``{column: dtype name}`` of the table (label column included), e.g. a
-            `from_csv` dataset's ``column_types``.
-        label: The label column (never a feature).
-        categorical: Integer columns to one-hot as categories; string columns always are.
-        ignore: Columns to leave out.
-        where: How the caller names `categorical` and `ignore` (``where.categorical``) in
-            messages.
+        plan: The table's `table_plan.TablePlan`.
 
-    Raises:
-        DataError: A named column is not in the table, is the label, or cannot be a category.
+    Returns:
+        A function mapping ``{column: [B] strings}`` (every column of the file, the label
+        included) to ``({feature: [B] values}, targets)``: numbers as float32 with missing
+        values imputed by the training mean (and a 0/1 ``<column>_missing`` feature),
+        categories as stripped strings (missing ones ``[missing]``), dates as calendar
+        features; targets int32 class ids (a `tf.lookup.StaticHashTable` of the label
+        texts), or float32 targets (regression, multi_label).
     """
-    features = [name for name in column_types if name != label]
-    for key, names in (("ignore", ignore), ("categorical", categorical)):
-        for name in names or ():
-            if name == label:
-                raise DataError(f"{where}.{key} names {name!r}, the label column "
-                                "(data.label_key): the label is never a feature.")
-            if name not in column_types:
-                raise DataError(f"{where}.{key} names {name!r}, which is not a column of the "
-                                f"table{did_you_mean(str(name), features)}; its columns: "
-                                f"{', '.join(features)}.")
-    for name in categorical or ():
-        kind = column_types[name]
-        if not (kind.startswith("int") or kind == "string"):
-            raise DataError(f"{where}.categorical names {name!r}, a {kind} column: only "
-                            "integer codes can be categories (string columns always are); "
-                            "leave it out to normalise it as a number.")
-    left_out = set(ignore or ())
-    kept = [name for name in features if name not in left_out]
-    chosen = set(categorical or ())
-    as_category = [name for name in kept
-                   if name in chosen or column_types[name] == "string"]
-    if not kept:
-        raise DataError(f"{where}.ignore leaves no feature column (the table's columns: "
-                        f"{', '.join(features)}).")
-    return ColumnPlan(numeric=[name for name in kept if name not in as_category],
-                      categorical=as_category,
-                      ignored=[name for name in features if name in left_out],
-                      types={name: column_types[name] for name in kept})
+    markers = tf.constant(list(plan.markers))
+    lookup = None
+    if plan.label_keys is not None:
+        keys = sorted(plan.label_keys)
+        lookup = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(keys), tf.constant([plan.label_keys[k] for k in keys], tf.int32)),
+            default_value=-1)
 
+    def is_missing(text):
+        return tf.reduce_any(tf.equal(tf.expand_dims(text, -1), markers), axis=-1)
 
-def _selected(features: dict, plan: ColumnPlan) -> dict:
-    """The kept columns; numbers as float32 (FeatureSpace normalises floats)."""
-    return {name: tf.cast(features[name], tf.float32) if name in plan.numeric
-            else features[name] for name in plan.types}
+    def convert(row):
+        features = {}
+        for column in plan.kept:
+            text = tf.strings.strip(row[column.name])
+            missing = is_missing(text)
+            if column.kind == "numeric":
+                value = tf.strings.to_number(tf.where(missing, "0", text), tf.float32)
+                features[column.name] = tf.where(missing, tf.cast(column.mean, tf.float32),
+                                                 value)
+            elif column.kind == "categorical":
+                features[column.name] = tf.where(missing, table_plan.MISSING_CATEGORY, text)
+            else:
+                features.update(_calendar(text, missing, column))
+            if column.missing and column.kind != "categorical":
+                features[f"{column.name}_missing"] = tf.cast(missing, tf.float32)
+        if lookup is not None:
+            target = lookup.lookup(tf.strings.strip(row[plan.label[0]]))
+        else:
+            target = tf.stack([tf.strings.to_number(tf.strings.strip(row[name]), tf.float32)
+                               for name in plan.label], axis=-1)
+            if len(plan.label) == 1:
+                target = target[..., 0]
+        return features, target
+
+    return convert
 
 
 @contextlib.contextmanager
@@ -116,35 +140,37 @@ def _float32_layers():
         keras.mixed_precision.set_global_policy(previous)
 
 
-def adapt_feature_space(tables: tf.data.Dataset, plan: ColumnPlan):
-    """A `keras.utils.FeatureSpace` of `plan`'s columns, adapted on `tables`.
+def adapt_feature_space(tables: tf.data.Dataset, plan: table_plan.TablePlan):
+    """A `keras.utils.FeatureSpace` of `plan`'s features, adapted on `tables`.
 
     Args:
-        tables: The training split: batches of ``({column: values}, labels)``.
-        plan: `plan_columns`'s choice.
+        tables: The training split, converted: batches of ``({feature: values}, labels)``.
+        plan: The table's plan.
 
     Returns:
-        The adapted FeatureSpace (``output_mode="concat"``: one float32 vector per row).
+        The adapted FeatureSpace (``output_mode="concat"``: one float32 vector per row):
+        numbers and years normalised, indicators and sines/cosines as they are,
+        categories one-hot with one out-of-vocabulary slot.
     """
     import keras
 
     space = keras.utils.FeatureSpace
+    makers = {"normalized": space.float_normalized, "passthrough": space.float,
+              "category": lambda: space.string_categorical(num_oov_indices=1,
+                                                           output_mode="one_hot")}
     with _float32_layers():
-        features = {name: space.float_normalized() for name in plan.numeric}
-        for name in plan.categorical:
-            make = space.string_categorical if plan.types[name] == "string" \
-                else space.integer_categorical
-            features[name] = make(num_oov_indices=1, output_mode="one_hot")
+        features = {name: makers[how]() for column in plan.kept
+                    for name, how in column.features}
         feature_space = space(features, output_mode="concat")
-        feature_space.adapt(tables.map(lambda features, *_: _selected(features, plan)))
+        feature_space.adapt(tables.map(lambda features, *_: features))
     return feature_space
 
 
-def encode(dataset: tf.data.Dataset, feature_space, plan: ColumnPlan) -> tf.data.Dataset:
-    """Maps batches ``({column: values}, labels...)`` to ``(vectors [B, n], labels...)``."""
+def encode(dataset: tf.data.Dataset, feature_space) -> tf.data.Dataset:
+    """Maps batches ``({feature: values}, labels...)`` to ``(vectors [B, n], labels...)``."""
 
     def apply(features, *rest):
-        return (feature_space(_selected(features, plan)),) + rest
+        return (feature_space(features),) + rest
 
     return dataset.map(apply, num_parallel_calls=tf.data.AUTOTUNE)
 

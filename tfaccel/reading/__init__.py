@@ -1,1 +1,1 @@
-"""TensorFlow-free reading of a user's data: the label rule (and, next, the one CSV reader)."""
+"""TensorFlow-free reading of a user's data: the label rule, the one CSV reader, the column plan of a table."""

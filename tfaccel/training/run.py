@@ -344,8 +344,9 @@ def _keep_feature_space(ctx: RunContext, data: TrainData) -> None:
 
     path = table_features.save_feature_space(space, ctx.directory)
     table = data.info.table
-    say(f"table: {len(table.numeric)} numeric and {len(table.categorical)} "
-        f"categorical column(s) as {table.features} features ({Path(path).name}).")
+    for note in table.notes:
+        say(note)
+    say(f"{table.line[:-1]} ({Path(path).name}).")
 
 
 def _measure_padding(data: TrainData) -> None:

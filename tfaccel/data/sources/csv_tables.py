@@ -649,14 +649,109 @@ def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffl
     return dataset
 
 
+class _LineTable(_Table):
+    """A table read line by line: blank lines skipped (THE rule of `csv_files.is_blank`),
+    each batch of lines parsed at once by ``tf.io.decode_csv``, every column a string.
+
+    CsvDataset refuses a blank line ("Expect 2 fields but have 1"), a trailing one
+    included; the recipe's table path reads through this instead, after
+    `tfaccel.reading.table_plan` checked every row in Python (widths, numbers, dates), so
+    no row can fail here. A quoted field spanning lines is refused by that check.
+    """
+
+    def reader(self, path) -> tf.data.Dataset:
+        fmt = self.fmt
+        lines = tf.data.TextLineDataset(path, compression_type=fmt.compression_type or tf.where(
+            tf.strings.regex_full_match(tf.strings.lower(path), r".*\.gz(ip)?"), "GZIP", ""))
+        # The header is the first non-blank line (TextLineDataset drops "\r" of CRLF).
+        lines = lines.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0).skip(1)
+        defaults = [tf.constant([""], tf.string)] * len(self.columns)
+        return lines.batch(1024).map(lambda batch: tuple(tf.io.decode_csv(
+            batch, defaults, field_delim=fmt.field_delim, use_quote_delim=True))).unbatch()
+
+
+def from_table_plan(files: Sequence[str], row_counts: Sequence[int], *, columns: Sequence[str],
+                    plan, batch_size: Optional[int], shuffle_buffer: Optional[int] = None,
+                    seed: Optional[int] = None, deterministic: Optional[bool] = None,
+                    compression_type: Optional[str] = None, cycle_length=None,
+                    kept: Optional[files_stage.KeptRows] = None,
+                    **options) -> tf.data.Dataset:
+    """A table's files as ``(features, targets)`` batches by its column plan.
+
+    The rows of `files` (their counts from `table_plan.scan_files`) are read in parallel
+    as texts (`_LineTable`), cached, shuffled and batched as `from_csv` does, and each
+    batch is converted by `table_features.converter` (numbers, imputation and
+    indicators, categories, calendar features, label ids by a hash table).
+
+    Args:
+        files: The CSV files.
+        row_counts: Rows of each file.
+        columns: The files' columns.
+        plan: The `tfaccel.reading.table_plan.TablePlan`.
+        batch_size: The global batch size.
+        shuffle_buffer: As `from_csv`.
+        seed: As `from_csv`.
+        deterministic: As `from_csv`.
+        compression_type: None (by file name) or "GZIP".
+        cycle_length: As `from_csv`.
+        kept: One side of a split of the rows of these files (`files_stage.kept_rows`):
+            only its rows are read, before any shuffle, cache or worker split; then
+            `row_counts` are the kept rows of each file.
+        **options: Any other keyword of `tfaccel.data.optimize`.
+
+    Returns:
+        The dataset, with ``files``, ``row_counts``, ``num_examples``, ``kept_rows`` and
+        ``table_plan``.
+    """
+    from tfaccel.data import table_features
+
+    pipeline.check_builder_options(options, builder=from_csv)
+    fmt = _Format(header=True, field_delim=plan.delimiter, use_quote_delim=True, na_value="",
+                  encoding="utf-8", compression_type=compression_type)
+    table = _LineTable(list(files), fmt, columns=list(columns),
+                       wanted=list(range(len(columns))), types=["string"] * len(columns),
+                       defaults={name: "" for name in columns}, inferred=set(),
+                       inference_rows=0)
+    counts = list(row_counts)
+    if shuffle_buffer is None:
+        shuffle_buffer = min(sum(counts) or _SHUFFLE_CAP, _SHUFFLE_CAP)
+    shuffled = shuffle_buffer != 0
+    files, counts = read_order(list(files), counts, shuffled=shuffled, seed=seed,
+                               input_context=options.get("input_context"))
+    if deterministic is None:
+        deterministic = not shuffled or seed is not None
+    rows = _table_dataset(table, files, batch_size=batch_size, label_name=None,
+                          shuffle_buffer=shuffle_buffer, seed=seed, shuffled=shuffled,
+                          deterministic=deterministic, cycle_length=cycle_length,
+                          counts=counts, kept=kept, **options)
+    dataset = rows.map(table_features.converter(plan),
+                       num_parallel_calls=pipeline.AUTOTUNE, deterministic=deterministic)
+    dataset.files, dataset.row_counts = rows.files, rows.row_counts
+    dataset.num_examples, dataset.table_plan = rows.num_examples, plan
+    dataset.kept_rows = kept
+    return dataset
+
+
+def _keeps(kept: Optional[files_stage.KeptRows]):
+    """`table_plan.scan_files`' ``keep(path, row index)`` of one side of a row split."""
+    if kept is None:
+        return None
+    masks = dict(zip(kept.files, kept.masks))
+    return lambda path, index: bool(masks[path][index])
+
+
 class CsvSource(base.Source):
-    """``data.source: csv``: CSV files, whole files or rows held out, labels checked up front.
+    """``data.source: csv``: CSV files read by the column plan, whole files or rows held out.
 
     It reads the keys it shares with TFRecords: `path` (a glob), `label_key` (the label
-    column), `shuffle_buffer`, `validation_fraction` (whole files, or the rows of too few
-    files: `files_stage.split_files`), `validation_path`, `num_classes`, `verify_records` (from_csv's `verify`) and
-    `compression` (GZIP). Column types are inferred once, from the training files, and
-    used for both splits.
+    column, or several), `task`, `shuffle_buffer`, `validation_fraction` (whole files, or
+    the rows of too few files: `files_stage.split_files`), `validation_path` (validation
+    files, read whole), `num_classes` and `compression` (GZIP), and data.table (delimiter,
+    types, na_values, categorical, ignore). Every row of every file is read once in Python
+    first (`tfaccel.reading.table_plan`): the column kinds, means and categories come from
+    the training split (its rows only, with a row split), the labels are planned by
+    `tfaccel.reading.labels`, and a bad row is named before any training; both splits then
+    use that one plan.
     """
 
     names = ("csv",)
@@ -673,63 +768,67 @@ class CsvSource(base.Source):
         files, val_files, _, _ = self.split()
         return files, val_files
 
+    def plan(self):
+        """``(training files, validation files, their TableScans, the TablePlan)``, made once.
+
+        With a split of the rows of too few files, the rows are counted first, each side's
+        `files_stage.KeptRows` drawn (`_kept`), and each side scanned over its own rows:
+        the means that impute missing numbers, the categories and the labels come from the
+        training rows only.
+        """
+        if getattr(self, "_planned", None) is None:
+            from tfaccel.reading import table_plan
+
+            files, val_files, rows, val_rows = self.split()
+            kept = val_kept = None
+            if rows is not None:
+                counts = table_plan.count_rows(files, data=self.config)
+                kept = files_stage.kept_rows(rows, files, counts, what="CSV rows")
+                val_kept = files_stage.kept_rows(kept.counted(val_rows), files, None,
+                                                 what="CSV rows")
+            train, val, plan = table_plan.plan_for(
+                files, val_files, data=self.config, keep=_keeps(kept),
+                validation_keep=_keeps(val_kept))
+            self._kept = (kept, val_kept)
+            self._planned = (files, val_files, train, val, plan)
+        return self._planned
+
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         config = self.config
-        files, val_files, rows, val_rows = self.split()
-        kwargs = dict(label_name=config.label_key, compression_type=config.compression,
-                      verify=config.verify_records, **common)
-        train = from_csv(files, batch_size=batch_size, shuffle_buffer=config.shuffle_buffer,
-                         rows=rows, **kwargs, **train_options)
-        kwargs["column_types"] = train.column_types  # the same types in both splits
+        files, val_files, scan, val_scan, plan = self.plan()
+        kept, val_kept = self._kept
+        kwargs = dict(columns=scan.columns, plan=plan, compression_type=config.compression,
+                      **common)
+        # With a row split, the scans counted each side's kept rows of every file.
+        train = from_table_plan(files, scan.row_counts, batch_size=batch_size,
+                                shuffle_buffer=config.shuffle_buffer, kept=kept, **kwargs,
+                                **train_options)
         val = None
         if val_files:
-            if val_rows is not None:
-                # The same files, parsed and counted for the training split: not again.
-                val_rows = train.kept_rows.counted(val_rows)
-            val = from_csv(val_files, batch_size=batch_size, shuffle_buffer=0, rows=val_rows,
-                           **{**kwargs, "verify": kwargs["verify"] and val_rows is None},
-                           **validation_options)
-        # Every file once (a row split reads the same files for both splits).
-        low, high = self._label_range(list(dict.fromkeys(files + val_files)), kwargs)
-        num_classes = base.classes_for_labels(low, high, num_classes=config.num_classes,
-                                              where=repr(config.path))
-        return base.Built(train=train, validation=val, num_classes=num_classes,
-                          class_names=None, train_examples=train.num_examples,
-                          validation_examples=None if val is None else val.num_examples)
+            val = from_table_plan(val_files, val_scan.row_counts, batch_size=batch_size,
+                                  shuffle_buffer=0, kept=val_kept, **kwargs,
+                                  **validation_options)
+        labels = plan.labels
+        return base.Built(train=train, validation=val, num_classes=labels.num_classes,
+                          class_names=list(labels.class_names) if labels.class_names
+                          else None, train_examples=train.num_examples,
+                          validation_examples=None if val is None else val.num_examples,
+                          task=labels.task, num_outputs=labels.num_outputs)
 
     def plain_training(self, built, *, batch_size):
-        # The training files and column types `build` found and checked: no second parse.
-        config = self.config
+        # The training files and plan `build` found and checked: no second scan.
+        files, _, scan, _, plan = self.plan()
         # Not training batches: no strategy in scope may drop the last partial one.
-        kept = built.train.kept_rows  # a row split: the training rows only
-        return from_csv(built.train.files, batch_size=batch_size, label_name=config.label_key,
-                        column_types=built.train.column_types, verify=False, shuffle_buffer=0,
-                        compression_type=config.compression, drop_remainder=False,
-                        rows=None if kept is None else kept.counted(self.split()[2]))
-
-    def _label_range(self, files, kwargs) -> Tuple[int, int]:
-        """One pass over the label column of every split: (smallest, largest) label."""
-        label = self.config.label_key
-        if not kwargs["column_types"][label].startswith("int"):
-            raise DataError(f"CSV {self.config.path!r}: the label column {label!r} holds "
-                            f"{kwargs['column_types'][label]} values; a recipe trains on "
-                            "integer labels 0..num_classes-1.")
-        # drop_remainder=False: under a strategy optimize would drop the last partial batch
-        # (here, with fewer than 65,536 rows, every row).
-        labels = from_csv(files, batch_size=1 << 16, select_columns=[label],
-                          shuffle_buffer=0, drop_remainder=False,
-                          **{**kwargs, "verify": False})
-        return files_stage.label_range((y for _, y in labels.as_numpy_iterator()),
-                                       where=repr(self.config.path))
+        return from_table_plan(files, scan.row_counts, columns=scan.columns, plan=plan,
+                               batch_size=batch_size, shuffle_buffer=0,
+                               compression_type=self.config.compression,
+                               kept=self._kept[0], drop_remainder=False)
 
     def file_counts(self):
-        config = self.config
-        files, _, rows, _ = self.split()
-        if not config.verify_records and rows is None:
-            return None, "CSV files"
-        # The (training) rows of each training file in the order from_csv reads them (the
-        # runner gives worker i the files i, i + n, ... of that order, as from_csv does).
-        counted = from_csv(files, batch_size=1, label_name=config.label_key,
-                           compression_type=config.compression, rows=rows,
-                           shuffle_buffer=config.shuffle_buffer, seed=self.seed)
-        return counted.row_counts, "CSV files"
+        files, _, scan, _, _ = self.plan()
+        # The (kept, with a row split) rows of each training file in the order
+        # from_table_plan reads them (the runner gives worker i the files i, i + n, ... of
+        # that order, as it does).
+        _, counts = read_order(files, list(scan.row_counts),
+                               shuffled=self.config.shuffle_buffer != 0, seed=self.seed)
+        return counts, "CSV files"

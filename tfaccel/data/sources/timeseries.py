@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import operator
 import os
-import warnings
 from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -17,6 +14,7 @@ from tfaccel.data import finite_values, order, pipeline, sharding, splits, text_
 from tfaccel.data.dataset_info import SeriesInfo
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError, did_you_mean
+from tfaccel.reading import csv_files
 from tfaccel.reading import labels as label_rule
 
 # optimize's options that mean nothing here: the pipeline carries window start positions
@@ -269,12 +267,12 @@ def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, 
     return windows
 
 
-def _header(path: str, reader) -> List[str]:
-    try:
-        return [name.strip() for name in next(reader)]
-    except StopIteration:
-        raise DataError(f"Time series CSV file {path!r} is empty: it needs a header line "
-                        "naming its columns, then one line per timestep.") from None
+def _header(path: str, text: str, *, delimiter: str) -> List[str]:
+    # THE reader's header (tfaccel.reading.csv_files): names stripped, blank lines skipped.
+    for _, fields in csv_files.text_records(text, path=path, delimiter=delimiter):
+        return csv_files.names_of(fields, path=path, delimiter=delimiter)
+    raise DataError(f"Time series CSV file {path!r} is empty: it needs a header line "
+                    "naming its columns, then one line per timestep.")
 
 
 def _column_indices(path: str, header: List[str], names: Sequence[str], *,
@@ -288,14 +286,12 @@ def _column_indices(path: str, header: List[str], names: Sequence[str], *,
     return indices
 
 
-def _rows(text: str, *, delimiter: str):
-    """``(line number, fields)`` of each row after the header that numpy reads (it skips
-    blank lines), in order."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    next(reader, None)
-    for row in reader:
-        if row and not all(not field.strip() for field in row):
-            yield reader.line_num, row
+def _rows(text: str, *, delimiter: str, path: str = "<text>"):
+    """``(line number, fields)`` of each row after the header, in order (THE reader's
+    rule, `csv_files.is_blank`: a blank line is no row)."""
+    records = csv_files.text_records(text, path=path, delimiter=delimiter)
+    next(records, None)
+    yield from records
 
 
 def _first_bad_row(path: str, text: str, *, delimiter: str, header: List[str],
@@ -306,7 +302,7 @@ def _first_bad_row(path: str, text: str, *, delimiter: str, header: List[str],
     csv's C reader counts fields at about 2 M lines/s; the values are parsed here only
     after numpy's fast reader failed, to name the line it does not.
     """
-    for line, row in _rows(text, delimiter=delimiter):
+    for line, row in _rows(text, delimiter=delimiter, path=path):
         if len(row) != len(header):
             return DataError(
                 f"{path!r}, line {line}: {len(row)} fields where the header "
@@ -330,7 +326,8 @@ def _refuse_non_finite(path: str, text: str, table: np.ndarray, *, delimiter: st
     if found is None:
         return
     (row, column), _, count = found
-    line, fields = next(itertools.islice(_rows(text, delimiter=delimiter), row, None))
+    line, fields = next(itertools.islice(_rows(text, delimiter=delimiter, path=path), row,
+                                         None))
     name = header[read[column]]
     raise finite_values.refusal(
         f"Time series CSV file {path!r}, line {line}, column {name!r}",
@@ -373,7 +370,9 @@ def read_timeseries_csv(path, *, columns: Union[str, Sequence[str], None],
     # .gz or .zz file decompressed and a cut-short one named), parsed from memory.
     text = text_files.read_text(path, compression=text_files.compression_of(path),
                                 what="Time series CSV file", takes_encoding=False)
-    header = _header(path, csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
+    if delimiter is None:
+        delimiter = csv_files.sniff(text)
+    header = _header(path, text, delimiter=delimiter)
     target_names = [] if targets is None else _names(targets)
     target_indices = _column_indices(path, header, target_names,
                                      argument=f"targets={targets!r}")
@@ -395,13 +394,11 @@ def read_timeseries_csv(path, *, columns: Union[str, Sequence[str], None],
         raise bad
     read = sorted(set(data_indices + target_indices))
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # "no data": too short, said later
-            table = np.loadtxt(io.StringIO(text, newline=""), delimiter=delimiter,
-                               skiprows=1, usecols=read, dtype=dtype, ndmin=2,
-                               comments=None, quotechar='"')
+        # The rows THE reader gives (quotes, CRLF, blank lines as csv sources read them).
+        fields = [[row[i] for i in read] for _, row in _rows(text, delimiter=delimiter)]
+        table = np.array(fields, dtype=str).reshape(len(fields), len(read)).astype(dtype)
     except ValueError:
-        # numpy's messages do not name the line in a form to trust: scan again to name it.
+        # Name the line and column of the first value that is not a number.
         bad = _first_bad_row(path, text, delimiter=delimiter, header=header, values_of=read,
                              dtype=dtype)
         raise (bad or DataError(f"{path!r} could not be read as numbers in columns "
@@ -514,9 +511,13 @@ class TimeseriesSource(base.Source):
         config, windows = self.config, self.config.timeseries
         where = f"Time series CSV file {config.path!r}"
         target_names = _names(config.label_key)
-        header, label_text = _label_columns(config.path, target_names)
+        # data.table.delimiter: the one reader's key (auto: detected, as for csv).
+        delimiter = csv_files.delimiter_for(
+            None if config.table.delimiter == "auto" else config.table.delimiter)
+        header, label_text = _label_columns(config.path, target_names, delimiter=delimiter)
         data_names = self._data_columns(header, target_names)
-        data, _ = read_timeseries_csv(config.path, columns=data_names, targets=None)
+        data, _ = read_timeseries_csv(config.path, columns=data_names, targets=None,
+                                      delimiter=delimiter)
         labels = _label_values(label_text, where=f"{where}, data.label_key "
                                                   f"{config.label_key!r}")
         rows = len(data)
@@ -701,11 +702,17 @@ def series_statistics(data: np.ndarray, targets: Optional[np.ndarray], *,
     return stats
 
 
-def _label_columns(path, names: List[str]) -> Tuple[List[str], np.ndarray]:
+def _label_columns(path, names: List[str], *, delimiter: Optional[str] = ","
+                   ) -> Tuple[List[str], np.ndarray]:
     """The header and the label columns' fields as text, ``[rows, len(names)]``.
 
-    A stand-in until the shared CSV reader: labels may be text (`species`), which the
-    numeric reader refuses, so they are read apart as the rows numpy reads (no blank line).
+    Labels may be text (`species`), which the numeric reader refuses, so they are read
+    apart, by THE reader's rules (`tfaccel.reading.csv_files`: the same rows, blank lines
+    skipped, values stripped); `delimiter` None: detected.
+
+    Raises:
+        DataError: As `read_timeseries_csv` (a missing file, a label column not in the
+            header, a row with another number of fields than the header).
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -713,10 +720,15 @@ def _label_columns(path, names: List[str]) -> Tuple[List[str], np.ndarray]:
                         + (" (it is a folder)." if os.path.isdir(path) else "."))
     text = text_files.read_text(path, compression=text_files.compression_of(path),
                                 what="Time series CSV file", takes_encoding=False)
-    header = _header(path, csv.reader(io.StringIO(text, newline="")))
+    if delimiter is None:
+        delimiter = csv_files.sniff(text)
+    header = _header(path, text, delimiter=delimiter)
     indices = _column_indices(path, header, names, argument=f"data.label_key {names!r}")
-    fields = [[row[i].strip() if i < len(row) else "" for i in indices]
-              for _, row in _rows(text, delimiter=",")]
+    bad = _first_bad_row(path, text, delimiter=delimiter, header=header)
+    if bad is not None:
+        raise bad
+    fields = [[row[i].strip() for i in indices]
+              for _, row in _rows(text, delimiter=delimiter, path=path)]
     return header, np.array(fields, dtype=str).reshape(len(fields), len(names))
 
 
