@@ -16,7 +16,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from typing import Dict
+import re
+from typing import Dict, Iterable
 
 import tensorflow as tf
 
@@ -29,6 +30,47 @@ FEATURE_SPACE_FILE = "feature_space.keras"
 _DATE_FILLERS = {"YYYY-MM-DD": "2000-01-01", "YYYY/MM/DD": "2000/01/01",
                  "MM/DD/YYYY": "01/01/2000", "DD/MM/YYYY": "01/01/2000",
                  "DD.MM.YYYY": "01.01.2000"}
+
+
+# What a Keras layer name may hold here: the FeatureSpace names a layer after each feature,
+# Keras refuses '/', and spaces or other signs are unsafe in saved files and graph names.
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def keras_names(names: Iterable[str]) -> Dict[str, str]:
+    """A valid, unique Keras layer name for each feature name (in the FeatureSpace only).
+
+    A name Keras takes keeps itself; any other gets its unsafe characters replaced by
+    ``_`` and, if that name is taken, a ``_2``, ``_3``... suffix. The plan, the summary
+    and every message keep the user's column names; only the FeatureSpace (its inputs,
+    saved in feature_space.keras) sees these.
+
+    Args:
+        names: Feature names (`table_plan.Column.features`), in order.
+
+    Returns:
+        ``{feature name: Keras name}``, in the order of `names`.
+    """
+    names = list(names)
+    taken = {name for name in names if not _UNSAFE.search(name)}
+    safe = {}
+    for name in names:
+        if name in taken:
+            safe[name] = name
+            continue
+        base = _UNSAFE.sub("_", name) or "_"
+        candidate, k = base, 1
+        while candidate in taken:
+            k += 1
+            candidate = f"{base}_{k}"
+        taken.add(candidate)
+        safe[name] = candidate
+    return safe
+
+
+def _plan_names(plan: table_plan.TablePlan) -> Dict[str, str]:
+    """`keras_names` of every feature `plan` makes."""
+    return keras_names(name for column in plan.kept for name, _ in column.features)
 
 
 def days_since_epoch(year, month, day):
@@ -85,6 +127,7 @@ def converter(plan: table_plan.TablePlan):
         texts), or float32 targets (regression, multi_label).
     """
     markers = tf.constant(list(plan.markers))
+    names = _plan_names(plan)
     lookup = None
     if plan.label_keys is not None:
         keys = sorted(plan.label_keys)
@@ -118,7 +161,7 @@ def converter(plan: table_plan.TablePlan):
                                for name in plan.label], axis=-1)
             if len(plan.label) == 1:
                 target = target[..., 0]
-        return features, target
+        return {names[name]: value for name, value in features.items()}, target
 
     return convert
 
@@ -158,8 +201,9 @@ def adapt_feature_space(tables: tf.data.Dataset, plan: table_plan.TablePlan):
     makers = {"normalized": space.float_normalized, "passthrough": space.float,
               "category": lambda: space.string_categorical(num_oov_indices=1,
                                                            output_mode="one_hot")}
+    names = _plan_names(plan)
     with _float32_layers():
-        features = {name: makers[how]() for column in plan.kept
+        features = {names[name]: makers[how]() for column in plan.kept
                     for name, how in column.features}
         feature_space = space(features, output_mode="concat")
         feature_space.adapt(tables.map(lambda features, *_: features))
@@ -186,7 +230,7 @@ def with_feature_space(model, feature_space):
     """One Keras model taking the raw columns: `feature_space` in front of `model`.
 
     The keras.io structured-data pattern: the FeatureSpace's own inputs (one per kept
-    column) and encoded features feed the trained model, so inference needs no separate
+    column, named by `keras_names`: ``a/b c`` becomes ``a_b_c``) and encoded features feed the trained model, so inference needs no separate
     encoding step.
 
     Args:
