@@ -119,8 +119,11 @@ def test_one_class_is_named_with_the_data_and_the_key(tmp_path, make, origin):
     keys = make(tmp_path)
     message = (f"data.path {keys['path']!r} (data.source {keys['source']}) holds 1 class in "
                f"{origin}")
-    if keys["source"] == "csv":  # the label rule (tfaccel.reading.labels) says it first
+    # Where the label rule (tfaccel.reading.labels) reads the labels, it says it first.
+    if keys["source"] == "csv":
         message = f"data.label_key 'label' of data.path {keys['path']!r} holds one class (0)"
+    if keys["source"] == "text_lines":
+        message = f"the label field of data.path {keys['path']!r} holds one class (one)"
     with pytest.raises(DataError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         build_datasets(recipe_from_dict({"data": keys}).data, global_batch_size=4, num_replicas=1, seed=0,
                        deterministic=True)
