@@ -362,17 +362,7 @@ def read_timeseries_csv(path, *, columns: Union[str, Sequence[str], None],
             number of fields than the header, or a value is not a number or is NaN or
             infinite (file, line and column named).
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise DataError(f"Time series CSV file {path!r} does not exist"
-                        + (" (it is a folder)." if os.path.isdir(path) else "."))
-    # One read (text_files: UTF-8 named by file and line, a byte-order mark dropped, a
-    # .gz or .zz file decompressed and a cut-short one named), parsed from memory.
-    text = text_files.read_text(path, compression=text_files.compression_of(path),
-                                what="Time series CSV file", takes_encoding=False)
-    if delimiter is None:
-        delimiter = csv_files.sniff(text)
-    header = _header(path, text, delimiter=delimiter)
+    path, text, delimiter, header = _read_file(path, delimiter=delimiter)
     target_names = [] if targets is None else _names(targets)
     target_indices = _column_indices(path, header, target_names,
                                      argument=f"targets={targets!r}")
@@ -702,6 +692,26 @@ def series_statistics(data: np.ndarray, targets: Optional[np.ndarray], *,
     return stats
 
 
+def _read_file(path, *, delimiter: Optional[str]) -> Tuple[str, str, str, List[str]]:
+    """``(path, text, delimiter, header)`` of a time series CSV file, read once.
+
+    text_files: UTF-8 named by file and line, a byte-order mark dropped, a .gz or .zz file
+    decompressed and a cut-short one named; parsed from memory. `delimiter` None: detected.
+
+    Raises:
+        DataError: The file is missing (or a folder), or cannot be read as text.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise DataError(f"Time series CSV file {path!r} does not exist"
+                        + (" (it is a folder)." if os.path.isdir(path) else "."))
+    text = text_files.read_text(path, compression=text_files.compression_of(path),
+                                what="Time series CSV file", takes_encoding=False)
+    if delimiter is None:
+        delimiter = csv_files.sniff(text)
+    return path, text, delimiter, _header(path, text, delimiter=delimiter)
+
+
 def _label_columns(path, names: List[str], *, delimiter: Optional[str] = ","
                    ) -> Tuple[List[str], np.ndarray]:
     """The header and the label columns' fields as text, ``[rows, len(names)]``.
@@ -714,15 +724,7 @@ def _label_columns(path, names: List[str], *, delimiter: Optional[str] = ","
         DataError: As `read_timeseries_csv` (a missing file, a label column not in the
             header, a row with another number of fields than the header).
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise DataError(f"Time series CSV file {path!r} does not exist"
-                        + (" (it is a folder)." if os.path.isdir(path) else "."))
-    text = text_files.read_text(path, compression=text_files.compression_of(path),
-                                what="Time series CSV file", takes_encoding=False)
-    if delimiter is None:
-        delimiter = csv_files.sniff(text)
-    header = _header(path, text, delimiter=delimiter)
+    path, text, delimiter, header = _read_file(path, delimiter=delimiter)
     indices = _column_indices(path, header, names, argument=f"data.label_key {names!r}")
     bad = _first_bad_row(path, text, delimiter=delimiter, header=header)
     if bad is not None:
