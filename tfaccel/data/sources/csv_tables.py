@@ -570,20 +570,31 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
     kept = files_stage.kept_rows(rows, files, counts, what="CSV rows")
     if kept is not None:
         counts = kept.counts(files)
-    num_examples = None if counts is None else sum(counts)
-    if shuffle_buffer is None:
-        shuffle_buffer = min(num_examples or _SHUFFLE_CAP, _SHUFFLE_CAP)
-    shuffled = shuffle_buffer != 0  # a bad value is named by `optimize`
-    files, counts = read_order(files, counts, shuffled=shuffled, seed=seed,
-                               input_context=options.get("input_context"))
-    if deterministic is None:
-        deterministic = not shuffled or seed is not None
+    files, counts, shuffle_buffer, shuffled, deterministic = _read_plan(
+        files, counts, shuffle_buffer=shuffle_buffer, seed=seed, deterministic=deterministic,
+        input_context=options.get("input_context"))
     dataset = _table_dataset(table, files, batch_size=batch_size, label_name=label_name,
                              shuffle_buffer=shuffle_buffer, seed=seed, shuffled=shuffled,
                              deterministic=deterministic, cycle_length=cycle_length,
                              counts=counts, kept=kept, **options)
     dataset.kept_rows = kept  # with `rows`: the rows kept of each file
     return dataset
+
+
+def _read_plan(files: list, counts: Optional[list], *, shuffle_buffer: Optional[int],
+               seed: Optional[int], deterministic: Optional[bool], input_context=None):
+    """``(files, counts, shuffle_buffer, shuffled, deterministic)`` of a table read: the
+    default buffer (every row up to `_SHUFFLE_CAP`), the seeded file order (`read_order`)
+    and determinism (kept unless shuffled without a seed), one rule for both readers."""
+    if shuffle_buffer is None:
+        total = None if counts is None else sum(counts)
+        shuffle_buffer = min(total or _SHUFFLE_CAP, _SHUFFLE_CAP)
+    shuffled = shuffle_buffer != 0  # a bad value is named by `optimize`
+    files, counts = read_order(files, counts, shuffled=shuffled, seed=seed,
+                               input_context=input_context)
+    if deterministic is None:
+        deterministic = not shuffled or seed is not None
+    return files, counts, shuffle_buffer, shuffled, deterministic
 
 
 def read_order(files: list, counts: Optional[list], *, shuffled: bool, seed: Optional[int],
@@ -712,14 +723,9 @@ def from_table_plan(files: Sequence[str], row_counts: Sequence[int], *, columns:
                        wanted=list(range(len(columns))), types=["string"] * len(columns),
                        defaults={name: "" for name in columns}, inferred=set(),
                        inference_rows=0)
-    counts = list(row_counts)
-    if shuffle_buffer is None:
-        shuffle_buffer = min(sum(counts) or _SHUFFLE_CAP, _SHUFFLE_CAP)
-    shuffled = shuffle_buffer != 0
-    files, counts = read_order(list(files), counts, shuffled=shuffled, seed=seed,
-                               input_context=options.get("input_context"))
-    if deterministic is None:
-        deterministic = not shuffled or seed is not None
+    files, counts, shuffle_buffer, shuffled, deterministic = _read_plan(
+        list(files), list(row_counts), shuffle_buffer=shuffle_buffer, seed=seed,
+        deterministic=deterministic, input_context=options.get("input_context"))
     rows = _table_dataset(table, files, batch_size=batch_size, label_name=None,
                           shuffle_buffer=shuffle_buffer, seed=seed, shuffled=shuffled,
                           deterministic=deterministic, cycle_length=cycle_length,
