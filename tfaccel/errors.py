@@ -56,3 +56,16 @@ class Preempted(TfaccelError):
         self.signum = signum
         self.checkpoint = checkpoint
         self.run_dir = run_dir
+
+
+class Stopped(TfaccelError):
+    """A signal stopped a run before it trained (nothing saved, nothing to resume).
+
+    Raised while the workers of a cluster wait for each other; the run directory that
+    held only the recipe is removed. The CLI exits with the shell's 128 + signal code, as
+    after `Preempted`.
+    """
+
+    def __init__(self, message: str, *, signum: int):
+        super().__init__(message)
+        self.signum = signum

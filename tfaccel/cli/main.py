@@ -12,7 +12,7 @@ import click
 
 from tfaccel import datasets
 from tfaccel._version import __version__
-from tfaccel.errors import Preempted, TfaccelError, UserInputError
+from tfaccel.errors import Preempted, Stopped, TfaccelError, UserInputError
 from tfaccel.quiet_import import quiet_tensorflow
 
 EXIT_RUNTIME_FAILURE = 1
@@ -52,6 +52,9 @@ def handle_errors(command):
             # A checkpoint was saved; the shell's 128 + signal convention.
             click.echo(f"Error: {error}", err=True)
             click.echo(f"Resume with: {resume_command(error.run_dir)}", err=True)
+            sys.exit(128 + int(error.signum))
+        except Stopped as error:  # before training: nothing to resume
+            click.echo(f"Error: {error}", err=True)
             sys.exit(128 + int(error.signum))
         except TfaccelError as error:
             click.echo(f"Error: {error}", err=True)

@@ -43,6 +43,13 @@ def tf_config_tasks() -> int:
     return len(task_order(_tf_config().get("cluster", {})))
 
 
+def training_addresses() -> List[Tuple[str, str]]:
+    """``(task name, "host:port")`` of every training task TF_CONFIG names, the chief first
+    (the order of `task_order` and of `worker_role`'s index); empty when it is unset."""
+    cluster = _tf_config().get("cluster", {})
+    return [(f"{job} {i}", str(cluster[job][i])) for job, i in task_order(cluster)]
+
+
 @dataclasses.dataclass(frozen=True)
 class WorkerRole:
     """This process's place in a job: alone, or worker `index` of `count` (0 = chief)."""

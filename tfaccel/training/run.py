@@ -19,7 +19,7 @@ from typing import Optional, Sequence, Union
 
 from tfaccel.config.cluster import WorkerRole, worker_role
 from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
-from tfaccel.errors import DataError, Preempted, UserInputError
+from tfaccel.errors import DataError, Preempted, Stopped, UserInputError
 from tfaccel.messages import say
 from tfaccel.training import checkpoints as ckpt
 from tfaccel.training import data_source, model_source
@@ -93,6 +93,11 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
                                   role=role, shown_dir=shown, profile=profile,
                                   given_model=model, model_source=opened.model_source)
             return _train_with(context)
+    except Stopped as error:  # a signal while the workers waited for each other
+        if _remove_unstarted(opened, resume=resume):
+            raise Stopped(f"{error} The run directory {opened.shown or opened.directory} "
+                          "held nothing yet and was removed.", signum=error.signum) from None
+        raise
     except (UserInputError, KeyboardInterrupt, SystemExit):
         # A mistake found before training (missing data, a bad batch plan), or a signal
         # before it started: do not leave a run directory that holds nothing but the recipe.
@@ -109,23 +114,31 @@ def _answer_signals_while_joining(opened: "_OpenedRun", *, resume):
     """Around the strategy's creation: a cluster's workers wait there for each other."""
     import contextlib
 
-    from tfaccel.config.cluster import tf_config_tasks
+    from tfaccel.config.cluster import tf_config_tasks, training_addresses
+    from tfaccel.engine.cluster_join import ClusterJoin
 
-    if opened.recipe.runtime.strategy not in ("auto", "multi_worker", "parameter_server") \
-            or tf_config_tasks() < 2:
+    strategy = opened.recipe.runtime.strategy
+    if strategy not in ("auto", "multi_worker", "parameter_server") or tf_config_tasks() < 2:
         return contextlib.nullcontext()
+    # MultiWorkerMirroredStrategy's workers meet in Python first (engine.cluster_join);
+    # a parameter-server chief's tasks run no tfaccel code of their own to meet it.
+    join = None if strategy == "parameter_server" else ClusterJoin(
+        training_addresses(), opened.role.index)
     return signals_end_the_wait(
         what="waiting for the other workers of TF_CONFIG's cluster to join",
         directory=opened.directory if resume is None and opened.lock is not None else None,
-        allowed=_UNSTARTED_FILES)
+        allowed=_UNSTARTED_FILES, join=join)
 
 
-def _remove_unstarted(opened: "_OpenedRun", *, resume) -> None:
+def _remove_unstarted(opened: "_OpenedRun", *, resume) -> bool:
+    """Removes a new run directory that holds nothing but the recipe; True if it did."""
     directory, lock = opened.directory, opened.lock
     if resume is None and lock is not None and directory.is_dir() \
             and _holds_only_the_recipe(directory):
         lock.release()
         shutil.rmtree(directory, ignore_errors=True)
+        return True
+    return False
 
 
 @dataclasses.dataclass
