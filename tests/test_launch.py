@@ -273,3 +273,20 @@ def test_a_local_launch_says_its_loopback_ports_are_open_to_every_interface(monk
     out = io.StringIO()
     assert launch.run_local(train, workers=1, out=out) == 0
     assert _open_port_lines(out.getvalue()) == []
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_launch_stopped_by_sigterm_suggests_a_resume_only_when_the_run_directory_is_there(
+        monkeypatch, tmp_path, kept):
+    # 143 after a checkpoint: resume. 143 while the workers waited for each other: the
+    # unstarted run directory was removed, nothing to resume.
+    monkeypatch.setattr(launch, "worker_command",
+                        lambda args: [sys.executable, "-c", "raise SystemExit(143)"])
+    run_dir = tmp_path / "run"
+    if kept:
+        run_dir.mkdir()
+    train = launch.TrainArgs(args=["train", "r.yaml"], run_dir=str(run_dir), resume=False)
+    out = io.StringIO()
+    assert launch.run_local(train, workers=1, out=out) == 143
+    resume = f"resume with: tfaccel launch --workers 1 -- train --resume {run_dir}"
+    assert (resume in out.getvalue()) == kept

@@ -420,7 +420,9 @@ def run_local(train: TrainArgs, *, workers: int, out: IO[str] = sys.stdout,
                                   ports=[_port(host) for host in hosts],
                                   runs="they run any graph or op a peer sends"))
     code = group.run()
-    if code in (128 + signal.SIGTERM, 128 + signal.SIGINT) and train.run_dir:
+    # A signal before training removed the unstarted run directory: nothing to resume.
+    if code in (128 + signal.SIGTERM, 128 + signal.SIGINT) and train.run_dir \
+            and Path(train.run_dir).is_dir():
         group.say(f"resume with: tfaccel launch --workers {workers} -- train --resume "
                   f"{train.run_dir}")
     return code
