@@ -1,5 +1,6 @@
 """training/code_checks.py: `tfaccel validate` checks own model, optimizer, loss and metric
-callables and their params as `train` does (same message, exit 2), without importing them."""
+callables and their params, and the params of Keras' own classes, as `train` does (same
+message, exit 2), without importing them."""
 
 import inspect
 import json
@@ -80,6 +81,26 @@ MISTAKES = [
     (["optimizer.name=myopt.py:make", "optimizer.params.nesterv=true"],
      "optimizer.params.nesterv: optimizer '{dir}/myopt.py:make' has no argument 'nesterv' "
      "(did you mean 'nesterov'?); it takes nesterov."),
+    # Keras' own classes: validate reads their signatures from config/keras_signatures.py.
+    (["optimizer.params.betta_1=0.8"],
+     "optimizer.params.betta_1: Keras optimizer 'adam' (Adam) has no argument 'betta_1' (did "
+     "you mean 'beta_1'?); it takes beta_1, beta_2, epsilon, amsgrad, clipvalue, "
+     "global_clipnorm, use_ema, ema_momentum, ema_overwrite_frequency, loss_scale_factor, "
+     "name."),
+    (["optimizer.momentum=0.9"],
+     "optimizer.momentum is 0.9 but Keras optimizer 'adam' (Adam) takes no momentum argument; "
+     "leave optimizer.momentum out (its momentum is beta_1: set optimizer.params.beta_1)."),
+    (["optimizer.schedule=ExponentialDecay", "optimizer.schedule_params.decay_steps=3"],
+     "optimizer.schedule_params: Keras schedule ExponentialDecay needs decay_rate (got "
+     "decay_steps)."),
+    (["training.loss=sparse_categorical_crossentropy",
+      "training.loss_params.label_smoothing=0.1"],
+     "training.loss_params.label_smoothing: Keras loss 'sparse_categorical_crossentropy' "
+     "(SparseCategoricalCrossentropy) has no argument 'label_smoothing'; it takes from_logits, "
+     "ignore_class, reduction, axis, name, dtype."),
+    (["training.metrics=[accuracy, {name: mae, params: {nme: m}}]"],
+     "training.metrics[1].params.nme: Keras metric 'mae' (MeanAbsoluteError) has no argument "
+     "'nme' (did you mean 'name'?); it takes name, dtype."),
 ]
 
 
@@ -121,7 +142,7 @@ def _validate(project: Path, overrides) -> dict:
 
 
 @pytest.mark.parametrize("overrides, message", MISTAKES,
-                         ids=[m[0][-1].split("=")[0] for m in MISTAKES])
+                         ids=[m[0][-1].split("=")[0][:40] for m in MISTAKES])
 def test_validate_refuses_what_train_refuses_with_the_same_message_and_no_tensorflow(
         project, monkeypatch, overrides, message):
     expected = message.format(dir=project)

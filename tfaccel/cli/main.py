@@ -294,9 +294,10 @@ def _table_plan_lines(data) -> list:
 @handle_errors
 def validate(recipe, overrides, show):
     """Check RECIPE without TensorFlow: keys, types, ranges, that input paths exist, that
-    data.validation_fraction leaves examples on both sides (files split by rows), and your own
+    data.validation_fraction leaves examples on both sides (files split by rows), your own
     model, optimizer, loss and metric callables and their params (read from their source, not
-    imported)."""
+    imported), and the params of Keras' optimizers, schedules, losses and metrics (from a
+    table of their signatures)."""
     from tfaccel.config.input_paths import check_input_paths
     from tfaccel.config.recipe import dump_recipe, load_recipe
     from tfaccel.config.split_check import check_split

@@ -1,4 +1,4 @@
-"""`tfaccel validate`'s checks of a recipe's own code, read from its source (no import, no TF)."""
+"""`tfaccel validate`'s checks of a recipe's callables and their params, without importing them (no TF)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,17 @@ from tfaccel.config.recipe import Recipe
 
 
 def check_own_code(recipe: Recipe) -> None:
-    """Checks the recipe's ``module:callable`` names and their params as `train` does.
+    """Checks the recipe's ``module:callable`` names, Keras' classes and their params as
+    `train` does.
 
     The model builder (``model.name``) and its ``model.params``, an own optimizer,
     schedule, loss or metric and their params: each callable is found in its module's
     source (`python_refs.read_signature`) and checked by the functions `train` runs on the
     imported callable, so both say the same for the same mistake. A callable whose source
     does not show its signature plainly (assigned, imported, decorated, inherited) is left
-    to `train`, which imports it.
+    to `train`, which imports it. Keras' own optimizer, schedule, loss and metric classes
+    are checked the same way against their signatures recorded in
+    `tfaccel.config.keras_signatures` (``optimizer.params.betta_1`` of Adam).
 
     Args:
         recipe: The loaded recipe (file paths resolved against its folder).

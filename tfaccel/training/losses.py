@@ -10,7 +10,7 @@ from tfaccel.config.keras_names import AUTO, is_callable_spec, metric_entries
 from tfaccel.config.recipe import TrainingConfig
 from tfaccel.errors import UserInputError
 from tfaccel.training.arguments import call_checked, check_arguments
-from tfaccel.training.keras_classes import keras_class
+from tfaccel.training.keras_classes import live_class, recorded_class
 from tfaccel.training.user_code import import_callable
 
 # training.loss auto: Keras' usual loss of each task (tfaccel.reading.labels.TASKS).
@@ -39,24 +39,23 @@ def check_loss_and_metrics(training: TrainingConfig, *, load: Optional[Callable]
         training: The recipe's training section.
         load: Instead of importing, how to get a ``module:callable``'s stand-in
             (`tfaccel validate`: `python_refs.read_signature`, None where the source does
-            not show it); then only ``module:callable`` names are checked (Keras' own
-            classes need Keras).
+            not show it); Keras' own classes are then checked against their signatures
+            recorded in `tfaccel.config.keras_signatures` (no Keras import).
 
     Raises:
         UserInputError: An unknown or missing argument; the message names the recipe key.
     """
-    if load is None:
-        make_loss(training, build=False)
-        make_metrics(training, build=False)
-        return
+    # make_loss and make_metrics with build=False check exactly these (auto is the task's,
+    # known once the data is read).
     entries = [("training.loss", "training.loss_params", training.loss,
-                dict(training.loss_params))]
-    entries += [(f"training.metrics[{i}]", f"training.metrics[{i}].params", name, params)
-                for i, (name, params) in enumerate(metric_entries(training.metrics))]
-    for key, params_key, name, params in entries:
-        if is_callable_spec(name):
-            _own(name, params, key=key, params_key=params_key, wrap=None, build=False,
-                 load=load)
+                dict(training.loss_params), "loss")]
+    entries += [(f"training.metrics[{i}]", f"training.metrics[{i}].params", name, params,
+                 "metric") for i, (name, params) in enumerate(metric_entries(training.metrics))]
+    for key, params_key, name, params, kind in entries:
+        if name != AUTO:
+            _make(name, params, key=key, params_key=params_key, kind=kind, wrap=None,
+                  build=False, load=load or import_callable,
+                  find_class=live_class if load is None else recorded_class)
 
 
 def make_loss(training: TrainingConfig, *, task: str = "classification", build: bool = True):
@@ -73,16 +72,14 @@ def make_loss(training: TrainingConfig, *, task: str = "classification", build: 
         task: What the labels ask for (`tfaccel.reading.labels.TASKS` but auto).
         build: False only checks (no object is made).
     """
-    import keras
-
     name = training.loss
     if name == AUTO:
         if not build:
             return None  # its class is the task's, known once the data is read
         name = TASK_LOSSES[task]
     return _make(name, dict(training.loss_params), key="training.loss",
-                 params_key="training.loss_params", module=keras.losses,
-                 base=keras.losses.Loss, wrap=_bound_function, build=build)
+                 params_key="training.loss_params", kind="loss", wrap=_bound_function,
+                 build=build)
 
 
 def make_metrics(training: TrainingConfig, *, task: str = "classification",
@@ -104,8 +101,6 @@ def make_metrics(training: TrainingConfig, *, task: str = "classification",
             step that returns per-batch values (parameter servers).
         build: False only checks (no object is made).
     """
-    import keras
-
     if training.metrics == AUTO:
         return [] if not build else [m for m in _task_metrics(task, num_outputs)
                                      if not (per_batch and _logged_name(m) in _RUNNING_SUMS)]
@@ -113,8 +108,7 @@ def make_metrics(training: TrainingConfig, *, task: str = "classification",
     for i, (name, params) in enumerate(metric_entries(training.metrics)):
         key = f"training.metrics[{i}]"
         metrics.append(_make(name, params, key=key, params_key=f"{key}.params",
-                             module=keras.metrics, base=keras.metrics.Metric,
-                             wrap=_mean_metric, build=build))
+                             kind="metric", wrap=_mean_metric, build=build))
     return metrics
 
 
@@ -150,14 +144,15 @@ def _logged_name(entry) -> str:
         or entry.__name__
 
 
-def _make(name: str, params: dict, *, key: str, params_key: str, module, base, wrap,
-          build: bool) -> Any:
+def _make(name: str, params: dict, *, key: str, params_key: str, kind: str, wrap,
+          build: bool, load: Callable = import_callable,
+          find_class: Callable = live_class) -> Any:
     if is_callable_spec(name):
-        return _own(name, params, key=key, params_key=params_key, wrap=wrap, build=build)
+        return _own(name, params, key=key, params_key=params_key, wrap=wrap, build=build,
+                    load=load)
     if not params:
         return name  # Keras' own name, resolved by compile as without tfaccel
-    target = keras_class(module, base, name)
-    kind = "loss" if module.__name__.endswith("losses") else "metric"
+    target = find_class(kind, name)
     if target is None:
         raise UserInputError(f"{params_key}: no Keras class stands behind the {kind} "
                              f"{name!r}, so it takes no params; name its class.")

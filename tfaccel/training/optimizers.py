@@ -14,7 +14,7 @@ from tfaccel.config.keras_names import (
 from tfaccel.config.recipe import OptimizerConfig
 from tfaccel.errors import UserInputError
 from tfaccel.training.arguments import accepted_arguments, call_checked, check_arguments
-from tfaccel.training.keras_classes import keras_class
+from tfaccel.training.keras_classes import live_class, recorded_class
 from tfaccel.training.user_code import import_callable
 
 
@@ -36,8 +36,8 @@ def check_optimizer(config: OptimizerConfig, *, load: Optional[Callable] = None)
         config: The recipe's optimizer section.
         load: Instead of importing, how to get a ``module:callable``'s stand-in
             (`tfaccel validate`: `python_refs.read_signature`, None where the source does
-            not show it); then only ``module:callable`` names are checked (Keras' own
-            classes need Keras).
+            not show it); Keras' own classes are then checked against their signatures
+            recorded in `tfaccel.config.keras_signatures` (no Keras import).
 
     Raises:
         UserInputError: An unknown or missing argument, a shortcut key (``momentum``) the
@@ -47,10 +47,8 @@ def check_optimizer(config: OptimizerConfig, *, load: Optional[Callable] = None)
         _optimizer_target(config)
         _schedule_target(config)
         return
-    if is_callable_spec(config.name):
-        _optimizer_target(config, load=load)
-    if is_callable_spec(config.schedule):
-        _schedule_target(config, load=load)
+    _optimizer_target(config, load=load, find_class=recorded_class)
+    _schedule_target(config, load=load, find_class=recorded_class)
 
 
 def make_optimizer(config: OptimizerConfig, *, total_steps: int, steps_per_epoch: int):
@@ -110,17 +108,15 @@ def make_learning_rate(config: OptimizerConfig, *, total_steps: int, steps_per_e
     return schedule
 
 
-def _optimizer_target(config: OptimizerConfig, *, load: Callable = import_callable
-                      ) -> Optional[_Target]:
+def _optimizer_target(config: OptimizerConfig, *, load: Callable = import_callable,
+                      find_class: Callable = live_class) -> Optional[_Target]:
     if is_callable_spec(config.name):
         build = load(config.name, key="optimizer.name")
         if build is None:
             return None
         what, strict = f"optimizer {config.name!r}", False
     else:
-        import keras
-
-        build = keras_class(keras.optimizers, keras.optimizers.Optimizer, config.name)
+        build = find_class("optimizer", config.name)
         what, strict = f"Keras optimizer {config.name!r} ({build.__name__})", True
     names, takes_any = accepted_arguments(build)
     # A shortcut is passed only when set (momentum 0 means unset): the optimizer's own
@@ -149,8 +145,8 @@ def _instead(shortcut: str, names: list) -> str:
     return ""
 
 
-def _schedule_target(config: OptimizerConfig, *, load: Callable = import_callable
-                     ) -> Optional[_Target]:
+def _schedule_target(config: OptimizerConfig, *, load: Callable = import_callable,
+                     find_class: Callable = live_class) -> Optional[_Target]:
     if config.schedule in OWN_SCHEDULES:
         return None
     if is_callable_spec(config.schedule):
@@ -159,9 +155,7 @@ def _schedule_target(config: OptimizerConfig, *, load: Callable = import_callabl
             return None
         what, strict = f"schedule {config.schedule!r}", False
     else:
-        import keras
-
-        build = getattr(keras.optimizers.schedules, config.schedule)
+        build = find_class("schedule", config.schedule)
         what, strict = f"Keras schedule {config.schedule}", True
     names, _ = accepted_arguments(build)
     kwargs = dict(config.schedule_params)
