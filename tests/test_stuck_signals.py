@@ -30,7 +30,11 @@ def test_a_signal_while_the_workers_meet_raises_stopped_naming_the_absent_worker
     own, absent = free_ports(2)
     join = ClusterJoin([("worker 0", f"127.0.0.1:{own}"), ("worker 1", f"127.0.0.1:{absent}")],
                        0, poll_seconds=0.05)
-    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    # Outer handlers: a signal that came late would not end the test session.
+    late = []
+    outer = {s: signal.signal(s, lambda n, f: late.append(n))
+             for s in (signal.SIGINT, signal.SIGTERM)}
+    before = {s: signal.getsignal(s) for s in outer}
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signum))
     timer.start()
     entered = False
@@ -38,15 +42,19 @@ def test_a_signal_while_the_workers_meet_raises_stopped_naming_the_absent_worker
         with pytest.raises(Stopped) as stopped:
             with signals_end_the_wait(what=WHAT, join=join):
                 entered = True  # never: the TensorFlow call is not reached
+        after = {s: signal.getsignal(s) for s in outer}
     finally:
         timer.cancel()
+        for s, handler in outer.items():
+            signal.signal(s, handler)
+    assert late == []
     assert not entered
     assert stopped.value.signum == signum
     assert str(stopped.value) == (
         f"stopped by {signal.Signals(signum).name} while {WHAT} (worker 1 at "
         f"127.0.0.1:{absent} never joined); nothing was trained.")
     # The handlers are put back and the port is free for a next try.
-    assert {s: signal.getsignal(s) for s in before} == before
+    assert after == before
     with socket.create_server(("127.0.0.1", own)):
         pass
 
