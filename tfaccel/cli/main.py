@@ -605,10 +605,10 @@ def data_service_worker(dispatcher, port, host):
 @handle_errors
 def models():
     """List the registered models and their parameters (with defaults)."""
-    from tfaccel import models as registry
+    from tfaccel.models.registry import model_names, model_params
 
-    for name in registry.model_names():
-        params = ", ".join(f"{k}={v!r}" for k, v in registry.model_params(name).items())
+    for name in model_names():
+        params = ", ".join(f"{k}={v!r}" for k, v in model_params(name).items())
         click.echo(f"{name:22} {params}")
 
 

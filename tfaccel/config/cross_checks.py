@@ -276,7 +276,7 @@ def _check_service(recipe: Recipe, *, source: str) -> None:
 def _check_model_params(model: ModelConfig, *, source: str, own_model: bool = False) -> None:
     # The registry is TensorFlow-free at import, so `validate` stays fast; the check is the
     # one `build_model` runs, so both give the same message for the same mistake.
-    from tfaccel import models
+    from tfaccel.models.registry import check_params
 
     if model.path is not None:
         # A saved model is built already: a builder or its parameters would be ignored.
@@ -294,6 +294,6 @@ def _check_model_params(model: ModelConfig, *, source: str, own_model: bool = Fa
     if own_model or python_refs.is_reference(model.name):
         return  # its parameters are checked against the callable's signature when it is built
     try:
-        models.check_params(model.name, model.params)
+        check_params(model.name, model.params)
     except UserInputError as error:
         raise RecipeError(f"{source}: model (name {model.name!r}, params): {error}") from None
