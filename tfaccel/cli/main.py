@@ -426,7 +426,8 @@ def doctor(recipe, overrides, steps, repeats, try_suggestions, as_json):
     loaded = load_recipe(recipe, overrides)
     # Progress on stdout beside the report; with --json on stderr, so stdout is the JSON.
     from tfaccel.messages import say
-    from tfaccel.tools.doctor import diagnose, format_report
+    from tfaccel.tools.doctor import diagnose
+    from tfaccel.tools.doctor_report import format_report
 
     progress = (lambda line: click.echo(f"tfaccel: {line}", err=True)) if as_json else say
     report = diagnose(loaded, steps=steps, repeats=repeats, try_suggestions=try_suggestions,
