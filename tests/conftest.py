@@ -33,7 +33,7 @@ FAST_MODULES = frozenset({
     "test_export_text", "test_finite_values", "test_image_folder", "test_image_folder_keras",
     "test_image_folder_keras_suite", "test_images", "test_inputs", "test_jpeg_headers",
     "test_keras_compat", "test_keras_compat_multiworker", "test_keras_names", "test_labels",
-    "test_launch", "test_losses",
+    "test_launch", "test_tf_configs", "test_worker_group", "test_doctor_advice", "test_losses",
     "test_length_batches", "test_listing_cache", "test_main", "test_messages",
     "test_registry", "test_image_cnns", "test_feature_models", "test_task_head",
     "test_sequence_models", "test_forecast_models", "test_native_output", "test_order", "test_phrases",

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from launch_helpers import child_env, children, kill_tree
 
-from tfaccel.cli.launch import free_ports
+from tfaccel.cli.tf_configs import free_ports
 
 # Generous: TensorFlow's import and the run's start on 2 loaded cores.
 START_TIMEOUT = 240

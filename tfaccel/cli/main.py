@@ -12,6 +12,7 @@ import click
 
 from tfaccel import datasets
 from tfaccel._version import __version__
+from tfaccel.cli import tf_configs
 from tfaccel.errors import Preempted, TfaccelError, UserInputError
 from tfaccel.quiet_import import quiet_tensorflow
 
@@ -199,7 +200,10 @@ def launch(workers, hosts, index, port, ps, train_args):
       tfaccel launch --ps 1 --workers 2 -- train RECIPE
     A lost worker is tolerated (its steps are re-run elsewhere); a lost ps stops the run.
     """
+    # Deferred: the launcher loads the recipe layer (yaml) and the run directories; --help
+    # loads click alone (measured in docs/development.md, Imports).
     from tfaccel.cli import launch as launcher
+    from tfaccel.config.recipe import load_recipe
 
     if workers is not None and (hosts is not None or index is not None):
         raise click.UsageError("give --workers (this machine) or --hosts with --index "
@@ -209,8 +213,6 @@ def launch(workers, hosts, index, port, ps, train_args):
                                "in the host list).")
     command = parse_train_command(train_args)
     if ps is not None and command.recipe is not None:
-        from tfaccel.config.recipe import load_recipe
-
         strategy = load_recipe(command.recipe, command.overrides).runtime.strategy
         if strategy != "parameter_server":
             raise UserInputError(
@@ -223,11 +225,10 @@ def launch(workers, hosts, index, port, ps, train_args):
             sys.exit(launcher.run_parameter_server_local(prepared, ps=ps, workers=workers))
         sys.exit(launcher.run_local(prepared, workers=workers))
     if hosts is not None:
-        host_list = launcher.parse_hosts(hosts)
-        launcher.tf_config(host_list, index)  # checks --index against the list first
-    elif launcher.in_slurm_job():
-        host_list, index = launcher.slurm_cluster(
-            port=port or launcher.DEFAULT_SLURM_PORT)
+        host_list = tf_configs.parse_hosts(hosts)
+        tf_configs.tf_config(host_list, index)  # checks --index against the list first
+    elif tf_configs.in_slurm_job():
+        host_list, index = tf_configs.slurm_cluster(port=port or tf_configs.DEFAULT_SLURM_PORT)
     else:
         raise click.UsageError("give --workers N, or --hosts and --index, or run under "
                                "SLURM (srun) so the cluster comes from its variables.")
