@@ -485,7 +485,7 @@ def export_images(out_dir, dataset, split, limit, data_dir, image_format):
     With the defaults it exports the built-in dataset, so the image-folder source can be
     tried at once: `tfaccel export-images shapes_images --limit 2000`.
     """
-    from tfaccel.data.export import export_image_folder
+    from tfaccel.data.image_folder_writer import export_image_folder
 
     result = export_image_folder(out_dir, dataset=dataset, split=split, limit=limit,
                                  data_dir=data_dir, image_format=image_format,

@@ -6,7 +6,7 @@ import warnings
 from pathlib import Path
 
 from tfaccel.errors import UserInputError
-from tfaccel.tools.export.base import Runtime
+from tfaccel.tools.export.format_runtime import Runtime
 
 
 def keras_int8(model):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfaccel.errors import UserInputError
-from tfaccel.tools.export.base import RUNTIME_THREADS, Runtime, first_lines, size_on_disk
+from tfaccel.tools.export.format_runtime import RUNTIME_THREADS, Runtime, first_lines, size_on_disk
 
 # Full-integer LiteRT ops that may stay float: the input QUANTIZE and the output DEQUANTIZE.
 _BOUNDARY_OPS = ("QUANTIZE", "DEQUANTIZE")

@@ -6,7 +6,7 @@ import warnings
 from pathlib import Path
 
 from tfaccel.errors import UserInputError
-from tfaccel.tools.export.base import RUNTIME_THREADS, Runtime, first_lines
+from tfaccel.tools.export.format_runtime import RUNTIME_THREADS, Runtime, first_lines
 
 
 def convert(model, artifact: Path, *, quantize: str, calibration,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfaccel.tools.export.base import Runtime
 from tfaccel.tools.export.format_keras import keras_int8
+from tfaccel.tools.export.format_runtime import Runtime
 
 
 def convert(model, artifact: Path, *, quantize: str) -> dict:

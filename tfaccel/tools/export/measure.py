@@ -7,8 +7,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tfaccel.tools.export.base import Runtime, size_on_disk
 from tfaccel.tools.export.format_litert import litert_size_breakdown
+from tfaccel.tools.export.format_runtime import Runtime, size_on_disk
 from tfaccel.tools.export.formats import convert, load_runtime
 from tfaccel.tools.export.options import ARTIFACT_NAMES, ExportOptions
 from tfaccel.tools.export.prepare import Prepared

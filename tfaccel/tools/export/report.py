@@ -6,7 +6,7 @@ import importlib.metadata
 from pathlib import Path
 
 from tfaccel.tools.export.agreement import LABELS_FILE, figure_rows, figures, run_labels
-from tfaccel.tools.export.base import RUNTIME_THREADS
+from tfaccel.tools.export.format_runtime import RUNTIME_THREADS
 from tfaccel.tools.export.measure import Measured
 from tfaccel.tools.export.options import PREPROCESSING_FILE, REPORT_FILE
 from tfaccel.tools.export.prepare import Prepared
