@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import functools
+import glob
+import json
 import os
 import shlex
+import signal
 import sys
 import traceback
 
@@ -12,7 +15,7 @@ import click
 
 from tfaccel import datasets
 from tfaccel._version import __version__
-from tfaccel.cli import tf_configs
+from tfaccel.cli.open_ports import open_ports_note
 from tfaccel.errors import Preempted, TfaccelError, UserInputError
 from tfaccel.quiet_import import quiet_tensorflow
 
@@ -136,18 +139,22 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
     checkpoints/, tensorboard/ and the trained model.keras. SIGTERM or Ctrl-C saves a
     checkpoint at the next step and exits (143 or 130); `--resume RUN_DIR` continues it.
     """
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.config.recipe import load_recipe
 
     if recipe is None and resume_dir is None:
         raise click.UsageError("give a RECIPE to train, or --resume RUN_DIR to continue a run.")
+    # Deferred: ~2 ms; --help loads click alone.
     from tfaccel.training.run_dir import check_resume_target
 
     check_resume_target(run_dir=run_dir, resume=resume_dir)
     loaded = load_recipe(recipe, overrides) if recipe is not None else None
     if loaded is not None:
+        # Deferred: ~10 ms (python_refs, the sources table); --help loads click alone.
         from tfaccel.config.input_paths import check_input_paths
 
         check_input_paths(loaded, source=recipe)  # before TensorFlow: a missing path is quick
+    # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.training import run as runner
     from tfaccel.training.stuck_signals import exit_when_stuck
 
@@ -200,9 +207,9 @@ def launch(workers, hosts, index, port, ps, train_args):
       tfaccel launch --ps 1 --workers 2 -- train RECIPE
     A lost worker is tolerated (its steps are re-run elsewhere); a lost ps stops the run.
     """
-    # Deferred: the launcher loads the recipe layer (yaml) and the run directories; --help
-    # loads click alone (measured in docs/development.md, Imports).
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.cli import launch as launcher
+    from tfaccel.cli import tf_configs
     from tfaccel.config.recipe import load_recipe
 
     if workers is not None and (hosts is not None or index is not None):
@@ -251,6 +258,7 @@ def parse_train_command(args):
     Raises:
         UserInputError: Not a ``train`` command, or its options are wrong.
     """
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.cli.launch import TrainCommand
 
     args = list(args)
@@ -273,8 +281,7 @@ def _table_plan_lines(data) -> list:
     (training makes it on the training split only: its means may differ a little)."""
     if data.source != "csv" or not data.path:
         return []
-    import glob
-
+    # Deferred: numpy (~0.1 s); --help loads click alone.
     from tfaccel.reading import table_plan
 
     files = sorted(glob.glob(data.path))
@@ -295,6 +302,7 @@ def validate(recipe, overrides, show):
     data.validation_fraction leaves examples on both sides (files split by rows), and your own
     model, optimizer, loss and metric callables and their params (read from their source, not
     imported)."""
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.config.input_paths import check_input_paths
     from tfaccel.config.recipe import dump_recipe, load_recipe
     from tfaccel.config.split_check import check_split
@@ -333,9 +341,11 @@ def bench(recipe, overrides, batches, repeats, no_epochs):
     tf.data pipeline; the headline ratio is of the steady rates, the latencies beside it.
     Then a cold epoch versus a second (cached) epoch.
     """
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.config.recipe import load_recipe
 
     loaded = load_recipe(recipe, overrides)
+    # Deferred: ~2 ms; --help loads click alone.
     from tfaccel.tools.bench import bench_data_config, format_table
 
     result = bench_data_config(loaded.data, global_batch_size=loaded.training.global_batch_size,
@@ -385,6 +395,7 @@ def export(run_dir, export_format, quantize, out, preprocessing, per_tensor, str
     printed and written to OUT/export.json. LiteRT and ONNX need `pip install
     'tfaccel[export]'`.
     """
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.tools.export import check_arguments, check_out_is_free, default_out
 
     # A wrong format or mode, or a folder already taken, is reported before TensorFlow loads.
@@ -393,6 +404,7 @@ def export(run_dir, export_format, quantize, out, preprocessing, per_tensor, str
     check_out_is_free(out if out is not None else default_out(
         run_dir, format=export_format, quantize=quantize, preprocessing=preprocessing,
         per_tensor=per_tensor, strip=strip, calibration_examples=calibration_examples))
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.tools.export import export as run_export
     from tfaccel.tools.export import format_report
 
@@ -422,19 +434,20 @@ def doctor(recipe, overrides, steps, repeats, try_suggestions, as_json):
     for input (verdict thresholds as in the TensorFlow profiler: under 5% compute-bound,
     5-20% moderately input-bound, 20% or more input-bound).
     """
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.config.recipe import load_recipe
 
-    loaded = load_recipe(recipe, overrides)
-    # Progress on stdout beside the report; with --json on stderr, so stdout is the JSON.
+    loaded = load_recipe(recipe, overrides)  # a recipe mistake is named before TensorFlow
+    # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.messages import say
     from tfaccel.tools.doctor import diagnose
     from tfaccel.tools.doctor_report import format_report
 
+    # Progress on stdout beside the report; with --json on stderr, so stdout is the JSON.
     progress = (lambda line: click.echo(f"tfaccel: {line}", err=True)) if as_json else say
     report = diagnose(loaded, steps=steps, repeats=repeats, try_suggestions=try_suggestions,
                       progress=progress)
     if as_json:
-        import json
 
         click.echo(json.dumps(report, indent=2, default=float))
     else:
@@ -456,6 +469,7 @@ def compare(run_dirs, plot_path, no_plot):
     The PNG needs matplotlib (pip install 'tfaccel[plot]'); without it the table is printed
     with a line saying so.
     """
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.tools.compare import compare as compare_runs
 
     result = compare_runs(run_dirs, plot_path=None if no_plot else plot_path)
@@ -485,6 +499,7 @@ def export_images(out_dir, dataset, split, limit, data_dir, image_format):
     With the defaults it exports the built-in dataset, so the image-folder source can be
     tried at once: `tfaccel export-images shapes_images --limit 2000`.
     """
+    # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.data.image_folder_writer import export_image_folder
 
     result = export_image_folder(out_dir, dataset=dataset, split=split, limit=limit,
@@ -502,11 +517,12 @@ def export_images(out_dir, dataset, split, limit, data_dir, image_format):
 @handle_errors
 def keys(markdown, json_schema):
     """List every recipe key with its default and meaning."""
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.config.recipe import describe_keys
 
     if json_schema:
-        import json
 
+        # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
         from tfaccel.config.schema import json_schema as schema
 
         click.echo(json.dumps(schema(), indent=2))
@@ -536,16 +552,15 @@ def data_service():
 def _say_open_port(server: str, port: int, *, runs: str) -> None:
     # After the address line, which scripts read first; the address says localhost, but
     # TensorFlow listens on every interface.
-    from tfaccel.cli.open_ports import open_ports_note
 
     click.echo(f"tfaccel: {open_ports_note(server=server, ports=[port], runs=runs)}")
 
 
 def _serve(server, what: str) -> None:
+    # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.data.service import serve_until_stopped
 
     signum = serve_until_stopped(server)
-    import signal
 
     click.echo(f"tfaccel: {what} stopped ({signal.Signals(signum).name}).")
 
@@ -560,6 +575,7 @@ def _serve(server, what: str) -> None:
 @handle_errors
 def data_service_dispatcher(port, work_dir):
     """Start a tf.data service dispatcher and serve until Ctrl-C / SIGTERM (exit 0)."""
+    # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.data.service import start_dispatcher
 
     server, address = start_dispatcher(port=port, work_dir=work_dir)
@@ -585,12 +601,14 @@ def data_service_dispatcher(port, work_dir):
 @handle_errors
 def data_service_worker(dispatcher, port, host):
     """Start a tf.data service worker and serve until Ctrl-C / SIGTERM (exit 0)."""
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.config.recipe import parse_dispatcher_address
 
     try:
         parse_dispatcher_address(dispatcher)
     except UserInputError as error:
         raise UserInputError(f"--dispatcher: {error}") from None
+    # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.data.service import start_worker
 
     server, address = start_worker(dispatcher, port=port, host=host)
@@ -607,6 +625,7 @@ def data_service_worker(dispatcher, port, host):
 @handle_errors
 def models():
     """List the registered models and their parameters (with defaults)."""
+    # Deferred: ~5 ms (the models package); --help loads click alone.
     from tfaccel.models.registry import model_names, model_params
 
     for name in model_names():
@@ -618,6 +637,7 @@ def models():
 @handle_errors
 def devices():
     """Show the devices TensorFlow sees and what strategy and precision `auto` would pick."""
+    # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.engine.strategy import auto_choices
 
     choices = auto_choices()
