@@ -51,6 +51,7 @@ def measure(artifact: Path, prepared: Prepared, *, staging: Path, format: str,
 
 
 def _predict(runtime: Runtime, features, batch: int = 64):
+    # Deferred: numpy (~0.1 s); tools/export imports TF-free.
     import numpy as np
 
     return np.concatenate([np.asarray(runtime.predict(features[i:i + batch]), "float32")

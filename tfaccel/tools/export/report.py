@@ -17,6 +17,7 @@ def make_report(prepared: Prepared, measured: Measured, *, directory: Path, form
     """The export's report (export.json): size, the task's figures (`agreement.figures`:
     accuracy and top-1 agreement, or a regression's error against the float model) and
     latency against float."""
+    # Deferred: Keras and TensorFlow (seconds); tools/export imports TF-free.
     import keras
 
     predictions, latencies, sizes = measured.predictions, measured.latencies, measured.sizes
