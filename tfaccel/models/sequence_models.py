@@ -15,7 +15,7 @@ def build_seq_cnn(*, input_shape, num_classes,
     Predictions do not depend on zeros appended at the end (a padded batch): the mask
     drops them from the statistics and the pooling, and causal convolutions (padded on the
     left only, by an amount that does not depend on the length) compute every kept step
-    from kept steps alone. Equal up to float rounding; tests/test_models_sequence.py.
+    from kept steps alone. Equal up to float rounding; tests/test_sequence_models.py.
     """
     inputs = keras.Input(shape=input_shape, name="sequence")
     x = ops.cast(inputs, "float32")
