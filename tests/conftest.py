@@ -34,10 +34,11 @@ FAST_MODULES = frozenset({
     "test_export_text", "test_finite_values", "test_image_folder", "test_image_folder_keras",
     "test_image_folder_keras_suite", "test_images", "test_inputs", "test_jpeg_headers",
     "test_keras_compat", "test_keras_compat_multiworker", "test_keras_names",
-    "test_keras_signatures", "test_labels",
-    "test_launch", "test_losses",
-    "test_length_batches", "test_listing_cache", "test_main", "test_messages", "test_models",
-    "test_models_sequence", "test_native_output", "test_order", "test_phrases",
+    "test_keras_signatures", "test_labels", "test_cluster_join", "test_code_checks",
+    "test_launch", "test_tf_configs", "test_worker_group", "test_doctor_advice", "test_losses",
+    "test_length_batches", "test_listing_cache", "test_main", "test_messages",
+    "test_registry", "test_image_cnns", "test_feature_models", "test_task_head",
+    "test_sequence_models", "test_forecast_models", "test_native_output", "test_order", "test_phrases",
     "test_pipeline_data", "test_pipeline_data_stream", "test_precision", "test_public_api",
     "test_recipe", "test_resample", "test_run_all", "test_run_callbacks_profile",
     "test_run_failures", "test_session", "test_shapes", "test_shared", "test_sharding_files",
@@ -56,6 +57,17 @@ def pytest_collection_modifyitems(config, items):
         module = getattr(getattr(item, "module", None), "__name__", "").rsplit(".", 1)[-1]
         if module in FAST_MODULES and not any(item.get_closest_marker(m) for m in _NOT_FAST):
             item.add_marker(pytest.mark.fast)
+
+
+@pytest.fixture
+def policy():
+    """Sets a global Keras dtype policy for one test and restores the previous one (the
+    models' tests: policy("mixed_bfloat16"))."""
+    import keras
+
+    previous = keras.mixed_precision.global_policy()
+    yield keras.mixed_precision.set_global_policy
+    keras.mixed_precision.set_global_policy(previous)
 
 
 @pytest.fixture

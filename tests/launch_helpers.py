@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tfaccel.cli.launch import WorkerGroup, free_ports, tf_config
+from tfaccel.cli.tf_configs import free_ports, tf_config
+from tfaccel.cli.worker_group import WorkerGroup
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECIPE = ROOT / "recipes" / "default.yaml"

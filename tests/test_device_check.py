@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tfaccel.tools.doctor import verdict_for
+from tfaccel.tools.doctor_advice import verdict_for
 
 ROOT = Path(__file__).resolve().parent.parent
 VERDICTS = {verdict_for(wait) for wait in (0.0, 0.1, 0.5)}

@@ -283,7 +283,7 @@ def test_bench_and_doctor_run_on_sequence_sources(both_recipes, source):
 
 
 def test_doctor_does_not_suggest_a_cache_that_a_time_series_does_not_take():
-    from tfaccel.tools.doctor import suggest
+    from tfaccel.tools.doctor_advice import suggest
 
     report = {"input_wait_fraction": 0.6, "model_examples_per_sec": 1000.0,
               "pipeline_examples_per_sec": 200.0, "fit_examples_per_sec": 190.0,

@@ -4,32 +4,16 @@ import io
 import json
 import re
 import sys
-import textwrap
 
 import pytest
 from click.testing import CliRunner
-from launch_helpers import DEFAULT_RECIPE, set_slurm_task
+from launch_helpers import DEFAULT_RECIPE
 
 from tfaccel.cli import launch
 from tfaccel.cli.main import main, parse_train_command
+from tfaccel.cli.tf_configs import tf_config
 from tfaccel.config import cluster
 from tfaccel.errors import UserInputError
-
-
-def test_tf_config_makes_worker_zero_the_chief(monkeypatch):
-    hosts = ["a:1", "b:2"]
-    for index in range(2):
-        config = json.loads(launch.tf_config(hosts, index))
-        assert config == {"cluster": {"worker": hosts}, "task": {"type": "worker",
-                                                                 "index": index}}
-        monkeypatch.setenv("TF_CONFIG", launch.tf_config(hosts, index))
-        role = cluster.worker_role("auto")
-        assert (role.index, role.count, role.chief, role.multi_worker) == (
-            index, 2, index == 0, True)
-    # Another strategy kind trains alone whatever TF_CONFIG says.
-    assert cluster.worker_role("one_device") == cluster.WorkerRole()
-    with pytest.raises(UserInputError, match="--index must be between 0 and 1 .* got 2"):
-        launch.tf_config(hosts, 2)
 
 
 def test_worker_role_follows_tensorflow_with_a_chief_job(monkeypatch):
@@ -42,42 +26,6 @@ def test_worker_role_follows_tensorflow_with_a_chief_job(monkeypatch):
     assert cluster.worker_role("multi_worker").chief
     monkeypatch.delenv("TF_CONFIG")
     assert cluster.worker_role("multi_worker") == cluster.WorkerRole()
-
-
-@pytest.mark.parametrize("text, message", [
-    ("", "must list HOST:PORT"),
-    ("a:1,b", "'b' is not HOST:PORT"),
-    ("a:1,b:99999", "'b:99999' is not HOST:PORT"),
-    ("a:1,a:1", "names a HOST:PORT twice"),
-])
-def test_bad_hosts_are_named(text, message):
-    with pytest.raises(UserInputError, match=message):
-        launch.parse_hosts(text)
-
-
-def test_parse_hosts():
-    assert launch.parse_hosts("node-1:2222, 10.0.0.2:2222") == ["node-1:2222", "10.0.0.2:2222"]
-
-
-def test_slurm_layout_comes_from_tensorflows_resolver(monkeypatch):
-    # Two nodes with two tasks each, as srun sets it; task 3 is the second on node2.
-    set_slurm_task(monkeypatch, 3)
-    assert launch.in_slurm_job()
-    hosts, index = launch.slurm_cluster(port=2222)
-    assert hosts == ["node1:2222", "node1:2223", "node2:2222", "node2:2223"]
-    assert index == 3
-    monkeypatch.setenv("SLURM_PROCID", "0")
-    assert launch.slurm_cluster(port=2222) == (hosts, 0)
-    import os
-
-    assert "CUDA_VISIBLE_DEVICES" not in os.environ  # CPU nodes: left alone
-
-
-def test_slurm_without_its_variables_is_a_clear_error(monkeypatch):
-    monkeypatch.setenv("SLURM_PROCID", "0")
-    monkeypatch.delenv("SLURM_STEP_TASKS_PER_NODE", raising=False)
-    with pytest.raises(UserInputError, match="cannot read the SLURM job's layout"):
-        launch.slurm_cluster()
 
 
 def test_prepare_creates_one_run_dir_and_passes_it_to_every_worker(tmp_path):
@@ -128,65 +76,6 @@ def test_launch_usage_errors(args, message, monkeypatch):
     assert result.exit_code == 2 and message in result.output
 
 
-def _group(scripts, grace=1.0):
-    out = io.StringIO()
-    commands = [[sys.executable, "-c", textwrap.dedent(s)] for s in scripts]
-    group = launch.WorkerGroup(commands, [None] * len(scripts),
-                               labels=[f"w{i}" for i in range(len(scripts))], out=out,
-                               grace_seconds=grace)
-    return group, out
-
-
-def test_group_prefixes_output_and_succeeds_when_all_succeed():
-    group, out = _group(["print('hello from a')", "print('hello from b')"])
-    assert group.run() == 0
-    lines = out.getvalue().splitlines()
-    assert "[w0] hello from a" in lines and "[w1] hello from b" in lines
-
-
-def test_a_logged_worker_s_lines_go_to_its_file_and_its_failure_names_the_file(tmp_path):
-    logs = {"w1": tmp_path / "w1.log"}
-    out = io.StringIO()
-    group = launch.WorkerGroup(
-        [[sys.executable, "-c", "print('epoch 1 of the chief')"],
-         [sys.executable, "-c", "print('epoch 1 of w1'); import sys; sys.exit(3)"]],
-        [None, None], labels=["w0", "w1"], out=out, grace_seconds=1.0, logs=logs)
-    assert group.run() == 3
-    text = out.getvalue()
-    assert "[w0] epoch 1 of the chief" in text.splitlines()
-    assert "epoch 1 of w1" not in text
-    assert logs["w1"].read_text() == "epoch 1 of w1\n"
-    assert f"failed: w1 exited first with code 3 (its output: {logs['w1']})." in text
-
-
-def test_a_local_launch_logs_every_worker_but_the_chief(tmp_path, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(launch.tempfile, "tempdir", None)  # TMPDIR read again
-    logs = launch.worker_logs(["w1", "w2"])
-    folder = logs["w1"].parent
-    assert folder.is_dir() and folder.parent == tmp_path
-    assert logs == {"w1": folder / "w1.log", "w2": folder / "w2.log"}
-    assert launch.worker_logs([]) == {}
-
-
-def test_first_failing_worker_sets_the_code_and_a_hanging_one_is_killed():
-    group, out = _group(["import sys; sys.exit(3)",
-                         "import time; time.sleep(600)"], grace=1.0)
-    assert group.run() == 3
-    text = out.getvalue()
-    assert "w0 exited with code 3" in text
-    assert "killing w1" in text
-    assert "failed: w0 exited first with code 3" in text
-    assert all(p.poll() is not None for p in group.processes)
-
-
-def test_a_worker_killed_by_a_signal_is_named_and_gives_128_plus_the_signal():
-    group, out = _group(["import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
-                         "import time; time.sleep(600)"], grace=0.5)
-    assert group.run() == 137
-    assert "w0 exited with signal SIGKILL" in out.getvalue()
-
-
 def test_a_local_launch_prepares_the_builtin_dataset_once_before_the_workers(tmp_path,
                                                                              monkeypatch):
     # Otherwise every worker would generate it into the same TFDS folder at the same time.
@@ -211,7 +100,7 @@ def test_time_based_checkpoints_are_refused_on_several_workers(monkeypatch, tmp_
     # anything starts (no TensorFlow cluster, no directory).
     import tfaccel
 
-    monkeypatch.setenv("TF_CONFIG", launch.tf_config(["127.0.0.1:1", "127.0.0.1:2"], 1))
+    monkeypatch.setenv("TF_CONFIG", tf_config(["127.0.0.1:1", "127.0.0.1:2"], 1))
     with pytest.raises(UserInputError, match=r"training.checkpoint_every_minutes \(5.0\) "
                                              r"cannot be used by a multi-worker run \(2 "):
         tfaccel.train(str(DEFAULT_RECIPE), [f"runtime.runs_dir={tmp_path}",

@@ -39,7 +39,7 @@ def _weights(run_dir):
 
 def _launch_as_cluster(train_args, *, tmp_path):
     """Both nodes of `launch --hosts ... --index I` on this machine; (codes, outputs)."""
-    from tfaccel.cli.launch import free_ports
+    from tfaccel.cli.tf_configs import free_ports
 
     hosts = ",".join(f"127.0.0.1:{port}" for port in free_ports(2))
     processes = [subprocess.Popen(

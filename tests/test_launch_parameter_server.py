@@ -112,7 +112,7 @@ def test_a_lost_parameter_server_stops_the_run_and_resume_finishes_it(tmp_path):
 
 @pytest.mark.heavy  # four launches of one task each (about a minute on 2 loaded cores)
 def test_a_cluster_given_by_hosts_trains_with_one_launch_per_task(tmp_path):
-    from tfaccel.cli.launch import free_ports
+    from tfaccel.cli.tf_configs import free_ports
 
     recipe = _recipe(tmp_path, epochs=1)
     run_dir = tmp_path / "runs" / "by-hosts"

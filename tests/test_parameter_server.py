@@ -11,35 +11,35 @@ import pytest
 from click.testing import CliRunner
 from launch_helpers import DEFAULT_RECIPE, set_slurm_task
 
-from tfaccel.cli import launch
+from tfaccel.cli import launch, tf_configs, worker_group
 from tfaccel.cli.main import main
 from tfaccel.errors import UserInputError
 
 
 def test_hosts_are_the_chief_then_the_ps_then_the_workers():
     hosts = ["a:1", "b:2", "c:3", "d:4"]
-    cluster = launch.parameter_server_cluster(hosts, ps=1)
+    cluster = tf_configs.parameter_server_cluster(hosts, ps=1)
     assert cluster == {"chief": ["a:1"], "ps": ["b:2"], "worker": ["c:3", "d:4"]}
-    tasks = [json.loads(launch.parameter_server_tf_config(cluster, i))["task"]
+    tasks = [json.loads(tf_configs.parameter_server_tf_config(cluster, i))["task"]
              for i in range(4)]
     assert tasks == [{"type": "chief", "index": 0}, {"type": "ps", "index": 0},
                      {"type": "worker", "index": 0}, {"type": "worker", "index": 1}]
     with pytest.raises(UserInputError, match=r"needs a chief, --ps N >= 1 servers and at "
                                              r"least one worker: 4 or more hosts; got --ps 2 "
                                              r"and 3 host\(s\)"):
-        launch.parameter_server_cluster(hosts[:3], ps=2)
+        tf_configs.parameter_server_cluster(hosts[:3], ps=2)
     with pytest.raises(UserInputError, match="--index must be between 0 and 3 .* got 4"):
-        launch.parameter_server_task(cluster, 4)
+        tf_configs.parameter_server_task(cluster, 4)
 
 
 def test_slurm_tasks_become_chief_ps_and_workers(monkeypatch):
     # Two nodes, two tasks each: task 0 the chief, task 1 the ps, tasks 2-3 the workers.
     set_slurm_task(monkeypatch, 2)
-    hosts, index = launch.slurm_cluster(port=2222)
-    cluster = launch.parameter_server_cluster(hosts, ps=1)
+    hosts, index = tf_configs.slurm_cluster(port=2222)
+    cluster = tf_configs.parameter_server_cluster(hosts, ps=1)
     assert cluster == {"chief": ["node1:2222"], "ps": ["node1:2223"],
                        "worker": ["node2:2222", "node2:2223"]}
-    assert launch.parameter_server_task(cluster, index) == ("worker", 0)
+    assert tf_configs.parameter_server_task(cluster, index) == ("worker", 0)
 
 
 def test_a_local_cluster_starts_the_chief_and_servers_and_says_its_ports(monkeypatch):
@@ -63,7 +63,7 @@ def test_a_local_cluster_starts_the_chief_and_servers_and_says_its_ports(monkeyp
 def _group(scripts, *, servers):
     out = io.StringIO()
     commands = [[sys.executable, "-c", textwrap.dedent(s)] for s in scripts]
-    group = launch.WorkerGroup(commands, [None] * len(scripts), labels=["chief", "ps0", "w0"],
+    group = worker_group.WorkerGroup(commands, [None] * len(scripts), labels=["chief", "ps0", "w0"],
                                out=out, grace_seconds=1.0, servers=servers)
     return group, out
 
@@ -96,7 +96,7 @@ def test_the_strategy_needs_a_parameter_server_cluster(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     with pytest.raises(UserInputError, match="TF_CONFIG is not set.*--ps N --workers M"):
         make_strategy("parameter_server")
-    monkeypatch.setenv("TF_CONFIG", launch.tf_config(["127.0.0.1:1", "127.0.0.1:2"], 0))
+    monkeypatch.setenv("TF_CONFIG", tf_configs.tf_config(["127.0.0.1:1", "127.0.0.1:2"], 0))
     with pytest.raises(UserInputError, match=r"it has no chief, ps \(jobs: \['worker'\]\)"):
         make_strategy("parameter_server")
 
@@ -194,9 +194,9 @@ def test_a_task_ends_by_itself_once_its_chief_is_gone(tmp_path):
     chief.bind(("127.0.0.1", 0))
     chief.listen()
     hosts = [f"127.0.0.1:{chief.getsockname()[1]}",
-             *(f"127.0.0.1:{p}" for p in launch.free_ports(2))]
-    cluster = launch.parameter_server_cluster(hosts, ps=1)
-    env = {**child_env(tmp_path), "TF_CONFIG": launch.parameter_server_tf_config(cluster, 1)}
+             *(f"127.0.0.1:{p}" for p in tf_configs.free_ports(2))]
+    cluster = tf_configs.parameter_server_cluster(hosts, ps=1)
+    env = {**child_env(tmp_path), "TF_CONFIG": tf_configs.parameter_server_tf_config(cluster, 1)}
     process = subprocess.Popen(launch.server_command(), env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     try:

@@ -74,7 +74,7 @@ def test_text_recipe_learns_with_its_vocabulary_and_batches_by_length(tmp_path):
 
 
 # heavy: a learning run (33 s of the suite's 15 minutes); the transformer's building,
-# cutting and parameters are tested in test_models_text.py.
+# cutting and parameters are tested in test_text_models.py.
 @pytest.mark.heavy
 def test_text_recipe_learns_with_the_transformer(tmp_path):
     # A quarter of the training texts, one epoch: measured validation accuracy 0.984 (chance

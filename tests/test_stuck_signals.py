@@ -15,7 +15,7 @@ import pytest
 import yaml
 from launch_helpers import child_env, children, kill_tree
 
-from tfaccel.cli.launch import free_ports
+from tfaccel.cli.tf_configs import free_ports
 from tfaccel.engine.cluster_join import ClusterJoin
 from tfaccel.errors import Stopped
 from tfaccel.training.stuck_signals import signals_end_the_wait

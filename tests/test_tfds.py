@@ -84,7 +84,7 @@ def test_unknown_name_and_split(data_dir):
 
 
 def test_export_image_folder_round_trip(tmp_path, data_dir):
-    from tfaccel.data.export import export_image_folder
+    from tfaccel.data.image_folder_writer import export_image_folder
 
     summary = export_image_folder(tmp_path / "out", dataset="tiny_digits", data_dir=data_dir)
     assert summary["images"] == 8 and summary["per_class"] == {"a": 2, "b": 2, "c": 2, "d": 2}
@@ -103,7 +103,7 @@ def test_builtin_shapes_and_export_round_trip(tmp_path):
     assert x.shape == (16, 32, 32, 3) and ds.num_examples == 2000
     assert ds.class_names == ["circle", "square", "triangle", "cross"]
 
-    from tfaccel.data.export import export_image_folder
+    from tfaccel.data.image_folder_writer import export_image_folder
 
     summary = export_image_folder(tmp_path / "folder", split="test", limit=40,
                                   data_dir=data_dir)

@@ -8,11 +8,13 @@ layer and the model builder share one rule.
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
+import inspect
 import os
 import sys
 from typing import Iterable, Optional
@@ -179,8 +181,6 @@ def read_signature(spec: str, *, key: str, error=UserInputError):
         `error`: What `load` raises for a missing file or module, a file that is not
             Python, or a missing attribute (the same message, with its did-you-mean).
     """
-    import ast
-
     module_name, attribute = _parts(spec, key=key, error=error)
     file = locate(spec, key=key, error=error)
     if not file or not file.endswith(".py"):
@@ -213,8 +213,6 @@ def read_signature(spec: str, *, key: str, error=UserInputError):
 def _top_level(body) -> tuple:
     """A module body's definitions: ``({name: def or class node, or None when the name is
     bound otherwise or twice}, every bound name, whether a star import is there)``."""
-    import ast
-
     found, names, starred = {}, [], False
 
     def bind(name, node):
@@ -260,8 +258,6 @@ _SOURCE_DEFAULT = _SourceDefault()
 
 
 def _signature(arguments):
-    import inspect
-
     P = inspect.Parameter
     positional = arguments.posonlyargs + arguments.args
     defaults = [P.empty] * (len(positional) - len(arguments.defaults)) \

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import functools
+import glob
+import json
 import os
 import shlex
+import signal
 import sys
 import traceback
 
@@ -12,6 +15,7 @@ import click
 
 from tfaccel import datasets
 from tfaccel._version import __version__
+from tfaccel.cli.open_ports import open_ports_note
 from tfaccel.errors import Preempted, Stopped, TfaccelError, UserInputError
 from tfaccel.quiet_import import quiet_tensorflow
 
@@ -138,18 +142,22 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
     checkpoints/, tensorboard/ and the trained model.keras. SIGTERM or Ctrl-C saves a
     checkpoint at the next step and exits (143 or 130); `--resume RUN_DIR` continues it.
     """
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.config.recipe import load_recipe
 
     if recipe is None and resume_dir is None:
         raise click.UsageError("give a RECIPE to train, or --resume RUN_DIR to continue a run.")
+    # Deferred: ~2 ms; --help loads click alone.
     from tfaccel.training.run_dir import check_resume_target
 
     check_resume_target(run_dir=run_dir, resume=resume_dir)
     loaded = load_recipe(recipe, overrides) if recipe is not None else None
     if loaded is not None:
+        # Deferred: ~10 ms (python_refs, the sources table); --help loads click alone.
         from tfaccel.config.input_paths import check_input_paths
 
         check_input_paths(loaded, source=recipe)  # before TensorFlow: a missing path is quick
+    # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.training import run as runner
     from tfaccel.training.stuck_signals import exit_when_stuck
 
@@ -202,7 +210,10 @@ def launch(workers, hosts, index, port, ps, train_args):
       tfaccel launch --ps 1 --workers 2 -- train RECIPE
     A lost worker is tolerated (its steps are re-run elsewhere); a lost ps stops the run.
     """
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.cli import launch as launcher
+    from tfaccel.cli import tf_configs
+    from tfaccel.config.recipe import load_recipe
 
     if workers is not None and (hosts is not None or index is not None):
         raise click.UsageError("give --workers (this machine) or --hosts with --index "
@@ -212,8 +223,6 @@ def launch(workers, hosts, index, port, ps, train_args):
                                "in the host list).")
     command = parse_train_command(train_args)
     if ps is not None and command.recipe is not None:
-        from tfaccel.config.recipe import load_recipe
-
         strategy = load_recipe(command.recipe, command.overrides).runtime.strategy
         if strategy != "parameter_server":
             raise UserInputError(
@@ -226,11 +235,10 @@ def launch(workers, hosts, index, port, ps, train_args):
             sys.exit(launcher.run_parameter_server_local(prepared, ps=ps, workers=workers))
         sys.exit(launcher.run_local(prepared, workers=workers))
     if hosts is not None:
-        host_list = launcher.parse_hosts(hosts)
-        launcher.tf_config(host_list, index)  # checks --index against the list first
-    elif launcher.in_slurm_job():
-        host_list, index = launcher.slurm_cluster(
-            port=port or launcher.DEFAULT_SLURM_PORT)
+        host_list = tf_configs.parse_hosts(hosts)
+        tf_configs.tf_config(host_list, index)  # checks --index against the list first
+    elif tf_configs.in_slurm_job():
+        host_list, index = tf_configs.slurm_cluster(port=port or tf_configs.DEFAULT_SLURM_PORT)
     else:
         raise click.UsageError("give --workers N, or --hosts and --index, or run under "
                                "SLURM (srun) so the cluster comes from its variables.")
@@ -253,6 +261,7 @@ def parse_train_command(args):
     Raises:
         UserInputError: Not a ``train`` command, or its options are wrong.
     """
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.cli.launch import TrainCommand
 
     args = list(args)
@@ -275,8 +284,7 @@ def _table_plan_lines(data) -> list:
     (training makes it on the training split only: its means may differ a little)."""
     if data.source != "csv" or not data.path:
         return []
-    import glob
-
+    # Deferred: numpy (~0.1 s); --help loads click alone.
     from tfaccel.reading import table_plan
 
     files = sorted(glob.glob(data.path))
@@ -298,6 +306,7 @@ def validate(recipe, overrides, show):
     model, optimizer, loss and metric callables and their params (read from their source, not
     imported), and the params of Keras' optimizers, schedules, losses and metrics (from a
     table of their signatures)."""
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.config.input_paths import check_input_paths
     from tfaccel.config.recipe import dump_recipe, load_recipe
     from tfaccel.config.split_check import check_split
@@ -336,9 +345,11 @@ def bench(recipe, overrides, batches, repeats, no_epochs):
     tf.data pipeline; the headline ratio is of the steady rates, the latencies beside it.
     Then a cold epoch versus a second (cached) epoch.
     """
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.config.recipe import load_recipe
 
     loaded = load_recipe(recipe, overrides)
+    # Deferred: ~2 ms; --help loads click alone.
     from tfaccel.tools.bench import bench_data_config, format_table
 
     result = bench_data_config(loaded.data, global_batch_size=loaded.training.global_batch_size,
@@ -388,6 +399,7 @@ def export(run_dir, export_format, quantize, out, preprocessing, per_tensor, str
     printed and written to OUT/export.json. LiteRT and ONNX need `pip install
     'tfaccel[export]'`.
     """
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.tools.export import check_arguments, check_out_is_free, default_out
 
     # A wrong format or mode, or a folder already taken, is reported before TensorFlow loads.
@@ -396,6 +408,7 @@ def export(run_dir, export_format, quantize, out, preprocessing, per_tensor, str
     check_out_is_free(out if out is not None else default_out(
         run_dir, format=export_format, quantize=quantize, preprocessing=preprocessing,
         per_tensor=per_tensor, strip=strip, calibration_examples=calibration_examples))
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.tools.export import export as run_export
     from tfaccel.tools.export import format_report
 
@@ -425,18 +438,20 @@ def doctor(recipe, overrides, steps, repeats, try_suggestions, as_json):
     for input (verdict thresholds as in the TensorFlow profiler: under 5% compute-bound,
     5-20% moderately input-bound, 20% or more input-bound).
     """
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.config.recipe import load_recipe
 
-    loaded = load_recipe(recipe, overrides)
-    # Progress on stdout beside the report; with --json on stderr, so stdout is the JSON.
+    loaded = load_recipe(recipe, overrides)  # a recipe mistake is named before TensorFlow
+    # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.messages import say
-    from tfaccel.tools.doctor import diagnose, format_report
+    from tfaccel.tools.doctor import diagnose
+    from tfaccel.tools.doctor_report import format_report
 
+    # Progress on stdout beside the report; with --json on stderr, so stdout is the JSON.
     progress = (lambda line: click.echo(f"tfaccel: {line}", err=True)) if as_json else say
     report = diagnose(loaded, steps=steps, repeats=repeats, try_suggestions=try_suggestions,
                       progress=progress)
     if as_json:
-        import json
 
         click.echo(json.dumps(report, indent=2, default=float))
     else:
@@ -458,6 +473,7 @@ def compare(run_dirs, plot_path, no_plot):
     The PNG needs matplotlib (pip install 'tfaccel[plot]'); without it the table is printed
     with a line saying so.
     """
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.tools.compare import compare as compare_runs
 
     result = compare_runs(run_dirs, plot_path=None if no_plot else plot_path)
@@ -487,7 +503,8 @@ def export_images(out_dir, dataset, split, limit, data_dir, image_format):
     With the defaults it exports the built-in dataset, so the image-folder source can be
     tried at once: `tfaccel export-images shapes_images --limit 2000`.
     """
-    from tfaccel.data.export import export_image_folder
+    # Deferred: TensorFlow (seconds); --help loads click alone.
+    from tfaccel.data.image_folder_writer import export_image_folder
 
     result = export_image_folder(out_dir, dataset=dataset, split=split, limit=limit,
                                  data_dir=data_dir, image_format=image_format,
@@ -504,11 +521,12 @@ def export_images(out_dir, dataset, split, limit, data_dir, image_format):
 @handle_errors
 def keys(markdown, json_schema):
     """List every recipe key with its default and meaning."""
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.config.recipe import describe_keys
 
     if json_schema:
-        import json
 
+        # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
         from tfaccel.config.schema import json_schema as schema
 
         click.echo(json.dumps(schema(), indent=2))
@@ -538,16 +556,15 @@ def data_service():
 def _say_open_port(server: str, port: int, *, runs: str) -> None:
     # After the address line, which scripts read first; the address says localhost, but
     # TensorFlow listens on every interface.
-    from tfaccel.cli.open_ports import open_ports_note
 
     click.echo(f"tfaccel: {open_ports_note(server=server, ports=[port], runs=runs)}")
 
 
 def _serve(server, what: str) -> None:
+    # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.data.service import serve_until_stopped
 
     signum = serve_until_stopped(server)
-    import signal
 
     click.echo(f"tfaccel: {what} stopped ({signal.Signals(signum).name}).")
 
@@ -562,6 +579,7 @@ def _serve(server, what: str) -> None:
 @handle_errors
 def data_service_dispatcher(port, work_dir):
     """Start a tf.data service dispatcher and serve until Ctrl-C / SIGTERM (exit 0)."""
+    # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.data.service import start_dispatcher
 
     server, address = start_dispatcher(port=port, work_dir=work_dir)
@@ -587,12 +605,14 @@ def data_service_dispatcher(port, work_dir):
 @handle_errors
 def data_service_worker(dispatcher, port, host):
     """Start a tf.data service worker and serve until Ctrl-C / SIGTERM (exit 0)."""
+    # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.config.recipe import parse_dispatcher_address
 
     try:
         parse_dispatcher_address(dispatcher)
     except UserInputError as error:
         raise UserInputError(f"--dispatcher: {error}") from None
+    # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.data.service import start_worker
 
     server, address = start_worker(dispatcher, port=port, host=host)
@@ -609,10 +629,11 @@ def data_service_worker(dispatcher, port, host):
 @handle_errors
 def models():
     """List the registered models and their parameters (with defaults)."""
-    from tfaccel import models as registry
+    # Deferred: ~5 ms (the models package); --help loads click alone.
+    from tfaccel.models.registry import model_names, model_params
 
-    for name in registry.model_names():
-        params = ", ".join(f"{k}={v!r}" for k, v in registry.model_params(name).items())
+    for name in model_names():
+        params = ", ".join(f"{k}={v!r}" for k, v in model_params(name).items())
         click.echo(f"{name:22} {params}")
 
 
@@ -620,6 +641,7 @@ def models():
 @handle_errors
 def devices():
     """Show the devices TensorFlow sees and what strategy and precision `auto` would pick."""
+    # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.engine.strategy import auto_choices
 
     choices = auto_choices()

@@ -7,6 +7,7 @@ import importlib.util
 
 from tfaccel import python_refs
 from tfaccel.config import input_paths, keras_names, sources
+from tfaccel.config.batching import check_steps_per_execution, plan_batches
 from tfaccel.config.sections import (
     DECODE_AUGMENTATIONS,
     DEFAULT_MODEL,
@@ -19,6 +20,7 @@ from tfaccel.config.sections import (
     TrainingConfig,
 )
 from tfaccel.errors import RecipeError, UserInputError
+from tfaccel.models.registry import check_params
 
 SERVICE_ISSUE = "tensorflow/tensorflow#50252"
 
@@ -41,8 +43,6 @@ def check_recipe(recipe: Recipe, *, source: str, own_model: bool = False) -> Non
     training = recipe.training
     # The batch plan's one check (tfaccel.config.batching), run here for one replica: what the
     # recipe alone decides; the replica count is checked again when it is known.
-    from tfaccel.config.batching import plan_batches
-
     try:
         plan_batches(global_batch_size=training.global_batch_size, replicas=1,
                      accumulation_steps=training.accumulation_steps,
@@ -170,8 +170,6 @@ def parse_dispatcher_address(address: str) -> str:
 def _check_steps_per_execution(training: TrainingConfig, *, source: str) -> None:
     """What the recipe alone decides of the steps per call (the runner checks the rest once
     an epoch's steps are known)."""
-    from tfaccel.config.batching import check_steps_per_execution
-
     steps = training.steps_per_execution
     if steps == "auto":
         return
@@ -274,10 +272,8 @@ def _check_service(recipe: Recipe, *, source: str) -> None:
 
 
 def _check_model_params(model: ModelConfig, *, source: str, own_model: bool = False) -> None:
-    # The registry is TensorFlow-free at import, so `validate` stays fast; the check is the
-    # one `build_model` runs, so both give the same message for the same mistake.
-    from tfaccel import models
-
+    # The check is the one `build_model` runs (the registry is TensorFlow-free at import), so
+    # both give the same message for the same mistake.
     if model.path is not None:
         # A saved model is built already: a builder or its parameters would be ignored.
         if model.name != DEFAULT_MODEL or model.params:
@@ -294,6 +290,6 @@ def _check_model_params(model: ModelConfig, *, source: str, own_model: bool = Fa
     if own_model or python_refs.is_reference(model.name):
         return  # its parameters are checked against the callable's signature when it is built
     try:
-        models.check_params(model.name, model.params)
+        check_params(model.name, model.params)
     except UserInputError as error:
         raise RecipeError(f"{source}: model (name {model.name!r}, params): {error}") from None

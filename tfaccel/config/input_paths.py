@@ -7,6 +7,7 @@ import os
 
 from tfaccel import python_refs
 from tfaccel.config import sources
+from tfaccel.config.keras_names import callable_specs
 from tfaccel.errors import RecipeError
 
 
@@ -77,8 +78,6 @@ def _check_model_paths(model, *, source: str) -> None:
 def _check_callable_paths(recipe, *, source: str) -> None:
     # The optimizer's, schedule's, loss's and metrics' module:callable, found (not imported)
     # as model.name's is: a missing file is named before TensorFlow starts.
-    from tfaccel.config.keras_names import callable_specs
-
     for key, spec in callable_specs(recipe):
         if key == "model.name":
             continue  # _check_model_paths

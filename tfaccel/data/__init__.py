@@ -18,7 +18,7 @@ from tfaccel.data.sources.tfrecords import from_tfrecords, parse_feature_spec
 from tfaccel.data.sources.timeseries import from_timeseries, from_timeseries_csv
 
 if TYPE_CHECKING:  # for readers and the API docs; imported on first use (below)
-    from tfaccel.data.export import export_image_folder
+    from tfaccel.data.image_folder_writer import export_image_folder
     from tfaccel.data.sources.tfds import from_tfds
 
 __all__ = [
@@ -33,7 +33,7 @@ __all__ = [
 # TFDS (tensorflow_datasets: ~1 s to import) only when asked for: a user who never touches
 # TFDS does not pay for it. export_image_folder reads TFDS datasets too.
 _LAZY = {"from_tfds": "tfaccel.data.sources.tfds",
-         "export_image_folder": "tfaccel.data.export"}
+         "export_image_folder": "tfaccel.data.image_folder_writer"}
 
 
 def __getattr__(name):

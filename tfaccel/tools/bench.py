@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable, Optional
 
@@ -23,6 +24,7 @@ def time_batches(dataset, *, num_batches: Optional[int] = None,
         which is what a training epoch pays); `steady_examples_per_s` counts the batches
         after the first over the time after the first batch arrived. `examples` counts all.
     """
+    # Deferred: TensorFlow (seconds); the timing helpers here stay TF-free.
     from tfaccel.data.pipeline import examples_in
 
     start = time.perf_counter()
@@ -127,8 +129,7 @@ def bench_data_config(config, *, global_batch_size: int, seed: int = 0,
     Returns:
         The `bench_pipeline` dict plus ``"source"``, ``"batch_size"`` and ``"cache"``.
     """
-    import dataclasses
-
+    # Deferred: TensorFlow (seconds); the timing helpers here stay TF-free.
     from tfaccel.data import cache_files
     from tfaccel.data.from_recipe import build_datasets
 
@@ -158,6 +159,7 @@ def bench_data_config(config, *, global_batch_size: int, seed: int = 0,
     result = bench_pipeline(make, num_batches=num_batches, epochs=epochs, repeats=repeats)
     result.update(source=config.source, batch_size=global_batch_size,
                   cache=config.cache or None, service_left_out=left_out)
+    # Deferred: TensorFlow (seconds); the timing helpers here stay TF-free.
     from tfaccel.data.length_batches import has_open_length, padding_fraction
 
     # The last parallel build (bench_pipeline always makes one), read again from its start.

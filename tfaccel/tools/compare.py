@@ -167,9 +167,11 @@ def plot_runs(runs: Sequence[Run], path) -> dict:
     Raises:
         ImportError: matplotlib is not installed (the `tfaccel[plot]` extra).
     """
+    # Deferred: matplotlib (the optional plot extra), for the PNG only.
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed; files only
+    # Deferred: matplotlib (the optional plot extra), for the PNG only.
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 

@@ -27,7 +27,7 @@ def check_own_code(recipe: Recipe) -> None:
             did-you-mean), an unknown parameter (with a did-you-mean) or a required one
             missing; the message is `train`'s.
     """
-    from tfaccel import models
+    from tfaccel.models.own_builder import check_builder_params
     from tfaccel.training.losses import check_loss_and_metrics
     from tfaccel.training.optimizers import check_optimizer
 
@@ -35,7 +35,7 @@ def check_own_code(recipe: Recipe) -> None:
     if model.path is None and python_refs.is_reference(model.name):
         builder = python_refs.read_signature(model.name, key="model.name")
         if builder is not None:
-            models.check_builder_params(builder, dict(model.params),
-                                        where=f"model.name {model.name!r}")
+            check_builder_params(builder, dict(model.params),
+                                 where=f"model.name {model.name!r}")
     check_optimizer(recipe.optimizer, load=python_refs.read_signature)
     check_loss_and_metrics(recipe.training, load=python_refs.read_signature)

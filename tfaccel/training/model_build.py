@@ -81,7 +81,8 @@ def _parameter_server_model(recipe: Recipe, *, strategy, data: TrainData, given)
 
 def _make_model(recipe: Recipe, *, data: TrainData, given):
     """The uncompiled model, made in the caller's strategy scope and precision policy."""
-    from tfaccel import models, python_refs
+    from tfaccel import python_refs
+    from tfaccel.models.registry import build_model
     from tfaccel.training import own_models
 
     info = data.info
@@ -102,8 +103,8 @@ def _make_model(recipe: Recipe, *, data: TrainData, given):
         return own_models.call_builder(builder, where=f"model.name {name!r}",
                                        input_shape=shape, num_classes=classes,
                                        params=dict(recipe.model.params), **head)
-    return models.build_model(name, input_shape=shape, num_classes=classes, **head,
-                              **_model_params(recipe, info))
+    return build_model(name, input_shape=shape, num_classes=classes, **head,
+                       **_model_params(recipe, info))
 
 
 def _outputs(info):
@@ -114,11 +115,11 @@ def _outputs(info):
 def _model_params(recipe: Recipe, info) -> dict:
     """`model.params`, with a token model's `vocab_size` taken from the adapted vocabulary
     and its `max_length` (positions, text_transformer) from data.text.max_length when set."""
-    from tfaccel import models
+    from tfaccel.models.registry import model_params
 
     params = dict(recipe.model.params)
     text = info.text
-    defaults = models.model_params(recipe.model.name)
+    defaults = model_params(recipe.model.name)
     if info.table is not None and "normalization" in defaults:
         # FeatureSpace already normalised the numbers and one-hot encoded the categories:
         # a pixel rescaling (mlp's default) would shrink them 255-fold.

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from tfaccel import models
 from tfaccel.errors import UserInputError
 from tfaccel.messages import say
+from tfaccel.models.model_checks import check_model_fits
+from tfaccel.models.own_builder import build_own_model
 
 
 def call_builder(builder, *, where: str, input_shape, num_classes: int, params: dict,
@@ -12,12 +13,12 @@ def call_builder(builder, *, where: str, input_shape, num_classes: int, params: 
     """Calls a user's builder (in the caller's strategy scope) and checks its model.
 
     The builder is told the task and the output width when its signature names ``task``
-    and ``num_outputs`` (`tfaccel.models.build_own_model`). A compiled model is accepted: `build_model` compiles it again with the recipe's
+    and ``num_outputs`` (`tfaccel.models.own_builder.build_own_model`). A compiled model is accepted: `build_model` compiles it again with the recipe's
     optimizer, loss and metrics, and says so.
     """
-    model = models.build_own_model(builder, where=where, input_shape=input_shape,
-                                   num_classes=num_classes, params=params, task=task,
-                                   num_outputs=num_outputs)
+    model = build_own_model(builder, where=where, input_shape=input_shape,
+                            num_classes=num_classes, params=params, task=task,
+                            num_outputs=num_outputs)
     if getattr(model, "compiled", False):
         say(f"{where} returned a compiled model; it is compiled again with the recipe's "
             "optimizer, loss and metrics (its own compile settings are not used).")
@@ -36,8 +37,8 @@ def load_saved(path: str, *, input_shape, num_classes: int, task: str = "classif
     except Exception as error:  # a bad file or an unknown custom layer
         raise UserInputError(f"{where} cannot be loaded: {type(error).__name__}: "
                              f"{_first_line(error)}") from None
-    models.check_model_fits(model, where=where, input_shape=input_shape,
-                            num_classes=num_classes, task=task, num_outputs=num_outputs)
+    check_model_fits(model, where=where, input_shape=input_shape,
+                     num_classes=num_classes, task=task, num_outputs=num_outputs)
     return model
 
 
@@ -61,8 +62,8 @@ def from_given(given, *, input_shape, num_classes: int, params: dict,
     if params:
         raise UserInputError(f"{where} is built already: model.params {params!r} would be "
                              "ignored; leave them out, or pass a builder.")
-    models.check_model_fits(given, where=where, input_shape=input_shape,
-                            num_classes=num_classes, task=task, num_outputs=num_outputs)
+    check_model_fits(given, where=where, input_shape=input_shape,
+                     num_classes=num_classes, task=task, num_outputs=num_outputs)
     try:
         clone = keras.models.clone_model(given)
     except Exception as error:  # a subclassed model may not clone

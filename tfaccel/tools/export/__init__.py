@@ -5,7 +5,10 @@ a staging folder published at once. One module per format (format_keras, format_
 format_litert, format_onnx) converts and loads it back.
 
 The package is not `tfaccel/export`: importing `tfaccel.export` would replace the public
-function `tfaccel.export` with the module of the same name.
+function `tfaccel.export` with the module of the same name. The package imports without
+TensorFlow (`tfaccel export` checks its arguments before TensorFlow loads, and
+`import tfaccel` names `tfaccel.export` lazily): its modules import Keras, TensorFlow,
+numpy and the export extras inside the functions that use them.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from tfaccel.tools.export.options import (
 from tfaccel.tools.export.prepare import prepare
 from tfaccel.tools.export.report import format_report, make_report
 from tfaccel.tools.export.text_runs import check_text_export, is_text_run, text_tokenizer
+from tfaccel.tools.native_output import native_output_kept
 from tfaccel.training import run_dir as run_files
 
 # The package's public face: what the CLI and `tfaccel.export` callers use.
@@ -186,8 +190,6 @@ def _export_into(staging: Path, *, directory: Path, format: str, quantize: str,
     lines, ONNX Runtime's advice) is kept out of the way: shown with --verbose, or with the
     error when a step fails.
     """
-    from tfaccel.tools.native_output import native_output_kept
-
     with native_output_kept("the converters and runtimes"):
         prepared = prepare(staging, directory=directory, format=format, quantize=quantize,
                            options=options, calibration_examples=calibration_examples,

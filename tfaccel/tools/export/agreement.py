@@ -43,6 +43,7 @@ def figures(task: str, predictions: dict, labels) -> dict:
     also relative to the targets' scale (their standard deviation), since a difference
     means nothing without the unit of the targets.
     """
+    # Deferred: numpy (~0.1 s); tools/export imports TF-free.
     import numpy as np
 
     export = predictions["export"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from tfaccel.errors import UserInputError
+from tfaccel.errors import DataError, UserInputError
 
 
 def _data_config(recipe):
@@ -15,6 +15,7 @@ def _data_config(recipe):
 
 
 def _build(recipe, *, raw_texts: bool = False):
+    # Deferred: TensorFlow (seconds); tools/export imports TF-free.
     from tfaccel.data.from_recipe import build_datasets
 
     return build_datasets(_data_config(recipe), global_batch_size=min(
@@ -24,8 +25,6 @@ def _build(recipe, *, raw_texts: bool = False):
 
 def validation_arrays(recipe, *, limit: Optional[int], texts: bool = False):
     """(features, labels) of the run's validation split, at most `limit` examples."""
-    from tfaccel.errors import DataError
-
     _, validation, _ = _build(recipe, raw_texts=texts)
     if validation is None:
         raise DataError("the run's recipe has no validation data (data.validation_split or "
@@ -47,6 +46,7 @@ def calibration_arrays(recipe, *, count: int):
 
 
 def _take_examples(dataset, limit: Optional[int]):
+    # Deferred: TensorFlow (seconds); tools/export imports TF-free.
     import numpy as np
     import tensorflow as tf
 

@@ -6,7 +6,7 @@ import warnings
 from pathlib import Path
 
 from tfaccel.errors import UserInputError
-from tfaccel.tools.export.base import Runtime
+from tfaccel.tools.export.format_runtime import Runtime
 
 
 def keras_int8(model):
@@ -18,6 +18,7 @@ def keras_int8(model):
     Raises:
         UserInputError: No layer of the model is one Keras can quantize.
     """
+    # Deferred: Keras and TensorFlow (seconds); tools/export imports TF-free.
     import keras
 
     copy = keras.models.clone_model(model)
@@ -48,6 +49,7 @@ def convert(model, artifact: Path, *, quantize: str) -> dict:
 
 def load_runtime(path: Path) -> Runtime:
     """Loads a .keras file with Keras, its call compiled as a served model's would be."""
+    # Deferred: Keras and TensorFlow (seconds); tools/export imports TF-free.
     import keras
     import tensorflow as tf
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfaccel.errors import UserInputError
-from tfaccel.tools.export.base import RUNTIME_THREADS, Runtime, first_lines, size_on_disk
+from tfaccel.tools.export.format_runtime import RUNTIME_THREADS, Runtime, first_lines, size_on_disk
 
 # Full-integer LiteRT ops that may stay float: the input QUANTIZE and the output DEQUANTIZE.
 _BOUNDARY_OPS = ("QUANTIZE", "DEQUANTIZE")
@@ -20,6 +20,7 @@ _WEIGHTED_OPS = frozenset({
 def convert(model, artifact: Path, *, quantize: str, calibration,
             per_tensor: bool = False, strip: bool = False) -> dict:
     """Writes `model` as a .tflite with the LiteRT converter; returns the int8 details."""
+    # Deferred: TensorFlow (seconds); tools/export imports TF-free.
     import tensorflow as tf
 
     options = {}
@@ -122,6 +123,7 @@ def strip_litert_strings(path: Path) -> None:
     from TensorFlow's copy of those tools, which `litert_size_breakdown` reads with too;
     operators, weights and quantization parameters are untouched.
     """
+    # Deferred: TensorFlow (seconds); tools/export imports TF-free.
     from tensorflow.lite.tools import flatbuffer_utils
 
     model = flatbuffer_utils.read_model(str(path))
@@ -218,6 +220,7 @@ def _buffer_size(buffer) -> int:
 
 def load_litert_interpreter(path: Path, *, num_threads: int = 1):
     """The LiteRT interpreter of the ai-edge-litert package (tf.lite's is deprecated)."""
+    # Deferred: ai-edge-litert (the export extra); tools/export imports TF-free.
     from ai_edge_litert.interpreter import Interpreter
 
     return Interpreter(model_path=str(path), num_threads=num_threads)
@@ -225,6 +228,7 @@ def load_litert_interpreter(path: Path, *, num_threads: int = 1):
 
 def load_runtime(path: Path) -> Runtime:
     """Loads a .tflite with the LiteRT interpreter (int8 input and output scaled)."""
+    # Deferred: numpy (~0.1 s); tools/export imports TF-free.
     import numpy as np
 
     interpreter = load_litert_interpreter(path, num_threads=RUNTIME_THREADS["litert"])

@@ -6,12 +6,13 @@ import warnings
 from pathlib import Path
 
 from tfaccel.errors import UserInputError
-from tfaccel.tools.export.base import RUNTIME_THREADS, Runtime, first_lines
+from tfaccel.tools.export.format_runtime import RUNTIME_THREADS, Runtime, first_lines
 
 
 def convert(model, artifact: Path, *, quantize: str, calibration,
             per_tensor: bool = False) -> dict:
     """Writes `model` as a .onnx with Keras, quantized by ONNX Runtime if asked."""
+    # Deferred: numpy (~0.1 s); tools/export imports TF-free.
     import numpy as np
 
     if not model._called:
@@ -27,6 +28,7 @@ def convert(model, artifact: Path, *, quantize: str, calibration,
             return {}
         float_path = artifact.with_name("float-" + artifact.name)
         model.export(str(float_path), format="onnx", verbose=False)
+    # Deferred: onnxruntime (the export extra); tools/export imports TF-free.
     from onnxruntime import quantization as ortq
 
     try:
@@ -48,6 +50,7 @@ def convert(model, artifact: Path, *, quantize: str, calibration,
 
 
 def _onnx_input_name(path: Path) -> str:
+    # Deferred: onnxruntime (the export extra); tools/export imports TF-free.
     import onnxruntime as ort
 
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]
@@ -69,6 +72,7 @@ class _OnnxCalibration:
 
 def load_runtime(path: Path) -> Runtime:
     """Loads a .onnx file with an ONNX Runtime session on the CPU."""
+    # Deferred: onnxruntime (the export extra); tools/export imports TF-free.
     import onnxruntime as ort
 
     options = ort.SessionOptions()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfaccel.tools.export.base import Runtime
 from tfaccel.tools.export.format_keras import keras_int8
+from tfaccel.tools.export.format_runtime import Runtime
 
 
 def convert(model, artifact: Path, *, quantize: str) -> dict:
@@ -19,6 +19,7 @@ def convert(model, artifact: Path, *, quantize: str) -> dict:
 
 def load_runtime(path: Path) -> Runtime:
     """Loads a SavedModel with TensorFlow and calls its serving_default signature."""
+    # Deferred: TensorFlow (seconds); tools/export imports TF-free.
     import tensorflow as tf
 
     loaded = tf.saved_model.load(str(path))

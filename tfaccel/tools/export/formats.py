@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfaccel.tools.export import format_keras, format_litert, format_onnx, format_saved_model
-from tfaccel.tools.export.base import Runtime
+from tfaccel.tools.export.format_runtime import Runtime
 from tfaccel.tools.export.options import ExportOptions
 
 

@@ -15,6 +15,7 @@ def load_float32_model(path: Path):
     CPU kernels do not run (or run slowly); its variables are float32 already, so the same
     architecture under a float32 policy with the same weights is the model to deploy.
     """
+    # Deferred: Keras and TensorFlow (seconds); tools/export imports TF-free.
     import keras
 
     with warnings.catch_warnings():
@@ -51,6 +52,7 @@ def split_preprocessing(model):
     Raises:
         UserInputError: The model's first layer has weights (nothing to move out).
     """
+    # Deferred: Keras and TensorFlow (seconds); tools/export imports TF-free.
     import keras
 
     consumers: dict = {}
@@ -85,6 +87,7 @@ def split_preprocessing(model):
 
 def run_keras(model, features):
     """`model`'s float32 outputs on an array of features."""
+    # Deferred: numpy (~0.1 s); tools/export imports TF-free.
     import numpy as np
 
     return np.asarray(model.predict(features, batch_size=256, verbose=0), "float32")

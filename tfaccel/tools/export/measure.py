@@ -7,8 +7,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tfaccel.tools.export.base import Runtime, size_on_disk
 from tfaccel.tools.export.format_litert import litert_size_breakdown
+from tfaccel.tools.export.format_runtime import Runtime, size_on_disk
 from tfaccel.tools.export.formats import convert, load_runtime
 from tfaccel.tools.export.options import ARTIFACT_NAMES, ExportOptions
 from tfaccel.tools.export.prepare import Prepared
@@ -51,6 +51,7 @@ def measure(artifact: Path, prepared: Prepared, *, staging: Path, format: str,
 
 
 def _predict(runtime: Runtime, features, batch: int = 64):
+    # Deferred: numpy (~0.1 s); tools/export imports TF-free.
     import numpy as np
 
     return np.concatenate([np.asarray(runtime.predict(features[i:i + batch]), "float32")

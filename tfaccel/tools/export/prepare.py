@@ -30,8 +30,10 @@ def prepare(staging: Path, *, directory: Path, format: str, quantize: str,
             options: ExportOptions, calibration_examples: int,
             validation_examples: Optional[int]) -> Prepared:
     """The run's float model, its validation (and calibration) arrays, split if asked."""
+    # Deferred: Keras and TensorFlow (seconds); tools/export imports TF-free.
     import keras
 
+    # Deferred: the recipe layer (yaml); tools/export imports TF-free.
     from tfaccel.config.recipe import load_recipe
 
     recipe = load_recipe(directory / run_files.RECIPE_FILE)
@@ -40,6 +42,7 @@ def prepare(staging: Path, *, directory: Path, format: str, quantize: str,
     model = load_float32_model(directory / run_files.MODEL_FILE)
     texts = is_text_run(directory)
     if texts:
+        # Deferred: TensorFlow (seconds); tools/export imports TF-free.
         from tfaccel.data import text_vectors
 
         # The run's own tokenizer, vocabulary and cut in front: the export takes raw
@@ -67,6 +70,7 @@ def prepare(staging: Path, *, directory: Path, format: str, quantize: str,
         x_val = run_keras(prefix, x_val)
         if calibration is not None:
             calibration = run_keras(prefix, calibration)
+    # Deferred: TensorFlow (seconds); tools/export imports TF-free.
     from tfaccel.data.table_features import FEATURE_SPACE_FILE
 
     table = (directory / FEATURE_SPACE_FILE).is_file()
@@ -96,6 +100,7 @@ def _input_interface(model, *, preprocessing: str,
         what = (f"the output of {PREPROCESSING_FILE} (run it on model.keras' input first), "
                 "not raw pixels")
     elif table:
+        # Deferred: TensorFlow (seconds); tools/export imports TF-free.
         from tfaccel.data.table_features import FEATURE_SPACE_FILE
 
         what = (f"rows encoded by {FEATURE_SPACE_FILE} (copied beside the model; numbers "

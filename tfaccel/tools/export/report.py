@@ -6,7 +6,7 @@ import importlib.metadata
 from pathlib import Path
 
 from tfaccel.tools.export.agreement import LABELS_FILE, figure_rows, figures, run_labels
-from tfaccel.tools.export.base import RUNTIME_THREADS
+from tfaccel.tools.export.format_runtime import RUNTIME_THREADS
 from tfaccel.tools.export.measure import Measured
 from tfaccel.tools.export.options import PREPROCESSING_FILE, REPORT_FILE
 from tfaccel.tools.export.prepare import Prepared
@@ -17,6 +17,7 @@ def make_report(prepared: Prepared, measured: Measured, *, directory: Path, form
     """The export's report (export.json): size, the task's figures (`agreement.figures`:
     accuracy and top-1 agreement, or a regression's error against the float model) and
     latency against float."""
+    # Deferred: Keras and TensorFlow (seconds); tools/export imports TF-free.
     import keras
 
     predictions, latencies, sizes = measured.predictions, measured.latencies, measured.sizes

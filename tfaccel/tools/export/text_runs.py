@@ -10,6 +10,7 @@ from tfaccel.training import run_dir as run_files
 
 def is_text_run(directory: Path) -> bool:
     """Whether a run trained on texts: it kept the vocabulary its model's ids come from."""
+    # Deferred: TensorFlow (seconds); tools/export imports TF-free.
     from tfaccel.data.text_vectors import VOCABULARY_FILE
 
     return (Path(directory) / VOCABULARY_FILE).is_file()
@@ -22,6 +23,7 @@ def text_tokenizer(directory: Path) -> str:
         RecipeError: The recipe does not load here (a wordpiece run without KerasHub
             installed is named with how to install it).
     """
+    # Deferred: the recipe layer (yaml); tools/export imports TF-free.
     from tfaccel.config.recipe import load_recipe
 
     return load_recipe(Path(directory) / run_files.RECIPE_FILE).data.text.tokenizer

@@ -1,116 +1,16 @@
-"""Tests of the model registry: names, parameters, errors, float32 outputs under mixed precision."""
-
-import subprocess
-import sys
+"""Tests of the image models (models/image_cnns.py): small_cnn, resnet_small and the
+keras.applications families: their shapes, normalisation, BatchNorm momentum and learning."""
 
 import numpy as np
 import pytest
 
 from tfaccel import models
-from tfaccel.errors import UserInputError
 
-SMALL = ("mlp", "small_cnn", "resnet_small")
 APPLICATIONS = ("mobilenet_v3_small", "efficientnet_b0", "resnet50")
-
-
-@pytest.fixture
-def policy():
-    """Sets a global Keras dtype policy for one test and restores the previous one."""
-    import keras
-
-    previous = keras.mixed_precision.global_policy()
-    yield keras.mixed_precision.set_global_policy
-    keras.mixed_precision.set_global_policy(previous)
 
 
 def _images(n, shape, seed=0):
     return np.random.default_rng(seed).integers(0, 256, size=(n, *shape), dtype=np.uint8)
-
-
-def test_registry_imports_without_tensorflow():
-    code = (
-        "import sys, tfaccel.models as m;"
-        "m.model_params('small_cnn');"
-        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_model_names_lists_every_builder():
-    tokens = ("text_bag", "text_cnn", "text_transformer")  # tests/test_models_text.py
-    sequences = ("forecast_mlp", "seq_cnn")  # tests/test_models_sequence.py
-    assert models.model_names() == sorted(SMALL + APPLICATIONS + tokens + sequences)
-    assert set(models.MODELS) == set(SMALL + APPLICATIONS + tokens + sequences)
-    assert {name for name, spec in models.MODELS.items() if spec.inputs == "tokens"} == \
-        set(tokens)
-
-
-def test_model_params_returns_defaults_as_a_fresh_dict():
-    params = models.model_params("small_cnn")
-    assert params == {"filters": (16, 32, 64), "dense_units": 64, "dropout": 0.0,
-                      "normalization": "per_image", "batch_norm": False}
-    params["filters"] = (1,)
-    assert models.model_params("small_cnn")["filters"] == (16, 32, 64)
-    assert models.model_params("mlp") == {"hidden_units": (256, 128), "dropout": 0.2,
-                                          "normalization": "rescale"}
-    assert models.model_params("resnet50") == {"image_size": None, "dropout": 0.0,
-                                               "normalization": "per_image", "bn_momentum": 0.9}
-
-
-def test_unknown_model_name_suggests_the_closest():
-    expected = r"Unknown model name 'small_cn' \(did you mean 'small_cnn'\?\)\. Known models: "
-    with pytest.raises(UserInputError, match=expected):
-        models.model_params("small_cn")
-    with pytest.raises(UserInputError, match=r"'resnet_50' \(did you mean 'resnet50'\?\)"):
-        models.build_model("resnet_50", input_shape=(32, 32, 3), num_classes=4)
-
-
-def test_unknown_param_names_it_and_suggests_the_closest():
-    with pytest.raises(UserInputError, match=r"Unknown parameter 'filter' \(did you mean "
-                                             r"'filters'\?\) for model 'small_cnn'\. "):
-        models.build_model("small_cnn", input_shape=(32, 32, 3), num_classes=4, filter=[8])
-
-
-@pytest.mark.parametrize(
-    "name, params, message",
-    [
-        ("small_cnn", {"dropout": 1.5}, r"'dropout' must be a number in \[0, 1\), got 1.5"),
-        ("small_cnn", {"filters": []}, r"'filters' must be a non-empty list of .*got \[\]"),
-        ("mlp", {"hidden_units": [64, "x"]}, r"'hidden_units' must be .*got \[64, 'x'\]"),
-        ("small_cnn", {"batch_norm": "yes"}, r"'batch_norm' must be true or false, got 'yes'"),
-        ("small_cnn", {"normalization": "perimage"}, r"got 'perimage' \(did you mean 'per_image'\?\)\.$"),
-        ("resnet_small", {"stages": 0}, r"'stages' must be an integer >= 1, got 0"),
-        ("resnet50", {"image_size": 16}, r"'image_size' must be .*>= 32, got 16"),
-        ("efficientnet_b0", {"bn_momentum": 1.0}, r"'bn_momentum' must be a number in "
-                                                  r"\[0, 1\), got 1.0"),
-        ("mobilenet_v3_small", {"normalization": "imagenet"}, r"'normalization' must be one of"),
-    ],
-)
-def test_bad_param_values_are_rejected_with_the_value(name, params, message):
-    with pytest.raises(UserInputError, match=message):
-        models.build_model(name, input_shape=(32, 32, 3), num_classes=4, **params)
-
-
-def test_bad_input_shape_and_class_count_are_rejected():
-    with pytest.raises(UserInputError, match=r"input_shape must be .* got \(32, 32\)"):
-        models.build_model("small_cnn", input_shape=(32, 32), num_classes=4)
-    with pytest.raises(UserInputError, match=r"input_shape must be a shape .* got \(0,\)"):
-        models.build_model("mlp", input_shape=(0,), num_classes=4)
-    with pytest.raises(UserInputError, match=r"num_classes must be an integer >= 2, got 1"):
-        models.build_model("mlp", input_shape=(32, 32, 3), num_classes=1)
-
-
-@pytest.mark.parametrize("name", SMALL)
-def test_small_models_output_float32_probabilities_under_mixed_bfloat16(name, policy):
-    policy("mixed_bfloat16")
-    model = models.build_model(name, input_shape=(32, 32, 3), num_classes=5)
-    out = model(_images(3, (32, 32, 3)), training=False)
-    assert tuple(out.shape) == (3, 5)
-    assert out.dtype == "float32"
-    np.testing.assert_allclose(np.asarray(out).sum(axis=1), 1.0, atol=1e-5)
-    assert model.layers[-1].dtype_policy.compute_dtype == "float32"
-    # The body really runs in bfloat16 (otherwise the policy would be a no-op here).
-    assert any(layer.compute_dtype == "bfloat16" for layer in model.layers)
 
 
 def test_small_models_accept_uint8_or_float_pixels_alike(policy):
@@ -162,14 +62,6 @@ def test_resnet_small_has_one_residual_add_per_block(policy):
     assert tuple(adds[-1].output.shape[1:]) == (8, 8, 32)
 
 
-def test_mlp_hidden_units(policy):
-    policy("float32")
-    model = models.build_model("mlp", input_shape=(8, 8, 1), num_classes=3,
-                               hidden_units=[7, 5], dropout=0.0)
-    dense = [layer.units for layer in model.layers if layer.__class__.__name__ == "Dense"]
-    assert dense == [7, 5, 3]
-
-
 def test_saved_model_reloads_without_custom_objects(policy, tmp_path):
     import keras
 
@@ -205,22 +97,6 @@ def test_application_families_build_with_float32_output(name, policy):
     resized = models.build_model(name, input_shape=(20, 20, 3), num_classes=4, image_size=40)
     resizing = [layer for layer in resized.layers if layer.__class__.__name__ == "Resizing"]
     assert len(resizing) == 1 and tuple(resizing[0].output.shape[1:3]) == (40, 40)
-
-
-def test_mlp_takes_plain_feature_vectors_without_rescaling():
-    import numpy as np
-
-    model = models.build_model("mlp", input_shape=(2,), num_classes=2, hidden_units=[3],
-                               dropout=0.0, normalization="none")
-    assert model.input_shape == (None, 2)
-    dense = [layer for layer in model.layers if layer.__class__.__name__ == "Dense"][0]
-    features = np.array([[1.5, -2.0]], "float32")
-    kernel, bias = dense.get_weights()
-    # With normalization none the first Dense layer sees the features unchanged.
-    import keras
-
-    hidden = keras.Model(model.input, dense.output)(features).numpy()
-    np.testing.assert_allclose(hidden, np.maximum(features @ kernel + bias, 0), rtol=1e-5)
 
 
 def test_resnet_small_ignores_a_colour_cast_by_default(policy):
@@ -334,31 +210,3 @@ def test_resnet50_learns_the_builtin_dataset(tmp_path, shapes_data_dir):
         "model.name=resnet50", "training.epochs=6", "data.train_split=train[:6000]",
         "data.validation_split=test[:1000]", "runtime.precision=float32"])
     assert accuracy >= 0.45, epochs
-
-
-@pytest.mark.parametrize("name", SMALL)
-def test_pixel_scaling_layer_keeps_its_name_whatever_was_built_before(name):
-    """export.json names the preprocessing layers: the name must not depend on process history."""
-    import keras
-
-    keras.layers.Rescaling(2.0)  # takes Keras' automatic name "rescaling" in this process
-    model = models.build_model(name, input_shape=(16, 16, 3), num_classes=4,
-                               **({"normalization": "rescale"} if name == "mlp" else {}))
-    assert "rescaling" in [layer.name for layer in model.layers]
-
-
-@pytest.mark.parametrize("task, width, activation", [
-    ("classification", 3, "softmax"), ("binary", 1, "sigmoid"),
-    ("multi_label", 4, "sigmoid"), ("regression", 2, "linear")])
-def test_every_task_gets_its_head(task, width, activation):
-    model = models.build_model("mlp", input_shape=(5,), task=task, num_outputs=width,
-                        normalization="none")
-    head = model.get_layer("predictions")
-    assert model.output_shape == (None, width)
-    assert head.activation.__name__ == activation and head.dtype == "float32"
-
-
-def test_a_regression_head_of_zero_outputs_is_refused():
-    with pytest.raises(UserInputError, match="num_outputs must be an integer >= 1 for task "
-                                             "'regression', got 0"):
-        models.build_model("mlp", input_shape=(5,), task="regression", num_outputs=0)
