@@ -162,7 +162,7 @@ def test_tried_suggestions_rank_by_measured_gain_and_a_slowdown_is_not_suggested
 
     from tfaccel.config.recipe import recipe_from_dict
     from tfaccel.tools import doctor
-    from tfaccel.training import session
+    from tfaccel.training.run import session
 
     monkeypatch.setattr(doctor, "_Measurements", _FakeMeasurements)
     monkeypatch.setattr(session, "open_session",

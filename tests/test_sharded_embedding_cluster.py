@@ -118,7 +118,7 @@ def _chief():
     import keras
     import tensorflow as tf
 
-    from tfaccel.engine.parameter_server import make_parameter_server_strategy
+    from tfaccel.engine.ps_cluster import make_parameter_server_strategy
     from tfaccel.engine.sharded_embedding import ShardedEmbedding, shard_embeddings, sharding_report
 
     def make_model():

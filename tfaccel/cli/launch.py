@@ -155,7 +155,7 @@ def prepare_train_args(command: TrainCommand, *, choose_run_dir: bool) -> TrainA
             is loaded and checked, TF-free).
     """
     from tfaccel.config.recipe import load_recipe
-    from tfaccel.training.run_dir import check_resume_target, create_run_dir
+    from tfaccel.training.run_files import check_resume_target, create_run_dir
 
     args = list(command.args)
     if command.recipe is None and command.resume_dir is None:
@@ -486,7 +486,7 @@ def parameter_server_tf_config(cluster: dict, index: int) -> str:
 def server_command() -> List[str]:
     """The command line of a ps or worker task: TensorFlow's server, serving until stopped."""
     code = ("from tfaccel.quiet_import import quiet_tensorflow; quiet_tensorflow(); "
-            "from tfaccel.engine.parameter_server import serve_task; serve_task()")
+            "from tfaccel.engine.ps_cluster import serve_task; serve_task()")
     return [sys.executable, "-c", code]
 
 

@@ -51,7 +51,7 @@ def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,
     tell = progress or (lambda line: None)
     timed = f"{steps} steps after {steps} warm-up"
     tell("doctor: starting TensorFlow and building the input pipeline as train does...")
-    from tfaccel.training.session import open_session
+    from tfaccel.training.run.session import open_session
 
     # The same session as `train`: threads, seed, op determinism, precision, strategy and
     # batch plan set alike, the data built in the strategy's scope, all put back after.
@@ -179,7 +179,7 @@ class _Measurements:
                 "autotune": read_autotune(run["iterator"])}
 
     def build_model(self, recipe: Recipe):
-        from tfaccel.training.run import build_model
+        from tfaccel.training.model_build import build_model
         from tfaccel.training.throughput import ThroughputMonitor
 
         trained_model, _ = build_model(recipe, strategy=self.strategy, plan=self.plan,
@@ -396,7 +396,7 @@ def suggest(recipe: Recipe, report: dict, *, cpu_bf16: bool, replicas: int) -> l
                              "compute in bfloat16 (this CPU has bf16 instructions)",
                              "about 2x on bf16 CPUs (2.4x measured on a small CNN)", rank=3,
                              trial="model"))
-    # The pipeline strategy refuses jit_compile (engine/pipeline.py: XLA would compile its
+    # The pipeline strategy refuses jit_compile (engine/model_pipeline.py: XLA would compile its
     # stages into one cluster on one device): never suggest what the strategy refuses.
     if not training.jit_compile and replicas == 1 and recipe.runtime.strategy != "pipeline":
         models.append(_s(["training.jit_compile=true"], "compile the train step with XLA",

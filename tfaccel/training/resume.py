@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 from tfaccel.config.recipe import Recipe, flatten_recipe, load_recipe, recipe_to_dict
 from tfaccel.errors import UserInputError
-from tfaccel.training import run_dir as run_files
+from tfaccel.training import run_files
 
 # The one key a resume may change: more epochs extend a run. Anything else would make the
 # continued run a different experiment than the one its checkpoints belong to.

@@ -9,7 +9,7 @@ from typing import Optional
 from tfaccel.config.cluster import WorkerRole
 from tfaccel.config.recipe import Recipe
 from tfaccel.training.execution import Choice
-from tfaccel.training.session import Session
+from tfaccel.training.run.session import Session
 
 
 @dataclasses.dataclass

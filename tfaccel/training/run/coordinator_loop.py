@@ -13,7 +13,7 @@ import numpy as np
 from tfaccel.atomic import write_file
 from tfaccel.errors import Preempted, TrainingError, UserInputError
 from tfaccel.messages import say
-from tfaccel.training import run_dir as run_files
+from tfaccel.training import run_files
 from tfaccel.training.callbacks import PreemptionSignals
 from tfaccel.training.lost_ps_worker import LostWorkers
 
@@ -36,7 +36,7 @@ def train_on_cluster(ctx):
     at each epoch's end; `--resume` continues from the newest.
 
     Args:
-        ctx: `tfaccel.training.run`'s run context (recipe, session, directory, resume).
+        ctx: `tfaccel.training.run.runner`'s run context (recipe, session, directory, resume).
 
     Raises:
         UserInputError: What the loop does not do (accumulation, stateful metrics).
@@ -44,11 +44,11 @@ def train_on_cluster(ctx):
     """
     import tensorflow as tf
 
-    from tfaccel.engine import parameter_server as ps
+    from tfaccel.engine import ps_cluster
     from tfaccel.engine.sharded_embedding import sharding_report, unshard_embeddings
     from tfaccel.training.inputs import build_data
     from tfaccel.training.model_build import build_model
-    from tfaccel.training.run_summary import RunResult
+    from tfaccel.training.run.summary import RunResult
 
     recipe, session = ctx.recipe, ctx.session
     training, strategy, plan = recipe.training, session.strategy, session.plan
@@ -59,8 +59,8 @@ def train_on_cluster(ctx):
             "shared variables as soon as it is done; raise training.global_batch_size "
             "instead.")
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-    workers = len(ps.worker_names(coordinator))
-    servers = len(ps.cluster_spec_from_tf_config()["ps"])
+    workers = len(ps_cluster.worker_names(coordinator))
+    servers = len(ps_cluster.cluster_spec_from_tf_config()["ps"])
     if training.early_stopping_patience or training.keep == "best" or recipe.runtime.tensorboard:
         say("under parameter_server, model.keras holds the last epoch (training.keep), with "
             "no early stopping and no TensorBoard files (docs/distributed.md, Limits).")
@@ -76,12 +76,12 @@ def train_on_cluster(ctx):
         optimizer.build(model.trainable_variables)
     loss_fn, metric_fns = _loss_and_metrics(training, data)
     state = _restore(ctx, model=model, optimizer=optimizer)
-    counter = ps.StepCounter(state["step"])
+    counter = ps_cluster.StepCounter(state["step"])
     records: List[dict] = list(state["records"])
     checkpoints = Path(ctx.directory) / run_files.CHECKPOINTS_DIR
     steps = data.steps_per_epoch
     total = steps * training.epochs
-    iterator = ps.per_worker_iterators(coordinator, lambda: data.make_stream(counter.completed))
+    iterator = ps_cluster.per_worker_iterators(coordinator, lambda: data.make_stream(counter.completed))
 
     @tf.function
     def train_step(iterator):
@@ -108,7 +108,7 @@ def train_on_cluster(ctx):
     partial = state.get("partial") or []
     epoch_seconds = 0.0
     try:
-        workers_by_address = ps.cluster_spec_from_tf_config()["worker"]
+        workers_by_address = ps_cluster.cluster_spec_from_tf_config()["worker"]
         with PreemptionSignals() as signals, LostWorkers(workers_by_address):
             while counter.completed < total:
                 epoch, done = divmod(counter.completed, steps)
@@ -154,9 +154,9 @@ def train_on_cluster(ctx):
         error.run_dir = str(ctx.shown_dir or ctx.directory)
         raise
     except Exception as error:  # only a lost parameter server is converted
-        lost = ps.lost_parameter_server(error, step=counter.completed,
+        lost = ps_cluster.lost_parameter_server(error, step=counter.completed,
                                         run_dir=ctx.shown_dir or ctx.directory,
-                                        cluster=ps.cluster_spec_from_tf_config())
+                                        cluster=ps_cluster.cluster_spec_from_tf_config())
         if lost is None:
             raise
         run_files.write_json(Path(ctx.directory) / run_files.SUMMARY_FILE, {

@@ -7,12 +7,12 @@ from typing import Optional
 
 from tfaccel.config.batching import BatchPlan
 from tfaccel.errors import DataError, Preempted, TrainingError
-from tfaccel.training import run_dir as run_files
+from tfaccel.training import run_files
 from tfaccel.training.inputs import TrainData
 from tfaccel.training.lost_peer import cluster_of, lost_peer_message
-from tfaccel.training.run_callbacks import Outputs
-from tfaccel.training.run_context import RunContext
-from tfaccel.training.run_summary import run_summary
+from tfaccel.training.run.context import RunContext
+from tfaccel.training.run.outputs import Outputs
+from tfaccel.training.run.summary import run_summary
 
 
 def record_failure(ctx: RunContext, error: BaseException, *, outputs: Outputs,

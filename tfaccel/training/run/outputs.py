@@ -10,11 +10,11 @@ from tfaccel.config.batching import BatchPlan
 from tfaccel.errors import UserInputError
 from tfaccel.messages import say
 from tfaccel.training import checkpoints as ckpt
-from tfaccel.training import run_dir as run_files
+from tfaccel.training import run_files
 from tfaccel.training.best_epoch import can_judge
 from tfaccel.training.execution import initial_steps
 from tfaccel.training.inputs import TrainData
-from tfaccel.training.run_context import RunContext
+from tfaccel.training.run.context import RunContext
 
 
 @dataclasses.dataclass

@@ -1,8 +1,8 @@
 """`train(recipe)`: the one place that wires data, model, strategy, precision and outputs.
 
-The run's order lives here; the model it fits is built by `model_build`, its callbacks by
-`run_callbacks`, a failure is translated by `run_failures`, and what it leaves at the end
-is `run_summary`'s.
+The run's order lives here; the model it fits is built by `training.model_build`, its
+callbacks by `outputs`, a failure is translated by `failures`, and what it leaves at the end
+is `summary`'s (all of `tfaccel.training.run`).
 """
 
 from __future__ import annotations
@@ -22,23 +22,22 @@ from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_
 from tfaccel.errors import DataError, Preempted, UserInputError
 from tfaccel.messages import say
 from tfaccel.training import checkpoints as ckpt
-from tfaccel.training import data_source, model_source
-from tfaccel.training import run_dir as run_files
+from tfaccel.training import data_source, model_source, run_files
 from tfaccel.training.best_epoch import keep_plan
 from tfaccel.training.execution import initial_steps
 from tfaccel.training.inputs import TrainData
 from tfaccel.training.model_build import build_model
 from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
-from tfaccel.training.run_callbacks import Outputs, make_callbacks
-from tfaccel.training.run_context import RunContext
-from tfaccel.training.run_failures import (
+from tfaccel.training.run.context import RunContext
+from tfaccel.training.run.failures import (
     as_training_error,
     data_error_in,
     non_finite_loss_error,
     record_failure,
 )
-from tfaccel.training.run_summary import RunResult, run_summary
-from tfaccel.training.session import open_session
+from tfaccel.training.run.outputs import Outputs, make_callbacks
+from tfaccel.training.run.session import open_session
+from tfaccel.training.run.summary import RunResult, run_summary
 from tfaccel.training.stuck_signals import signals_end_the_wait
 
 
@@ -193,7 +192,7 @@ def _train_with(ctx: RunContext) -> RunResult:
         f"replica(s), precision {ctx.session.precision}, {plan.describe()}.")
     _record_precision(ctx)
     if ctx.session.strategy_info["strategy"] == "parameter_server":  # Keras' fit cannot drive it
-        from tfaccel.training.parameter_server import train_on_cluster
+        from tfaccel.training.run.coordinator_loop import train_on_cluster
 
         return train_on_cluster(ctx)
     _check_data_service(recipe, strategy=ctx.session.strategy_info["strategy"])

@@ -10,9 +10,9 @@ from typing import Optional
 
 from tfaccel._version import __version__
 from tfaccel.config.batching import BatchPlan
-from tfaccel.training import run_dir as run_files
+from tfaccel.training import run_files
 from tfaccel.training.inputs import TrainData
-from tfaccel.training.run_context import RunContext
+from tfaccel.training.run.context import RunContext
 
 
 @dataclasses.dataclass(frozen=True)
