@@ -11,6 +11,7 @@ from typing import List, Optional
 import numpy as np
 
 from tfaccel.atomic import write_file
+from tfaccel.config.cluster import parameter_server_cluster
 from tfaccel.errors import Preempted, TrainingError, UserInputError
 from tfaccel.messages import say
 from tfaccel.training import run_files
@@ -59,8 +60,9 @@ def train_on_cluster(ctx):
             "shared variables as soon as it is done; raise training.global_batch_size "
             "instead.")
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    cluster = parameter_server_cluster()  # TF_CONFIG's, checked: HOST:PORT of each task
     workers = len(ps_cluster.worker_names(coordinator))
-    servers = len(ps_cluster.cluster_spec_from_tf_config()["ps"])
+    servers = len(cluster["ps"])
     if training.early_stopping_patience or training.keep == "best" or recipe.runtime.tensorboard:
         say("under parameter_server, model.keras holds the last epoch (training.keep), with "
             "no early stopping and no TensorBoard files (docs/distributed.md, Limits).")
@@ -108,8 +110,7 @@ def train_on_cluster(ctx):
     partial = state.get("partial") or []
     epoch_seconds = 0.0
     try:
-        workers_by_address = ps_cluster.cluster_spec_from_tf_config()["worker"]
-        with PreemptionSignals() as signals, LostWorkers(workers_by_address):
+        with PreemptionSignals() as signals, LostWorkers(cluster["worker"]):
             while counter.completed < total:
                 epoch, done = divmod(counter.completed, steps)
                 # Scheduled in chunks: a checkpoint or a signal waits for one chunk at most.
@@ -156,7 +157,7 @@ def train_on_cluster(ctx):
     except Exception as error:  # only a lost parameter server is converted
         lost = ps_cluster.lost_parameter_server(error, step=counter.completed,
                                         run_dir=ctx.shown_dir or ctx.directory,
-                                        cluster=ps_cluster.cluster_spec_from_tf_config())
+                                        cluster=cluster)
         if lost is None:
             raise
         run_files.write_json(Path(ctx.directory) / run_files.SUMMARY_FILE, {
