@@ -2,41 +2,52 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
 
 from tfaccel.config.batching import BatchPlan
 from tfaccel.errors import DataError, Preempted, TrainingError
-from tfaccel.training import run_files
 from tfaccel.training.inputs import TrainData
 from tfaccel.training.lost_peer import cluster_of, lost_peer_message
-from tfaccel.training.run.context import RunContext
+from tfaccel.training.run.context import Decisions, RunContext
 from tfaccel.training.run.outputs import Outputs
-from tfaccel.training.run.summary import run_summary
+from tfaccel.training.run.summary import run_summary, write_summary
 
 
-def record_failure(ctx: RunContext, error: BaseException, *, outputs: Outputs,
-                   plan: BatchPlan, data: TrainData, fit_seconds: float) -> None:
+def record_failure(ctx: RunContext, error: BaseException, *, decisions: Decisions,
+                   outputs: Outputs, plan: BatchPlan, data: TrainData,
+                   fit_seconds: float) -> None:
     """Writes summary.json with the status of a run that did not complete."""
+    failure = failure_of(error)
+    if failure is None:
+        return
+    status, details = failure
+    summary = run_summary(ctx, decisions=decisions, epochs=outputs.logger.records, plan=plan,
+                          data=data, fit_seconds=fit_seconds, best=outputs.best)
+    write_summary(ctx.directory, dataclasses.replace(summary, status=status, **details))
+
+
+def failure_of(error: BaseException) -> Optional[Tuple[str, dict]]:
+    """A run's status after `error`, and the summary fields that say what stopped it.
+
+    Returns:
+        ``(status, fields)`` (``preempted`` with its checkpoint, ``interrupted``,
+        ``failed`` with ``failure``: the error's type and message), or None for an error
+        that leaves no summary (a mistake of the caller's, raised before any result).
+    """
     import tensorflow as tf
 
-    summary = run_summary(ctx, epochs=outputs.logger.records, plan=plan, data=data,
-                       fit_seconds=fit_seconds, best=outputs.best)
     if isinstance(error, Preempted):
-        summary["status"] = "preempted"
-        summary["checkpoint"] = error.checkpoint
-    elif isinstance(error, KeyboardInterrupt):
-        summary["status"] = "interrupted"
-    elif isinstance(error, tf.errors.OpError):
-        summary["status"] = "failed"
-        summary["failure"] = {"error": type(error).__name__,
-                              "message": describe_op_error(error)}
-    elif isinstance(error, TrainingError):
-        summary["status"] = "failed"
-        summary["failure"] = {"error": type(error).__name__, "message": str(error)}
-    else:
-        return
-    run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
+        return "preempted", {"checkpoint": error.checkpoint}
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted", {}
+    if isinstance(error, tf.errors.OpError):
+        return "failed", {"failure": {"error": type(error).__name__,
+                                      "message": describe_op_error(error)}}
+    if isinstance(error, TrainingError):
+        return "failed", {"failure": {"error": type(error).__name__, "message": str(error)}}
+    return None
 
 
 def as_training_error(error: BaseException, *, outputs: Outputs,

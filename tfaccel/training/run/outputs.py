@@ -30,10 +30,10 @@ class Outputs:
     all: list
 
 
-def make_callbacks(ctx: RunContext, *, data: TrainData, plan: BatchPlan,
+def make_callbacks(ctx: RunContext, *, keep: str, data: TrainData, plan: BatchPlan,
                    checkpoint: Optional[ckpt.Checkpoint], restored: dict) -> Outputs:
     """tfaccel's callbacks for `fit`, carried over from `checkpoint` when resuming, then
-    the caller's."""
+    the caller's; `keep` is what model.keras holds (`Decisions.keep`)."""
     import keras
 
     from tfaccel.training.best_epoch import BestEpoch
@@ -80,7 +80,7 @@ def make_callbacks(ctx: RunContext, *, data: TrainData, plan: BatchPlan,
         if data.validation is not None:
             logged += [f"val_{name}" for name in logged]
         best = BestEpoch(monitor=training.monitor, patience=training.early_stopping_patience,
-                         keep_weights=ctx.keep == "best", logged=logged, carried=carried)
+                         keep_weights=keep == "best", logged=logged, carried=carried)
     elif training.early_stopping_patience:
         say(f"training.early_stopping_patience is set but the run has no validation split "
             f"to judge training.monitor {training.monitor}: it trains all "
@@ -125,7 +125,7 @@ def make_callbacks(ctx: RunContext, *, data: TrainData, plan: BatchPlan,
                                       steps_per_execution=initial_steps(
                                           training.steps_per_execution),
                                       first_step=first))
-    callbacks += ctx.extra_callbacks
+    callbacks += list(ctx.extra_callbacks)
     from tfaccel.training.throughput import SpeedLine
 
     # Last: every callback above sees the throughput figures, Keras' epoch line does not.

@@ -28,7 +28,7 @@ from tfaccel.training.execution import initial_steps
 from tfaccel.training.inputs import TrainData
 from tfaccel.training.model_build import build_model
 from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
-from tfaccel.training.run.context import RunContext
+from tfaccel.training.run.context import Decisions, RunContext
 from tfaccel.training.run.failures import (
     as_training_error,
     data_error_in,
@@ -37,7 +37,7 @@ from tfaccel.training.run.failures import (
 )
 from tfaccel.training.run.outputs import Outputs, make_callbacks
 from tfaccel.training.run.session import open_session
-from tfaccel.training.run.summary import RunResult, run_summary
+from tfaccel.training.run.summary import RunResult, run_summary, write_summary
 from tfaccel.training.stuck_signals import signals_end_the_wait
 
 
@@ -87,7 +87,7 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
                           around_strategy=lambda: _answer_signals_while_joining(
                               opened, resume=resume)) as session:
             context = RunContext(recipe=recipe, directory=directory, session=session,
-                                  started=started, extra_callbacks=list(callbacks),
+                                  started=started, extra_callbacks=tuple(callbacks),
                                   resume_from=Path(resume) if resume is not None else None,
                                   role=role, shown_dir=shown, profile=profile,
                                   given_model=model, model_source=opened.model_source)
@@ -205,22 +205,24 @@ def _train_with(ctx: RunContext) -> RunResult:
             raise
         raise DataError(bad_data) from None
     _check_steps_per_execution(recipe, data)
-    ctx.steps_per_execution = initial_steps(recipe.training.steps_per_execution)
     _keep_vocabulary(ctx, data)
     _keep_feature_space(ctx, data)
     _measure_padding(data)
-    ctx.keep, ctx.keep_note = keep_plan(keep=recipe.training.keep,
-                                        monitor=recipe.training.monitor,
-                                        has_validation=data.validation is not None)
-    if ctx.keep_note is not None:
-        say(f"training.keep is best but there is {ctx.keep_note}: model.keras will hold "
+    keep, keep_note = keep_plan(keep=recipe.training.keep, monitor=recipe.training.monitor,
+                                has_validation=data.validation is not None)
+    if keep_note is not None:
+        say(f"training.keep is best but there is {keep_note}: model.keras will hold "
             "the last epoch.")
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
     trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan,
                                        data=data, given=ctx.given_model)
+    pipeline = None
     if hasattr(trained_model, "stages"):  # runtime.strategy pipeline: say where stages run
-        ctx.pipeline = trained_model.describe()
+        pipeline = trained_model.describe()
         say(trained_model.summary_text())
+    decisions = Decisions(keep=keep, keep_note=keep_note, pipeline=pipeline,
+                          steps_per_execution=initial_steps(
+                              recipe.training.steps_per_execution))
     restored = {"metrics": [], "best_weights": None}
     if checkpoint is not None:
         from tfaccel.training.training_state import restore_state
@@ -235,16 +237,14 @@ def _train_with(ctx: RunContext) -> RunResult:
                 "order its workers finish them: weights, optimizer and step count resume "
                 "exactly, the data position only approximately (see docs/distributed.md, "
                 "tf.data service).")
-    outputs = make_callbacks(ctx, data=data, plan=plan, checkpoint=checkpoint,
-                              restored=restored)
+    outputs = make_callbacks(ctx, keep=decisions.keep, data=data, plan=plan,
+                             checkpoint=checkpoint, restored=restored)
     outputs.monitor.attach(trained_model, strategy=ctx.session.strategy)
     fit_started = time.perf_counter()
     try:
-        _fit(ctx, trained_model=trained_model, data=data, outputs=outputs,
-             checkpoint=checkpoint)
-    except BaseException as error:
-        record_failure(ctx, error, outputs=outputs, plan=plan, data=data,
-                        fit_seconds=time.perf_counter() - fit_started)
+        decisions = _fit(ctx, decisions=decisions, trained_model=trained_model, data=data,
+                         outputs=outputs, checkpoint=checkpoint, fit_started=fit_started)
+    except BaseException as error:  # its summary is written: say it, or convert it
         if isinstance(error, Preempted) and error.run_dir is None and ctx.shown_dir:
             error.run_dir = str(ctx.shown_dir)  # the callbacks raise it without knowing it
         converted = as_training_error(error, outputs=outputs, directory=ctx.shown_dir,
@@ -254,22 +254,21 @@ def _train_with(ctx: RunContext) -> RunResult:
         if converted is error:
             raise
         raise converted from error
-    summary = run_summary(ctx, epochs=outputs.logger.records, plan=plan, data=data,
-                       fit_seconds=time.perf_counter() - fit_started, best=outputs.best)
+    summary = run_summary(ctx, decisions=decisions, epochs=outputs.logger.records, plan=plan,
+                          data=data, fit_seconds=time.perf_counter() - fit_started,
+                          best=outputs.best)
     guard = outputs.guard
     if guard.failure is not None:
-        summary["status"] = "failed"
-        summary["failure"] = guard.failure
-        run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
+        write_summary(ctx.directory, dataclasses.replace(summary, status="failed",
+                                                         failure=guard.failure))
         raise non_finite_loss_error(guard.failure, directory=ctx.directory)
     if outputs.best is not None:
         # keep: best: model.keras is saved from the best epoch's weights (every worker
         # sets them: the save below is a collective under multi-worker).
         outputs.best.restore_best()
     model.save(ctx.directory / run_files.MODEL_FILE)
-    run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
-    return RunResult(run_dir=ctx.shown_dir, summary=summary, epochs=outputs.logger.records,
-                     chief=ctx.role.chief)
+    return RunResult(run_dir=ctx.shown_dir, summary=write_summary(ctx.directory, summary),
+                     epochs=outputs.logger.records, chief=ctx.role.chief)
 
 
 def _record_precision(ctx: RunContext) -> None:
@@ -293,12 +292,15 @@ def _check_steps_per_execution(recipe: Recipe, data: TrainData) -> None:
                                   every_steps=training.checkpoint_every_steps)
 
 
-def _choose_steps_per_execution(ctx: RunContext, *, trained_model, data: TrainData,
-                                outputs: Outputs) -> None:
+def _choose_steps_per_execution(ctx: RunContext, *, decisions: Decisions, trained_model,
+                                data: TrainData, outputs: Outputs) -> Decisions:
     """`steps_per_execution: auto`: the first `fit` measured; the rest runs with the choice.
 
     Changing the steps per call retraces the train and test functions (Keras bakes the
     count into them); the steps, their batches and their order are unchanged.
+
+    Returns:
+        `decisions` with the choice and the steps per call now in force.
     """
     from tfaccel.training import execution
 
@@ -306,17 +308,18 @@ def _choose_steps_per_execution(ctx: RunContext, *, trained_model, data: TrainDa
         outputs.monitor.per_call_cost(), steps_per_epoch=data.steps_per_epoch,
         every_steps=ctx.recipe.training.checkpoint_every_steps,
         unmeasured=outputs.monitor.unavailable_reason or "too few steps in the first epoch")
-    ctx.execution_choice = choice
     say(f"steps_per_execution auto: {choice.steps} ({choice.reason}).")
-    if choice.steps == ctx.steps_per_execution:
-        return
-    ctx.steps_per_execution = choice.steps
+    decided = dataclasses.replace(decisions, execution_choice=choice,
+                                  steps_per_execution=choice.steps)
+    if choice.steps == decisions.steps_per_execution:
+        return decided
     trained_model.steps_per_execution = choice.steps
     trained_model.train_function = trained_model.test_function = None
     outputs.monitor.steps_per_execution = choice.steps
     for callback in outputs.all:
         if hasattr(callback, "per_call"):  # ProfileSteps counts the steps of each call
             callback.per_call = choice.steps
+    return decided
 
 
 def _keep_vocabulary(ctx: RunContext, data: TrainData) -> None:
@@ -399,8 +402,9 @@ def _check_compile_arguments(recipe: Recipe) -> None:
     check_loss_and_metrics(recipe.training)
 
 
-def _fit(ctx: RunContext, *, trained_model, data: TrainData, outputs: Outputs,
-         checkpoint: Optional[ckpt.Checkpoint]) -> None:
+def _fit(ctx: RunContext, *, decisions: Decisions, trained_model, data: TrainData,
+         outputs: Outputs, checkpoint: Optional[ckpt.Checkpoint],
+         fit_started: float) -> Decisions:
     """Runs `fit` once, or in parts: the rest of an interrupted epoch, `auto`'s first epoch.
 
     Keras' `fit` has one `steps_per_epoch` for all epochs, so the rest of an interrupted
@@ -409,6 +413,11 @@ def _fit(ctx: RunContext, *, trained_model, data: TrainData, outputs: Outputs,
     `steps_per_execution: auto` runs the first epoch as its own call too (one step per call,
     measured), then the rest with its choice. Every part is asked for the run's last epoch
     and stopped after its own, so Keras numbers the epochs of the whole run.
+
+    Returns:
+        `decisions` with `auto`'s steps per call, once chosen. A run that does not
+        complete has its summary written here, with the decisions made so far, before
+        the error goes on.
     """
     from tfaccel.training.callbacks import StopAfterEpoch
 
@@ -426,38 +435,49 @@ def _fit(ctx: RunContext, *, trained_model, data: TrainData, outputs: Outputs,
     if auto and outputs.monitor.unavailable_reason is not None:
         # Nothing to measure with (jit_compile, op determinism, several workers): one step
         # per call, said once, and no second `fit`.
-        _choose_steps_per_execution(ctx, trained_model=trained_model, data=data,
-                                    outputs=outputs)
+        decisions = _choose_steps_per_execution(ctx, decisions=decisions,
+                                                trained_model=trained_model, data=data,
+                                                outputs=outputs)
         auto = False
     if auto and len(segments) == 1 and training.epochs - epoch > 1:
         # `auto` measures one step per call in the first epoch, then picks for the rest.
         segments = [(epoch, epoch + 1, steps, epoch * steps),
                     (epoch + 1, training.epochs, steps, (epoch + 1) * steps)]
-    with outputs.signals, warnings.catch_warnings():
-        # Keras warns "Your input ran out of data; interrupting training" whenever an
-        # evaluation of unknown length (an image folder's, whose decode stage may skip a
-        # bad file) reaches its end. Training reads an endless stream here, so the
-        # warning can only ever be about that normal end of validation.
-        warnings.filterwarnings("ignore", message="Your input ran out of data")
-        for index, (first_epoch, end_epoch, steps_in_epoch, global_step) in \
-                enumerate(segments):
-            if index and auto:
-                _choose_steps_per_execution(ctx, trained_model=trained_model, data=data,
-                                            outputs=outputs)
-            with ctx.session.strategy.scope():  # the data layer shards by the strategy in scope
-                stream = data.make_stream(global_step)
-            # Last in the list: it sees whether another callback stopped the run first.
-            stopper = StopAfterEpoch(end_epoch - 1)
-            trained_model.fit(
-                stream, validation_data=data.validation,
-                initial_epoch=first_epoch, epochs=training.epochs,
-                steps_per_epoch=steps_in_epoch, validation_steps=training.validation_steps,
-                callbacks=outputs.all + [stopper],
-                verbose=fit_verbosity(ctx.recipe.runtime.verbose),
-                shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
-            if outputs.guard.failure is not None or stopper.stopped_by_others \
-                    or not stopper.stopped:
-                break
+    try:
+        with outputs.signals, warnings.catch_warnings():
+            # Keras warns "Your input ran out of data; interrupting training" whenever an
+            # evaluation of unknown length (an image folder's, whose decode stage may skip a
+            # bad file) reaches its end. Training reads an endless stream here, so the
+            # warning can only ever be about that normal end of validation.
+            warnings.filterwarnings("ignore", message="Your input ran out of data")
+            for index, (first_epoch, end_epoch, steps_in_epoch, global_step) in \
+                    enumerate(segments):
+                if index and auto:
+                    decisions = _choose_steps_per_execution(
+                        ctx, decisions=decisions, trained_model=trained_model, data=data,
+                        outputs=outputs)
+                # The data layer shards by the strategy in scope.
+                with ctx.session.strategy.scope():
+                    stream = data.make_stream(global_step)
+                # Last in the list: it sees whether another callback stopped the run first.
+                stopper = StopAfterEpoch(end_epoch - 1)
+                trained_model.fit(
+                    stream, validation_data=data.validation,
+                    initial_epoch=first_epoch, epochs=training.epochs,
+                    steps_per_epoch=steps_in_epoch,
+                    validation_steps=training.validation_steps,
+                    callbacks=outputs.all + [stopper],
+                    verbose=fit_verbosity(ctx.recipe.runtime.verbose),
+                    shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
+                if outputs.guard.failure is not None or stopper.stopped_by_others \
+                        or not stopper.stopped:
+                    break
+    except BaseException as error:
+        record_failure(ctx, error, decisions=decisions, outputs=outputs,
+                       plan=ctx.session.plan, data=data,
+                       fit_seconds=time.perf_counter() - fit_started)
+        raise
+    return decisions
 
 
 def fit_verbosity(verbose: Optional[int], *, stream=None) -> int:

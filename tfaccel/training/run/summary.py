@@ -1,4 +1,5 @@
-"""What a run leaves at the end: summary.json's figures and the short text printed."""
+"""What a run leaves at the end, whatever its strategy: THE summary.json (typed, one writer)
+and the short text printed."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tfaccel._version import __version__
 from tfaccel.config.batching import BatchPlan
 from tfaccel.training import run_files
 from tfaccel.training.inputs import TrainData
-from tfaccel.training.run.context import RunContext
+from tfaccel.training.run.context import Decisions, RunContext
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,9 +73,88 @@ def _kept_text(summary: dict) -> str:
     return text
 
 
-def run_summary(ctx: RunContext, *, epochs: list, plan: BatchPlan, data: TrainData,
-                fit_seconds: float, best=None) -> dict:
-    """summary.json of a run: what it kept and why, its metrics, speed and settings."""
+@dataclasses.dataclass(frozen=True)
+class RunSummary:
+    """summary.json, typed: what every run leaves, whatever its strategy.
+
+    Written by `write_summary` only. Fields whose value is None under "omitted when None"
+    (`_OPTIONAL`) are left out of the file, as a run that has no such thing has no key;
+    `plan` and `throughput` are spread into the top level (replicas, accumulation steps,
+    batch sizes; steps per second, input wait, CPU use, peak memory).
+    """
+
+    status: str  # completed | failed | preempted | interrupted
+    name: str
+    task: Optional[str]
+    metric_names: list
+    epochs_completed: int
+    final_metrics: dict
+    saved_model_epoch: Optional[int]  # model.keras: the best epoch's weights or the last's
+    saved_model_metrics: dict
+    keep: str
+    monitor: str
+    best_epoch: Optional[int]
+    best_value: Optional[float]
+    examples_per_sec: float
+    first_epoch_examples_per_sec: float
+    throughput: dict
+    cpu_cores_available: int
+    wall_seconds: float
+    fit_seconds: float
+    devices: list
+    strategy: Optional[str]
+    workers: int
+    precision: str
+    plan: dict
+    steps_per_epoch: int
+    jit_compile: object
+    steps_per_execution: int
+    threads: dict
+    dataset: dict
+    class_names: list
+    model: Optional[dict]  # where the model came from (model_source.json holds the same)
+    versions: dict
+    keep_note: Optional[str] = None
+    pipeline: Optional[dict] = None
+    precision_choice: Optional[dict] = None
+    steps_per_execution_choice: Optional[dict] = None
+    # parameter_server: THE step count (closures the coordinator saw complete), Keras'
+    # own counter beside it, the servers, the loop's training seconds.
+    steps_completed: Optional[int] = None
+    optimizer_iterations: Optional[int] = None
+    parameter_servers: Optional[int] = None
+    train_seconds: Optional[float] = None
+    # A run that did not complete.
+    failure: Optional[dict] = None
+    checkpoint: Optional[str] = None
+
+    def as_dict(self) -> dict:
+        """The JSON object of summary.json."""
+        out = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name in ("plan", "throughput"):
+                out.update(value)
+            elif value is not None or field.name not in _OPTIONAL:
+                out[field.name] = value
+        return out
+
+
+_OPTIONAL = frozenset(f.name for f in dataclasses.fields(RunSummary)
+                      if f.default is None)
+
+
+def write_summary(directory: Path, summary: RunSummary) -> dict:
+    """THE writer of summary.json (atomically); its JSON object, as `RunResult` holds it."""
+    payload = summary.as_dict()
+    run_files.write_json(Path(directory) / run_files.SUMMARY_FILE, payload)
+    return payload
+
+
+def run_summary(ctx: RunContext, *, decisions: Decisions, epochs: list, plan: BatchPlan,
+                data: TrainData, fit_seconds: float, best=None,
+                status: str = "completed") -> RunSummary:
+    """The summary of a run: what it kept and why, its metrics, speed and settings."""
     import keras
     import tensorflow as tf
 
@@ -82,7 +162,7 @@ def run_summary(ctx: RunContext, *, epochs: list, plan: BatchPlan, data: TrainDa
 
     def metrics_of(record: dict) -> dict:
         return {k: v for k, v in record.items()
-                if k not in ("epoch", "examples", "examples_per_sec", "train_seconds",
+                if k not in ("epoch", "step", "examples", "examples_per_sec", "train_seconds",
                              "epoch_seconds", "non_finite_loss",
                              "loss_scale_skipped_steps") + THROUGHPUT_KEYS}
 
@@ -97,52 +177,48 @@ def run_summary(ctx: RunContext, *, epochs: list, plan: BatchPlan, data: TrainDa
     steady = epochs[1:] if len(epochs) > 1 else epochs
     train_seconds = sum(e["train_seconds"] for e in steady)
     examples = sum(e["examples"] for e in steady)
-    recipe = ctx.recipe
-    return {
-        "status": "completed",
-        "name": recipe.name,
+    recipe, session = ctx.recipe, ctx.session
+    return RunSummary(
+        status=status,
+        name=recipe.name,
         # What the labels asked for, and the metrics logged for it beside the loss.
-        "task": data.info.task,
-        "metric_names": _metric_names(recipe.training, data.info, final_metrics),
-        "epochs_completed": len(epochs),
-        "final_metrics": final_metrics,
-        # model.keras: the best epoch's weights by training.monitor (keep: best) or the
-        # last epoch's; both are reported, named.
-        "saved_model_epoch": saved_epoch,
-        "saved_model_metrics": saved_metrics,
-        "keep": "best" if kept_best else "last",
-        **({"keep_note": ctx.keep_note} if ctx.keep_note is not None else {}),
-        "monitor": recipe.training.monitor,
-        "best_epoch": best.best_epoch + 1 if judged else None,
-        "best_value": float(best.best) if judged else None,
-        "examples_per_sec": examples / train_seconds if train_seconds else 0.0,
-        "first_epoch_examples_per_sec": epochs[0]["examples_per_sec"] if epochs else 0.0,
-        **_throughput_summary(steady, epochs),
-        "cpu_cores_available": available_cores(),
-        "wall_seconds": time.perf_counter() - ctx.started,
-        "fit_seconds": fit_seconds,
-        "devices": ctx.session.strategy_info.get("devices", []),
-        "strategy": ctx.session.strategy_info.get("strategy"),
-        **({"pipeline": ctx.pipeline} if ctx.pipeline is not None else {}),
-        "workers": ctx.role.count,
-        "precision": ctx.session.precision,
-        **({"precision_choice": ctx.session.precision_choice}
-           if ctx.session.precision_choice is not None else {}),
-        **plan.as_dict(),  # replicas, accumulation steps, global/per-replica/micro batch
-        "steps_per_epoch": data.steps_per_epoch,
-        "jit_compile": recipe.training.jit_compile,
+        task=data.info.task,
+        metric_names=_metric_names(recipe.training, data.info, final_metrics),
+        epochs_completed=len(epochs),
+        final_metrics=final_metrics,
+        saved_model_epoch=saved_epoch,
+        saved_model_metrics=saved_metrics,
+        keep="best" if kept_best else "last",
+        keep_note=decisions.keep_note,
+        monitor=recipe.training.monitor,
+        best_epoch=best.best_epoch + 1 if judged else None,
+        best_value=float(best.best) if judged else None,
+        examples_per_sec=examples / train_seconds if train_seconds else 0.0,
+        first_epoch_examples_per_sec=epochs[0]["examples_per_sec"] if epochs else 0.0,
+        throughput=_throughput_summary(steady, epochs),
+        cpu_cores_available=available_cores(),
+        wall_seconds=time.perf_counter() - ctx.started,
+        fit_seconds=fit_seconds,
+        devices=session.strategy_info.get("devices", []),
+        strategy=session.strategy_info.get("strategy"),
+        pipeline=decisions.pipeline,
+        workers=ctx.role.count,
+        precision=session.precision,
+        precision_choice=session.precision_choice,
+        plan=plan.as_dict(),  # replicas, accumulation steps, global/per-replica/micro batch
+        steps_per_epoch=data.steps_per_epoch,
+        jit_compile=recipe.training.jit_compile,
         # The steps per call in force at the end (`auto`'s choice, and why, beside it).
-        "steps_per_execution": ctx.steps_per_execution,
-        **({"steps_per_execution_choice": ctx.execution_choice.as_dict()}
-           if ctx.execution_choice is not None else {}),
-        "threads": ctx.session.threads,
-        "dataset": data.info.summary(),
-        "class_names": list(data.info.class_names or []),
-        # Where the model came from (model_source.json holds the same).
-        "model": ctx.model_source,
-        "versions": {"tfaccel": __version__, "tensorflow": tf.__version__,
-                     "keras": keras.__version__, "python": platform.python_version()},
-    }
+        steps_per_execution=decisions.steps_per_execution,
+        steps_per_execution_choice=decisions.execution_choice.as_dict()
+        if decisions.execution_choice is not None else None,
+        threads=session.threads,
+        dataset=data.info.summary(),
+        class_names=list(data.info.class_names or []),
+        model=ctx.model_source,
+        versions={"tfaccel": __version__, "tensorflow": tf.__version__,
+                  "keras": keras.__version__, "python": platform.python_version()},
+    )
 
 
 def _metric_names(training, info, final_metrics: dict) -> list:
