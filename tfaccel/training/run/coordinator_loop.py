@@ -9,15 +9,22 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
+import keras
 import numpy as np
+import tensorflow as tf
 
 from tfaccel.config.cluster import parameter_server_cluster
+from tfaccel.engine import ps_cluster
+from tfaccel.engine.sharded_embedding import sharding_report, unshard_embeddings
 from tfaccel.errors import Preempted, TrainingError, UserInputError
 from tfaccel.messages import say
 from tfaccel.training import checkpoints as ckpt
 from tfaccel.training import run_files
 from tfaccel.training.callbacks import PreemptionSignals
+from tfaccel.training.inputs import build_data
+from tfaccel.training.losses import logged_metric_names, make_loss, make_metrics
 from tfaccel.training.lost_ps_worker import LostWorkers
+from tfaccel.training.model_build import build_model
 from tfaccel.training.run.context import Decisions
 from tfaccel.training.run.summary import RunResult, run_summary, write_summary
 
@@ -44,13 +51,6 @@ def train_on_cluster(ctx):
         UserInputError: What the loop does not do (accumulation, stateful metrics).
         TrainingError: A parameter server was lost, or the loss became NaN.
     """
-    import tensorflow as tf
-
-    from tfaccel.engine import ps_cluster
-    from tfaccel.engine.sharded_embedding import sharding_report, unshard_embeddings
-    from tfaccel.training.inputs import build_data
-    from tfaccel.training.model_build import build_model
-
     recipe, session = ctx.recipe, ctx.session
     training, strategy, plan = recipe.training, session.strategy, session.plan
     if plan.accumulation_steps > 1:
@@ -181,10 +181,6 @@ def _loss_and_metrics(training, data):
     The step returns each metric's value on its batch and the coordinator averages them:
     a Keras metric object's running sums would be updated by several workers at once.
     """
-    import keras
-
-    from tfaccel.training.losses import logged_metric_names, make_loss, make_metrics
-
     info = data.info
     head = dict(task=info.task, num_outputs=info.num_outputs or info.num_classes,
                 per_batch=True)  # the auto metrics that keep running sums are left out

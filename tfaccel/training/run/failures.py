@@ -6,7 +6,10 @@ import dataclasses
 from pathlib import Path
 from typing import Optional, Tuple
 
+import tensorflow as tf
+
 from tfaccel.config.batching import BatchPlan
+from tfaccel.data.from_recipe import damaged_file
 from tfaccel.errors import DataError, Preempted, TrainingError
 from tfaccel.training.inputs import TrainData
 from tfaccel.training.lost_peer import cluster_of, lost_peer_message
@@ -36,8 +39,6 @@ def failure_of(error: BaseException) -> Optional[Tuple[str, dict]]:
         ``failed`` with ``failure``: the error's type and message), or None for an error
         that leaves no summary (a mistake of the caller's, raised before any result).
     """
-    import tensorflow as tf
-
     if isinstance(error, Preempted):
         return "preempted", {"checkpoint": error.checkpoint}
     if isinstance(error, KeyboardInterrupt):
@@ -54,8 +55,6 @@ def as_training_error(error: BaseException, *, outputs: Outputs,
                       directory: Optional[Path], strategy=None, peer_timeout=None,
                       data_config=None):
     """A TensorFlow runtime failure as one clear TrainingError; anything else unchanged."""
-    import tensorflow as tf
-
     if not isinstance(error, tf.errors.OpError):
         return error
     # A failure inside the compiled step or the input pipeline (a data worker that raised
@@ -94,13 +93,9 @@ def data_error_in(error: BaseException, *, data_config=None) -> Optional[str]:
     not the file): with the recipe's `data_config`, the source's own check of its files
     (`tfaccel.data.from_recipe.damaged_file`).
     """
-    import tensorflow as tf
-
     if not isinstance(error, tf.errors.OpError):
         return None
     if data_config is not None and isinstance(error, tf.errors.DataLossError):
-        from tfaccel.data.from_recipe import damaged_file
-
         named = damaged_file(data_config)
         if named is not None:
             return named

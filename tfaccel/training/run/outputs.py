@@ -6,15 +6,26 @@ import dataclasses
 import json
 from typing import Optional
 
+import keras
+
 from tfaccel.config.batching import BatchPlan
 from tfaccel.errors import UserInputError
 from tfaccel.messages import say
 from tfaccel.training import checkpoints as ckpt
 from tfaccel.training import run_files
-from tfaccel.training.best_epoch import can_judge
+from tfaccel.training.best_epoch import BestEpoch, can_judge
+from tfaccel.training.callbacks import (
+    CoordinatedPreemption,
+    EpochMetricsLogger,
+    NonFiniteLossGuard,
+    PreemptionSignals,
+    ResumableCheckpoints,
+)
 from tfaccel.training.execution import initial_steps
 from tfaccel.training.inputs import TrainData
+from tfaccel.training.losses import logged_metric_names
 from tfaccel.training.run.context import RunContext
+from tfaccel.training.throughput import ProfileSteps, SpeedLine, ThroughputMonitor
 
 
 @dataclasses.dataclass
@@ -34,16 +45,6 @@ def make_callbacks(ctx: RunContext, *, keep: str, data: TrainData, plan: BatchPl
                    checkpoint: Optional[ckpt.Checkpoint], restored: dict) -> Outputs:
     """tfaccel's callbacks for `fit`, carried over from `checkpoint` when resuming, then
     the caller's; `keep` is what model.keras holds (`Decisions.keep`)."""
-    import keras
-
-    from tfaccel.training.best_epoch import BestEpoch
-    from tfaccel.training.callbacks import (
-        EpochMetricsLogger,
-        NonFiniteLossGuard,
-        PreemptionSignals,
-        ResumableCheckpoints,
-    )
-
     training = ctx.recipe.training
     metrics_path = ctx.directory / run_files.METRICS_FILE
     records = list(checkpoint.state["records"]) if checkpoint is not None else []
@@ -52,8 +53,6 @@ def make_callbacks(ctx: RunContext, *, keep: str, data: TrainData, plan: BatchPl
         # it (and so will be trained again) is not listed twice.
         run_files.write_text(metrics_path, "".join(json.dumps(r, default=float) + "\n"
                                           for r in records))
-    from tfaccel.training.throughput import ThroughputMonitor
-
     guard = NonFiniteLossGuard()
     # Before the logger and TensorBoard: its figures join the epoch's logs they write.
     monitor = ThroughputMonitor(
@@ -72,8 +71,6 @@ def make_callbacks(ctx: RunContext, *, keep: str, data: TrainData, plan: BatchPl
         if saved:
             carried = {**saved, "best_weights": restored.get("best_weights")}
         # What Keras logs: the loss and each compiled metric by the name it was given.
-        from tfaccel.training.losses import logged_metric_names
-
         info = data.info
         logged = ["loss", *logged_metric_names(
             training, task=info.task, num_outputs=info.num_outputs or info.num_classes)]
@@ -86,8 +83,6 @@ def make_callbacks(ctx: RunContext, *, keep: str, data: TrainData, plan: BatchPl
             f"to judge training.monitor {training.monitor}: it trains all "
             f"{training.epochs} epochs.")
     if ctx.role.multi_worker:
-        from tfaccel.training.callbacks import CoordinatedPreemption
-
         # Every worker must save at the same step (a checkpoint reads the metrics' sums
         # across workers, a collective): TensorFlow's PreemptionCheckpointHandler agrees
         # on that step through the cluster's coordination service.
@@ -110,8 +105,6 @@ def make_callbacks(ctx: RunContext, *, keep: str, data: TrainData, plan: BatchPl
             log_dir=str(ctx.directory / run_files.TENSORBOARD_DIR), write_graph=False,
             profile_batch=0))
     if ctx.profile is not None:
-        from tfaccel.training.throughput import ProfileSteps
-
         start, end = ctx.profile
         last = data.steps_per_epoch * training.epochs
         first = checkpoint.global_step if checkpoint is not None else 0
@@ -126,8 +119,6 @@ def make_callbacks(ctx: RunContext, *, keep: str, data: TrainData, plan: BatchPl
                                           training.steps_per_execution),
                                       first_step=first))
     callbacks += list(ctx.extra_callbacks)
-    from tfaccel.training.throughput import SpeedLine
-
     # Last: every callback above sees the throughput figures, Keras' epoch line does not.
     callbacks.append(SpeedLine(show=ctx.recipe.runtime.verbose != 0,
                                global_batch_size=plan.global_batch_size))

@@ -7,6 +7,7 @@ is `summary`'s (all of `tfaccel.training.run`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -17,18 +18,25 @@ import warnings
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from tfaccel.config.cluster import WorkerRole, worker_role
-from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
+from tfaccel.config.batching import check_steps_per_execution
+from tfaccel.config.cluster import WorkerRole, tf_config_tasks, worker_role
+from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict, recipe_to_dict
+from tfaccel.data import table_features, text_vectors
+from tfaccel.data.length_batches import has_open_length, padding_fraction
 from tfaccel.errors import DataError, Preempted, UserInputError
 from tfaccel.messages import say
 from tfaccel.training import checkpoints as ckpt
-from tfaccel.training import data_source, model_source, run_files
+from tfaccel.training import data_source, execution, model_source, run_files
 from tfaccel.training.best_epoch import keep_plan
+from tfaccel.training.callbacks import StopAfterEpoch
 from tfaccel.training.execution import initial_steps
 from tfaccel.training.inputs import TrainData
+from tfaccel.training.losses import check_loss_and_metrics
 from tfaccel.training.model_build import build_model
+from tfaccel.training.optimizers import check_optimizer
 from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
 from tfaccel.training.run.context import Decisions, RunContext
+from tfaccel.training.run.coordinator_loop import train_on_cluster
 from tfaccel.training.run.failures import (
     as_training_error,
     data_error_in,
@@ -39,6 +47,7 @@ from tfaccel.training.run.outputs import Outputs, make_callbacks
 from tfaccel.training.run.session import open_session
 from tfaccel.training.run.summary import RunResult, run_summary, write_summary
 from tfaccel.training.stuck_signals import signals_end_the_wait
+from tfaccel.training.training_state import restore_state
 
 
 def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
@@ -106,10 +115,6 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
 
 def _answer_signals_while_joining(opened: "_OpenedRun", *, resume):
     """Around the strategy's creation: a cluster's workers wait there for each other."""
-    import contextlib
-
-    from tfaccel.config.cluster import tf_config_tasks
-
     if opened.recipe.runtime.strategy not in ("auto", "multi_worker", "parameter_server") \
             or tf_config_tasks() < 2:
         return contextlib.nullcontext()
@@ -192,8 +197,6 @@ def _train_with(ctx: RunContext) -> RunResult:
         f"replica(s), precision {ctx.session.precision}, {plan.describe()}.")
     _record_precision(ctx)
     if ctx.session.strategy_info["strategy"] == "parameter_server":  # Keras' fit cannot drive it
-        from tfaccel.training.run.coordinator_loop import train_on_cluster
-
         return train_on_cluster(ctx)
     _check_data_service(recipe, strategy=ctx.session.strategy_info["strategy"])
     _check_compile_arguments(recipe)
@@ -225,8 +228,6 @@ def _train_with(ctx: RunContext) -> RunResult:
                               recipe.training.steps_per_execution))
     restored = {"metrics": [], "best_weights": None}
     if checkpoint is not None:
-        from tfaccel.training.training_state import restore_state
-
         with ctx.session.strategy.scope():  # optimizer variables are created here when missing
             restored = restore_state(trained_model, checkpoint)
         say(f"resuming from checkpoint {checkpoint.path.name}: epoch "
@@ -283,8 +284,6 @@ def _record_precision(ctx: RunContext) -> None:
 
 def _check_steps_per_execution(recipe: Recipe, data: TrainData) -> None:
     """The recipe's steps per call against the epoch's steps, now that they are known."""
-    from tfaccel.config.batching import check_steps_per_execution
-
     training = recipe.training
     if training.steps_per_execution != "auto":
         check_steps_per_execution(training.steps_per_execution,
@@ -302,8 +301,6 @@ def _choose_steps_per_execution(ctx: RunContext, *, decisions: Decisions, traine
     Returns:
         `decisions` with the choice and the steps per call now in force.
     """
-    from tfaccel.training import execution
-
     choice = execution.choose_from_cost(
         outputs.monitor.per_call_cost(), steps_per_epoch=data.steps_per_epoch,
         every_steps=ctx.recipe.training.checkpoint_every_steps,
@@ -331,8 +328,6 @@ def _keep_vocabulary(ctx: RunContext, data: TrainData) -> None:
     layer = data.info.vectorizer
     if layer is None:
         return
-    from tfaccel.data import text_vectors
-
     path = text_vectors.save_vocabulary(layer, ctx.directory)
     say(f"text: {data.info.text.vocabulary_size} tokens in {Path(path).name}.")
 
@@ -342,8 +337,6 @@ def _keep_feature_space(ctx: RunContext, data: TrainData) -> None:
     space = data.info.feature_space
     if space is None:
         return
-    from tfaccel.data import table_features
-
     path = table_features.save_feature_space(space, ctx.directory)
     table = data.info.table
     for note in table.notes:
@@ -357,8 +350,6 @@ def _measure_padding(data: TrainData) -> None:
     Measured on the validation batches (a fixed pass): the share of their steps that are
     the zeros a batch appends, what batches by length (data.text.batch_by_length) keep low.
     """
-    from tfaccel.data.length_batches import has_open_length, padding_fraction
-
     if data.validation is None or not has_open_length(data.info.input_shape):
         return
 
@@ -395,9 +386,6 @@ def _find_checkpoint(ctx: RunContext) -> Optional[ckpt.Checkpoint]:
 def _check_compile_arguments(recipe: Recipe) -> None:
     """The optimizer's, schedule's, loss's and metrics' arguments against their signatures:
     before the data is built, so a misspelt argument costs no pipeline build."""
-    from tfaccel.training.losses import check_loss_and_metrics
-    from tfaccel.training.optimizers import check_optimizer
-
     check_optimizer(recipe.optimizer)
     check_loss_and_metrics(recipe.training)
 
@@ -419,8 +407,6 @@ def _fit(ctx: RunContext, *, decisions: Decisions, trained_model, data: TrainDat
         complete has its summary written here, with the decisions made so far, before
         the error goes on.
     """
-    from tfaccel.training.callbacks import StopAfterEpoch
-
     training = ctx.recipe.training
     steps = data.steps_per_epoch
     start = checkpoint.global_step if checkpoint else 0
@@ -537,8 +523,6 @@ def _holds_only_the_recipe(directory: Path) -> bool:
 def _as_recipe(recipe_or_path, overrides: Sequence[str], *, own_model: bool = False) -> Recipe:
     if isinstance(recipe_or_path, Recipe):
         if overrides:
-            from tfaccel.config.recipe import recipe_to_dict
-
             return recipe_from_dict(recipe_to_dict(recipe_or_path), overrides=overrides,
                                     own_model=own_model)
         return recipe_or_path

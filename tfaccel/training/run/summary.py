@@ -9,11 +9,16 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import keras
+import tensorflow as tf
+
 from tfaccel._version import __version__
 from tfaccel.config.batching import BatchPlan
 from tfaccel.training import run_files
 from tfaccel.training.inputs import TrainData
+from tfaccel.training.losses import logged_metric_names
 from tfaccel.training.run.context import Decisions, RunContext
+from tfaccel.training.throughput import THROUGHPUT_KEYS, available_cores
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,11 +160,6 @@ def run_summary(ctx: RunContext, *, decisions: Decisions, epochs: list, plan: Ba
                 data: TrainData, fit_seconds: float, best=None,
                 status: str = "completed") -> RunSummary:
     """The summary of a run: what it kept and why, its metrics, speed and settings."""
-    import keras
-    import tensorflow as tf
-
-    from tfaccel.training.throughput import THROUGHPUT_KEYS, available_cores
-
     def metrics_of(record: dict) -> dict:
         return {k: v for k, v in record.items()
                 if k not in ("epoch", "step", "examples", "examples_per_sec", "train_seconds",
@@ -223,8 +223,6 @@ def run_summary(ctx: RunContext, *, decisions: Decisions, epochs: list, plan: Ba
 
 def _metric_names(training, info, final_metrics: dict) -> list:
     """The logged metrics in the recipe's (or the task's) order; Keras' logs may sort them."""
-    from tfaccel.training.losses import logged_metric_names
-
     logged = [k for k in final_metrics if k != "loss" and not k.startswith("val_")]
     ordered = logged_metric_names(training, task=info.task,
                                   num_outputs=info.num_outputs or info.num_classes)
@@ -233,8 +231,6 @@ def _metric_names(training, info, final_metrics: dict) -> list:
 
 def _throughput_summary(steady: list, epochs: list) -> dict:
     """Steady-state throughput figures: means over the epochs after the first, peaks over all."""
-    from tfaccel.training.throughput import THROUGHPUT_KEYS
-
     out = {}
     for key in THROUGHPUT_KEYS:
         if key.startswith("peak_"):
