@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -25,6 +24,7 @@ from tfaccel.training.inputs import build_data
 from tfaccel.training.losses import logged_metric_names, make_loss, make_metrics
 from tfaccel.training.lost_ps_worker import LostWorkers
 from tfaccel.training.model_build import build_model
+from tfaccel.training.resume import checkpoint_to_resume
 from tfaccel.training.run.context import Decisions
 from tfaccel.training.run.summary import RunResult, run_summary, write_summary
 
@@ -269,13 +269,8 @@ def _restore(ctx, *, model, optimizer) -> dict:
     fresh = {"step": 0, "records": [], "partial": []}
     if ctx.resume_from is None:
         return fresh
-    checkpoint, skipped = ckpt.latest_checkpoint(
-        Path(ctx.resume_from) / run_files.CHECKPOINTS_DIR)
-    for message in skipped:
-        say(f"{message}.")
+    checkpoint = checkpoint_to_resume(ctx.resume_from, directory=ctx.directory)
     if checkpoint is None:
-        say(f"{ctx.directory} has no checkpoint yet; the run starts over.")
-        (Path(ctx.directory) / run_files.METRICS_FILE).unlink(missing_ok=True)
         return fresh
     path = checkpoint.path / ckpt.VARIABLES_FILE
     if not path.is_file():
@@ -294,8 +289,7 @@ def _restore(ctx, *, model, optimizer) -> dict:
                                  "variable per server): resume with the same --ps N.")
         for i, variable in enumerate(variables):
             variable.assign(saved[f"v{i}"])
-    run_files.write_text(Path(ctx.directory) / run_files.METRICS_FILE,
-                         "".join(json.dumps(r, default=float) + "\n" for r in state["records"]))
+    run_files.write_jsonl(Path(ctx.directory) / run_files.METRICS_FILE, state["records"])
     say(f"resuming from checkpoint {checkpoint.path.name}: step {state['step']} (weights, "
         "optimizer and step count exact; the data stream restarts at that step's batch, "
         "dealt to the workers in turn).")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Optional
 
 import keras
@@ -51,8 +50,7 @@ def make_callbacks(ctx: RunContext, *, keep: str, data: TrainData, plan: BatchPl
     if checkpoint is not None:
         # metrics.jsonl is rewritten to what the checkpoint knew: an epoch that ended after
         # it (and so will be trained again) is not listed twice.
-        run_files.write_text(metrics_path, "".join(json.dumps(r, default=float) + "\n"
-                                          for r in records))
+        run_files.write_jsonl(metrics_path, records)
     guard = NonFiniteLossGuard()
     # Before the logger and TensorBoard: its figures join the epoch's logs they write.
     monitor = ThroughputMonitor(

@@ -34,7 +34,7 @@ from tfaccel.training.inputs import TrainData
 from tfaccel.training.losses import check_loss_and_metrics
 from tfaccel.training.model_build import build_model
 from tfaccel.training.optimizers import check_optimizer
-from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
+from tfaccel.training.resume import LOCK_FILE, RunLock, checkpoint_to_resume, plan_resume
 from tfaccel.training.run.context import Decisions, RunContext
 from tfaccel.training.run.coordinator_loop import train_on_cluster
 from tfaccel.training.run.failures import (
@@ -132,7 +132,7 @@ def _remove_unstarted(opened: "_OpenedRun", *, resume) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class _OpenedRun:
     """The first step of `train`: the recipe, this worker's role and where it writes."""
 
@@ -216,7 +216,8 @@ def _train_with(ctx: RunContext) -> RunResult:
     if keep_note is not None:
         say(f"training.keep is best but there is {keep_note}: model.keras will hold "
             "the last epoch.")
-    checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
+    checkpoint = checkpoint_to_resume(ctx.resume_from, directory=ctx.directory) \
+        if ctx.resuming else None
     trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan,
                                        data=data, given=ctx.given_model)
     pipeline = None
@@ -367,20 +368,6 @@ def _check_data_service(recipe: Recipe, *, strategy: str) -> None:
             "data.service with a multi_worker strategy (runtime.strategy "
             f"{recipe.runtime.strategy!r} resolved to multi_worker from TF_CONFIG) is not "
             "supported yet; use one trainer, or leave data.service.dispatcher empty.")
-
-
-def _find_checkpoint(ctx: RunContext) -> Optional[ckpt.Checkpoint]:
-    checkpoint, skipped = ckpt.latest_checkpoint(ctx.resume_from / run_files.CHECKPOINTS_DIR)
-    for message in skipped:
-        say(f"{message}.")
-    if checkpoint is None:
-        say(f"{ctx.directory} has no usable checkpoint yet; the run starts over "
-            "from the beginning in the same directory.")
-        for name in (run_files.METRICS_FILE, run_files.SUMMARY_FILE):
-            (ctx.directory / name).unlink(missing_ok=True)
-    elif skipped:
-        say(f"using the previous good checkpoint {checkpoint.path.name}.")
-    return checkpoint
 
 
 def _check_compile_arguments(recipe: Recipe) -> None:
