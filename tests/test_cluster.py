@@ -24,10 +24,10 @@ def test_tf_config_is_read_in_the_cluster_module_only():
 def test_a_parameter_server_cluster_is_read_and_checked(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": PS_CLUSTER,
                                                 "task": {"type": "chief", "index": 0}}))
-    assert cluster.parameter_server_cluster() == PS_CLUSTER
+    assert cluster.read_parameter_server_cluster() == PS_CLUSTER
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["h:3"]}}))
     with pytest.raises(UserInputError, match=r"it has no chief, ps \(jobs: \['worker'\]\)"):
-        cluster.parameter_server_cluster()
+        cluster.read_parameter_server_cluster()
 
 
 def test_a_serving_task_is_a_ps_or_a_worker_of_its_cluster(monkeypatch):

@@ -51,7 +51,7 @@ def tf_config_tasks() -> int:
     return len(task_order(read_tf_config().get("cluster", {})))
 
 
-def parameter_server_cluster() -> dict:
+def read_parameter_server_cluster() -> dict:
     """The ``cluster`` of TF_CONFIG, checked to be a parameter-server cluster.
 
     Raises:

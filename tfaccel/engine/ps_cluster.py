@@ -10,7 +10,7 @@ from typing import Callable, List, Optional
 
 import tensorflow as tf
 
-from tfaccel.config.cluster import parameter_server_cluster, serving_task
+from tfaccel.config.cluster import read_parameter_server_cluster, serving_task
 from tfaccel.errors import TrainingError
 
 # Why no `variable_partitioner`: Keras 3 wraps each tf.Variable in its own keras.Variable,
@@ -61,7 +61,7 @@ def make_parameter_server_strategy(*, peer_timeout: Optional[float] = None):
         servers. No variable partitioner (the comment above says why; large
         embedding tables are split by `ShardedEmbedding`).
     """
-    parameter_server_cluster()  # a clear error before TensorFlow's own
+    read_parameter_server_cluster()  # a clear error before TensorFlow's own
     bound_peer_silence(peer_timeout)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     return tf.distribute.ParameterServerStrategy(resolver)

@@ -68,7 +68,7 @@ def _parameter_server_model(recipe: Recipe, *, strategy, data: TrainData, given)
     if recipe.runtime.min_shard_bytes is None or not isinstance(
             strategy, tf.distribute.ParameterServerStrategy):
         return None
-    from tfaccel.config.cluster import parameter_server_cluster
+    from tfaccel.config.cluster import read_parameter_server_cluster
     from tfaccel.engine.sharded_embedding import copyable, shard_embeddings
 
     made = _make_model(recipe, data=data, given=given)
@@ -76,7 +76,7 @@ def _parameter_server_model(recipe: Recipe, *, strategy, data: TrainData, given)
         return None
     with strategy.scope():
         return shard_embeddings(made, min_shard_bytes=recipe.runtime.min_shard_bytes,
-                                max_shards=len(parameter_server_cluster()["ps"]))
+                                max_shards=len(read_parameter_server_cluster()["ps"]))
 
 
 def _make_model(recipe: Recipe, *, data: TrainData, given):

@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.config.cluster import parameter_server_cluster
+from tfaccel.config.cluster import read_parameter_server_cluster
 from tfaccel.engine import ps_cluster
 from tfaccel.engine.sharded_embedding import sharding_report, unshard_embeddings
 from tfaccel.errors import Preempted, TrainingError, UserInputError
@@ -60,7 +60,7 @@ def train_on_cluster(ctx):
             "shared variables as soon as it is done; raise training.global_batch_size "
             "instead.")
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-    cluster = parameter_server_cluster()  # TF_CONFIG's, checked: HOST:PORT of each task
+    cluster = read_parameter_server_cluster()  # TF_CONFIG's, checked: HOST:PORT of each task
     workers = len(ps_cluster.worker_names(coordinator))
     servers = len(cluster["ps"])
     if training.early_stopping_patience or training.keep == "best" or recipe.runtime.tensorboard:
