@@ -161,14 +161,16 @@ def train_on_cluster(ctx):
                                         cluster=cluster)
         if lost is None:
             raise
+        # Keras' own step counter is not read: it lived on the lost server.
         write_summary(ctx.directory, _summary(
             ctx, records=records, steps=counter.completed, workers=workers, servers=servers,
-            optimizer=optimizer, data=data, train_seconds=time.perf_counter() - started,
-            status="failed", failure={"error": type(error).__name__, "message": str(lost)}))
+            optimizer_iterations=None, data=data,
+            train_seconds=time.perf_counter() - started, status="failed",
+            failure={"error": type(error).__name__, "message": str(lost)}))
         raise lost from None
     summary = _summary(ctx, records=records, steps=counter.completed, workers=workers,
-                       servers=servers, optimizer=optimizer, data=data,
-                       train_seconds=time.perf_counter() - started)
+                       servers=servers, optimizer_iterations=int(optimizer.iterations.numpy()),
+                       data=data, train_seconds=time.perf_counter() - started)
     # The whole tables, as plain Embeddings: model.keras loads wherever Keras does.
     unshard_embeddings(model).save(Path(ctx.directory) / run_files.MODEL_FILE)
     return RunResult(run_dir=ctx.shown_dir, summary=write_summary(ctx.directory, summary),
@@ -296,13 +298,13 @@ def _restore(ctx, *, model, optimizer) -> dict:
     return state
 
 
-def _summary(ctx, *, records, steps, workers, servers, optimizer, data, train_seconds,
-             status: str = "completed", failure=None):
+def _summary(ctx, *, records, steps, workers, servers, optimizer_iterations, data,
+             train_seconds, status: str = "completed", failure=None):
     """The run's `RunSummary` (`run_summary`, as every run's) with what the loop counts."""
     summary = run_summary(ctx, decisions=Decisions(), epochs=records, plan=ctx.session.plan,
                           data=data, fit_seconds=train_seconds, status=status)
     return dataclasses.replace(
         summary, strategy="parameter_server", workers=workers, parameter_servers=servers,
         # THE count: closures the coordinator saw complete; Keras' own counter beside it.
-        steps_completed=steps, optimizer_iterations=int(optimizer.iterations.numpy()),
+        steps_completed=steps, optimizer_iterations=optimizer_iterations,
         train_seconds=train_seconds, failure=failure)
