@@ -26,7 +26,7 @@ def task_order(cluster: Mapping) -> List[Tuple[str, int]]:
     return [(job, i) for job in TRAINING_JOBS for i in range(len(cluster.get(job) or ()))]
 
 
-def read_tf_config() -> dict:
+def _tf_config() -> dict:
     """TF_CONFIG as a mapping (``cluster``, ``task``); empty when it is unset.
 
     Raises:
@@ -48,7 +48,7 @@ def read_tf_config() -> dict:
 
 def tf_config_tasks() -> int:
     """Number of training tasks (chief + workers) TF_CONFIG names; 0 when it is unset."""
-    return len(task_order(read_tf_config().get("cluster", {})))
+    return len(task_order(_tf_config().get("cluster", {})))
 
 
 def read_parameter_server_cluster() -> dict:
@@ -57,7 +57,7 @@ def read_parameter_server_cluster() -> dict:
     Raises:
         UserInputError: TF_CONFIG is unset, or lacks a chief, a ps or a worker job.
     """
-    config = read_tf_config()
+    config = _tf_config()
     if not config:
         raise UserInputError(
             "runtime.strategy parameter_server needs a cluster: TF_CONFIG is not set. Start "
@@ -78,7 +78,7 @@ def serving_task() -> Tuple[dict, str, int]:
     Raises:
         UserInputError: TF_CONFIG names no ps or worker task for this process.
     """
-    config = read_tf_config()
+    config = _tf_config()
     task = config.get("task", {})
     if task.get("type") not in ("ps", "worker"):
         raise UserInputError(f"a parameter-server task must be ps or worker in TF_CONFIG; "
@@ -113,7 +113,7 @@ def worker_role(strategy: str) -> WorkerRole:
     """
     if strategy not in ("auto", "multi_worker"):
         return WorkerRole()
-    config = read_tf_config()
+    config = _tf_config()
     if not config:
         return WorkerRole()
     try:

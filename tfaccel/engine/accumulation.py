@@ -164,7 +164,8 @@ class AccumulatingModel(keras.Model):
                 loss = self._compute_loss(
                     x=x_i, y=y_i, y_pred=y_pred, sample_weight=sw_i, training=True
                 )
-                share, valid_i, entries = micro_batch_share(y_pred, size, batch, masked)
+                share, valid_i, entries = micro_batch_share(y_pred, size=size, batch=batch,
+                                                            masked=masked)
                 loss = loss * tf.cast(share, loss.dtype)
                 scaled = self.optimizer.scale_loss(loss)
             gradients = tape.gradient(scaled, variables)
@@ -215,7 +216,8 @@ class AccumulatingModel(keras.Model):
             y_pred = self(x_i, training=False) if self._call_has_training_arg else self(x_i)
             loss = self._compute_loss(x=x_i, y=y_i, y_pred=y_pred, sample_weight=sw_i,
                                       training=False)
-            share, valid_i, entries = micro_batch_share(y_pred, size, batch, masked)
+            share, valid_i, entries = micro_batch_share(y_pred, size=size, batch=batch,
+                                                        masked=masked)
             self.compute_metrics(x_i, y_i, y_pred, sample_weight=sw_i)
             loss = tf.cast(loss, tf.float32) * share
             return i + 1, total_loss + loss, valid + valid_i, entries

@@ -7,7 +7,7 @@ import tensorflow as tf
 from tfaccel.errors import UserInputError
 
 
-def micro_batch_share(y_pred, size, batch, masked):
+def micro_batch_share(y_pred, *, size, batch, masked):
     """The weight of one micro-batch's loss in the whole batch's loss.
 
     Unmasked, a mean-reduced loss divides by the number of examples, so micro-batch j

@@ -221,8 +221,8 @@ class PipelineModel(keras.Model):
                     if stage.index == last:
                         loss = self._compute_loss(x=x_i, y=y_i, y_pred=hidden,
                                                   sample_weight=sw_i, training=True)
-                        share, valid_i, entries = micro_batch_share(hidden, size, batch,
-                                                                     masked)
+                        share, valid_i, entries = micro_batch_share(
+                            hidden, size=size, batch=batch, masked=masked)
                         loss = loss * tf.cast(share, loss.dtype)
                         hidden_loss = self.optimizer.scale_loss(loss)
                 tapes.append(tape)

@@ -7,7 +7,6 @@ is `summary`'s (all of `tfaccel.training.run`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import shutil
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from tfaccel.config.batching import check_steps_per_execution
-from tfaccel.config.cluster import WorkerRole, tf_config_tasks, worker_role
+from tfaccel.config.cluster import WorkerRole, worker_role
 from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict, recipe_to_dict
 from tfaccel.data import table_features, text_vectors
 from tfaccel.data.length_batches import has_open_length, padding_fraction
@@ -115,6 +114,10 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
 
 def _answer_signals_while_joining(opened: "_OpenedRun", *, resume):
     """Around the strategy's creation: a cluster's workers wait there for each other."""
+    import contextlib
+
+    from tfaccel.config.cluster import tf_config_tasks
+
     if opened.recipe.runtime.strategy not in ("auto", "multi_worker", "parameter_server") \
             or tf_config_tasks() < 2:
         return contextlib.nullcontext()
