@@ -27,8 +27,9 @@ def pytest_configure(config):
 # grows slow leaves the list, and the full suite (CI) runs everything anyway.
 FAST_MODULES = frozenset({
     "test_arrays", "test_atomic", "test_audio_folder", "test_audio_folder_keras_suite",
-    "test_augment", "test_batching", "test_bench_tables", "test_chunked", "test_cluster", "test_code_health",
-    "test_compare", "test_coordinator_loop", "test_crops", "test_csv_files", "test_data_source", "test_dataset_info",
+    "test_augment", "test_batching", "test_bench_tables", "test_chunked", "test_cluster",
+    "test_code_health", "test_compare", "test_coordinator_loop", "test_crops",
+    "test_csv_files", "test_data_source", "test_dataset_info",
     "test_default_recipe", "test_device_check",
     "test_export_text", "test_finite_values", "test_image_folder", "test_image_folder_keras",
     "test_image_folder_keras_suite", "test_images", "test_inputs", "test_jpeg_headers",
@@ -40,7 +41,8 @@ FAST_MODULES = frozenset({
     "test_recipe", "test_resample", "test_run_all", "test_outputs_profile",
     "test_failures", "test_session", "test_shapes", "test_shared", "test_sharding_files",
     "test_sharding_strategies", "test_shipped_recipes", "test_sources", "test_split_check",
-    "test_splits", "test_strategy", "test_summary", "test_table_baselines", "test_table_features", "test_tail_options",
+    "test_splits", "test_strategy", "test_summary", "test_table_baselines",
+    "test_table_features", "test_tail_options",
     "test_text_files", "test_text_folder",
     "test_text_folder_keras_suite", "test_tfds", "test_tfds_lazy_import", "test_tfrecords",
     "test_threads", "test_timeseries", "test_timeseries_keras_suite",

@@ -19,7 +19,13 @@ from typing import Optional, Sequence, Union
 
 from tfaccel.config.batching import check_steps_per_execution
 from tfaccel.config.cluster import WorkerRole, worker_role
-from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict, recipe_to_dict
+from tfaccel.config.recipe import (
+    Recipe,
+    dump_recipe,
+    load_recipe,
+    recipe_from_dict,
+    recipe_to_dict,
+)
 from tfaccel.data import table_features, text_vectors
 from tfaccel.data.length_batches import has_open_length, padding_fraction
 from tfaccel.errors import DataError, Preempted, UserInputError
