@@ -49,7 +49,7 @@ def _timed_writes() -> None:
 
 
 def _train(workdir: Path, name: str, overrides: list) -> dict:
-    from tfaccel.training.run import train
+    from tfaccel.training.run.runner import train
 
     _WRITE_SECONDS.clear()
     result = train(str(REPO / "recipes" / "default.yaml"), overrides,

@@ -25,7 +25,7 @@ def main():
     import numpy as np
 
     from tfaccel.errors import Preempted
-    from tfaccel.training.run import train
+    from tfaccel.training.run.runner import train
 
     class SignalAt(keras.callbacks.Callback):
         def __init__(self, step):

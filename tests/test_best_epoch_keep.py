@@ -35,7 +35,7 @@ class _EpochWeights(keras.callbacks.Callback):
 
 
 def _train(tmp_path, shapes_data_dir, extra, *, name="run", callbacks=()):
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     return runner.train("recipes/default.yaml",
                         [f"data.data_dir={shapes_data_dir}", *BASE, *extra],
@@ -176,7 +176,7 @@ def checkpointed_run(tmp_path_factory, shapes_data_dir, request):
 def test_resumed_run_keeps_the_same_best_epoch(tmp_path, checkpointed_run, position):
     """A kill right after the checkpoint at global step `position`, then --resume."""
     from tfaccel.training import checkpoints as ckpt
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     cut = tmp_path / "cut"
     shutil.copytree(checkpointed_run, cut)

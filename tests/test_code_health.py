@@ -130,8 +130,8 @@ def _import_circles(graph: dict) -> list:
 
 def test_the_house_has_no_import_circle():
     # Issue #28: a lazy import inside a function still ties two modules into one room
-    # (training.run <-> training.parameter_server was one); the layer contract sees only
-    # imports across layers.
+    # (training.run <-> training.parameter_server was one: today run.runner and
+    # run.coordinator_loop); the layer contract sees only imports across layers.
     modules = {}
     for path in (ROOT / "tfaccel").rglob("*.py"):
         parts = path.relative_to(ROOT).with_suffix("").parts
@@ -303,10 +303,6 @@ def test_the_fast_tier_names_only_test_files_that_exist():
 # pipeline and model parallelism) make a reader, a traceback and a test file name ambiguous.
 # Files every package has by Python's rules:
 SAME_NAME_ALLOWED = {"__init__.py", "__main__.py"}
-# Pairs being renamed on other branches of session 16 (the lead removes this list after
-# merging them): data/pipeline.py and engine/pipeline.py (the engine's is renamed with
-# training/'s reshaping) and engine/parameter_server.py and training/parameter_server.py.
-SAME_NAME_PENDING = {"pipeline.py", "parameter_server.py"}
 
 
 def modules_sharing_a_name(paths) -> dict:
@@ -322,8 +318,7 @@ def modules_sharing_a_name(paths) -> dict:
 def test_no_two_modules_share_a_file_name():
     paths = [path.relative_to(ROOT) for path in (ROOT / "tfaccel").rglob("*.py")]
     shared = modules_sharing_a_name(paths)
-    assert {name: where for name, where in shared.items()
-            if name not in SAME_NAME_PENDING} == {}, (
+    assert shared == {}, (
         "Two modules of one file name: rename one after what it holds (`git mv`), so each "
         f"name says one thing: {shared}")
     # Not vacuous: a second base.py is found, and the files of every package are not.

@@ -8,7 +8,7 @@ DEFAULT_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "default.yaml
 
 
 def _train_default(tmp_path, data_dir, *overrides):
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     result = runner.train(str(DEFAULT_RECIPE),
                           [f"data.data_dir={data_dir}", "runtime.verbose=0", *overrides],

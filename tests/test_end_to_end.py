@@ -129,7 +129,7 @@ def test_existing_run_directory_is_never_clobbered(tmp_path, tfds_dir):
 
 
 def test_generated_run_directories_are_new_each_time(tmp_path):
-    from tfaccel.training.run_dir import create_run_dir
+    from tfaccel.training.run_files import create_run_dir
 
     first = create_run_dir(name="a b", runs_dir=str(tmp_path))
     second = create_run_dir(name="a b", runs_dir=str(tmp_path))
@@ -137,7 +137,7 @@ def test_generated_run_directories_are_new_each_time(tmp_path):
 
 
 def test_nan_loss_stops_with_a_clear_error_and_keeps_what_was_written(tmp_path, tfds_dir):
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     recipe, overrides = tiny_recipe(
         tmp_path, tfds_dir, extra="")
@@ -184,7 +184,7 @@ def test_train_from_python_with_a_mapping(tmp_path, tfds_dir):
 
 
 def test_batch_plan_mistake_is_a_user_error_before_training(tmp_path, tfds_dir):
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
     with pytest.raises(UserInputError, match="not divisible by the 2 replicas"):
@@ -211,7 +211,7 @@ def test_mirrored_two_replicas_with_accumulation_through_the_runner(tmp_path, tf
                                                                     logical_cpus):
     import keras
 
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
     result = runner.train(str(recipe), overrides + [
@@ -240,7 +240,7 @@ def test_mirrored_two_replicas_with_accumulation_through_the_runner(tmp_path, tf
 def test_interrupt_keeps_metrics_and_marks_the_summary(tmp_path, tfds_dir):
     import keras
 
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     class CtrlCAtSecondEpoch(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
@@ -263,7 +263,7 @@ def test_interrupt_keeps_metrics_and_marks_the_summary(tmp_path, tfds_dir):
 def test_steps_per_epoch_longer_than_the_data_repeats_it(tmp_path, tfds_dir):
     import keras
 
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     class CountBatches(keras.callbacks.Callback):
         def __init__(self):
@@ -327,7 +327,7 @@ def test_a_deterministic_run_leaves_op_determinism_as_it_found_it(tmp_path, tfds
     # A library user's process is shared: a run with runtime.deterministic must not leave
     # deterministic kernels (slower, other error messages) switched on after it.
     from tfaccel.engine.determinism import op_determinism_enabled
-    from tfaccel.training.run import train
+    from tfaccel.training.run.runner import train
 
     recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
     assert not op_determinism_enabled()
@@ -340,7 +340,7 @@ def test_describe_op_error_shows_tensorflow_s_own_message_not_stack_frames():
     import keras
     import tensorflow as tf
 
-    from tfaccel.training.run_failures import describe_op_error
+    from tfaccel.training.run.failures import describe_op_error
 
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
@@ -367,7 +367,7 @@ def test_fewer_examples_than_one_global_batch_is_a_user_error(tmp_path, tfds_dir
 
 
 def test_early_stopping_reports_the_last_and_the_saved_epoch(tmp_path, tfds_dir):
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
     # A learning rate too small to change float32 weights: validation loss never improves
@@ -400,7 +400,7 @@ def test_unknown_size_source_counts_its_steps_for_the_schedule(tmp_path):
         "optimizer: {name: sgd, learning_rate: 0.1, schedule: cosine, warmup_epochs: 1}\n"
         "training: {epochs: 2, global_batch_size: 16}\n"
         "runtime: {verbose: 0, tensorboard: false}\n")
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     result = runner.train(str(recipe), run_dir=str(tmp_path / "run"))
     # 100 examples / 16 = 7 batches (the last one partial): counted, not assumed (1000).
@@ -412,7 +412,7 @@ def test_unknown_size_source_counts_its_steps_for_the_schedule(tmp_path):
 def test_mixed_float16_counts_the_steps_skipped_by_loss_scaling(tmp_path):
     import keras
 
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     rng = np.random.default_rng(0)
     # Inputs of magnitude ~3000: the first gradients, scaled by Keras' initial loss scale
@@ -465,7 +465,7 @@ def test_fit_shows_a_bar_on_a_terminal_and_one_line_per_epoch_in_a_log():
     # redraws per epoch in a log file or a scheduler's output.
     import io
 
-    from tfaccel.training.run import fit_verbosity
+    from tfaccel.training.run.runner import fit_verbosity
 
     class Terminal(io.StringIO):
         def isatty(self):

@@ -11,7 +11,7 @@ from tfaccel.cli.main import main
 from tfaccel.config import batching
 from tfaccel.errors import UserInputError
 from tfaccel.training import execution
-from tfaccel.training import run as runner
+from tfaccel.training.run import runner
 
 # 64 examples, batch 32 and 5 steps per epoch: the data repeats inside an epoch, and 5 is
 # a prime, so only 1 and 5 divide it.

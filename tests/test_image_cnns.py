@@ -130,7 +130,7 @@ def _validation_accuracy_after(tmp_path, data_dir, overrides):
     last epoch's validation accuracy (the per-epoch records on failure)."""
     from pathlib import Path
 
-    from tfaccel.training.run import train
+    from tfaccel.training.run.runner import train
 
     result = train(str(Path(__file__).resolve().parents[1] / "recipes" / "default.yaml"), [
         f"data.data_dir={data_dir}", "runtime.verbose=0", "runtime.tensorboard=false",

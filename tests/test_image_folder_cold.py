@@ -14,7 +14,7 @@ from tfaccel import data
 from tfaccel.cli.main import main
 from tfaccel.data import listing_cache
 from tfaccel.data.sources import image_folder
-from tfaccel.training.run_failures import data_error_in
+from tfaccel.training.run.failures import data_error_in
 
 
 def _image(fmt, seed, size=(20, 30)):

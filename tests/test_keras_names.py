@@ -286,7 +286,7 @@ def test_recipe_refusals_name_the_key_and_the_value(raw, expected):
 ])
 def test_train_refuses_bad_arguments_before_building_data(tmp_path, monkeypatch, optimizer,
                                                           training, expected):
-    from tfaccel.training.session import Session
+    from tfaccel.training.run.session import Session
 
     def no_data(self):
         raise AssertionError("the data was built before the arguments were checked")

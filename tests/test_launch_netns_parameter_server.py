@@ -127,7 +127,7 @@ def test_a_parameter_server_cut_stops_the_run_naming_it_and_resume_finishes_it(
     network.restore(PS)
     resumed = _launch(network, ["train", "--resume", run_dir], tmp_path=tmp_path)
     assert resumed.finish(timeout=TIMEOUT_SECONDS) == [0, 0, 0, 0], resumed.output()[-4000:]
-    assert "resuming from checkpoint ps-step-" in resumed.output(CHIEF)
+    assert "resuming from checkpoint step-" in resumed.output(CHIEF)
     summary, epochs = _read(run_dir)
     assert summary["status"] == "completed"
     assert summary["steps_completed"] == 4 * PS_STEPS_PER_EPOCH

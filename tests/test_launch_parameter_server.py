@@ -104,7 +104,7 @@ def test_a_lost_parameter_server_stops_the_run_and_resume_finishes_it(tmp_path):
     code, output = run_tfaccel(["launch", "--ps", "1", "--workers", "2", "--", "train",
                                 "--resume", run], tmp_path=tmp_path)
     assert code == 0, output[-4000:]
-    assert "resuming from checkpoint ps-step-" in output
+    assert "resuming from checkpoint step-" in output
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps_completed"] == 3 * STEPS_PER_EPOCH
     assert [e["epoch"] for e in _epochs(run)] == [1, 2, 3]  # each epoch once
@@ -147,7 +147,7 @@ def test_sigterm_saves_a_checkpoint_on_the_chief_and_resume_is_exact_in_steps(tm
         victim="launch", after=r"\[chief\] tfaccel: epoch 1/4", signum=signal.SIGTERM)
     assert code == 143, output[-4000:]
     assert "[launch] stopped on request (code 143); the chief saved a checkpoint." in output
-    assert re.search(r"stopped by signal SIGTERM at step \d+; checkpoint ps-step-\d+\.npz "
+    assert re.search(r"stopped by signal SIGTERM at step \d+; checkpoint step-\d+ "
                      r"saved", output)
     run = _run_dir(tmp_path)
     code, output = run_tfaccel(["launch", "--ps", "1", "--workers", "2", "--", "train",

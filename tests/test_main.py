@@ -132,7 +132,7 @@ def test_a_preempted_run_names_its_real_directory_and_exits_143(runner, monkeypa
     import signal
 
     from tfaccel.errors import Preempted
-    from tfaccel.training import run as runner_module
+    from tfaccel.training.run import runner as runner_module
 
     def stopped(*args, **kwargs):
         raise Preempted("stopped by signal SIGTERM at epoch 1, step 3; checkpoint "

@@ -7,7 +7,7 @@ import tfaccel
 
 def test_top_level_names_resolve_to_the_implementations():
     from tfaccel.engine import accumulation, precision, sharded_embedding, strategy
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     assert tfaccel.accumulate is accumulation.accumulate
     assert tfaccel.AccumulatingModel is accumulation.AccumulatingModel

@@ -201,7 +201,7 @@ TINY = ["data.train_split=train[:256]", "data.validation_split=test[:64]",
 
 
 def _tiny_run(tmp_path, shapes_data_dir, name="run", extra=()):
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     return runner.train(str(REPO / "recipes" / "default.yaml"),
                         [f"data.data_dir={shapes_data_dir}", *TINY, *extra],
@@ -227,7 +227,7 @@ def _copy_of(tiny_finished, tmp_path):
 
 
 def test_resume_extends_a_finished_run_and_refuses_other_changes(tmp_path, tiny_finished):
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     directory, first_epochs = _copy_of(tiny_finished, tmp_path)
     with pytest.raises(UserInputError, match="already finished .2 of 2 epoch"):
@@ -261,7 +261,7 @@ def test_cli_resume_with_a_changed_recipe_exits_2_with_the_differences(tmp_path,
 
 def test_a_truncated_checkpoint_is_skipped_for_the_previous_one(tmp_path, tiny_finished,
                                                                 capsys):
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     directory, _ = _copy_of(tiny_finished, tmp_path)
     newest = directory / "checkpoints" / "epoch-002"
@@ -430,7 +430,7 @@ def test_recipe_differences_name_recipe_keys_and_keep_model_params_whole():
 def test_a_resume_keeps_the_precision_auto_chose_when_the_run_started(tmp_path, tiny_finished,
                                                                       monkeypatch):
     from tfaccel.engine import precision
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     directory, _ = _copy_of(tiny_finished, tmp_path)
     started = json.loads((directory / "precision.json").read_text())

@@ -152,7 +152,7 @@ def test_service_batches_are_the_in_process_batches_with_uint8_on_the_wire(
 
 def test_a_short_recipe_trains_through_the_service_and_resumes(service, tmp_path,
                                                                shapes_data_dir, capsys):
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
 
     result = runner.train(str(DEFAULT_RECIPE), [
         f"data.data_dir={shapes_data_dir}", f"data.service.dispatcher={service}",

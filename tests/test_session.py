@@ -55,7 +55,7 @@ def tensorflow_started():
 
 
 def test_a_run_puts_policy_determinism_threads_and_random_state_back(tmp_path):
-    from tfaccel.training.run import train
+    from tfaccel.training.run.runner import train
 
     before = _process_state()
     result = train(str(_recipe(tmp_path)), run_dir=str(tmp_path / "run"))
@@ -67,7 +67,7 @@ def test_a_run_puts_policy_determinism_threads_and_random_state_back(tmp_path):
 
 def test_a_failing_run_puts_the_process_state_back_too(tmp_path):
     from tfaccel.errors import TrainingError
-    from tfaccel.training.run import train
+    from tfaccel.training.run.runner import train
 
     before = _process_state()
     with pytest.raises(TrainingError, match="the training loss became nan"):
@@ -81,7 +81,7 @@ def test_the_session_sets_the_state_inside_and_restores_it_after_an_exception(tm
 
     from tfaccel.config.recipe import load_recipe
     from tfaccel.engine.determinism import op_determinism_enabled
-    from tfaccel.training.session import open_session
+    from tfaccel.training.run.session import open_session
 
     recipe = load_recipe(_recipe(tmp_path))
     before = _process_state()

@@ -78,9 +78,9 @@ def test_a_text_recipe_under_launch_shards_its_embedding_and_trains(tmp_path):
          "tuple(layer.embeddings.shape))", run / "model.keras"],
         capture_output=True, text=True, env=child_env(tmp_path), check=True)
     assert saved.stdout.split("\n")[-2] == "Embedding (642, 64)"
-    (checkpoint,) = list((run / "checkpoints").glob("ps-step-*.npz"))
-    with np.load(checkpoint) as arrays:
-        shapes = [arrays[name].shape for name in arrays.files if name != "state"]
+    (checkpoint,) = list((run / "checkpoints").glob("step-*"))
+    with np.load(checkpoint / "variables.npz") as arrays:
+        shapes = [arrays[name].shape for name in arrays.files]
     assert shapes[:2] == [(321, 64), (321, 64)]
 
 
@@ -105,7 +105,7 @@ def test_a_sharded_run_stopped_by_sigterm_resumes_with_its_shards(tmp_path):
     (run,) = list((tmp_path / "runs").iterdir())
     code, output = run_tfaccel([*args, "--resume", run], tmp_path=tmp_path)
     assert code == 0, output[-4000:]
-    assert "resuming from checkpoint ps-step-000000125.npz: step 125" in output
+    assert "resuming from checkpoint step-0000125: step 125" in output
     assert "in 2 shards over 2 of 2 server(s) [ps 0, ps 1]" in output
     summary = read_json(run / "summary.json")
     assert summary["steps_completed"] == 250 and summary["final_metrics"]["val_accuracy"] > 0.9
@@ -118,7 +118,7 @@ def _chief():
     import keras
     import tensorflow as tf
 
-    from tfaccel.engine.parameter_server import make_parameter_server_strategy
+    from tfaccel.engine.ps_cluster import make_parameter_server_strategy
     from tfaccel.engine.sharded_embedding import ShardedEmbedding, shard_embeddings, sharding_report
 
     def make_model():

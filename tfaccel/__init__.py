@@ -16,11 +16,11 @@ _LAZY_ATTRIBUTES = {
     "accumulate": "tfaccel.engine.accumulation",
     "AccumulatingModel": "tfaccel.engine.accumulation",
     "make_strategy": "tfaccel.engine.strategy",
-    "pipeline": "tfaccel.engine.pipeline",
-    "PipelineModel": "tfaccel.engine.pipeline",
+    "pipeline": "tfaccel.engine.model_pipeline",
+    "PipelineModel": "tfaccel.engine.model_pipeline",
     "set_precision": "tfaccel.engine.precision",
     "ShardedEmbedding": "tfaccel.engine.sharded_embedding",
-    "train": "tfaccel.training.run",
+    "train": "tfaccel.training.run.runner",
     "export": "tfaccel.tools.export",
 }
 _LAZY_MODULES = ("config", "data", "datasets", "engine", "models", "tools", "training")

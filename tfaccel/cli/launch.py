@@ -27,7 +27,7 @@ from tfaccel.cli.tf_configs import (
 from tfaccel.cli.worker_group import DEFAULT_GRACE_SECONDS, WorkerGroup, worker_logs
 from tfaccel.config.recipe import load_recipe
 from tfaccel.errors import TrainingError, UserInputError
-from tfaccel.training.run_dir import check_resume_target, create_run_dir
+from tfaccel.training.run_files import check_resume_target, create_run_dir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +169,7 @@ def run_node(train: TrainArgs, *, hosts: Sequence[str], index: int,
 def server_command() -> List[str]:
     """The command line of a ps or worker task: TensorFlow's server, serving until stopped."""
     code = ("from tfaccel.quiet_import import quiet_tensorflow; quiet_tensorflow(); "
-            "from tfaccel.engine.parameter_server import serve_task; serve_task()")
+            "from tfaccel.engine.ps_cluster import serve_task; serve_task()")
     return [sys.executable, "-c", code]
 
 

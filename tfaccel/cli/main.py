@@ -148,7 +148,7 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
     if recipe is None and resume_dir is None:
         raise click.UsageError("give a RECIPE to train, or --resume RUN_DIR to continue a run.")
     # Deferred: ~2 ms; --help loads click alone.
-    from tfaccel.training.run_dir import check_resume_target
+    from tfaccel.training.run_files import check_resume_target
 
     check_resume_target(run_dir=run_dir, resume=resume_dir)
     loaded = load_recipe(recipe, overrides) if recipe is not None else None
@@ -158,7 +158,7 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
 
         check_input_paths(loaded, source=recipe)  # before TensorFlow: a missing path is quick
     # Deferred: TensorFlow (seconds); --help loads click alone.
-    from tfaccel.training import run as runner
+    from tfaccel.training.run import runner
     from tfaccel.training.stuck_signals import exit_when_stuck
 
     # A signal that finds the run blocked inside TensorFlow ends it cleanly (not kill -9).

@@ -2,7 +2,8 @@
 
 TensorFlow orders a cluster's tasks as the "chief" job's (if any) then the "worker" job's,
 and the first is the chief (it writes checkpoints and summaries). The runner's role, the
-"auto" strategy choice and the data sharding all ask here, so the rule exists once.
+"auto" strategy choice, the data sharding and the parameter-server engine all ask here:
+TF_CONFIG is read in this module only, so the rule exists once.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from tfaccel.errors import UserInputError
 
 # Jobs that take part in the all-reduce, in TensorFlow's order; evaluators do not.
 TRAINING_JOBS = ("chief", "worker")
+# The jobs of a parameter-server cluster, as TensorFlow names them in TF_CONFIG.
+PARAMETER_SERVER_JOBS = ("chief", "ps", "worker")
 
 
 def task_order(cluster: Mapping) -> List[Tuple[str, int]]:
@@ -24,6 +27,11 @@ def task_order(cluster: Mapping) -> List[Tuple[str, int]]:
 
 
 def _tf_config() -> dict:
+    """TF_CONFIG as a mapping (``cluster``, ``task``); empty when it is unset.
+
+    Raises:
+        UserInputError: TF_CONFIG is not JSON with a ``cluster`` object.
+    """
     raw = os.environ.get("TF_CONFIG", "").strip()
     if not raw:
         return {}
@@ -48,6 +56,41 @@ def training_addresses() -> List[Tuple[str, str]]:
     (the order of `task_order` and of `worker_role`'s index); empty when it is unset."""
     cluster = _tf_config().get("cluster", {})
     return [(f"{job} {i}", str(cluster[job][i])) for job, i in task_order(cluster)]
+
+
+def read_parameter_server_cluster() -> dict:
+    """The ``cluster`` of TF_CONFIG, checked to be a parameter-server cluster.
+
+    Raises:
+        UserInputError: TF_CONFIG is unset, or lacks a chief, a ps or a worker job.
+    """
+    config = _tf_config()
+    if not config:
+        raise UserInputError(
+            "runtime.strategy parameter_server needs a cluster: TF_CONFIG is not set. Start "
+            "the job with `tfaccel launch --ps N --workers M -- train RECIPE`.")
+    cluster = config.get("cluster", {})
+    missing = [job for job in PARAMETER_SERVER_JOBS if not cluster.get(job)]
+    if missing:
+        raise UserInputError(
+            f"runtime.strategy parameter_server needs a chief, at least one ps and one "
+            f"worker in TF_CONFIG's cluster; it has no {', '.join(missing)} (jobs: "
+            f"{sorted(cluster)}). Start the job with `tfaccel launch --ps N --workers M`.")
+    return cluster
+
+
+def serving_task() -> Tuple[dict, str, int]:
+    """This process's ``(cluster, job, index)`` as a parameter-server task (ps or worker).
+
+    Raises:
+        UserInputError: TF_CONFIG names no ps or worker task for this process.
+    """
+    config = _tf_config()
+    task = config.get("task", {})
+    if task.get("type") not in ("ps", "worker"):
+        raise UserInputError(f"a parameter-server task must be ps or worker in TF_CONFIG; "
+                             f"got task {task!r}.")
+    return config["cluster"], task["type"], int(task["index"])
 
 
 @dataclasses.dataclass(frozen=True)

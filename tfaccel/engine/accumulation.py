@@ -5,6 +5,14 @@ import warnings
 import keras
 import tensorflow as tf
 
+from tfaccel.engine.micro_batches import (
+    end_train_step,
+    first_tensor,
+    micro_batch_share,
+    slice_structure,
+    track_loss,
+    weigh_masked,
+)
 from tfaccel.errors import UserInputError
 
 # Loss reductions for which "weight each micro-batch by its share of examples" reproduces
@@ -131,11 +139,11 @@ class AccumulatingModel(keras.Model):
             return super().train_step(data)
         self._check_loss_reductions()
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        batch = tf.shape(_first_tensor(x))[0]
+        batch = tf.shape(first_tensor(x))[0]
         if not self._inner.built:
             # A subclassed model creates its weights on its first call; they must exist
             # before the loop (variables cannot be created inside a while loop).
-            self(_slice_structure(x, 0, 1), training=False)
+            self(slice_structure(x, 0, 1), training=False)
             self.built = True
         variables = list(self.trainable_variables)
         if not variables:
@@ -156,7 +164,8 @@ class AccumulatingModel(keras.Model):
                 loss = self._compute_loss(
                     x=x_i, y=y_i, y_pred=y_pred, sample_weight=sw_i, training=True
                 )
-                share, valid_i, entries = _micro_batch_share(y_pred, size, batch, masked)
+                share, valid_i, entries = micro_batch_share(y_pred, size=size, batch=batch,
+                                                            masked=masked)
                 loss = loss * tf.cast(share, loss.dtype)
                 scaled = self.optimizer.scale_loss(loss)
             gradients = tape.gradient(scaled, variables)
@@ -180,22 +189,9 @@ class AccumulatingModel(keras.Model):
             # activations alive at a time rather than pipelining iterations.
             parallel_iterations=1,
         )
-        if masked and masked[0]:
-            # Keras divides a masked loss by the batch's count of VALID entries, known only
-            # now: finish each micro-batch's weight (see `_micro_batch_share`) with it.
-            factor = tf.math.divide_no_nan(entries, valid)
-            total_loss = total_loss * factor
-            summed = [g * tf.cast(factor, g.dtype) for g in summed]
-        self._loss_tracker.update_state(
-            _unscale_for_distribution(total_loss),
-            sample_weight=batch,
-        )
-        # One optimizer step, outside any tf.cond: safe under MirroredStrategy (no
-        # merge_call in a conditional branch) and with LossScaleOptimizer.
-        self.optimizer.apply_gradients(
-            [(g if ok else None, v) for g, ok, v in zip(summed, has_gradient, variables)]
-        )
-        return self.get_metrics_result()
+        return end_train_step(self, total_loss=total_loss, gradients=summed,
+                              has_gradient=has_gradient, variables=variables, batch=batch,
+                              valid=valid, entries=entries, masked=masked)
 
     def _eval_micro_batches(self):
         # XLA needs static micro-batch shapes, which a partial validation batch does not
@@ -211,7 +207,7 @@ class AccumulatingModel(keras.Model):
         if not self._eval_micro_batches():
             return super().test_step(data)
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        batch = tf.shape(_first_tensor(x))[0]
+        batch = tf.shape(first_tensor(x))[0]
         micro_batches, take = self._dynamic_slicer(batch, (x, y, sample_weight))
         masked = []
 
@@ -220,7 +216,8 @@ class AccumulatingModel(keras.Model):
             y_pred = self(x_i, training=False) if self._call_has_training_arg else self(x_i)
             loss = self._compute_loss(x=x_i, y=y_i, y_pred=y_pred, sample_weight=sw_i,
                                       training=False)
-            share, valid_i, entries = _micro_batch_share(y_pred, size, batch, masked)
+            share, valid_i, entries = micro_batch_share(y_pred, size=size, batch=batch,
+                                                        masked=masked)
             self.compute_metrics(x_i, y_i, y_pred, sample_weight=sw_i)
             loss = tf.cast(loss, tf.float32) * share
             return i + 1, total_loss + loss, valid + valid_i, entries
@@ -229,10 +226,9 @@ class AccumulatingModel(keras.Model):
             lambda i, *_: i < micro_batches, body,
             (tf.constant(0), tf.constant(0.0), tf.constant(0.0), tf.constant(1.0)),
             parallel_iterations=1)
-        if masked and masked[0]:
-            total_loss = total_loss * tf.math.divide_no_nan(entries, valid)
-        self._loss_tracker.update_state(_unscale_for_distribution(total_loss),
-                                        sample_weight=batch)
+        total_loss, _ = weigh_masked(total_loss, [], valid=valid, entries=entries,
+                                     masked=masked)
+        track_loss(self, total_loss, batch=batch)
         return self.get_metrics_result()
 
     def predict_step(self, data):
@@ -240,10 +236,10 @@ class AccumulatingModel(keras.Model):
         if not self._eval_micro_batches():
             return super().predict_step(data)
         x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
-        batch = tf.shape(_first_tensor(x))[0]
+        batch = tf.shape(first_tensor(x))[0]
         micro_batches, take = self._dynamic_slicer(batch, (x, None, None))
         # Only dtypes and nesting are needed: one TensorArray per output, concatenated after.
-        spec = self.compute_output_spec(_slice_structure(x, 0, 1))
+        spec = self.compute_output_spec(slice_structure(x, 0, 1))
         outputs = keras.tree.map_structure(
             lambda s: tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False),
             spec)
@@ -265,13 +261,13 @@ class AccumulatingModel(keras.Model):
         def take(i):
             start = (i * batch) // micro_batches
             end = ((i + 1) * batch) // micro_batches
-            return _slice_structure(data, start, end), end - start
+            return slice_structure(data, start, end), end - start
 
         return micro_batches, take
 
     def _xla_slicer(self, batch, data):
         """Equal static-size micro-batches, as XLA needs; the batch must divide evenly."""
-        static = _first_tensor(data[0]).shape[0]
+        static = first_tensor(data[0]).shape[0]
         if static is not None and static % self.steps:
             raise UserInputError(_indivisible_message(static, self.steps))
         steps = self.steps
@@ -299,61 +295,6 @@ class AccumulatingModel(keras.Model):
                     f"({', '.join(_MEAN_REDUCTIONS)}); loss {loss.name!r} has "
                     f"reduction={reduction!r}"
                 )
-
-
-def _micro_batch_share(y_pred, size, batch, masked):
-    """The weight of one micro-batch's loss in the whole batch's loss.
-
-    Unmasked, a mean-reduced loss divides by the number of examples, so micro-batch j
-    weighs n_j / N: exact with a short micro-batch, never a mean of unequal means. Masked
-    (e.g. `Embedding(mask_zero=True)`, per-token losses), Keras 3.15's `apply_mask` gives
-    valid entries the weight total / valid (`divide_no_nan`: 0 when none is valid), so
-    the loss is sum(loss * sample_weight over valid entries) / valid: the count of valid
-    mask entries, whatever the sample weights. Micro-batch j must therefore weigh
-    valid_j / valid. The batch's valid count is known only after the loop, so here j
-    weighs valid_j / entries (entries: the batch's mask size, so the weight stays
-    <= n_j / N and scaled float16 gradients cannot grow), and the loop's result is
-    multiplied by entries / valid. `masked` records, at trace time, which case this is.
-
-    Returns:
-        ``(weight, valid entries of this micro-batch, mask entries of the whole batch)``.
-    """
-    masks = [getattr(t, "_keras_mask", None) for t in keras.tree.flatten(y_pred)]
-    present = [m for m in masks if m is not None]
-    if not masked:
-        masked.append(bool(present))
-    if not present:
-        share = tf.cast(size, tf.float32) / tf.cast(batch, tf.float32)
-        return share, tf.constant(0.0), tf.constant(1.0)
-    if len(masks) > 1:
-        raise UserInputError(
-            "accumulation is exact for a masked loss on a model with ONE output; this model "
-            f"has {len(masks)} outputs and at least one carries a Keras mask "
-            "(e.g. from Embedding(mask_zero=True)). Accumulate without masks, or train "
-            "without accumulation.")
-    mask = tf.cast(present[0], tf.float32)
-    valid = tf.reduce_sum(mask)
-    entries = tf.cast(tf.size(mask), tf.float32) * tf.cast(batch, tf.float32) / tf.cast(
-        size, tf.float32)
-    return valid / entries, valid, entries
-
-
-def _first_tensor(structure):
-    for item in keras.tree.flatten(structure):
-        if item is not None:
-            return item
-    raise UserInputError("the batch holds no input tensors to split into micro-batches")
-
-
-def _slice_structure(structure, start, end):
-    return keras.tree.map_structure(lambda t: None if t is None else t[start:end], structure)
-
-
-def _unscale_for_distribution(loss):
-    # Keras divides each replica's loss by the number of replicas (so that the summed
-    # gradients are a mean); the reported loss multiplies it back, as Keras' step does.
-    replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    return loss * replicas if replicas > 1 else loss
 
 
 def _indivisible_message(batch, steps):

@@ -26,7 +26,7 @@ def make_strategy(kind="auto", *, devices=None, peer_timeout=None):
     Args:
         kind: One of "auto", "one_device", "mirrored", "multi_worker",
             "parameter_server" (TF_CONFIG's chief/ps/worker cluster, run on the chief;
-            `tfaccel.engine.parameter_server`), "pipeline" (TensorFlow's default strategy,
+            `tfaccel.engine.ps_cluster`), "pipeline" (TensorFlow's default strategy,
             one replica: `tfaccel.pipeline` places the model's stages on `devices` itself).
             "auto" picks
             MultiWorkerMirroredStrategy when TF_CONFIG names a cluster of more than one
@@ -82,7 +82,7 @@ def make_strategy(kind="auto", *, devices=None, peer_timeout=None):
     if kind == "mirrored":
         return _mirrored(devices)
     if kind == "parameter_server":
-        from tfaccel.engine.parameter_server import make_parameter_server_strategy
+        from tfaccel.engine.ps_cluster import make_parameter_server_strategy
 
         return make_parameter_server_strategy(peer_timeout=peer_timeout)
     if peer_timeout is not None:

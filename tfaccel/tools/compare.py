@@ -11,8 +11,7 @@ import yaml
 
 from tfaccel.config.recipe import flatten_recipe
 from tfaccel.errors import UserInputError
-from tfaccel.training import data_source, model_source
-from tfaccel.training import run_dir as run_files
+from tfaccel.training import data_source, model_source, run_files
 
 SPEED_KEYS = ("examples_per_sec", "input_wait_fraction", "step_time_ms", "wall_seconds")
 # Settings that say where a run was written, not how it was trained.

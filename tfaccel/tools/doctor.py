@@ -19,7 +19,7 @@ from tfaccel.tools.doctor_advice import (
     verdict_for,
 )
 from tfaccel.tools.doctor_measurements import Measurements
-from tfaccel.training.session import open_session
+from tfaccel.training.run.session import open_session
 
 
 def diagnose(recipe: Recipe, *, steps: int = 20, repeats: int = 2,

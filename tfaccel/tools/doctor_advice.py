@@ -117,7 +117,7 @@ def suggest(recipe: Recipe, report: dict, *, cpu_bf16: bool, replicas: int) -> l
                              "compute in bfloat16 (this CPU has bf16 instructions)",
                              "about 2x on bf16 CPUs (2.4x measured on a small CNN)", rank=3,
                              trial="model"))
-    # The pipeline strategy refuses jit_compile (engine/pipeline.py: XLA would compile its
+    # The pipeline strategy refuses jit_compile (engine/model_pipeline.py: XLA would compile its
     # stages into one cluster on one device): never suggest what the strategy refuses.
     if not training.jit_compile and replicas == 1 and recipe.runtime.strategy != "pipeline":
         models.append(_s(["training.jit_compile=true"], "compile the train step with XLA",

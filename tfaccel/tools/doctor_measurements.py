@@ -13,12 +13,12 @@ from tfaccel.engine.precision import cpu_has_bf16, set_precision
 from tfaccel.errors import TfaccelError
 from tfaccel.tools.bench import time_batches
 from tfaccel.training.execution import initial_steps
-from tfaccel.training.run import build_model as build_run_model
+from tfaccel.training.model_build import build_model as build_run_model
 from tfaccel.training.throughput import ThroughputMonitor
 
 
 class Measurements:
-    """One doctor run's measurements on a `training.session.Session` (as `train` opens it)."""
+    """One doctor run's measurements on a `training.run.session.Session` (as `train` opens it)."""
 
     def __init__(self, session):
         self.session = session

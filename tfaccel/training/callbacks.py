@@ -14,7 +14,7 @@ import keras
 from tfaccel.errors import Preempted
 from tfaccel.training import checkpoints as ckpt
 from tfaccel.training.best_epoch import BestEpoch
-from tfaccel.training.run_dir import append_jsonl
+from tfaccel.training.run_files import append_jsonl
 from tfaccel.training.training_state import add_metric_state, global_step, write_state_files
 
 

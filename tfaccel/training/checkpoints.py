@@ -15,6 +15,9 @@ from tfaccel.errors import TrainingError, UserInputError
 
 FORMAT_VERSION = 1
 WEIGHTS_FILE = "model.weights.h5"  # Keras' own format: model weights and optimizer state
+# runtime.strategy parameter_server: every variable read back from the servers (model then
+# optimizer, in order); Keras' weights file cannot be written from the coordinator.
+VARIABLES_FILE = "variables.npz"
 EXTRA_FILE = "extra.npz"  # what Keras' weights file leaves out (RNG states, metric sums)
 STATE_FILE = "state.json"  # position, finished epochs' metrics, callback state, checksums
 _NAME = re.compile(r"^(epoch|step)-(\d+)$")
@@ -63,7 +66,8 @@ def write_checkpoint(directory: Path, *, name: str, state: dict,
         directory: The run's checkpoints folder.
         name: ``epoch-NNN`` or ``step-NNNNNNN``.
         state: JSON-able training state; checksums of the files are added to it.
-        write_files: ``fn(folder)`` writing `WEIGHTS_FILE` and `EXTRA_FILE` into `folder`.
+        write_files: ``fn(folder)`` writing `WEIGHTS_FILE` and `EXTRA_FILE` into `folder`
+            (a parameter-server run: `VARIABLES_FILE`).
 
     Returns:
         The final checkpoint folder.
@@ -111,8 +115,8 @@ def _read(path: Path) -> Tuple[Optional[Checkpoint], str]:
             return None, f"{file} is missing"
         if _sha256(target) != digest:
             return None, f"{file} does not match its checksum (cut short or corrupted)"
-    if WEIGHTS_FILE not in (state.get("files") or {}):
-        return None, f"it has no {WEIGHTS_FILE}"
+    if not {WEIGHTS_FILE, VARIABLES_FILE} & set(state.get("files") or {}):
+        return None, f"it has no {WEIGHTS_FILE} (nor a parameter-server {VARIABLES_FILE})"
     return Checkpoint(path=path, state=state), ""
 
 

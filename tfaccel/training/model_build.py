@@ -35,7 +35,7 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, g
                                    steps_per_epoch=data.steps_per_epoch)
         trained_model = model
         if recipe.runtime.strategy == "pipeline":
-            from tfaccel.engine.pipeline import pipeline_from_recipe
+            from tfaccel.engine.model_pipeline import pipeline_from_recipe
 
             trained_model = pipeline_from_recipe(model, recipe.runtime, plan.accumulation_steps)
             model = trained_model.inner  # the placed copy is what trains and is saved
@@ -68,7 +68,7 @@ def _parameter_server_model(recipe: Recipe, *, strategy, data: TrainData, given)
     if recipe.runtime.min_shard_bytes is None or not isinstance(
             strategy, tf.distribute.ParameterServerStrategy):
         return None
-    from tfaccel.engine.parameter_server import cluster_spec_from_tf_config
+    from tfaccel.config.cluster import read_parameter_server_cluster
     from tfaccel.engine.sharded_embedding import copyable, shard_embeddings
 
     made = _make_model(recipe, data=data, given=given)
@@ -76,7 +76,7 @@ def _parameter_server_model(recipe: Recipe, *, strategy, data: TrainData, given)
         return None
     with strategy.scope():
         return shard_embeddings(made, min_shard_bytes=recipe.runtime.min_shard_bytes,
-                                max_shards=len(cluster_spec_from_tf_config()["ps"]))
+                                max_shards=len(read_parameter_server_cluster()["ps"]))
 
 
 def _make_model(recipe: Recipe, *, data: TrainData, given):

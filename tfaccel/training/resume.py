@@ -11,7 +11,9 @@ from typing import Optional, Sequence
 
 from tfaccel.config.recipe import Recipe, flatten_recipe, load_recipe, recipe_to_dict
 from tfaccel.errors import UserInputError
-from tfaccel.training import run_dir as run_files
+from tfaccel.messages import say
+from tfaccel.training import checkpoints as ckpt
+from tfaccel.training import run_files
 
 # The one key a resume may change: more epochs extend a run. Anything else would make the
 # continued run a different experiment than the one its checkpoints belong to.
@@ -125,6 +127,28 @@ def plan_resume(directory, *, requested: Optional[Recipe] = None,
     extended = saved.training.epochs if requested.training.epochs > saved.training.epochs \
         else None
     return ResumeRequest(directory=directory, recipe=requested, extended_from=extended)
+
+
+def checkpoint_to_resume(resume_from: Path, *, directory: Path) -> Optional[ckpt.Checkpoint]:
+    """The newest good checkpoint of the run being resumed, every strategy's (said, with
+    each newer one skipped); None when there is none: the run then starts over in the same
+    directory, so its metrics and summary of the first try are removed.
+
+    Args:
+        resume_from: The run directory being resumed (its checkpoints are read).
+        directory: Where this process writes (the run directory, or a worker's scratch).
+    """
+    checkpoint, skipped = ckpt.latest_checkpoint(Path(resume_from) / run_files.CHECKPOINTS_DIR)
+    for message in skipped:
+        say(f"{message}.")
+    if checkpoint is None:
+        say(f"{directory} has no usable checkpoint yet; the run starts over from the "
+            "beginning in the same directory.")
+        for name in (run_files.METRICS_FILE, run_files.SUMMARY_FILE):
+            (Path(directory) / name).unlink(missing_ok=True)
+    elif skipped:
+        say(f"using the previous good checkpoint {checkpoint.path.name}.")
+    return checkpoint
 
 
 def _read_summary(directory: Path) -> dict:

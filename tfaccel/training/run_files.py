@@ -70,6 +70,12 @@ def write_json(path: Path, payload: Any) -> None:
     write_text(path, json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
 
 
+def write_jsonl(path: Path, records) -> None:
+    """Writes metrics.jsonl anew, atomically: one JSON object per line (a resume rewrites
+    it to what its checkpoint knew, so an epoch trained again is not listed twice)."""
+    write_text(path, "".join(json.dumps(r, default=float) + "\n" for r in records))
+
+
 def append_jsonl(path: Path, record: dict) -> None:
     """Appends one JSON object as a line and flushes it, so a crash loses no epoch."""
     with path.open("a", encoding="utf-8") as stream:

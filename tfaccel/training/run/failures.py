@@ -2,49 +2,59 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
+
+import tensorflow as tf
 
 from tfaccel.config.batching import BatchPlan
+from tfaccel.data.from_recipe import damaged_file
 from tfaccel.errors import DataError, Preempted, TrainingError
-from tfaccel.training import run_dir as run_files
 from tfaccel.training.inputs import TrainData
 from tfaccel.training.lost_peer import cluster_of, lost_peer_message
-from tfaccel.training.run_callbacks import Outputs
-from tfaccel.training.run_context import RunContext
-from tfaccel.training.run_summary import run_summary
+from tfaccel.training.run.context import Decisions, RunContext
+from tfaccel.training.run.outputs import Outputs
+from tfaccel.training.run.summary import run_summary, write_summary
 
 
-def record_failure(ctx: RunContext, error: BaseException, *, outputs: Outputs,
-                   plan: BatchPlan, data: TrainData, fit_seconds: float) -> None:
+def record_failure(ctx: RunContext, error: BaseException, *, decisions: Decisions,
+                   outputs: Outputs, plan: BatchPlan, data: TrainData,
+                   fit_seconds: float) -> None:
     """Writes summary.json with the status of a run that did not complete."""
-    import tensorflow as tf
-
-    summary = run_summary(ctx, epochs=outputs.logger.records, plan=plan, data=data,
-                       fit_seconds=fit_seconds, best=outputs.best)
-    if isinstance(error, Preempted):
-        summary["status"] = "preempted"
-        summary["checkpoint"] = error.checkpoint
-    elif isinstance(error, KeyboardInterrupt):
-        summary["status"] = "interrupted"
-    elif isinstance(error, tf.errors.OpError):
-        summary["status"] = "failed"
-        summary["failure"] = {"error": type(error).__name__,
-                              "message": describe_op_error(error)}
-    elif isinstance(error, TrainingError):
-        summary["status"] = "failed"
-        summary["failure"] = {"error": type(error).__name__, "message": str(error)}
-    else:
+    failure = failure_of(error)
+    if failure is None:
         return
-    run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
+    status, details = failure
+    summary = run_summary(ctx, decisions=decisions, epochs=outputs.logger.records, plan=plan,
+                          data=data, fit_seconds=fit_seconds, best=outputs.best)
+    write_summary(ctx.directory, dataclasses.replace(summary, status=status, **details))
+
+
+def failure_of(error: BaseException) -> Optional[Tuple[str, dict]]:
+    """A run's status after `error`, and the summary fields that say what stopped it.
+
+    Returns:
+        ``(status, fields)`` (``preempted`` with its checkpoint, ``interrupted``,
+        ``failed`` with ``failure``: the error's type and message), or None for an error
+        that leaves no summary (a mistake of the caller's, raised before any result).
+    """
+    if isinstance(error, Preempted):
+        return "preempted", {"checkpoint": error.checkpoint}
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted", {}
+    if isinstance(error, tf.errors.OpError):
+        return "failed", {"failure": {"error": type(error).__name__,
+                                      "message": describe_op_error(error)}}
+    if isinstance(error, TrainingError):
+        return "failed", {"failure": {"error": type(error).__name__, "message": str(error)}}
+    return None
 
 
 def as_training_error(error: BaseException, *, outputs: Outputs,
                       directory: Optional[Path], strategy=None, peer_timeout=None,
                       data_config=None):
     """A TensorFlow runtime failure as one clear TrainingError; anything else unchanged."""
-    import tensorflow as tf
-
     if not isinstance(error, tf.errors.OpError):
         return error
     # A failure inside the compiled step or the input pipeline (a data worker that raised
@@ -83,13 +93,9 @@ def data_error_in(error: BaseException, *, data_config=None) -> Optional[str]:
     not the file): with the recipe's `data_config`, the source's own check of its files
     (`tfaccel.data.from_recipe.damaged_file`).
     """
-    import tensorflow as tf
-
     if not isinstance(error, tf.errors.OpError):
         return None
     if data_config is not None and isinstance(error, tf.errors.DataLossError):
-        from tfaccel.data.from_recipe import damaged_file
-
         named = damaged_file(data_config)
         if named is not None:
             return named

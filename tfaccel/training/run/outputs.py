@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Optional
+
+import keras
 
 from tfaccel.config.batching import BatchPlan
 from tfaccel.errors import UserInputError
 from tfaccel.messages import say
 from tfaccel.training import checkpoints as ckpt
-from tfaccel.training import run_dir as run_files
-from tfaccel.training.best_epoch import can_judge
+from tfaccel.training import run_files
+from tfaccel.training.best_epoch import BestEpoch, can_judge
+from tfaccel.training.callbacks import (
+    CoordinatedPreemption,
+    EpochMetricsLogger,
+    NonFiniteLossGuard,
+    PreemptionSignals,
+    ResumableCheckpoints,
+)
 from tfaccel.training.execution import initial_steps
 from tfaccel.training.inputs import TrainData
-from tfaccel.training.run_context import RunContext
+from tfaccel.training.losses import logged_metric_names
+from tfaccel.training.run.context import RunContext
+from tfaccel.training.throughput import ProfileSteps, SpeedLine, ThroughputMonitor
 
 
 @dataclasses.dataclass
@@ -30,30 +40,17 @@ class Outputs:
     all: list
 
 
-def make_callbacks(ctx: RunContext, *, data: TrainData, plan: BatchPlan,
+def make_callbacks(ctx: RunContext, *, keep: str, data: TrainData, plan: BatchPlan,
                    checkpoint: Optional[ckpt.Checkpoint], restored: dict) -> Outputs:
     """tfaccel's callbacks for `fit`, carried over from `checkpoint` when resuming, then
-    the caller's."""
-    import keras
-
-    from tfaccel.training.best_epoch import BestEpoch
-    from tfaccel.training.callbacks import (
-        EpochMetricsLogger,
-        NonFiniteLossGuard,
-        PreemptionSignals,
-        ResumableCheckpoints,
-    )
-
+    the caller's; `keep` is what model.keras holds (`Decisions.keep`)."""
     training = ctx.recipe.training
     metrics_path = ctx.directory / run_files.METRICS_FILE
     records = list(checkpoint.state["records"]) if checkpoint is not None else []
     if checkpoint is not None:
         # metrics.jsonl is rewritten to what the checkpoint knew: an epoch that ended after
         # it (and so will be trained again) is not listed twice.
-        run_files.write_text(metrics_path, "".join(json.dumps(r, default=float) + "\n"
-                                          for r in records))
-    from tfaccel.training.throughput import ThroughputMonitor
-
+        run_files.write_jsonl(metrics_path, records)
     guard = NonFiniteLossGuard()
     # Before the logger and TensorBoard: its figures join the epoch's logs they write.
     monitor = ThroughputMonitor(
@@ -72,22 +69,18 @@ def make_callbacks(ctx: RunContext, *, data: TrainData, plan: BatchPlan,
         if saved:
             carried = {**saved, "best_weights": restored.get("best_weights")}
         # What Keras logs: the loss and each compiled metric by the name it was given.
-        from tfaccel.training.losses import logged_metric_names
-
         info = data.info
         logged = ["loss", *logged_metric_names(
             training, task=info.task, num_outputs=info.num_outputs or info.num_classes)]
         if data.validation is not None:
             logged += [f"val_{name}" for name in logged]
         best = BestEpoch(monitor=training.monitor, patience=training.early_stopping_patience,
-                         keep_weights=ctx.keep == "best", logged=logged, carried=carried)
+                         keep_weights=keep == "best", logged=logged, carried=carried)
     elif training.early_stopping_patience:
         say(f"training.early_stopping_patience is set but the run has no validation split "
             f"to judge training.monitor {training.monitor}: it trains all "
             f"{training.epochs} epochs.")
     if ctx.role.multi_worker:
-        from tfaccel.training.callbacks import CoordinatedPreemption
-
         # Every worker must save at the same step (a checkpoint reads the metrics' sums
         # across workers, a collective): TensorFlow's PreemptionCheckpointHandler agrees
         # on that step through the cluster's coordination service.
@@ -110,8 +103,6 @@ def make_callbacks(ctx: RunContext, *, data: TrainData, plan: BatchPlan,
             log_dir=str(ctx.directory / run_files.TENSORBOARD_DIR), write_graph=False,
             profile_batch=0))
     if ctx.profile is not None:
-        from tfaccel.training.throughput import ProfileSteps
-
         start, end = ctx.profile
         last = data.steps_per_epoch * training.epochs
         first = checkpoint.global_step if checkpoint is not None else 0
@@ -125,9 +116,7 @@ def make_callbacks(ctx: RunContext, *, data: TrainData, plan: BatchPlan,
                                       steps_per_execution=initial_steps(
                                           training.steps_per_execution),
                                       first_step=first))
-    callbacks += ctx.extra_callbacks
-    from tfaccel.training.throughput import SpeedLine
-
+    callbacks += list(ctx.extra_callbacks)
     # Last: every callback above sees the throughput figures, Keras' epoch line does not.
     callbacks.append(SpeedLine(show=ctx.recipe.runtime.verbose != 0,
                                global_batch_size=plan.global_batch_size))

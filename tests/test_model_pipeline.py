@@ -1,4 +1,4 @@
-"""Tests for tfaccel.engine.pipeline and model_split: placement, exact gradients, refusals."""
+"""Tests for tfaccel.engine.model_pipeline and model_split: placement, exact gradients, refusals."""
 
 import keras
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 from tfaccel.engine.accumulation import accumulate
+from tfaccel.engine.model_pipeline import PipelineModel, pipeline
 from tfaccel.engine.model_split import split_model
-from tfaccel.engine.pipeline import PipelineModel, pipeline
 from tfaccel.errors import UserInputError
 
 BATCH = 32

@@ -104,7 +104,7 @@ def test_the_strategy_needs_a_parameter_server_cluster(monkeypatch):
 def test_a_lost_ps_is_named_and_a_lost_worker_is_not_an_error():
     import tensorflow as tf
 
-    from tfaccel.engine.parameter_server import lost_parameter_server
+    from tfaccel.engine.ps_cluster import lost_parameter_server
 
     error = tf.errors.UnavailableError(None, None, "2 root error(s): /job:worker/replica:0/"
                                        "task:1 ok; /job:ps/replica:0/task:0 unreachable")
@@ -130,7 +130,7 @@ def test_metrics_with_running_sums_are_refused_and_means_are_per_batch():
 
     from tfaccel.config.recipe import TrainingConfig
     from tfaccel.data.dataset_info import DatasetInfo
-    from tfaccel.training.parameter_server import _loss_and_metrics
+    from tfaccel.training.run.coordinator_loop import _loss_and_metrics
 
     class Data:
         validation = None
@@ -155,7 +155,7 @@ def test_accumulation_is_refused_before_the_cluster_is_touched():
 
     from tfaccel.config.batching import plan_batches
     from tfaccel.config.recipe import load_recipe
-    from tfaccel.training.parameter_server import train_on_cluster
+    from tfaccel.training.run.coordinator_loop import train_on_cluster
 
     recipe = load_recipe(DEFAULT_RECIPE, ["runtime.strategy=parameter_server",
                                           "training.accumulation_steps=2"])
@@ -241,14 +241,14 @@ def test_a_lost_worker_is_said_once_by_host_and_port(monkeypatch):
 def test_the_keepalive_bounds_a_silent_peer_and_keeps_the_users_own(monkeypatch):
     import os
 
-    from tfaccel.engine import parameter_server as ps
+    from tfaccel.engine import ps_cluster
 
-    assert ps.keepalive_options(10) == ("grpc.keepalive_time_ms=5000,grpc.keepalive_timeout_ms="
+    assert ps_cluster.keepalive_options(10) == ("grpc.keepalive_time_ms=5000,grpc.keepalive_timeout_ms="
                                         "5000,grpc.http2.max_pings_without_data=0")
-    assert ps.keepalive_options(0.1).startswith("grpc.keepalive_time_ms=500,")  # gRPC's floor
-    monkeypatch.delenv(ps.GRPC_OPTIONS_VARIABLE, raising=False)
-    ps.bound_peer_silence(4)
-    assert os.environ[ps.GRPC_OPTIONS_VARIABLE] == ps.keepalive_options(4)
-    monkeypatch.setenv(ps.GRPC_OPTIONS_VARIABLE, "grpc.keepalive_time_ms=60000")
-    ps.bound_peer_silence(4)
-    assert os.environ[ps.GRPC_OPTIONS_VARIABLE] == "grpc.keepalive_time_ms=60000"
+    assert ps_cluster.keepalive_options(0.1).startswith("grpc.keepalive_time_ms=500,")  # gRPC's floor
+    monkeypatch.delenv(ps_cluster.GRPC_OPTIONS_VARIABLE, raising=False)
+    ps_cluster.bound_peer_silence(4)
+    assert os.environ[ps_cluster.GRPC_OPTIONS_VARIABLE] == ps_cluster.keepalive_options(4)
+    monkeypatch.setenv(ps_cluster.GRPC_OPTIONS_VARIABLE, "grpc.keepalive_time_ms=60000")
+    ps_cluster.bound_peer_silence(4)
+    assert os.environ[ps_cluster.GRPC_OPTIONS_VARIABLE] == "grpc.keepalive_time_ms=60000"

@@ -3,11 +3,11 @@
 import keras
 import tensorflow as tf
 
-from tfaccel.engine.accumulation import (
-    _first_tensor,
-    _micro_batch_share,
-    _slice_structure,
-    _unscale_for_distribution,
+from tfaccel.engine.micro_batches import (
+    end_train_step,
+    first_tensor,
+    micro_batch_share,
+    slice_structure,
 )
 from tfaccel.engine.model_split import split_model
 from tfaccel.errors import UserInputError
@@ -148,20 +148,20 @@ class PipelineModel(keras.Model):
 
     def train_step(self, data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        batch = tf.shape(_first_tensor(x))[0]
+        batch = tf.shape(first_tensor(x))[0]
         variables = list(self.trainable_variables)
         groups = self.accumulation_steps
         pieces = tf.minimum(tf.constant(groups * self.micro_batches), batch)
         masked = []
         has_gradient = []
         # A batch of known size (drop_remainder) that fills every piece needs no guard.
-        static = _first_tensor(x).shape[0]
+        static = first_tensor(x).shape[0]
         guarded = static is None or static < groups * self.micro_batches
 
         def step(i, entries):
             start = (i * batch) // pieces
             end = ((i + 1) * batch) // pieces
-            piece = _slice_structure((x, y, sample_weight), start, end)
+            piece = slice_structure((x, y, sample_weight), start, end)
             loss, gradients, valid_i, entries = self._micro_step(
                 piece, end - start, batch, variables, masked)
             if not has_gradient:
@@ -201,15 +201,9 @@ class PipelineModel(keras.Model):
                 lambda g, *_: g < groups, group, state,
                 # One group of activations alive at a time: the point of accumulating.
                 parallel_iterations=1)
-        if masked and masked[0]:
-            factor = tf.math.divide_no_nan(entries, valid)
-            total_loss = total_loss * factor
-            summed = [g * tf.cast(factor, g.dtype) for g in summed]
-        self._loss_tracker.update_state(_unscale_for_distribution(total_loss),
-                                        sample_weight=batch)
-        self.optimizer.apply_gradients(
-            [(g if ok else None, v) for g, ok, v in zip(summed, has_gradient, variables)])
-        return self.get_metrics_result()
+        return end_train_step(self, total_loss=total_loss, gradients=summed,
+                              has_gradient=has_gradient, variables=variables, batch=batch,
+                              valid=valid, entries=entries, masked=masked)
 
     def _micro_step(self, piece, size, batch, variables, masked):
         """Forward through every stage then backward stage by stage, each on its device."""
@@ -227,8 +221,8 @@ class PipelineModel(keras.Model):
                     if stage.index == last:
                         loss = self._compute_loss(x=x_i, y=y_i, y_pred=hidden,
                                                   sample_weight=sw_i, training=True)
-                        share, valid_i, entries = _micro_batch_share(hidden, size, batch,
-                                                                     masked)
+                        share, valid_i, entries = micro_batch_share(
+                            hidden, size=size, batch=batch, masked=masked)
                         loss = loss * tf.cast(share, loss.dtype)
                         hidden_loss = self.optimizer.scale_loss(loss)
                 tapes.append(tape)

@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
-import json
 import time
 from pathlib import Path
 from typing import List, Optional
 
+import keras
 import numpy as np
+import tensorflow as tf
 
-from tfaccel.atomic import write_file
+from tfaccel.config.cluster import read_parameter_server_cluster
+from tfaccel.engine import ps_cluster
+from tfaccel.engine.sharded_embedding import sharding_report, unshard_embeddings
 from tfaccel.errors import Preempted, TrainingError, UserInputError
 from tfaccel.messages import say
-from tfaccel.training import run_dir as run_files
+from tfaccel.training import checkpoints as ckpt
+from tfaccel.training import run_files
 from tfaccel.training.callbacks import PreemptionSignals
+from tfaccel.training.inputs import build_data
+from tfaccel.training.losses import logged_metric_names, make_loss, make_metrics
 from tfaccel.training.lost_ps_worker import LostWorkers
+from tfaccel.training.model_build import build_model
+from tfaccel.training.resume import checkpoint_to_resume
+from tfaccel.training.run.context import Decisions
+from tfaccel.training.run.summary import RunResult, run_summary, write_summary
 
-# One file per checkpoint: the variables (model then optimizer, in order) and the state.
-CHECKPOINT_PREFIX = "ps-step-"
 # Steps scheduled before the coordinator waits for them: bounds how long a checkpoint or a
 # SIGTERM waits, and keeps every worker's queue full in between.
 SCHEDULE_CHUNK = 50
@@ -36,20 +45,12 @@ def train_on_cluster(ctx):
     at each epoch's end; `--resume` continues from the newest.
 
     Args:
-        ctx: `tfaccel.training.run`'s run context (recipe, session, directory, resume).
+        ctx: `tfaccel.training.run.runner`'s run context (recipe, session, directory, resume).
 
     Raises:
         UserInputError: What the loop does not do (accumulation, stateful metrics).
         TrainingError: A parameter server was lost, or the loss became NaN.
     """
-    import tensorflow as tf
-
-    from tfaccel.engine import parameter_server as ps
-    from tfaccel.engine.sharded_embedding import sharding_report, unshard_embeddings
-    from tfaccel.training.inputs import build_data
-    from tfaccel.training.model_build import build_model
-    from tfaccel.training.run_summary import RunResult
-
     recipe, session = ctx.recipe, ctx.session
     training, strategy, plan = recipe.training, session.strategy, session.plan
     if plan.accumulation_steps > 1:
@@ -59,8 +60,9 @@ def train_on_cluster(ctx):
             "shared variables as soon as it is done; raise training.global_batch_size "
             "instead.")
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-    workers = len(ps.worker_names(coordinator))
-    servers = len(ps.cluster_spec_from_tf_config()["ps"])
+    cluster = read_parameter_server_cluster()  # TF_CONFIG's, checked: HOST:PORT of each task
+    workers = len(ps_cluster.worker_names(coordinator))
+    servers = len(cluster["ps"])
     if training.early_stopping_patience or training.keep == "best" or recipe.runtime.tensorboard:
         say("under parameter_server, model.keras holds the last epoch (training.keep), with "
             "no early stopping and no TensorBoard files (docs/distributed.md, Limits).")
@@ -76,12 +78,13 @@ def train_on_cluster(ctx):
         optimizer.build(model.trainable_variables)
     loss_fn, metric_fns = _loss_and_metrics(training, data)
     state = _restore(ctx, model=model, optimizer=optimizer)
-    counter = ps.StepCounter(state["step"])
+    counter = ps_cluster.StepCounter(state["step"])
     records: List[dict] = list(state["records"])
     checkpoints = Path(ctx.directory) / run_files.CHECKPOINTS_DIR
     steps = data.steps_per_epoch
     total = steps * training.epochs
-    iterator = ps.per_worker_iterators(coordinator, lambda: data.make_stream(counter.completed))
+    iterator = ps_cluster.per_worker_iterators(
+        coordinator, lambda: data.make_stream(counter.completed))
 
     @tf.function
     def train_step(iterator):
@@ -108,8 +111,7 @@ def train_on_cluster(ctx):
     partial = state.get("partial") or []
     epoch_seconds = 0.0
     try:
-        workers_by_address = ps.cluster_spec_from_tf_config()["worker"]
-        with PreemptionSignals() as signals, LostWorkers(workers_by_address):
+        with PreemptionSignals() as signals, LostWorkers(cluster["worker"]):
             while counter.completed < total:
                 epoch, done = divmod(counter.completed, steps)
                 # Scheduled in chunks: a checkpoint or a signal waits for one chunk at most.
@@ -144,7 +146,7 @@ def train_on_cluster(ctx):
 
                 def save(step=counter.completed, partial=partial):
                     return _save(checkpoints, model=model, optimizer=optimizer, step=step,
-                                 records=records, partial=partial,
+                                 steps_per_epoch=steps, records=records, partial=partial,
                                  keep=training.keep_checkpoints)
 
                 if counter.completed % every == 0 or counter.completed % steps == 0:
@@ -154,24 +156,25 @@ def train_on_cluster(ctx):
         error.run_dir = str(ctx.shown_dir or ctx.directory)
         raise
     except Exception as error:  # only a lost parameter server is converted
-        lost = ps.lost_parameter_server(error, step=counter.completed,
+        lost = ps_cluster.lost_parameter_server(error, step=counter.completed,
                                         run_dir=ctx.shown_dir or ctx.directory,
-                                        cluster=ps.cluster_spec_from_tf_config())
+                                        cluster=cluster)
         if lost is None:
             raise
-        run_files.write_json(Path(ctx.directory) / run_files.SUMMARY_FILE, {
-            "status": "failed", "strategy": "parameter_server",
-            "steps_completed": counter.completed,
-            "failure": {"error": type(error).__name__, "message": str(lost)}})
+        # Keras' own step counter is not read: it lived on the lost server.
+        write_summary(ctx.directory, _summary(
+            ctx, records=records, steps=counter.completed, workers=workers, servers=servers,
+            optimizer_iterations=None, data=data,
+            train_seconds=time.perf_counter() - started, status="failed",
+            failure={"error": type(error).__name__, "message": str(lost)}))
         raise lost from None
-    wall = time.perf_counter() - ctx.started
     summary = _summary(ctx, records=records, steps=counter.completed, workers=workers,
-                       servers=servers, optimizer=optimizer, data=data,
-                       train_seconds=time.perf_counter() - started, wall=wall)
+                       servers=servers, optimizer_iterations=int(optimizer.iterations.numpy()),
+                       data=data, train_seconds=time.perf_counter() - started)
     # The whole tables, as plain Embeddings: model.keras loads wherever Keras does.
     unshard_embeddings(model).save(Path(ctx.directory) / run_files.MODEL_FILE)
-    run_files.write_json(Path(ctx.directory) / run_files.SUMMARY_FILE, summary)
-    return RunResult(run_dir=ctx.shown_dir, summary=summary, epochs=records, chief=True)
+    return RunResult(run_dir=ctx.shown_dir, summary=write_summary(ctx.directory, summary),
+                     epochs=records, chief=True)
 
 
 def _loss_and_metrics(training, data):
@@ -180,10 +183,6 @@ def _loss_and_metrics(training, data):
     The step returns each metric's value on its batch and the coordinator averages them:
     a Keras metric object's running sums would be updated by several workers at once.
     """
-    import keras
-
-    from tfaccel.training.losses import logged_metric_names, make_loss, make_metrics
-
     info = data.info
     head = dict(task=info.task, num_outputs=info.num_outputs or info.num_classes,
                 per_batch=True)  # the auto metrics that keep running sums are left out
@@ -246,78 +245,66 @@ def _variables(model, optimizer) -> list:
     return list(model.variables) + list(optimizer.variables)
 
 
-def _save(folder: Path, *, model, optimizer, step: int, records: list, partial: list,
-          keep: int) -> Path:
-    """One checkpoint file: every variable read back from the servers, and the loop's state."""
-    folder.mkdir(parents=True, exist_ok=True)
-    arrays = {f"v{i}": np.asarray(v.numpy()) for i, v in enumerate(_variables(model, optimizer))}
-    arrays["state"] = np.frombuffer(json.dumps(
-        {"step": step, "records": records, "partial": partial}, default=float).encode(),
-        dtype=np.uint8)
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    path = folder / f"{CHECKPOINT_PREFIX}{step:09d}.npz"
-    write_file(path, buffer.getvalue())
-    for old in sorted(folder.glob(f"{CHECKPOINT_PREFIX}*.npz"))[:-keep]:
-        old.unlink(missing_ok=True)
+def _save(folder: Path, *, model, optimizer, step: int, steps_per_epoch: int, records: list,
+          partial: list, keep: int) -> Path:
+    """One checkpoint (`checkpoints.write_checkpoint`, as every run's): every variable read
+    back from the servers, and the loop's state; all but the newest `keep` removed."""
+    def write_files(target: Path) -> None:
+        arrays = {f"v{i}": np.asarray(v.numpy())
+                  for i, v in enumerate(_variables(model, optimizer))}
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        (target / ckpt.VARIABLES_FILE).write_bytes(buffer.getvalue())
+
+    epoch, step_in_epoch = divmod(step, steps_per_epoch)
+    path = ckpt.write_checkpoint(
+        folder, name=ckpt.checkpoint_name(kind="step", epoch=epoch, global_step=step),
+        state={"global_step": step, "epoch": epoch, "step_in_epoch": step_in_epoch,
+               "records": records, "partial": partial, "strategy": "parameter_server"},
+        write_files=write_files)
+    ckpt.prune_step_checkpoints(folder, keep=keep)
     return path
 
 
-def latest_checkpoint(folder: Path) -> Optional[Path]:
-    """The newest checkpoint file of a parameter-server run, or None."""
-    found = sorted(Path(folder).glob(f"{CHECKPOINT_PREFIX}*.npz"))
-    return found[-1] if found else None
-
-
 def _restore(ctx, *, model, optimizer) -> dict:
-    """The loop's state: from the newest checkpoint when resuming, else step 0."""
+    """The loop's state: from the newest good checkpoint when resuming, else step 0."""
     fresh = {"step": 0, "records": [], "partial": []}
     if ctx.resume_from is None:
         return fresh
-    path = latest_checkpoint(Path(ctx.resume_from) / run_files.CHECKPOINTS_DIR)
-    if path is None:
-        say(f"{ctx.directory} has no checkpoint yet; the run starts over.")
-        (Path(ctx.directory) / run_files.METRICS_FILE).unlink(missing_ok=True)
+    checkpoint = checkpoint_to_resume(ctx.resume_from, directory=ctx.directory)
+    if checkpoint is None:
         return fresh
+    path = checkpoint.path / ckpt.VARIABLES_FILE
+    if not path.is_file():
+        raise UserInputError(f"{checkpoint.path} holds no {ckpt.VARIABLES_FILE}: it was not "
+                             "written by a parameter-server run; resume it with the "
+                             "runtime.strategy it was written with.")
+    state = {"step": checkpoint.global_step, "records": checkpoint.state["records"],
+             "partial": checkpoint.state["partial"]}
     with np.load(path) as saved:
-        state = json.loads(saved["state"].tobytes().decode())
         variables = _variables(model, optimizer)
-        if len(saved.files) - 1 != len(variables):
-            raise UserInputError(f"{path} holds {len(saved.files) - 1} variables but the "
+        if len(saved.files) != len(variables):
+            raise UserInputError(f"{path} holds {len(saved.files)} variables but the "
                                  f"model and optimizer have {len(variables)}; it is not "
                                  "this run's checkpoint, or it was written with another "
                                  "number of parameter servers (a sharded table has one "
                                  "variable per server): resume with the same --ps N.")
         for i, variable in enumerate(variables):
             variable.assign(saved[f"v{i}"])
-    run_files.write_text(Path(ctx.directory) / run_files.METRICS_FILE,
-                         "".join(json.dumps(r, default=float) + "\n" for r in state["records"]))
-    say(f"resuming from checkpoint {path.name}: step {state['step']} (weights, optimizer "
-        "and step count exact; the data stream restarts at that step's batch, dealt to "
-        "the workers in turn).")
+    run_files.write_jsonl(Path(ctx.directory) / run_files.METRICS_FILE, state["records"])
+    say(f"resuming from checkpoint {checkpoint.path.name}: step {state['step']} (weights, "
+        "optimizer and step count exact; the data stream restarts at that step's batch, "
+        "dealt to the workers in turn).")
     return state
 
 
-def _summary(ctx, *, records, steps, workers, servers, optimizer, data, train_seconds,
-             wall) -> dict:
-    plan = ctx.session.plan
-    final = {k: v for k, v in (records[-1] if records else {}).items()
-             if k not in ("epoch", "step", "examples", "train_seconds", "examples_per_sec")}
-    examples = sum(r["examples"] for r in records)
-    seconds = sum(r["train_seconds"] for r in records)
-    return {
-        "status": "completed", "name": ctx.recipe.name, "strategy": "parameter_server",
-        "task": data.info.task, "class_names": list(data.info.class_names or []),
-        "metric_names": [k for k in final if k != "loss" and not k.startswith("val_")],
-        "epochs_completed": len(records), "final_metrics": final,
-        "saved_model_epoch": len(records) or None, "saved_model_metrics": final,
-        "keep": "last", "monitor": ctx.recipe.training.monitor,
+def _summary(ctx, *, records, steps, workers, servers, optimizer_iterations, data,
+             train_seconds, status: str = "completed", failure=None):
+    """The run's `RunSummary` (`run_summary`, as every run's) with what the loop counts."""
+    summary = run_summary(ctx, decisions=Decisions(), epochs=records, plan=ctx.session.plan,
+                          data=data, fit_seconds=train_seconds, status=status)
+    return dataclasses.replace(
+        summary, strategy="parameter_server", workers=workers, parameter_servers=servers,
         # THE count: closures the coordinator saw complete; Keras' own counter beside it.
-        "steps_completed": steps,
-        "optimizer_iterations": int(optimizer.iterations.numpy()),
-        "steps_per_epoch": data.steps_per_epoch, "workers": workers,
-        "parameter_servers": servers, "precision": ctx.session.precision,
-        **plan.as_dict(),
-        "examples_per_sec": examples / seconds if seconds else 0.0,
-        "train_seconds": train_seconds, "wall_seconds": wall,
-    }
+        steps_completed=steps, optimizer_iterations=optimizer_iterations,
+        train_seconds=train_seconds, failure=failure)

@@ -1,8 +1,8 @@
 """`train(recipe)`: the one place that wires data, model, strategy, precision and outputs.
 
-The run's order lives here; the model it fits is built by `model_build`, its callbacks by
-`run_callbacks`, a failure is translated by `run_failures`, and what it leaves at the end
-is `run_summary`'s.
+The run's order lives here; the model it fits is built by `training.model_build`, its
+callbacks by `outputs`, a failure is translated by `failures`, and what it leaves at the end
+is `summary`'s (all of `tfaccel.training.run`).
 """
 
 from __future__ import annotations
@@ -17,29 +17,42 @@ import warnings
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+from tfaccel.config.batching import check_steps_per_execution
 from tfaccel.config.cluster import WorkerRole, worker_role
-from tfaccel.config.recipe import Recipe, dump_recipe, load_recipe, recipe_from_dict
+from tfaccel.config.recipe import (
+    Recipe,
+    dump_recipe,
+    load_recipe,
+    recipe_from_dict,
+    recipe_to_dict,
+)
+from tfaccel.data import table_features, text_vectors
+from tfaccel.data.length_batches import has_open_length, padding_fraction
 from tfaccel.errors import DataError, Preempted, Stopped, UserInputError
 from tfaccel.messages import say
 from tfaccel.training import checkpoints as ckpt
-from tfaccel.training import data_source, model_source
-from tfaccel.training import run_dir as run_files
+from tfaccel.training import data_source, execution, model_source, run_files
 from tfaccel.training.best_epoch import keep_plan
+from tfaccel.training.callbacks import StopAfterEpoch
 from tfaccel.training.execution import initial_steps
 from tfaccel.training.inputs import TrainData
+from tfaccel.training.losses import check_loss_and_metrics
 from tfaccel.training.model_build import build_model
-from tfaccel.training.resume import LOCK_FILE, RunLock, plan_resume
-from tfaccel.training.run_callbacks import Outputs, make_callbacks
-from tfaccel.training.run_context import RunContext
-from tfaccel.training.run_failures import (
+from tfaccel.training.optimizers import check_optimizer
+from tfaccel.training.resume import LOCK_FILE, RunLock, checkpoint_to_resume, plan_resume
+from tfaccel.training.run.context import Decisions, RunContext
+from tfaccel.training.run.coordinator_loop import train_on_cluster
+from tfaccel.training.run.failures import (
     as_training_error,
     data_error_in,
     non_finite_loss_error,
     record_failure,
 )
-from tfaccel.training.run_summary import RunResult, run_summary
-from tfaccel.training.session import open_session
+from tfaccel.training.run.outputs import Outputs, make_callbacks
+from tfaccel.training.run.session import open_session
+from tfaccel.training.run.summary import RunResult, run_summary, write_summary
 from tfaccel.training.stuck_signals import signals_end_the_wait
+from tfaccel.training.training_state import restore_state
 
 
 def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
@@ -88,7 +101,7 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
                           around_strategy=lambda: _answer_signals_while_joining(
                               opened, resume=resume)) as session:
             context = RunContext(recipe=recipe, directory=directory, session=session,
-                                  started=started, extra_callbacks=list(callbacks),
+                                  started=started, extra_callbacks=tuple(callbacks),
                                   resume_from=Path(resume) if resume is not None else None,
                                   role=role, shown_dir=shown, profile=profile,
                                   given_model=model, model_source=opened.model_source)
@@ -141,7 +154,7 @@ def _remove_unstarted(opened: "_OpenedRun", *, resume) -> bool:
     return False
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class _OpenedRun:
     """The first step of `train`: the recipe, this worker's role and where it writes."""
 
@@ -206,8 +219,6 @@ def _train_with(ctx: RunContext) -> RunResult:
         f"replica(s), precision {ctx.session.precision}, {plan.describe()}.")
     _record_precision(ctx)
     if ctx.session.strategy_info["strategy"] == "parameter_server":  # Keras' fit cannot drive it
-        from tfaccel.training.parameter_server import train_on_cluster
-
         return train_on_cluster(ctx)
     _check_data_service(recipe, strategy=ctx.session.strategy_info["strategy"])
     _check_compile_arguments(recipe)
@@ -219,26 +230,27 @@ def _train_with(ctx: RunContext) -> RunResult:
             raise
         raise DataError(bad_data) from None
     _check_steps_per_execution(recipe, data)
-    ctx.steps_per_execution = initial_steps(recipe.training.steps_per_execution)
     _keep_vocabulary(ctx, data)
     _keep_feature_space(ctx, data)
     _measure_padding(data)
-    ctx.keep, ctx.keep_note = keep_plan(keep=recipe.training.keep,
-                                        monitor=recipe.training.monitor,
-                                        has_validation=data.validation is not None)
-    if ctx.keep_note is not None:
-        say(f"training.keep is best but there is {ctx.keep_note}: model.keras will hold "
+    keep, keep_note = keep_plan(keep=recipe.training.keep, monitor=recipe.training.monitor,
+                                has_validation=data.validation is not None)
+    if keep_note is not None:
+        say(f"training.keep is best but there is {keep_note}: model.keras will hold "
             "the last epoch.")
-    checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
+    checkpoint = checkpoint_to_resume(ctx.resume_from, directory=ctx.directory) \
+        if ctx.resuming else None
     trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan,
                                        data=data, given=ctx.given_model)
+    pipeline = None
     if hasattr(trained_model, "stages"):  # runtime.strategy pipeline: say where stages run
-        ctx.pipeline = trained_model.describe()
+        pipeline = trained_model.describe()
         say(trained_model.summary_text())
+    decisions = Decisions(keep=keep, keep_note=keep_note, pipeline=pipeline,
+                          steps_per_execution=initial_steps(
+                              recipe.training.steps_per_execution))
     restored = {"metrics": [], "best_weights": None}
     if checkpoint is not None:
-        from tfaccel.training.training_state import restore_state
-
         with ctx.session.strategy.scope():  # optimizer variables are created here when missing
             restored = restore_state(trained_model, checkpoint)
         say(f"resuming from checkpoint {checkpoint.path.name}: epoch "
@@ -249,16 +261,14 @@ def _train_with(ctx: RunContext) -> RunResult:
                 "order its workers finish them: weights, optimizer and step count resume "
                 "exactly, the data position only approximately (see docs/distributed.md, "
                 "tf.data service).")
-    outputs = make_callbacks(ctx, data=data, plan=plan, checkpoint=checkpoint,
-                              restored=restored)
+    outputs = make_callbacks(ctx, keep=decisions.keep, data=data, plan=plan,
+                             checkpoint=checkpoint, restored=restored)
     outputs.monitor.attach(trained_model, strategy=ctx.session.strategy)
     fit_started = time.perf_counter()
     try:
-        _fit(ctx, trained_model=trained_model, data=data, outputs=outputs,
-             checkpoint=checkpoint)
-    except BaseException as error:
-        record_failure(ctx, error, outputs=outputs, plan=plan, data=data,
-                        fit_seconds=time.perf_counter() - fit_started)
+        decisions = _fit(ctx, decisions=decisions, trained_model=trained_model, data=data,
+                         outputs=outputs, checkpoint=checkpoint, fit_started=fit_started)
+    except BaseException as error:  # its summary is written: say it, or convert it
         if isinstance(error, Preempted) and error.run_dir is None and ctx.shown_dir:
             error.run_dir = str(ctx.shown_dir)  # the callbacks raise it without knowing it
         converted = as_training_error(error, outputs=outputs, directory=ctx.shown_dir,
@@ -268,22 +278,21 @@ def _train_with(ctx: RunContext) -> RunResult:
         if converted is error:
             raise
         raise converted from error
-    summary = run_summary(ctx, epochs=outputs.logger.records, plan=plan, data=data,
-                       fit_seconds=time.perf_counter() - fit_started, best=outputs.best)
+    summary = run_summary(ctx, decisions=decisions, epochs=outputs.logger.records, plan=plan,
+                          data=data, fit_seconds=time.perf_counter() - fit_started,
+                          best=outputs.best)
     guard = outputs.guard
     if guard.failure is not None:
-        summary["status"] = "failed"
-        summary["failure"] = guard.failure
-        run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
+        write_summary(ctx.directory, dataclasses.replace(summary, status="failed",
+                                                         failure=guard.failure))
         raise non_finite_loss_error(guard.failure, directory=ctx.directory)
     if outputs.best is not None:
         # keep: best: model.keras is saved from the best epoch's weights (every worker
         # sets them: the save below is a collective under multi-worker).
         outputs.best.restore_best()
     model.save(ctx.directory / run_files.MODEL_FILE)
-    run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
-    return RunResult(run_dir=ctx.shown_dir, summary=summary, epochs=outputs.logger.records,
-                     chief=ctx.role.chief)
+    return RunResult(run_dir=ctx.shown_dir, summary=write_summary(ctx.directory, summary),
+                     epochs=outputs.logger.records, chief=ctx.role.chief)
 
 
 def _record_precision(ctx: RunContext) -> None:
@@ -298,8 +307,6 @@ def _record_precision(ctx: RunContext) -> None:
 
 def _check_steps_per_execution(recipe: Recipe, data: TrainData) -> None:
     """The recipe's steps per call against the epoch's steps, now that they are known."""
-    from tfaccel.config.batching import check_steps_per_execution
-
     training = recipe.training
     if training.steps_per_execution != "auto":
         check_steps_per_execution(training.steps_per_execution,
@@ -307,30 +314,32 @@ def _check_steps_per_execution(recipe: Recipe, data: TrainData) -> None:
                                   every_steps=training.checkpoint_every_steps)
 
 
-def _choose_steps_per_execution(ctx: RunContext, *, trained_model, data: TrainData,
-                                outputs: Outputs) -> None:
+def _choose_steps_per_execution(ctx: RunContext, *, decisions: Decisions, trained_model,
+                                data: TrainData, outputs: Outputs) -> Decisions:
     """`steps_per_execution: auto`: the first `fit` measured; the rest runs with the choice.
 
     Changing the steps per call retraces the train and test functions (Keras bakes the
     count into them); the steps, their batches and their order are unchanged.
-    """
-    from tfaccel.training import execution
 
+    Returns:
+        `decisions` with the choice and the steps per call now in force.
+    """
     choice = execution.choose_from_cost(
         outputs.monitor.per_call_cost(), steps_per_epoch=data.steps_per_epoch,
         every_steps=ctx.recipe.training.checkpoint_every_steps,
         unmeasured=outputs.monitor.unavailable_reason or "too few steps in the first epoch")
-    ctx.execution_choice = choice
     say(f"steps_per_execution auto: {choice.steps} ({choice.reason}).")
-    if choice.steps == ctx.steps_per_execution:
-        return
-    ctx.steps_per_execution = choice.steps
+    decided = dataclasses.replace(decisions, execution_choice=choice,
+                                  steps_per_execution=choice.steps)
+    if choice.steps == decisions.steps_per_execution:
+        return decided
     trained_model.steps_per_execution = choice.steps
     trained_model.train_function = trained_model.test_function = None
     outputs.monitor.steps_per_execution = choice.steps
     for callback in outputs.all:
         if hasattr(callback, "per_call"):  # ProfileSteps counts the steps of each call
             callback.per_call = choice.steps
+    return decided
 
 
 def _keep_vocabulary(ctx: RunContext, data: TrainData) -> None:
@@ -342,8 +351,6 @@ def _keep_vocabulary(ctx: RunContext, data: TrainData) -> None:
     layer = data.info.vectorizer
     if layer is None:
         return
-    from tfaccel.data import text_vectors
-
     path = text_vectors.save_vocabulary(layer, ctx.directory)
     say(f"text: {data.info.text.vocabulary_size} tokens in {Path(path).name}.")
 
@@ -353,8 +360,6 @@ def _keep_feature_space(ctx: RunContext, data: TrainData) -> None:
     space = data.info.feature_space
     if space is None:
         return
-    from tfaccel.data import table_features
-
     path = table_features.save_feature_space(space, ctx.directory)
     table = data.info.table
     for note in table.notes:
@@ -368,8 +373,6 @@ def _measure_padding(data: TrainData) -> None:
     Measured on the validation batches (a fixed pass): the share of their steps that are
     the zeros a batch appends, what batches by length (data.text.batch_by_length) keep low.
     """
-    from tfaccel.data.length_batches import has_open_length, padding_fraction
-
     if data.validation is None or not has_open_length(data.info.input_shape):
         return
 
@@ -389,32 +392,16 @@ def _check_data_service(recipe: Recipe, *, strategy: str) -> None:
             "supported yet; use one trainer, or leave data.service.dispatcher empty.")
 
 
-def _find_checkpoint(ctx: RunContext) -> Optional[ckpt.Checkpoint]:
-    checkpoint, skipped = ckpt.latest_checkpoint(ctx.resume_from / run_files.CHECKPOINTS_DIR)
-    for message in skipped:
-        say(f"{message}.")
-    if checkpoint is None:
-        say(f"{ctx.directory} has no usable checkpoint yet; the run starts over "
-            "from the beginning in the same directory.")
-        for name in (run_files.METRICS_FILE, run_files.SUMMARY_FILE):
-            (ctx.directory / name).unlink(missing_ok=True)
-    elif skipped:
-        say(f"using the previous good checkpoint {checkpoint.path.name}.")
-    return checkpoint
-
-
 def _check_compile_arguments(recipe: Recipe) -> None:
     """The optimizer's, schedule's, loss's and metrics' arguments against their signatures:
     before the data is built, so a misspelt argument costs no pipeline build."""
-    from tfaccel.training.losses import check_loss_and_metrics
-    from tfaccel.training.optimizers import check_optimizer
-
     check_optimizer(recipe.optimizer)
     check_loss_and_metrics(recipe.training)
 
 
-def _fit(ctx: RunContext, *, trained_model, data: TrainData, outputs: Outputs,
-         checkpoint: Optional[ckpt.Checkpoint]) -> None:
+def _fit(ctx: RunContext, *, decisions: Decisions, trained_model, data: TrainData,
+         outputs: Outputs, checkpoint: Optional[ckpt.Checkpoint],
+         fit_started: float) -> Decisions:
     """Runs `fit` once, or in parts: the rest of an interrupted epoch, `auto`'s first epoch.
 
     Keras' `fit` has one `steps_per_epoch` for all epochs, so the rest of an interrupted
@@ -423,9 +410,12 @@ def _fit(ctx: RunContext, *, trained_model, data: TrainData, outputs: Outputs,
     `steps_per_execution: auto` runs the first epoch as its own call too (one step per call,
     measured), then the rest with its choice. Every part is asked for the run's last epoch
     and stopped after its own, so Keras numbers the epochs of the whole run.
-    """
-    from tfaccel.training.callbacks import StopAfterEpoch
 
+    Returns:
+        `decisions` with `auto`'s steps per call, once chosen. A run that does not
+        complete has its summary written here, with the decisions made so far, before
+        the error goes on.
+    """
     training = ctx.recipe.training
     steps = data.steps_per_epoch
     start = checkpoint.global_step if checkpoint else 0
@@ -440,38 +430,49 @@ def _fit(ctx: RunContext, *, trained_model, data: TrainData, outputs: Outputs,
     if auto and outputs.monitor.unavailable_reason is not None:
         # Nothing to measure with (jit_compile, op determinism, several workers): one step
         # per call, said once, and no second `fit`.
-        _choose_steps_per_execution(ctx, trained_model=trained_model, data=data,
-                                    outputs=outputs)
+        decisions = _choose_steps_per_execution(ctx, decisions=decisions,
+                                                trained_model=trained_model, data=data,
+                                                outputs=outputs)
         auto = False
     if auto and len(segments) == 1 and training.epochs - epoch > 1:
         # `auto` measures one step per call in the first epoch, then picks for the rest.
         segments = [(epoch, epoch + 1, steps, epoch * steps),
                     (epoch + 1, training.epochs, steps, (epoch + 1) * steps)]
-    with outputs.signals, warnings.catch_warnings():
-        # Keras warns "Your input ran out of data; interrupting training" whenever an
-        # evaluation of unknown length (an image folder's, whose decode stage may skip a
-        # bad file) reaches its end. Training reads an endless stream here, so the
-        # warning can only ever be about that normal end of validation.
-        warnings.filterwarnings("ignore", message="Your input ran out of data")
-        for index, (first_epoch, end_epoch, steps_in_epoch, global_step) in \
-                enumerate(segments):
-            if index and auto:
-                _choose_steps_per_execution(ctx, trained_model=trained_model, data=data,
-                                            outputs=outputs)
-            with ctx.session.strategy.scope():  # the data layer shards by the strategy in scope
-                stream = data.make_stream(global_step)
-            # Last in the list: it sees whether another callback stopped the run first.
-            stopper = StopAfterEpoch(end_epoch - 1)
-            trained_model.fit(
-                stream, validation_data=data.validation,
-                initial_epoch=first_epoch, epochs=training.epochs,
-                steps_per_epoch=steps_in_epoch, validation_steps=training.validation_steps,
-                callbacks=outputs.all + [stopper],
-                verbose=fit_verbosity(ctx.recipe.runtime.verbose),
-                shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
-            if outputs.guard.failure is not None or stopper.stopped_by_others \
-                    or not stopper.stopped:
-                break
+    try:
+        with outputs.signals, warnings.catch_warnings():
+            # Keras warns "Your input ran out of data; interrupting training" whenever an
+            # evaluation of unknown length (an image folder's, whose decode stage may skip a
+            # bad file) reaches its end. Training reads an endless stream here, so the
+            # warning can only ever be about that normal end of validation.
+            warnings.filterwarnings("ignore", message="Your input ran out of data")
+            for index, (first_epoch, end_epoch, steps_in_epoch, global_step) in \
+                    enumerate(segments):
+                if index and auto:
+                    decisions = _choose_steps_per_execution(
+                        ctx, decisions=decisions, trained_model=trained_model, data=data,
+                        outputs=outputs)
+                # The data layer shards by the strategy in scope.
+                with ctx.session.strategy.scope():
+                    stream = data.make_stream(global_step)
+                # Last in the list: it sees whether another callback stopped the run first.
+                stopper = StopAfterEpoch(end_epoch - 1)
+                trained_model.fit(
+                    stream, validation_data=data.validation,
+                    initial_epoch=first_epoch, epochs=training.epochs,
+                    steps_per_epoch=steps_in_epoch,
+                    validation_steps=training.validation_steps,
+                    callbacks=outputs.all + [stopper],
+                    verbose=fit_verbosity(ctx.recipe.runtime.verbose),
+                    shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
+                if outputs.guard.failure is not None or stopper.stopped_by_others \
+                        or not stopper.stopped:
+                    break
+    except BaseException as error:
+        record_failure(ctx, error, decisions=decisions, outputs=outputs,
+                       plan=ctx.session.plan, data=data,
+                       fit_seconds=time.perf_counter() - fit_started)
+        raise
+    return decisions
 
 
 def fit_verbosity(verbose: Optional[int], *, stream=None) -> int:
@@ -531,8 +532,6 @@ def _holds_only_the_recipe(directory: Path) -> bool:
 def _as_recipe(recipe_or_path, overrides: Sequence[str], *, own_model: bool = False) -> Recipe:
     if isinstance(recipe_or_path, Recipe):
         if overrides:
-            from tfaccel.config.recipe import recipe_to_dict
-
             return recipe_from_dict(recipe_to_dict(recipe_or_path), overrides=overrides,
                                     own_model=own_model)
         return recipe_or_path

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
@@ -11,10 +10,8 @@ from typing import Callable, List, Optional
 
 import tensorflow as tf
 
-from tfaccel.errors import TrainingError, UserInputError
-
-# The jobs of a parameter-server cluster, as TensorFlow names them in TF_CONFIG.
-JOBS = ("chief", "ps", "worker")
+from tfaccel.config.cluster import read_parameter_server_cluster, serving_task
+from tfaccel.errors import TrainingError
 
 # Why no `variable_partitioner`: Keras 3 wraps each tf.Variable in its own keras.Variable,
 # and TensorFlow's GradientTape cannot differentiate through a ShardedVariable held inside
@@ -52,27 +49,6 @@ def bound_peer_silence(seconds: Optional[float] = None) -> None:
                           keepalive_options(seconds or DEFAULT_PEER_TIMEOUT_SECONDS))
 
 
-def cluster_spec_from_tf_config() -> dict:
-    """The ``cluster`` of TF_CONFIG, checked to be a parameter-server cluster.
-
-    Raises:
-        UserInputError: TF_CONFIG is unset, or lacks a chief, a ps or a worker job.
-    """
-    raw = os.environ.get("TF_CONFIG", "").strip()
-    if not raw:
-        raise UserInputError(
-            "runtime.strategy parameter_server needs a cluster: TF_CONFIG is not set. Start "
-            "the job with `tfaccel launch --ps N --workers M -- train RECIPE`.")
-    cluster = json.loads(raw).get("cluster", {})
-    missing = [job for job in JOBS if not cluster.get(job)]
-    if missing:
-        raise UserInputError(
-            f"runtime.strategy parameter_server needs a chief, at least one ps and one "
-            f"worker in TF_CONFIG's cluster; it has no {', '.join(missing)} (jobs: "
-            f"{sorted(cluster)}). Start the job with `tfaccel launch --ps N --workers M`.")
-    return cluster
-
-
 def make_parameter_server_strategy(*, peer_timeout: Optional[float] = None):
     """A `tf.distribute.ParameterServerStrategy` over TF_CONFIG's cluster (run on the chief).
 
@@ -85,7 +61,7 @@ def make_parameter_server_strategy(*, peer_timeout: Optional[float] = None):
         servers. No variable partitioner (the comment above says why; large
         embedding tables are split by `ShardedEmbedding`).
     """
-    cluster_spec_from_tf_config()
+    read_parameter_server_cluster()  # a clear error before TensorFlow's own
     bound_peer_silence(peer_timeout)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     return tf.distribute.ParameterServerStrategy(resolver)
@@ -104,19 +80,13 @@ def serve_task(*, poll_seconds: float = 2.0) -> None:
     Args:
         poll_seconds: How often the chief's port is tried.
     """
-    config = json.loads(os.environ.get("TF_CONFIG", "{}"))
-    task = config.get("task", {})
-    if task.get("type") not in ("ps", "worker"):
-        raise UserInputError(f"a parameter-server task must be ps or worker in TF_CONFIG; "
-                             f"got task {task!r}.")
+    cluster, job, index = serving_task()
     bound_peer_silence()  # a worker's calls to a cut parameter server fail, not hang
-    server = tf.distribute.Server(tf.train.ClusterSpec(config["cluster"]),
-                                  job_name=task["type"], task_index=int(task["index"]),
-                                  protocol="grpc", start=True)
-    name = f"{task['type']} {task['index']}"
-    print(f"{name} serving on {config['cluster'][task['type']][int(task['index'])]} "
-          f"(pid {os.getpid()})", flush=True)
-    chief = config["cluster"]["chief"][0]
+    server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=job,
+                                  task_index=index, protocol="grpc", start=True)
+    name = f"{job} {index}"
+    print(f"{name} serving on {cluster[job][index]} (pid {os.getpid()})", flush=True)
+    chief = cluster["chief"][0]
     threading.Thread(target=_end_after_chief, args=(chief, name, poll_seconds),
                      daemon=True).start()
     server.join()

@@ -1,4 +1,4 @@
-"""tfaccel/training/run_failures.py: a failed run's TensorFlow error as one clear user error."""
+"""tfaccel/training/run/failures.py: a failed run's TensorFlow error as one clear user error."""
 
 import types
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from tfaccel.errors import DataError, TrainingError
-from tfaccel.training.run_failures import as_training_error, data_error_in, non_finite_loss_error
+from tfaccel.training.run.failures import as_training_error, data_error_in, non_finite_loss_error
 
 
 def _op_error(message: str) -> tf.errors.OpError:

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from tfaccel.cli.main import main
-from tfaccel.training import run as runner
+from tfaccel.training.run import runner
 
 # The small CNN on a few hundred built-in images: the recipe path, not learning.
 SMALL = ["data.train_split=train[:256]", "data.validation_split=test[:64]",
