@@ -22,40 +22,16 @@ def pytest_configure(config):
 
 
 # The fast tier for the edit-test loop, `python3 -m pytest -q -m fast` (under 2 minutes on 2
-# cores): these modules' tests that are not marked slow, heavy or multiworker. Chosen by
-# their measured time (a module's unmarked tests adding up to a few seconds); a module that
-# grows slow leaves the list, and the full suite (CI) runs everything anyway.
-FAST_MODULES = frozenset({
-    "test_arrays", "test_atomic", "test_audio_folder", "test_audio_folder_keras_suite",
-    "test_augment", "test_batching", "test_bench_tables", "test_chunked", "test_cluster",
-    "test_code_health", "test_compare", "test_coordinator_loop", "test_crops",
-    "test_csv_files", "test_data_source", "test_dataset_info",
-    "test_default_recipe", "test_device_check",
-    "test_export_text", "test_finite_values", "test_image_folder", "test_image_folder_keras",
-    "test_image_folder_keras_suite", "test_images", "test_inputs", "test_jpeg_headers",
-    "test_keras_compat", "test_keras_compat_multiworker", "test_keras_names",
-    "test_keras_signatures", "test_labels", "test_cluster_join", "test_code_checks",
-    "test_launch", "test_tf_configs", "test_worker_group", "test_doctor_advice", "test_losses",
-    "test_length_batches", "test_listing_cache", "test_main", "test_messages",
-    "test_registry", "test_image_cnns", "test_feature_models", "test_task_head",
-    "test_sequence_models", "test_forecast_models", "test_native_output", "test_order", "test_phrases",
-    "test_pipeline_data", "test_pipeline_data_stream", "test_precision", "test_public_api",
-    "test_recipe", "test_resample", "test_run_all", "test_outputs_profile",
-    "test_failures", "test_session", "test_shapes", "test_shared", "test_sharding_files",
-    "test_sharding_strategies", "test_shipped_recipes", "test_sources", "test_split_check",
-    "test_splits", "test_strategy", "test_stuck_signals", "test_summary", "test_table_baselines",
-    "test_table_features", "test_tail_options",
-    "test_text_files", "test_text_folder",
-    "test_text_folder_keras_suite", "test_tfds", "test_tfds_lazy_import", "test_tfrecords",
-    "test_threads", "test_timeseries", "test_timeseries_keras_suite",
-})
+# cores): the tests of every file that says `FAST_TIER = True` and are not marked slow, heavy
+# or multiworker. A file joins by its measured time (its unmarked tests adding up to a few
+# seconds) and leaves when it grows slow; the full suite (CI) runs everything anyway.
 _NOT_FAST = ("slow", "heavy", "multiworker")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        module = getattr(getattr(item, "module", None), "__name__", "").rsplit(".", 1)[-1]
-        if module in FAST_MODULES and not any(item.get_closest_marker(m) for m in _NOT_FAST):
+        in_fast_file = getattr(getattr(item, "module", None), "FAST_TIER", False)
+        if in_fast_file and not any(item.get_closest_marker(m) for m in _NOT_FAST):
             item.add_marker(pytest.mark.fast)
 
 

@@ -8,6 +8,8 @@ from tfaccel.cli.main import main
 from tfaccel.data import from_arrays
 from tfaccel.errors import DataError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _features(n=64):
     rng = np.random.default_rng(0)

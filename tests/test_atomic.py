@@ -7,6 +7,8 @@ import pytest
 
 from tfaccel import atomic
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 class _Boom(OSError):
     pass

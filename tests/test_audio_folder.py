@@ -13,6 +13,8 @@ from tfaccel.data import EpochStream, from_audio_folder
 from tfaccel.data.sources.audio_folder import _decoder, read_wav_header
 from tfaccel.errors import DataError, UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 CLASSES = ("down", "go", "up")
 RATE = audio_helpers.RATE
 _wav, _write = audio_helpers.wav, audio_helpers.write

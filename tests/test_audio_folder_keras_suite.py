@@ -19,6 +19,8 @@ import keras_suite_helpers
 
 from tfaccel.data import from_audio_folder
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 keras_tests = importlib.import_module("keras.src.utils.audio_dataset_utils_test")
 
 ERRORS_TEST = "test_audio_dataset_from_directory_errors"

@@ -8,6 +8,8 @@ import tensorflow as tf
 
 from tfaccel.data import augment
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 GEOMETRIC = ("flip", "flip_vertical", "crop")
 
 

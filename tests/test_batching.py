@@ -5,6 +5,8 @@ import pytest
 from tfaccel.config.batching import plan_batches
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_plan_from_accumulation_steps():
     plan = plan_batches(global_batch_size=128, replicas=2, accumulation_steps=4)

@@ -4,6 +4,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "benchmarks" / "real_data"
 sys.path.insert(0, str(FOLDER))

@@ -2,6 +2,8 @@
 
 from tfaccel.data import chunked
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_results_keep_the_order_of_the_paths_across_chunks_and_threads():
     paths = [f"f{i:03d}" for i in range(100)]

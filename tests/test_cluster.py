@@ -9,6 +9,8 @@ import pytest
 from tfaccel.config import cluster
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 PS_CLUSTER = {"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:3", "h:4"]}
 
 

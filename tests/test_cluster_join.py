@@ -8,6 +8,8 @@ import pytest
 from tfaccel.cli.launch import free_ports
 from tfaccel.engine.cluster_join import ClusterJoin
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _tasks(ports):
     return [(f"worker {i}", f"127.0.0.1:{p}") for i, p in enumerate(ports)]

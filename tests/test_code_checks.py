@@ -17,6 +17,8 @@ import tfaccel
 from tfaccel import python_refs
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Every module imports keras at its top: importing one would load TensorFlow.

@@ -3,9 +3,12 @@
 import ast
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
+
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -290,13 +293,17 @@ def test_the_naming_lists_hold_no_stale_name():
                              for stem in present)) == []
 
 
-def test_the_fast_tier_names_only_test_files_that_exist():
-    # A renamed file left under its old name in FAST_MODULES would drop out of `-m fast`
-    # silently; the fast tier's list follows the files.
-    from conftest import FAST_MODULES
-
-    present = {path.stem for path in (ROOT / "tests").glob("test_*.py")}
-    assert sorted(FAST_MODULES - present) == []
+def test_the_fast_tier_is_declared_by_each_file_not_listed():
+    # Issue #37: a file says it is fast (`FAST_TIER = True`); conftest keeps no list of names
+    # that a renamed file could leave behind, and every such file's flag is a plain True.
+    conftest = (ROOT / "tests" / "conftest.py").read_text(encoding="utf-8")
+    assert "FAST_MODULES" not in conftest
+    flags = {path.stem: re.findall(r"^FAST_TIER = (.*?)(?:  #.*)?$",
+                                   path.read_text(encoding="utf-8"), re.M)
+             for path in (ROOT / "tests").glob("test_*.py")}
+    declared = {stem: found for stem, found in flags.items() if found}
+    assert len(declared) > 50
+    assert {stem: found for stem, found in declared.items() if found != ["True"]} == {}
 
 
 # Issue #37: "one name per thing". Two modules of one file name (two pipeline.py: the input

@@ -11,6 +11,8 @@ from tfaccel.cli.main import main
 from tfaccel.errors import UserInputError
 from tfaccel.tools.compare import compare, differing_settings, load_run
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _fake_run(path, *, lr, batch, losses, speed):
     """A run directory as `tfaccel train` writes it (recipe, summary, per-epoch metrics)."""

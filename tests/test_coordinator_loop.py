@@ -13,6 +13,8 @@ from tfaccel.errors import UserInputError
 from tfaccel.training import checkpoints as ckpt
 from tfaccel.training.run import coordinator_loop
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _model_and_optimizer(seed):
     keras.utils.set_random_seed(seed)

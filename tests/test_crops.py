@@ -7,6 +7,8 @@ import tensorflow as tf
 from tfaccel.data import crops
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _photo(height=480, width=640):
     # Smooth gradients with a little texture: what JPEG and DCT scaling keep well.

@@ -7,6 +7,8 @@ import pytest
 from tfaccel.errors import DataError
 from tfaccel.reading import csv_files
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _file(tmp_path, text, name="t.csv", *, raw=None):
     path = tmp_path / name

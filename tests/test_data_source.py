@@ -5,6 +5,8 @@ import os
 from tfaccel.config.recipe import recipe_from_dict
 from tfaccel.training import data_source
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _data(path, source="image_folder"):
     return recipe_from_dict({"data": {"source": source, "path": str(path),

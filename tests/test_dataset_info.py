@@ -7,6 +7,8 @@ import pytest
 
 from tfaccel.data.dataset_info import DatasetInfo, TableInfo, TextInfo
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_construction_with_a_misspelt_field_raises_naming_it():
     with pytest.raises(TypeError, match="num_clases"):

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 DEFAULT_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "default.yaml"
 
 

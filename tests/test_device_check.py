@@ -11,6 +11,8 @@ import pytest
 
 from tfaccel.tools.doctor_advice import verdict_for
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 VERDICTS = {verdict_for(wait) for wait in (0.0, 0.1, 0.5)}
 

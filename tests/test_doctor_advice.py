@@ -12,6 +12,8 @@ from tfaccel.tools.doctor_advice import (
 )
 from tfaccel.tools.doctor_report import format_report
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_verdict_thresholds_are_the_profiler_s():
     assert verdict_for(0.0) == verdict_for(0.049) == "compute-bound"

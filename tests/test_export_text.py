@@ -10,6 +10,8 @@ from click.testing import CliRunner
 import tfaccel
 from tfaccel.cli.main import main
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 MAX_TOKENS_KEPT = 6  # data.text.max_length: most texts are longer
 
 

@@ -8,6 +8,8 @@ import tensorflow as tf
 from tfaccel.errors import DataError, TrainingError
 from tfaccel.training.run.failures import as_training_error, data_error_in, non_finite_loss_error
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _op_error(message: str) -> tf.errors.OpError:
     return tf.errors.InvalidArgumentError(None, None, message)

@@ -4,6 +4,8 @@ import numpy as np
 
 from tfaccel import models
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_mlp_hidden_units(policy):
     policy("float32")

@@ -9,6 +9,8 @@ import tfaccel.data as data
 from tfaccel.data import finite_values
 from tfaccel.errors import DataError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 REFUSED = "NaN and infinite features are refused"
 
 

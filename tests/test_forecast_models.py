@@ -7,6 +7,8 @@ import pytest
 from tfaccel import models
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _forecaster(**params):
     return models.build_model("forecast_mlp", input_shape=(6, 2), task="regression",

@@ -6,6 +6,8 @@ import pytest
 
 from tfaccel import models
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 APPLICATIONS = ("mobilenet_v3_small", "efficientnet_b0", "resnet50")
 
 

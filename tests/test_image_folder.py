@@ -11,6 +11,8 @@ from PIL import Image
 from tfaccel import data
 from tfaccel.errors import DataError, UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _write(path, fmt, value, size=(6, 5)):
     array = np.full((*size, 3), value, np.uint8)

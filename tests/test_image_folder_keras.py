@@ -11,6 +11,8 @@ from PIL import Image
 from tfaccel.data import from_arrays, from_image_folder, from_tfrecords
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 CLASSES = ("cat", "dog", "bird")
 
 

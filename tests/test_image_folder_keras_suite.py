@@ -18,6 +18,8 @@ import keras_suite_helpers
 
 from tfaccel.data import from_image_folder
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 keras_tests = importlib.import_module("keras.src.utils.image_dataset_utils_test")
 
 # Test method name -> why it fails on purpose (xfail, strict). Empty when every test passes.

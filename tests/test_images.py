@@ -6,6 +6,8 @@ import tensorflow as tf
 from tfaccel.data import images
 from tfaccel.data.sources import image_folder
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _png():
     # Resized to 1x1, bilinear averages the four pixels: 0.5 exactly in every channel,

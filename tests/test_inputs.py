@@ -8,6 +8,8 @@ from tfaccel.config.recipe import recipe_from_dict
 from tfaccel.data import from_recipe
 from tfaccel.training.inputs import build_data
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _recipe(data_dir, **data):
     return recipe_from_dict({

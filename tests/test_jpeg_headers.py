@@ -8,6 +8,8 @@ from tfaccel.data import from_image_folder, jpeg_headers
 from tfaccel.data.sources import image_folder
 from tfaccel.data.sources.image_folder import decode_image_for_size
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _photo(height, width, seed=0):
     # Smooth gradients plus a little noise: photo-like content for JPEG.

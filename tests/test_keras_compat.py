@@ -11,6 +11,8 @@ import tensorflow as tf
 
 from tfaccel.engine import keras_compat
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _model():
     keras.utils.set_random_seed(0)

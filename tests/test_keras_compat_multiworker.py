@@ -13,6 +13,8 @@ import pytest
 
 from tfaccel.engine.accumulation import accumulate
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 # Only the two-worker test is slow (it spawns processes); the unit tests of the patch below
 # run in `-m "not slow"` so that the patch stays tested there.
 

@@ -19,6 +19,8 @@ from tfaccel.errors import RecipeError, UserInputError
 from tfaccel.training.losses import make_loss, make_metrics
 from tfaccel.training.optimizers import check_optimizer, make_learning_rate, make_optimizer
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 STEPS = {"total_steps": 100, "steps_per_epoch": 10}
 USER_CODE = textwrap.dedent('''
     import keras

@@ -11,6 +11,8 @@ from tfaccel.config import keras_names, keras_signatures
 from tfaccel.training import keras_classes
 from tfaccel.training.arguments import accepted_arguments
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_the_table_module_is_what_the_installed_keras_generates():
     generated = keras_classes.render_table_module(keras_classes.signature_table())

@@ -6,6 +6,8 @@ import pytest
 from tfaccel.errors import DataError
 from tfaccel.reading.labels import plan_labels
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_labels_one_to_k_are_k_classes_not_k_plus_one():
     plan = plan_labels(np.array([1, 2, 3, 3, 1]), where="y")

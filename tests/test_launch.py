@@ -15,6 +15,8 @@ from tfaccel.cli.tf_configs import tf_config
 from tfaccel.config import cluster
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_worker_role_follows_tensorflow_with_a_chief_job(monkeypatch):
     jobs = {"chief": ["c:1"], "worker": ["w:1", "w:2"]}

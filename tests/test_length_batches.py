@@ -7,6 +7,8 @@ import tensorflow as tf
 from tfaccel.data import length_batches
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 LENGTHS = np.random.default_rng(0).integers(1, 60, 103)
 
 

@@ -9,6 +9,8 @@ import tensorflow as tf
 from tfaccel.data import listing_cache
 from tfaccel.data.sources import image_folder
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 @pytest.fixture
 def cache(saved_listings):

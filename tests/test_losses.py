@@ -8,6 +8,8 @@ from tfaccel.config.recipe import recipe_from_dict
 from tfaccel.errors import RecipeError
 from tfaccel.training.losses import logged_metric_names, make_loss, make_metrics
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _training(**keys):
     return recipe_from_dict({"training": keys}).training

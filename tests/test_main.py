@@ -12,6 +12,8 @@ from tf_free import heavy_modules_after
 from tfaccel import __version__
 from tfaccel.cli.main import main
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[1]
 
 COMMANDS = ["train", "validate", "devices", "keys", "models", "bench", "export-images",

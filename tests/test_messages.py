@@ -5,6 +5,8 @@ import re
 
 from tfaccel.messages import say
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tfaccel"
 
 

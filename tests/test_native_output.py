@@ -8,6 +8,8 @@ from tfaccel.errors import UserInputError
 from tfaccel.messages import VERBOSE_ENV
 from tfaccel.tools.native_output import ERROR_TAIL_LINES, native_output_kept
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 # Written with os.write, as C++ writes them: below Python's sys.stderr.
 XNNPACK = b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\n"
 QUANTIZE = b"fully_quantize: 0, inference_type: 6, input_inference_type: FLOAT32\n"

@@ -17,6 +17,8 @@ from tfaccel.config.recipe import DataConfig
 from tfaccel.data import order
 from tfaccel.data.from_recipe import build_datasets
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 CLASSES = 4
 PER_CLASS = 48
 BATCH = 16

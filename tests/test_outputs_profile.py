@@ -5,6 +5,8 @@ from click.testing import CliRunner
 
 from tfaccel.cli.main import main
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _recipe(tmp_path, data_dir):
     recipe = tmp_path / "p.yaml"

@@ -5,6 +5,8 @@ import numpy as np
 from tfaccel import datasets
 from tfaccel.datasets import _generate_text
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_generation_is_deterministic_balanced_and_skewed_in_length():
     texts, labels = _generate_text.generate_texts(2000, seed=(7, 0))

@@ -7,6 +7,8 @@ import tensorflow as tf
 from tfaccel import data
 from tfaccel.errors import DataError, UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _images(n=16, size=8):
     rng = np.random.RandomState(0)

@@ -7,6 +7,8 @@ import tensorflow as tf
 from tfaccel import data
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _labels(dataset):
     return [batch[1].numpy().tolist() for batch in dataset]

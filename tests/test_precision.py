@@ -8,6 +8,8 @@ import pytest
 from tfaccel.engine import precision
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 @pytest.fixture(autouse=True)
 def _restore_policy():

@@ -4,6 +4,8 @@ import inspect
 
 import tfaccel
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_top_level_names_resolve_to_the_implementations():
     from tfaccel.engine import accumulation, precision, sharded_embedding, strategy

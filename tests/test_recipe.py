@@ -19,6 +19,8 @@ from tfaccel.config.recipe import (
 )
 from tfaccel.errors import RecipeError, UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def write(tmp_path: Path, text: str, name: str = "recipe.yaml") -> Path:
     path = tmp_path / name

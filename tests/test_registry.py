@@ -9,6 +9,8 @@ import pytest
 from tfaccel import models
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 SMALL = ("mlp", "small_cnn", "resnet_small")
 APPLICATIONS = ("mobilenet_v3_small", "efficientnet_b0", "resnet50")
 

@@ -9,6 +9,8 @@ import tensorflow as tf
 
 from tfaccel.data import resample
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 PAIRS = [(16000, 8000), (22050, 16000), (8000, 16000), (44100, 16000), (16000, 44100)]
 # One output sample is a float32 sum of at most ~60 products of |x| <= 1 and the filter's
 # weights; TensorFlow's conv1d may block that sum differently for inputs of another shape

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("run_all", ROOT / "benchmarks" / "run_all.py")
 run_all = importlib.util.module_from_spec(_spec)

@@ -10,6 +10,8 @@ import pytest
 from tfaccel import models
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 LENGTHS = (1000, 300, 777, 1, 64)
 
 

@@ -5,6 +5,8 @@ import random
 import numpy as np
 import pytest
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 SOURCE = (
     "import numpy as np\n"
     "num_classes = 2\n"

@@ -10,6 +10,8 @@ import pytest
 from tfaccel import datasets
 from tfaccel.datasets import _generate
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_constants_import_without_tensorflow():
     code = (

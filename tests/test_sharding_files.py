@@ -16,6 +16,8 @@ from tfaccel.data import EpochStream, cache_files, files_stage, sharding
 from tfaccel.data.from_recipe import build_datasets, worker_file_shares
 from tfaccel.errors import DataError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 # 4 files of 24 examples; example i is in file i // 24.
 IDS = np.arange(96)
 BATCH = 8  # global: 4 per worker per step, 12 steps per pass

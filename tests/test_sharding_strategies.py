@@ -6,6 +6,8 @@ import tensorflow as tf
 
 from tfaccel import data
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 @pytest.fixture
 def strategy(logical_cpus):

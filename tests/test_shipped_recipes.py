@@ -7,6 +7,8 @@ from click.testing import CliRunner
 
 from tfaccel.cli.main import main
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 # Recipes of real data, never shipped nor downloaded by a test: the script that writes it

@@ -16,6 +16,8 @@ from tfaccel.errors import RecipeError
 FAKE_MODULE = '''
 from tfaccel.data.sources import base
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 class FakeSource(base.Source):
     names = ("fake",)

@@ -8,6 +8,8 @@ from guard_helpers import assert_refused, lines, run, table
 
 from tfaccel.reading import split_rule
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _records(path, n, *, compression=None):
     with tf.io.TFRecordWriter(str(path), options=compression) as writer:

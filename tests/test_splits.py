@@ -12,6 +12,8 @@ from tfaccel.data import order, splits
 from tfaccel.data.from_recipe import build_datasets
 from tfaccel.errors import DataError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_split_indices_is_disjoint_complete_seeded_and_exact():
     train, val = splits.split_indices(40, 0.125, seed=3)

@@ -8,6 +8,8 @@ import tensorflow as tf
 from tfaccel.engine.strategy import auto_choices, describe_strategy, make_strategy
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_unknown_kind_names_value_and_choices():
     with pytest.raises(UserInputError) as info:

@@ -20,6 +20,8 @@ from tfaccel.engine.cluster_join import ClusterJoin
 from tfaccel.errors import Stopped
 from tfaccel.training.stuck_signals import signals_end_the_wait
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 # Generous: TensorFlow's import and the run's start on 2 loaded cores.
 START_TIMEOUT = 240
 WHAT = "waiting for the other workers of TF_CONFIG's cluster to join"

@@ -5,6 +5,8 @@ import json
 
 from tfaccel.training.run.summary import RunSummary, write_summary
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 COMMON = dict(
     status="completed", name="r", task="classification", metric_names=["accuracy"],
     epochs_completed=2, final_metrics={"loss": 0.5}, saved_model_epoch=2,

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "benchmarks" / "real_data"
 

@@ -7,6 +7,8 @@ from click.testing import CliRunner
 from tfaccel.cli.main import main
 from tfaccel.data import table_features
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_keras_names_are_valid_unique_and_keep_safe_names_as_they_are():
     names = ["od280/od315_of_diluted_wines", "a/b c", "a_b_c", "plain", "x y", "x_y_2",

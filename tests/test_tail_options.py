@@ -7,6 +7,8 @@ import pytest
 
 from tfaccel.data.tail_options import UNSET, TailOptions
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_an_unknown_option_fails_at_construction_naming_it():
     with pytest.raises(TypeError, match="shufle_buffer"):

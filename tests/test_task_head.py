@@ -5,6 +5,8 @@ import pytest
 from tfaccel import models
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 @pytest.mark.parametrize("task, width, activation", [
     ("classification", 3, "softmax"), ("binary", 1, "sigmoid"),

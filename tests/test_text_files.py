@@ -14,6 +14,8 @@ import tfaccel.data as data
 from tfaccel.data import text_files
 from tfaccel.errors import DataError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 BOM = "\ufeff"
 
 

@@ -9,6 +9,8 @@ import pytest
 from tfaccel.data import from_text_folder
 from tfaccel.errors import DataError, UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 CLASSES = ("neg", "neutral", "pos")
 
 

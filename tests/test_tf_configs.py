@@ -11,6 +11,8 @@ from tfaccel.cli import tf_configs
 from tfaccel.config import cluster
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_tf_config_makes_worker_zero_the_chief(monkeypatch):
     hosts = ["a:1", "b:2"]

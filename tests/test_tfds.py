@@ -9,6 +9,8 @@ import tensorflow_datasets as tfds
 from tfaccel import data
 from tfaccel.errors import DataError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 class TinyDigits(tfds.core.GeneratorBasedBuilder):
     """Eight 4x4 one-channel images with labels 0..3, generated locally."""

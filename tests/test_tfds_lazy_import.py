@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_import_tfaccel_data_does_not_import_tfds_and_from_tfds_still_works():
     code = ("import sys, tfaccel.data as d\n"

@@ -8,6 +8,8 @@ from tfaccel import data
 from tfaccel.data.sources.tfrecords import check_record_file
 from tfaccel.errors import DataError, UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _example(i):
     image = tf.io.encode_png(np.full((5, 5, 3), i, np.uint8)).numpy()

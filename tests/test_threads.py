@@ -6,6 +6,8 @@ import tensorflow as tf
 from tfaccel.engine.threads import configure_threads
 from tfaccel.errors import UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def test_configure_threads_after_initialisation_warns_and_reports():
     tf.constant(1.0)  # make sure the runtime is initialised

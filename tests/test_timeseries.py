@@ -8,6 +8,8 @@ import tensorflow as tf
 from tfaccel.data import EpochStream, from_timeseries, from_timeseries_csv
 from tfaccel.errors import DataError, UserInputError
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 SERIES = np.arange(300, dtype=np.float32).reshape(150, 2) * [1, -1]  # [150 steps, 2]
 TARGETS = np.arange(150, dtype=np.int64) * 10
 

@@ -7,6 +7,8 @@ import textwrap
 
 from tfaccel.cli import worker_group
 
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+
 
 def _group(scripts, grace=1.0):
     out = io.StringIO()
