@@ -290,7 +290,7 @@ def _table_plan_lines(data, *, seed: int) -> list:
         masks, _ = split_rule.row_masks(counts, split_rule.held_out(sum(counts), fraction),
                                         seed)
         kept = dict(zip(files, masks))
-        keep = lambda path, index: bool(kept[path][index])  # noqa: E731
+        keep = lambda path, index: bool(kept[path][index])
         which = (f"the training rows of data.path's {len(files)} file(s), "
                  f"data.validation_fraction {fraction} held out with seed {seed}")
     scan, _, plan = table_plan.plan_for(files, data=data, keep=keep)

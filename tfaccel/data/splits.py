@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 
-
 from tfaccel.errors import DataError
 from tfaccel.reading import split_rule
 
