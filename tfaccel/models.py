@@ -305,7 +305,8 @@ def _check_width(key, values, width):
 
 
 def _build_mlp(*, input_shape, num_classes,
-               task="classification", hidden_units, dropout, normalization):
+               task="classification", hidden_units, dropout, normalization, l2=0.0,
+               linear_path=False):
     import keras
 
     inputs = keras.Input(shape=input_shape)
@@ -315,11 +316,24 @@ def _build_mlp(*, input_shape, num_classes,
     elif normalization == "per_image":
         # Per-example standardisation of the features, as a stock layer.
         x = keras.layers.LayerNormalization(center=False, scale=False, epsilon=1e-3)(x)
+    # An L2 penalty on every kernel (Keras' kernel_regularizer) when l2 > 0.
+    penalty = keras.regularizers.L2(l2) if l2 else None
+    h = x
     for units in hidden_units:
-        x = keras.layers.Dense(units, activation="relu")(x)
+        h = keras.layers.Dense(units, activation="relu", kernel_regularizer=penalty)(h)
         if dropout:
-            x = keras.layers.Dropout(dropout)(x)
-    outputs = _output_head(keras, x, task=task, num_outputs=num_classes, dropout=0.0)
+            h = keras.layers.Dropout(dropout)(h)
+    if not linear_path and not l2:
+        outputs = _output_head(keras, h, task=task, num_outputs=num_classes, dropout=0.0)
+        return keras.Model(inputs, outputs, name="mlp")
+    z = keras.layers.Dense(num_classes, kernel_regularizer=penalty, name="deep")(h)
+    if linear_path:
+        # "Wide and deep": the inputs' own linear map added to the deep part's, so the
+        # model holds a logistic / linear regression on its features (tables' default).
+        wide = keras.layers.Dense(num_classes, kernel_regularizer=penalty, name="wide")(x)
+        z = keras.layers.Add(name="wide_and_deep")([z, wide])
+    outputs = keras.layers.Activation(_HEAD_ACTIVATIONS[task] or "linear", dtype="float32",
+                                      name="predictions")(z)
     return keras.Model(inputs, outputs, name="mlp")
 
 
@@ -471,9 +485,11 @@ def _application(family):
 MODELS = {
     "mlp": ModelSpec(
         _build_mlp,
-        {"hidden_units": (256, 128), "dropout": 0.2, "normalization": "rescale"},
+        {"hidden_units": (256, 128), "dropout": 0.2, "normalization": "rescale", "l2": 0.0,
+         "linear_path": False},
         "Flatten + Dense layers; a baseline for tiny images or plain feature vectors "
-        "(normalization: none).",
+        "(normalization: none); linear_path adds the inputs' linear map to the head (on by "
+        "default for tables), l2 an L2 penalty on every kernel.",
         inputs="features",
     ),
     "text_cnn": ModelSpec(
@@ -651,6 +667,11 @@ def _check_param(model, key, value, default):
         if not (isinstance(value, (int, float)) and not isinstance(value, bool)
                 and 0 <= value < 1):
             raise UserInputError(f"{where} must be a number in [0, 1), got {value!r}.")
+        return float(value)
+    if key == "l2":
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and 0 <= value < math.inf):
+            raise UserInputError(f"{where} must be a number >= 0, got {value!r}.")
         return float(value)
     if key == "bn_momentum":
         if not (isinstance(value, (int, float)) and not isinstance(value, bool)
