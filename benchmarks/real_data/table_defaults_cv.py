@@ -37,6 +37,7 @@ CANDIDATES = {
     "l2_1e-2": ({"l2": 1e-2}, {}),
     "linear_path": ({"linear_path": True}, {}),
     "early_stop_inner": ({}, {"early_stop": True}),
+    "linear_path_l2_1e-2": ({"linear_path": True, "l2": 1e-2}, {}),
 }
 
 
@@ -77,7 +78,17 @@ def fit_score(table, recipe, *, x_tr, y_tr, x_va, y_va, params, settings, seed):
     predicted = model.predict(x_va, verbose=0, batch_size=1024)
     if task in ("binary", "regression"):
         predicted = predicted[:, 0]
-    return scores(task, y_va, predicted)
+    return with_log_loss(task, y_va, predicted, scores(task, y_va, predicted))
+
+
+def with_log_loss(task, truth, predicted, metrics):
+    """`metrics` with the binary log loss (more sensitive than AUC near 1: overconfidence)."""
+    if task == "binary":
+        from sklearn.metrics import log_loss
+
+        metrics["log_loss"] = float(log_loss(truth, np.clip(predicted, 1e-7, 1 - 1e-7),
+                                             labels=[0, 1]))
+    return metrics
 
 
 def main() -> None:
@@ -112,7 +123,8 @@ def main() -> None:
                 linear = _linear(table).fit(x_all.iloc[tr], y_tr)
                 predicted = (linear.predict_proba(x_all.iloc[va])[:, 1]
                              if table.task == "binary" else linear.predict(x_all.iloc[va]))
-                results["linear"].append(scores(table.task, y_va, predicted))
+                results["linear"].append(with_log_loss(table.task, y_va, predicted,
+                                                       scores(table.task, y_va, predicted)))
                 for name in args.candidates:
                     params, settings = CANDIDATES[name]
                     results[name].append(fit_score(
