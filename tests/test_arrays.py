@@ -432,3 +432,23 @@ def test_one_value_as_a_regression_target_is_not_a_one_class_error(tmp_path):
     x = np.zeros((4, 2), np.float32)
     _, _, info = _build_npz(tmp_path, task="regression", x=x, y=np.ones(4))
     assert info.task == "regression"
+
+
+def test_task_applies_the_label_rule_as_the_recipe_path_does():
+    x = np.arange(12, dtype="float32").reshape(6, 2)
+    # Labels 1..3: three classes with ids 0..2 (fit would need 4 outputs, one never used).
+    ds = from_arrays(x, np.array([1, 2, 3, 1, 2, 3]), 6, shuffle_buffer=0,
+                     task="auto")
+    assert next(iter(ds))[1].numpy().tolist() == [0, 1, 2, 0, 1, 2]
+    assert ds.class_names == ["1", "2", "3"] and ds.task == "classification"
+    # Strings: ids by sorted name; the held-out part is encoded with the training plan.
+    train, val = from_arrays(x, np.array(["b", "a", "b", "a", "b", "a"]), 6,
+                             shuffle_buffer=0, task="auto", validation_split=0.5)
+    assert next(iter(train))[1].numpy().tolist() == [1, 0, 1]
+    assert next(iter(val))[1].numpy().tolist() == [0, 1, 0]
+    assert val.class_names == ["a", "b"]
+    with pytest.raises(DataError, match="holds float values .* not class labels"):
+        from_arrays(x, np.linspace(0, 1, 6), 6, task="classification")
+    # Without task, the labels are fit's: as given.
+    plain = from_arrays(x, np.array([1, 2, 3, 1, 2, 3]), 6, shuffle_buffer=0)
+    assert next(iter(plain))[1].numpy().tolist() == [1, 2, 3, 1, 2, 3]

@@ -623,3 +623,26 @@ def test_a_row_split_of_two_files_is_divided_among_workers_by_file(tmp_path,
         assert len(ids) == 16 and info.steps_per_epoch == 8
         seen += ids
     assert len(set(seen)) == 32 and not set(seen) & held_out
+
+
+def test_a_missing_value_marker_among_numbers_is_refused_not_read_as_text(tmp_path):
+    # make_csv_dataset reads a column of numbers with "NA" in its first 100 rows as
+    # strings, silently (a model then one-hots the measurements). from_csv names the value.
+    path = tmp_path / "t.csv"
+    rows = ["a,b,label"] + [f"{i},{i % 7}.5,{i % 2}" for i in range(150)]
+    rows[6] = "5,NA,1"
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(DataError, match=r"line 7, column 'b': 'NA' .*missing-value marker.*"
+                                        r"na_value='NA'"):
+        data.from_csv(str(path), batch_size=8, label_name="label", shuffle_buffer=0)
+    # Declared missing (na_value) with a default: numbers, the marker filled.
+    filled = data.from_csv(str(path), batch_size=150, label_name="label", shuffle_buffer=0,
+                           na_value="NA", column_defaults={"b": -1.0})
+    features, _ = next(iter(filled))
+    assert features["b"].dtype == tf.float32 and float(features["b"][5]) == -1.0
+    # A text column may hold such a word: it stays text.
+    rows = ["a,word,label"] + [f"{i},{'NA' if i == 3 else 'w' + str(i)},{i % 2}"
+                               for i in range(10)]
+    path.write_text("\n".join(rows) + "\n")
+    texts = data.from_csv(str(path), batch_size=10, label_name="label", shuffle_buffer=0)
+    assert next(iter(texts))[0]["word"].dtype == tf.string

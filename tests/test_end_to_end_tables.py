@@ -139,6 +139,17 @@ def test_export_of_a_table_run_ships_its_feature_space_and_says_what_the_model_t
     assert encoded.shape == (3, 7)
     np.testing.assert_allclose(exported.predict(encoded, verbose=0),
                                trained.predict(encoded, verbose=0), atol=1e-2)
+    # One model on the raw columns as the file holds them (text, NA for a missing value).
+    from tfaccel.tools.export.table_runs import model_on_raw_columns
+
+    raw = model_on_raw_columns(tmp_path / "run")
+    texts = {name: np.array(values, dtype=object) for name, values in {
+        "a": ["7", "13", "NA"], "b": ["0", "0", "0"], "city": ["x", "y", "x"],
+        "zone": ["1", "2", "9"]}.items()}
+    predicted = raw.predict(texts, verbose=0)
+    np.testing.assert_allclose(predicted[:2], trained.predict(encoded, verbose=0)[:2],
+                               atol=1e-5)
+    assert np.isfinite(predicted[2]).all()  # NA: the training mean, as the run imputes
 
 
 def test_the_feature_space_is_adapted_without_reading_the_files_again(tmp_path, table,

@@ -1,8 +1,10 @@
 """Tests of the feature-vector model mlp (models/feature_models.py)."""
 
 import numpy as np
+import pytest
 
 from tfaccel import models
+from tfaccel.errors import UserInputError
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 
@@ -27,3 +29,40 @@ def test_mlp_takes_plain_feature_vectors_without_rescaling():
 
     hidden = keras.Model(model.input, dense.output)(features).numpy()
     np.testing.assert_allclose(hidden, np.maximum(features @ kernel + bias, 0), rtol=1e-5)
+
+
+def test_mlp_linear_path_adds_the_inputs_linear_map_and_l2_penalises_every_kernel():
+    import keras
+
+    model = models.build_model("mlp", input_shape=(3,), num_classes=1, task="binary",
+                               hidden_units=[4], dropout=0.0, normalization="none",
+                               linear_path=True, l2=0.01)
+    deep, wide = model.get_layer("deep"), model.get_layer("wide")
+    deep.set_weights([np.zeros_like(w) for w in deep.get_weights()])
+    kernel = np.array([[0.5], [-1.0], [2.0]], "float32")
+    wide.set_weights([kernel, np.array([0.25], "float32")])
+    x = np.array([[1.0, 2.0, -0.5], [0.0, 0.0, 0.0]], "float32")
+    # With the deep part at zero the model is a logistic regression on its inputs.
+    np.testing.assert_allclose(np.asarray(model(x))[:, 0],
+                               1 / (1 + np.exp(-(x @ kernel[:, 0] + 0.25))), rtol=1e-5)
+    dense = [layer for layer in model.layers if isinstance(layer, keras.layers.Dense)]
+    assert len(dense) == 3 and len(model.losses) == 3
+    with pytest.raises(UserInputError, match="parameter 'l2' must be a number >= 0, got -1"):
+        models.check_params("mlp", {"l2": -1})
+
+
+def test_a_table_run_gives_the_mlp_a_linear_path_unless_its_recipe_says_otherwise():
+    from tfaccel.config.recipe import recipe_from_dict
+    from tfaccel.data.dataset_info import DatasetInfo, TableInfo
+    from tfaccel.training.model_build import _model_params
+
+    table = DatasetInfo(table=TableInfo(numeric=["a"], categorical=[], ignored=[],
+                                        features=1))
+
+    def params(info, **given):
+        return _model_params(recipe_from_dict({"model": {"name": "mlp", "params": given}}),
+                             info)
+
+    assert params(table) == {"normalization": "none", "linear_path": True}
+    assert params(table, linear_path=False)["linear_path"] is False
+    assert params(DatasetInfo()) == {}  # not a table: mlp's own defaults

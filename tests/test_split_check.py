@@ -36,6 +36,23 @@ def test_counts_without_tensorflow_equal_the_readers(tmp_path):
     assert split_rule.count_records(str(tmp_path / "z.tfrecord"), compression="GZIP") is None
 
 
+def test_csv_rows_are_counted_by_the_reader_the_run_uses(tmp_path):
+    # Blank lines of spaces (and a tab), a byte-order mark and CRLF: the count validate
+    # splits is the number of rows the csv source reads (the shared reader,
+    # tfaccel.reading.csv_files), not Python's csv module's records (5 here).
+    from tfaccel.reading import table_plan
+
+    path = tmp_path / "t.csv"
+    path.write_bytes("\ufeffx;label\r\n1;0\r\n   \r\n2;1\r\n\t\r\n\r\n3;0\r\n  \n"
+                     .encode("utf-8"))
+    assert table_plan.scan_files([str(path)]).row_counts == [3]
+    assert split_rule.count_csv_rows(str(path)) == 3
+    # A quoted newline stays inside its row (the plan then refuses it, naming the lines).
+    quoted = tmp_path / "q.csv"
+    quoted.write_text('x,label\n"a\nb",1\n  \n2,0\n')
+    assert split_rule.count_csv_rows(str(quoted)) == 2
+
+
 FEATURES = {"x": {"dtype": "float32"}, "label": {"dtype": "int64"}}
 
 

@@ -385,3 +385,26 @@ def test_validate_show_prints_the_plan_without_tensorflow(tmp_path):
     body = (f"r = CliRunner().invoke(main, ['validate', {str(recipe)!r}, '--show'])\n"
             "assert r.exit_code == 0 and '# table:' in r.output, r.output\n")
     assert heavy_modules_after(body) == []
+
+
+def test_validate_show_plans_over_the_training_rows_of_a_row_split(tmp_path):
+    # One file, validation_fraction 0.25: the run plans on its 18 training rows (their
+    # means, categories and labels); --show must show that plan, not all 24 rows'.
+    from tfaccel.config.recipe import recipe_from_dict
+    from tfaccel.data.sources.csv_tables import CsvSource
+
+    lines = _lines(row=lambda i: f"{i * i},{i % 5},{'rgb'[i % 3]},{'yes' if i % 2 else 'no'}")
+    path = _write(tmp_path, lines)
+    data = {"source": "csv", "path": str(path), "label_key": "label",
+            "validation_fraction": 0.25}
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(json.dumps({"seed": 3, "data": data, "model": {"name": "mlp"}}))
+    run = recipe_from_dict({"seed": 3, "data": data, "model": {"name": "mlp"}})
+    _, _, scan, _, plan = CsvSource(run.data, seed=3).plan()
+    assert scan.rows == 18
+    mean = next(c.mean for c in plan.columns if c.name == "x")
+    assert abs(mean - np.mean([i * i for i in range(24)])) > 0.1  # the split moved it
+    result = CliRunner().invoke(main, ["validate", str(recipe), "--show"])
+    assert result.exit_code == 0, result.output
+    assert "as 6 features. (18 rows, comma-separated)" in result.output
+    assert f"mean {mean:.6g}" in result.output

@@ -279,19 +279,34 @@ def parse_train_command(args):
                         resume_dir=params["resume_dir"])
 
 
-def _table_plan_lines(data) -> list:
-    """A csv recipe's column plan (`tfaccel.reading.table_plan`) over every file of data.path
-    (training makes it on the training split only: its means may differ a little)."""
+def _table_plan_lines(data, *, seed: int) -> list:
+    """A csv recipe's column plan (`tfaccel.reading.table_plan`) over its training split, as
+    the run makes it: data.path's files, less the files or rows data.validation_fraction
+    holds out (drawn with the recipe's seed, by `tfaccel.reading.split_rule`)."""
     if data.source != "csv" or not data.path:
         return []
     # Deferred: numpy (~0.1 s); --help loads click alone.
-    from tfaccel.reading import table_plan
+    from tfaccel.reading import split_rule, table_plan
 
     files = sorted(glob.glob(data.path))
-    scan, _, plan = table_plan.plan_for(files, data=data)
-    return (table_plan.show(plan, rows=scan.rows)
-            + [f"(the plan of all {len(files)} file(s) of data.path; a run makes it on its "
-               "training split)"])
+    fraction = 0 if data.validation_path else data.validation_fraction
+    keep, which = None, f"all {len(files)} file(s) of data.path"
+    if fraction and split_rule.whole_files(len(files), fraction):
+        chosen, _ = split_rule.split_order(
+            len(files), split_rule.held_out(len(files), fraction), seed)
+        which = f"the {len(chosen)} training file(s) of {len(files)} of data.path"
+        files = [files[i] for i in chosen]
+    elif fraction:
+        counts = table_plan.count_rows(files, data=data)
+        masks, _ = split_rule.row_masks(counts, split_rule.held_out(sum(counts), fraction),
+                                        seed)
+        kept = dict(zip(files, masks))
+        keep = lambda path, index: bool(kept[path][index])
+        which = (f"the training rows of data.path's {len(files)} file(s), "
+                 f"data.validation_fraction {fraction} held out with seed {seed}")
+    scan, _, plan = table_plan.plan_for(files, data=data, keep=keep)
+    return table_plan.show(plan, rows=scan.rows) + [f"(the plan of {which}, as the run makes "
+                                                    "it)"]
 
 
 @main.command()
@@ -318,7 +333,7 @@ def validate(recipe, overrides, show):
     unchecked = check_split(loaded, source=recipe)
     if show:
         click.echo(dump_recipe(loaded), nl=False)
-        for line in _table_plan_lines(loaded.data):
+        for line in _table_plan_lines(loaded.data, seed=loaded.seed):
             click.echo(f"# {line}")
     else:
         click.echo(f"{recipe}: OK ({loaded.data.source} data, model {loaded.model.path or loaded.model.name}, "

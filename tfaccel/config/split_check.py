@@ -7,7 +7,7 @@ from typing import Optional
 
 from tfaccel.config import input_paths, sources
 from tfaccel.errors import RecipeError
-from tfaccel.reading import split_rule
+from tfaccel.reading import csv_files, split_rule
 
 # How each file-glob source's examples are counted without TensorFlow, and their name.
 _COUNTS = {"csv": (split_rule.count_csv_rows, "rows"),
@@ -49,7 +49,10 @@ def check_split(recipe, *, source: str = "recipe") -> Optional[str]:
     if not files or split_rule.whole_files(len(files), fraction):
         return None
     count, what = _COUNTS[data.source]
-    counts = [count(f, compression=data.compression) for f in files]
+    # A csv file is counted with the recipe's delimiter, as the run reads it.
+    given = ({"delimiter": csv_files.delimiter_for(data.table.delimiter)}
+             if data.source == "csv" else {})
+    counts = [count(f, compression=data.compression, **given) for f in files]
     if None in counts:
         return (f"the examples of {files[counts.index(None)]!r} are not counted without "
                 "TensorFlow (compressed): the split is checked when the run reads it.")

@@ -30,7 +30,8 @@ def _content_digest(elements) -> str:
 
 def from_arrays(x, y=None, batch_size: Optional[int] = None, *,
                 shuffle_buffer: Optional[int] = None, seed: Optional[int] = None,
-                validation_split: Optional[float] = None, **options):
+                validation_split: Optional[float] = None, task: Optional[str] = None,
+                **options):
     """Builds batches from in-memory arrays.
 
     Example::
@@ -61,6 +62,13 @@ def from_arrays(x, y=None, batch_size: Optional[int] = None, *,
             keeps their order and every example (never shuffled, augmented, streamed or
             sent to a tf.data service; its last partial batch kept) and caches into its own files
             (``PREFIX_validation``) with a file `cache`.
+        task: None (default): the labels go to `fit` as given, as ``fit(x, y)`` takes
+            them. Else THE label rule of the recipes (`tfaccel.reading.labels`), on the
+            training part's labels: ``auto``, ``classification``, ``binary``,
+            ``multi_label`` or ``regression``. Classes are the sorted distinct values
+            (1..K, -1/1, strings) as ids 0..K-1, never an empty class; float labels under a
+            classification task are refused. The datasets then carry ``class_names`` (id
+            order) and ``task``.
         **options: Any public keyword of `tfaccel.data.optimize` (augment, deterministic,
             cache, private_threads, ...).
 
@@ -88,12 +96,38 @@ def from_arrays(x, y=None, batch_size: Optional[int] = None, *,
     finite_values.check_array(x, name="x")
     if y is not None:
         finite_values.check_array(y, name="y")
+    plan = None
+    if task is not None:
+        y, plan = _planned(y, task=task, validation_split=validation_split)
     elements = x if y is None else (x, np.asarray(y))
     if validation_split is not None:
-        return _with_validation(elements, validation_split, batch_size=batch_size,
-                                shuffle_buffer=shuffle_buffer, seed=seed, options=options)
-    return _batches(elements, batch_size=batch_size, shuffle_buffer=shuffle_buffer,
-                    seed=seed, options=options)
+        built = _with_validation(elements, validation_split, batch_size=batch_size,
+                                 shuffle_buffer=shuffle_buffer, seed=seed, options=options)
+    else:
+        built = _batches(elements, batch_size=batch_size, shuffle_buffer=shuffle_buffer,
+                         seed=seed, options=options)
+    if plan is not None:
+        for dataset in (built if isinstance(built, tuple) else (built,)):
+            dataset.task = plan.task
+            dataset.class_names = list(plan.class_names) if plan.class_names else None
+    return built
+
+
+def _planned(y, *, task: str, validation_split):
+    """``(targets, LabelPlan)``: THE label rule on the training part of `y` (all of it, or
+    fit's first ``floor(n * (1 - validation_split))``), every label encoded by it."""
+    from tfaccel.reading import labels
+
+    if y is None:
+        raise UserInputError(f"task={task!r} needs labels: from_arrays(x, y, ...).")
+    y = np.asarray(y)
+    train = y
+    if isinstance(validation_split, float) and 0 < validation_split < 1:
+        train = y[:splits.fit_split_at(len(y), validation_split)]
+    plan = labels.plan_labels(train, task=task, where="from_arrays' y")
+    if y.ndim == 2 and y.shape[1] == 1 and plan.task != "multi_label":
+        y = y[:, 0]
+    return plan.encode(y), plan
 
 
 def _with_validation(elements, validation_split, *, batch_size, shuffle_buffer, seed,

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from tfaccel.errors import DataError
 from tfaccel.reading import split_rule
 
@@ -53,9 +51,7 @@ def split_indices(n: int, fraction: float, seed: int, *, what: str = "examples")
     ``numpy.random.default_rng(seed)``: the same split for the same (n, fraction, seed)
     on every machine, a different one for another seed.
     """
-    n_val = held_out_count(n, fraction, what=what)
-    order = np.random.default_rng(seed).permutation(n)
-    return np.sort(order[:n - n_val]), np.sort(order[n - n_val:])
+    return split_rule.split_order(n, held_out_count(n, fraction, what=what), seed)
 
 
 def held_out_files(files, fraction: float, seed: int, *, what: str = "files"):
@@ -80,13 +76,7 @@ def held_out_rows(counts, fraction: float, seed: int, *, what: str = "examples")
         DataError: The fraction leaves no example on one side (`held_out_count`).
     """
     counts = [int(c) for c in counts]
-    n = sum(counts)
-    _, val_idx = split_indices(n, fraction, seed, what=what)
-    validation = np.zeros(n, bool)
-    validation[val_idx] = True
-    bounds = np.cumsum([0, *counts])
-    val_masks = [validation[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-    return [~m for m in val_masks], val_masks
+    return split_rule.row_masks(counts, held_out_count(sum(counts), fraction, what=what), seed)
 
 
 def keras_held_out_count(n: int, fraction: float, *, what: str = "files",

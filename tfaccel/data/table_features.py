@@ -14,6 +14,7 @@ of the model for inference.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import re
@@ -70,7 +71,11 @@ def keras_names(names: Iterable[str]) -> Dict[str, str]:
 
 def _plan_names(plan: table_plan.TablePlan) -> Dict[str, str]:
     """`keras_names` of every feature `plan` makes."""
-    return keras_names(name for column in plan.kept for name, _ in column.features)
+    return _names_of(plan.kept)
+
+
+def _names_of(kept) -> Dict[str, str]:
+    return keras_names(name for column in kept for name, _ in column.features)
 
 
 def days_since_epoch(year, month, day):
@@ -126,7 +131,6 @@ def converter(plan: table_plan.TablePlan):
         features; targets int32 class ids (a `tf.lookup.StaticHashTable` of the label
         texts), or float32 targets (regression, multi_label).
     """
-    markers = tf.constant(list(plan.markers))
     names = _plan_names(plan)
     lookup = None
     if plan.label_keys is not None:
@@ -136,24 +140,8 @@ def converter(plan: table_plan.TablePlan):
                 tf.constant(keys), tf.constant([plan.label_keys[k] for k in keys], tf.int32)),
             default_value=-1)
 
-    def is_missing(text):
-        return tf.reduce_any(tf.equal(tf.expand_dims(text, -1), markers), axis=-1)
-
     def convert(row):
-        features = {}
-        for column in plan.kept:
-            text = tf.strings.strip(row[column.name])
-            missing = is_missing(text)
-            if column.kind == "numeric":
-                value = tf.strings.to_number(tf.where(missing, "0", text), tf.float32)
-                features[column.name] = tf.where(missing, tf.cast(column.mean, tf.float32),
-                                                 value)
-            elif column.kind == "categorical":
-                features[column.name] = tf.where(missing, table_plan.MISSING_CATEGORY, text)
-            else:
-                features.update(_calendar(text, missing, column))
-            if column.missing and column.kind != "categorical":
-                features[f"{column.name}_missing"] = tf.cast(missing, tf.float32)
+        features = _features(row, plan.kept, plan.markers, names)
         if lookup is not None:
             target = lookup.lookup(tf.strings.strip(row[plan.label[0]]))
         else:
@@ -161,9 +149,33 @@ def converter(plan: table_plan.TablePlan):
                                for name in plan.label], axis=-1)
             if len(plan.label) == 1:
                 target = target[..., 0]
-        return {names[name]: value for name, value in features.items()}, target
+        return features, target
 
     return convert
+
+
+def _features(row, kept, markers, names) -> Dict[str, tf.Tensor]:
+    """THE features of a batch of a table's texts ``{column: [B] strings}``: `converter`'s
+    and `RawColumns`' one rule, keyed by `keras_names`."""
+    markers = tf.constant(list(markers))
+
+    def is_missing(text):
+        return tf.reduce_any(tf.equal(tf.expand_dims(text, -1), markers), axis=-1)
+
+    features = {}
+    for column in kept:
+        text = tf.strings.strip(row[column.name])
+        missing = is_missing(text)
+        if column.kind == "numeric":
+            value = tf.strings.to_number(tf.where(missing, "0", text), tf.float32)
+            features[column.name] = tf.where(missing, tf.cast(column.mean, tf.float32), value)
+        elif column.kind == "categorical":
+            features[column.name] = tf.where(missing, table_plan.MISSING_CATEGORY, text)
+        else:
+            features.update(_calendar(text, missing, column))
+        if column.missing and column.kind != "categorical":
+            features[f"{column.name}_missing"] = tf.cast(missing, tf.float32)
+    return {names[name]: value for name, value in features.items()}
 
 
 @contextlib.contextmanager
@@ -248,3 +260,80 @@ def with_feature_space(model, feature_space):
         inputs = feature_space.get_inputs()
         outputs = model(feature_space.get_encoded_features())
         return keras.Model(inputs, outputs, name=f"{model.name}_on_columns")
+
+
+def _raw_columns_layer():
+    """`RawColumns`, defined (and registered with Keras) on first use: no Keras at import."""
+    global _RAW_COLUMNS
+    if _RAW_COLUMNS is not None:
+        return _RAW_COLUMNS
+    import keras
+
+    @keras.saving.register_keras_serializable(package="tfaccel")
+    class RawColumns(keras.layers.Layer):
+        """A table's raw columns (``{column: [B] strings}``, as the CSV file holds them) to
+        the features the FeatureSpace takes: `converter`'s rule inside a model (missing
+        values imputed with the training means and flagged, dates as calendar features,
+        categories stripped). Its config is the plan's kept columns and markers."""
+
+        def __init__(self, columns, markers, **kwargs):
+            kwargs.setdefault("trainable", False)
+            super().__init__(**kwargs)
+            self.columns = [dict(c) for c in columns]
+            self.markers = list(markers)
+            self._kept = [table_plan.Column(**c) for c in self.columns]
+            self._names = _names_of(self._kept)
+
+        def call(self, inputs):
+            row = {name: tf.reshape(tf.cast(value, tf.string) if value.dtype != tf.string
+                                    else value, [-1]) for name, value in inputs.items()}
+            features = _features(row, self._kept, self.markers, self._names)
+            # The FeatureSpace's inputs are (B, 1).
+            return {name: tf.expand_dims(value, -1) for name, value in features.items()}
+
+        def get_config(self):
+            return {**super().get_config(), "columns": self.columns, "markers": self.markers}
+
+    _RAW_COLUMNS = RawColumns
+    return RawColumns
+
+
+_RAW_COLUMNS = None
+
+
+def with_raw_columns(model, feature_space, plan: table_plan.TablePlan):
+    """One Keras model taking a table's raw columns, as text: the column plan's conversion
+    (`RawColumns`) and `feature_space`'s encoding in front of `model`.
+
+    Args:
+        model: A model trained on `feature_space`'s encoded rows (a table run's model.keras).
+        feature_space: The adapted FeatureSpace (the run's feature_space.keras).
+        plan: The run's column plan (`tfaccel.reading.table_plan.plan_for` on its training
+            split; `CsvSource.plan`).
+
+    Returns:
+        A `keras.Model` taking ``{column: [B] strings}`` for every kept column (named by
+        `keras_names`: the file's names where Keras takes them, ``size cm`` as ``size_cm``;
+        missing-value markers such as ``NA`` or ``""`` as in the file) and giving
+        `model`'s outputs. It saves to one ``.keras`` file; loading it needs
+        ``import tfaccel.data.table_features`` and a call of `register_layers` first.
+    """
+    import keras
+
+    layer = _raw_columns_layer()
+    kept = plan.kept
+    safe = keras_names(c.name for c in kept)
+    with _float32_layers():
+        inputs = {safe[c.name]: keras.Input(shape=(), dtype="string", name=safe[c.name])
+                  for c in kept}
+        features = layer([dataclasses.asdict(c) for c in kept], plan.markers,
+                         name="raw_columns")({c.name: inputs[safe[c.name]] for c in kept})
+        encoder = keras.Model(feature_space.get_inputs(),
+                              feature_space.get_encoded_features(), name="feature_space")
+        outputs = model(encoder(features))
+        return keras.Model(inputs, outputs, name=f"{model.name}_on_raw_columns")
+
+
+def register_layers() -> None:
+    """Registers `RawColumns` with Keras, so a saved `with_raw_columns` model loads."""
+    _raw_columns_layer()

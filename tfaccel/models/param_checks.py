@@ -58,6 +58,11 @@ def check_param(model, key, value, default):
                 and 0 <= value < 1):
             raise UserInputError(f"{where} must be a number in [0, 1), got {value!r}.")
         return float(value)
+    if key == "l2":
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and 0 <= value < math.inf):
+            raise UserInputError(f"{where} must be a number >= 0, got {value!r}.")
+        return float(value)
     if key == "bn_momentum":
         if not (isinstance(value, (int, float)) and not isinstance(value, bool)
                 and 0 <= value < 1):

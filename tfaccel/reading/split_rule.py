@@ -8,11 +8,14 @@ split before a run starts.
 
 from __future__ import annotations
 
-import csv
 import gzip
 import os
 import struct
 from typing import Optional
+
+import numpy as np
+
+from tfaccel.reading import csv_files
 
 # The compressions read here; a file of another (or unknown) compression is not counted.
 _OPENERS = {None: open, "GZIP": gzip.open}
@@ -23,6 +26,26 @@ def held_out(n: int, fraction: float) -> int:
     fraction > 0 (may be `n` or more: the caller refuses a split leaving no training item)."""
     n_val = int(round(fraction * n))
     return 1 if fraction > 0 and n_val == 0 else n_val
+
+
+def split_order(n: int, n_val: int, seed: int):
+    """THE seeded choice of `n_val` of `n` items: ``(training, held-out)`` sorted index
+    arrays, the held-out ones the last `n_val` of ``numpy.random.default_rng(seed)``'s
+    permutation (the same on every machine; `tfaccel.data.splits.split_indices`)."""
+    order = np.random.default_rng(seed).permutation(n)
+    return np.sort(order[:n - n_val]), np.sort(order[n - n_val:])
+
+
+def row_masks(counts, n_val: int, seed: int):
+    """``(training masks, held-out masks)``: one boolean array per file of `counts`, from
+    `split_order` over every row of the files in listing order (each row in one side)."""
+    counts = [int(c) for c in counts]
+    _, val_idx = split_order(sum(counts), n_val, seed)
+    held = np.zeros(sum(counts), bool)
+    held[val_idx] = True
+    bounds = np.cumsum([0, *counts])
+    val_masks = [held[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return [~m for m in val_masks], val_masks
 
 
 def whole_files(num_files: int, fraction: float) -> bool:
@@ -49,15 +72,21 @@ def compression_of(path: str, declared: Optional[str]) -> Optional[str]:
     return None
 
 
-def count_csv_rows(path: str, *, compression: Optional[str] = None) -> Optional[int]:
-    """Records of a CSV file with a header row, blank lines not counted (Python's csv
-    reader: a quoted newline stays inside its record); None for a ZLIB file."""
-    opener = _OPENERS.get(compression_of(path, compression), None)
-    if opener is None:
+def count_csv_rows(path: str, *, compression: Optional[str] = None,
+                   delimiter: Optional[str] = None) -> Optional[int]:
+    """Rows of a CSV file with a header row, as the csv source reads them: by the shared
+    reader (`tfaccel.reading.csv_files`: byte-order mark dropped, blank lines and lines of
+    spaces not rows, a quoted newline inside its row); None for a ZLIB file, or a GZIP one
+    whose name does not say so (the reader inflates ``.gz`` by name; the run counts it).
+
+    Raises:
+        DataError: As `csv_files.records` (a file that cannot be read, named).
+    """
+    kind = compression_of(path, compression)
+    if kind not in _OPENERS or (kind == "GZIP" and compression_of(path, None) != "GZIP"):
         return None
-    with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
-        records = sum(1 for fields in csv.reader(handle) if fields)
-    return max(records - 1, 0)
+    delimiter = csv_files.detect_delimiter(path, delimiter=delimiter)
+    return max(sum(1 for _ in csv_files.records(path, delimiter=delimiter)) - 1, 0)
 
 
 def count_lines(path: str, *, compression: Optional[str] = None) -> Optional[int]:

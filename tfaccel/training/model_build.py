@@ -124,6 +124,12 @@ def _model_params(recipe: Recipe, info) -> dict:
         # FeatureSpace already normalised the numbers and one-hot encoded the categories:
         # a pixel rescaling (mlp's default) would shrink them 255-fold.
         params.setdefault("normalization", "none")
+    if info.table is not None and "linear_path" in defaults:
+        # A table's MLP also gets a linear path from its features to the head (wide and
+        # deep): it contains the logistic / linear regression the tables are judged
+        # against. Chosen by 5-fold cross-validation on the training files of the small
+        # tables (benchmarks/real_data/table_defaults_cv.py; docs/performance.md).
+        params.setdefault("linear_path", True)
     series = info.series
     if series is not None:
         # A time series' training-split statistics, for the models that normalise with

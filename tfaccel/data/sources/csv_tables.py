@@ -14,6 +14,7 @@ import tensorflow as tf
 from tfaccel.data import files_stage, finite_values, in_memory, pipeline, text_files
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError, did_you_mean
+from tfaccel.reading import csv_files
 
 # The types CsvDataset parses, in the order type inference widens a column through them:
 # `tf.data.experimental.make_csv_dataset`'s own rule (int32, int64, float32, float64, string).
@@ -178,8 +179,10 @@ def _infer_types(files, fmt: _Format, columns: list, wanted: list, *, rows: int)
     """make_csv_dataset's rule: each column's narrowest type over the first `rows` rows.
 
     A column with no value in those rows is a string column, as there. A NaN or infinite
-    number among numbers is refused (`finite_values`), where make_csv_dataset would widen
-    the column to strings (and a recipe would then train on it as a category).
+    number among numbers is refused (`finite_values`), and so is a missing-value marker of
+    the column plan (`csv_files.NA_VALUES`: ``NA``, ``N/A``, ``null``, ``None``, ``?``)
+    that `na_value` does not name: make_csv_dataset would widen the column to strings
+    (and a model would then one-hot the measurements), silently.
 
     Raises:
         DataError: A column of numbers holding NaN or an infinite value (file, line,
@@ -187,6 +190,9 @@ def _infer_types(files, fmt: _Format, columns: list, wanted: list, *, rows: int)
     """
     types = [None] * len(wanted)
     non_finite = [None] * len(wanted)  # the first (path, line, text) of each column
+    # ... and of a missing-value marker (csv_files.NA_VALUES: "NA", "null", "?"...), which
+    # would widen a column of numbers to text: refused among numbers, text among texts.
+    markers = [None] * len(wanted)
     seen = 0
     for path in files:
         records = fmt.rows(path)
@@ -202,6 +208,8 @@ def _infer_types(files, fmt: _Format, columns: list, wanted: list, *, rows: int)
                     continue
                 if finite_values.is_non_finite_number(text):
                     non_finite[k] = non_finite[k] or (path, line, text)
+                elif text.strip() in csv_files.NA_VALUES:
+                    markers[k] = markers[k] or (path, line, text)
                 else:
                     types[k] = widen(types[k], text)
             seen += 1
@@ -211,6 +219,19 @@ def _infer_types(files, fmt: _Format, columns: list, wanted: list, *, rows: int)
         if found is not None and types[k] != "string":
             path, line, text = found
             raise _non_finite(path, line, columns[wanted[k]], text)
+    for k, found in enumerate(markers):
+        if found is not None and types[k] not in (None, "string"):
+            path, line, text = found
+            column = columns[wanted[k]]
+            raise DataError(
+                f"CSV file {path!r}, line {line}, column {column!r}: {text!r} among numbers, "
+                "a missing-value marker; make_csv_dataset would read the whole column as "
+                f"text. Say it is missing and fill it: na_value={text.strip()!r}, "
+                f"column_defaults={{{column!r}: ...}} (or fix the value).")
+        if found is not None and types[k] is None:
+            types[k] = "string"  # nothing but markers: text, as make_csv_dataset reads it
+        elif found is not None:
+            types[k] = widen(types[k], found[2])
     return [t or "string" for t in types]
 
 
