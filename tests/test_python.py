@@ -779,3 +779,41 @@ def test_float_labels_are_a_regression_target_or_refused_as_classes(tmp_path):
                                         "classification needs integer or text labels"):
         build_datasets(dataclasses.replace(config, task="classification"),
                        global_batch_size=4, num_replicas=1, seed=0, deterministic=True)
+
+
+def test_a_recipe_stopped_by_ctrl_c_mid_epoch_saves_exits_130_and_stops_the_workers(tmp_path):
+    from click.testing import CliRunner
+
+    from tfaccel.cli.main import main
+
+    # The Ctrl-C comes from a worker, at example 100 of 2048 (epoch 1 of 2, step 6 of
+    # 128): it lands while TensorFlow's iterator waits in GetNext for the pool.
+    (tmp_path / "ctrl_c_source.py").write_text(textwrap.dedent("""\
+        import os, signal
+        import numpy as np
+        num_classes = 2
+        class Items:
+            def __len__(self):
+                return 2048
+            def __getitem__(self, i):
+                if i == 100:
+                    os.kill(os.getppid(), signal.SIGINT)
+                return np.float32([i % 2, 1 - i % 2]), np.int64(i % 2)
+        items = Items()
+        """))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "data: {source: python, path: ctrl_c_source.py:items, validation_split: null,\n"
+        "       shuffle_buffer: 0, cache: null, workers: 2, num_classes: 2}\n"
+        "model: {name: mlp, params: {normalization: none}}\n"
+        "training: {epochs: 2, global_batch_size: 16, steps_per_execution: 1}\n"
+        "runtime: {verbose: 0, tensorboard: false}\n")
+    before = _children()
+    result = CliRunner().invoke(main, ["train", str(recipe), "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 130, result.output
+    assert "stopped by signal SIGINT at epoch 1, step" in result.output, result.output
+    assert "Traceback" not in result.output
+    assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()][0].startswith("step-")
+    del result  # its exc_info holds the run's frames, and through them the dataset
+    gc.collect()
+    assert _wait_gone(_children() - before) == []
