@@ -391,24 +391,31 @@ def test_ctrl_c_stops_the_workers(tmp_path):
 
 def test_at_exit_a_running_epoch_is_waited_for_and_an_idle_one_is_not(monkeypatch):
     # The exit hook's wait (see test_ctrl_c_stops_the_workers for the whole exit): tf.data's
-    # thread inside an epoch generator must be let finish before Python finalises; a
-    # generator suspended at a yield, that nobody asks for more, must not hold the exit.
+    # thread inside an epoch generator, or past its end but not yet done with it (its
+    # finaliser drops it), must be let finish before Python finalises; a generator
+    # suspended at a yield, that nobody asks for more, must not hold the exit.
     monkeypatch.setattr(_workers, "_EPOCHS", weakref.WeakSet())
-    release = threading.Event()
+    release, finished, drop = threading.Event(), threading.Event(), threading.Event()
 
     def epoch():
         yield 1
         release.wait(60)
         yield 2
 
+    def tf_data_thread(box):
+        generator = box.pop()
+        for _ in generator:
+            pass
+        finished.set()
+        drop.wait(60)  # the finaliser that drops the generator has not run yet
+
     idle = _workers.track_epoch(epoch())
     next(idle)
     running = _workers.track_epoch(epoch())
     next(running)
-    ended = weakref.ref(running)
-    reader = threading.Thread(target=list, args=(running,), daemon=True)
+    ended, box = weakref.ref(running), [running]
     del running  # only the reading thread holds it, as tf.data does until it finalises
-    reader.start()
+    threading.Thread(target=tf_data_thread, args=(box,), daemon=True).start()
     while inspect.getgeneratorstate(ended()) != inspect.GEN_RUNNING:
         time.sleep(0.001)
     waiter = threading.Thread(target=_workers._wait_for_epochs,
@@ -417,10 +424,37 @@ def test_at_exit_a_running_epoch_is_waited_for_and_an_idle_one_is_not(monkeypatc
     waiter.join(timeout=0.5)
     assert waiter.is_alive()  # the running epoch holds the exit...
     release.set()
-    waiter.join(timeout=60)  # a hang detector: ...until it ended; the idle one does not
+    assert finished.wait(60)
+    waiter.join(timeout=0.5)
+    assert waiter.is_alive()  # ...so does the ended one tf.data has not dropped yet...
+    drop.set()
+    waiter.join(timeout=60)  # (a hang detector) ...until it is gone; the idle one does not
     assert not waiter.is_alive(), "the wait did not end though only an idle epoch is left"
     assert ended() is None
     assert inspect.getgeneratorstate(idle) == inspect.GEN_SUSPENDED
+
+
+def test_at_exit_a_thread_inside_a_tensorflow_py_func_holds_the_wait(monkeypatch):
+    # E.g. tf.data's finaliser of an epoch, still running after it dropped the generator.
+    monkeypatch.setattr(_workers, "_EPOCHS", weakref.WeakSet())
+    inside, release = threading.Event(), threading.Event()
+
+    def blocking(x):
+        inside.set()
+        release.wait(60)
+        return x
+
+    ds = tf.data.Dataset.range(1).map(lambda x: tf.numpy_function(blocking, [x], tf.int64))
+    threading.Thread(target=lambda: list(ds), daemon=True).start()
+    assert inside.wait(60)
+    waiter = threading.Thread(target=_workers._wait_for_epochs,
+                              kwargs=dict(timeout=120, idle=0.1), daemon=True)
+    waiter.start()
+    waiter.join(timeout=0.5)
+    assert waiter.is_alive()
+    release.set()
+    waiter.join(timeout=60)  # a hang detector
+    assert not waiter.is_alive()
 
 
 class Stalls:
