@@ -5,12 +5,14 @@ from __future__ import annotations
 import atexit
 import collections
 import gc
+import inspect
 import itertools
 import multiprocessing
 import os
 import queue
 import random
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -195,19 +197,81 @@ def track_epoch(generator):
 
 
 @atexit.register
-def _close_all(timeout: float = 3.0):
+def _close_all(timeout: float = 10.0, idle: float = 1.0) -> None:
+    """At interpreter exit: closes every pool, then lets tf.data finish with the epochs.
+
+    tf.data runs an epoch generator from its own threads, and every call into it (the next
+    chunk, or the finaliser that drops it) needs the GIL. A thread that asks for the GIL
+    once the interpreter has started finalising (right after the atexit hooks) is ended
+    on the spot by Python, and whoever waits for it, TensorFlow's iterator destructor on
+    the main thread, waits forever: the hang (or, unwinding that thread, the crash) of a
+    Ctrl-C during an epoch. So, while Python still serves every thread:
+
+    1. the pools close, so a generator that runs now, or that tf.data calls again, ends
+       (quietly, see `run_epoch`) and tf.data finalises it;
+    2. the record of the exception that ended the program (`sys.last_value` and its
+       traceback) is dropped, as Python itself would do a moment later while finalising:
+       the iterators its frames hold (a Ctrl-C's `for` loop, `model.fit`) are destroyed
+       now, and their destructors wait for tf.data's threads while those can still run;
+    3. this waits, GIL released, until no thread runs a TensorFlow py_func and every
+       epoch generator is gone, or those left have not been called for `idle` seconds
+       (an iterator whose prefetch buffer is full and that nobody reads asks for nothing
+       more; the finaliser its destructor runs while Python finalises is refused by
+       TensorFlow's own check, not waited for); at most `timeout` seconds.
+    """
     global _interpreter_exiting
     _interpreter_exiting = True
-    # tf.data threads inside an epoch generator right now: once it ends, tf.data calls
-    # its finaliser (Python again) at once. If that call comes after the interpreter has
-    # started finalising, its thread can never take the GIL and the exit hangs in
-    # TensorFlow's iterator destructor; so wait here, GIL released, until it has run.
-    running = [weakref.ref(g) for g in list(_EPOCHS) if g.gi_running]
+    if not _LIVE_POOLS:
+        return  # no pool, so no iterator of one either (each holds its pool's dataset)
     for pool in list(_LIVE_POOLS):
         pool.close()
+    if _EPOCHS:
+        for name in ("last_exc", "last_type", "last_value", "last_traceback"):
+            if getattr(sys, name, None) is not None:
+                setattr(sys, name, None)
+        if _EPOCHS:
+            gc.collect()  # frames of the dropped traceback that sit in reference cycles
+    _wait_for_epochs(timeout=timeout, idle=idle)
+
+
+def _wait_for_epochs(*, timeout: float, idle: float) -> None:
+    """Waits until no epoch generator is left, or those left were idle for `idle` s."""
     deadline = time.monotonic() + timeout
-    while any(r() is not None for r in running) and time.monotonic() < deadline:
+    quiet_since = time.monotonic()
+    left = len(_EPOCHS)
+    while time.monotonic() < deadline:
+        # Only a generator suspended at a yield can be idle; one running, not started yet
+        # (tf.data calls it next) or finished (tf.data drops it next) is about to be
+        # called or dropped. tf.data's finaliser dropping the last reference is what ends
+        # a generator, so no reference is kept across the sleep; and that finaliser is
+        # itself Python, still running after the generator is gone, hence the frames.
+        busy = (_tensorflow_runs_python()
+                or any(inspect.getgeneratorstate(g) != inspect.GEN_SUSPENDED
+                       for g in list(_EPOCHS)))
+        now = time.monotonic()
+        if busy or len(_EPOCHS) != left:
+            quiet_since, left = now, len(_EPOCHS)
+        elif not left or now - quiet_since >= idle:
+            return
         time.sleep(0.01)
+
+
+# Where TensorFlow enters Python to run a py_func (a generator's next element, its
+# finaliser, a numpy_function): the outermost frame of such a thread.
+_PY_FUNC_ENTRY = os.path.join("tensorflow", "python", "ops", "script_ops.py")
+
+
+def _tensorflow_runs_python() -> bool:
+    """Whether another thread is inside a TensorFlow py_func right now."""
+    me = threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        if ident == me:
+            continue
+        while frame.f_back is not None:
+            frame = frame.f_back
+        if frame.f_code.co_filename.endswith(_PY_FUNC_ENTRY):
+            return True
+    return False
 
 
 def close_with(owner, pool: "Pool") -> None:
