@@ -43,7 +43,7 @@ FAST_MODULES = frozenset({
     "test_recipe", "test_resample", "test_run_all", "test_run_callbacks_profile",
     "test_run_failures", "test_session", "test_shapes", "test_shared", "test_sharding_files",
     "test_sharding_strategies", "test_shipped_recipes", "test_sources", "test_split_check",
-    "test_splits", "test_strategy", "test_stuck_signals", "test_table_baselines",
+    "test_splits", "test_strategy", "test_strategy_gpus", "test_stuck_signals", "test_table_baselines",
     "test_table_features", "test_tail_options",
     "test_text_files", "test_text_folder",
     "test_text_folder_keras_suite", "test_tfds", "test_tfds_lazy_import", "test_tfrecords",
