@@ -76,7 +76,10 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
             (model_source.json); a resume must give the same one again.
 
     Returns:
-        The `RunResult`.
+        The `RunResult`; in TF_CONFIG's evaluator task a
+        `tfaccel.training.sidecar_evaluator.EvaluationResult` (it evaluates the chief's
+        checkpoints in `run_dir` instead of training; a parameter-server cluster's ps and
+        worker tasks serve the chief and end the process: `training.platform_tasks`).
 
     Raises:
         UserInputError: The recipe, the data or the run directory is wrong, or the run
