@@ -55,3 +55,16 @@ def test_without_a_recipe_the_evaluator_reads_the_chiefs(tmp_path):
     recipe = evaluator._recipe(None, ["training.epochs=3"], directory=tmp_path,
                                poll_seconds=0.01, own_model=False)
     assert (recipe.name, recipe.training.epochs) == ("chiefs", 3)
+
+
+def test_a_run_that_ends_before_any_checkpoint_is_said_so(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    _summary(tmp_path, "completed")  # found at the start: no resume can follow
+    result = evaluator._evaluate_until_done(
+        evaluator._recipe(RECIPE, (), directory=tmp_path, poll_seconds=0.01,
+                          own_model=False),
+        directory=tmp_path, model=None, poll_seconds=0.01)
+    assert result.records == []
+    assert result.summary_text() == ("Evaluator: the chief's run ended before any "
+                                     f"checkpoint appeared.\nThe chief wrote the run "
+                                     f"directory: {tmp_path}")

@@ -109,6 +109,12 @@ def _evaluate_until_done(recipe: Recipe, *, directory: Path, model,
     from tfaccel.training.training_state import restore_state
 
     summary_at_start = _summary_state(directory)
+    # The session waits for the first checkpoint: by then the chief has recorded the
+    # policy `precision: auto` chose (precision.json), which the evaluator takes too.
+    while not ckpt.list_checkpoints(directory / run_files.CHECKPOINTS_DIR):
+        if _has_ended(directory, summary_at_start):
+            return EvaluationResult(run_dir=directory, records=[])
+        time.sleep(poll_seconds)
     with open_session(recipe, precision=run_files.recorded_precision(directory)) as session:
         data = session.build_data()
         if data.validation is None:
