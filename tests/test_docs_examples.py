@@ -32,7 +32,47 @@ from docs_blocks import (
 
 TIMEOUT = 600
 BLOCKS = all_blocks()
-RUN = [b for b in BLOCKS if b.lang in RUNNABLE and b.kind != "skip"]
+RUN = [b for b in BLOCKS if b.lang in RUNNABLE and b.kind not in ("skip", "manifest")]
+MANIFESTS = [b for b in BLOCKS if b.kind == "manifest"]
+
+
+# ------------------------------------------------------------------- platform manifests
+# TFJob's replica types, as TFConfig names their tasks (tfaccel.config.cluster).
+_TFJOB_TASKS = {"Chief": "chief", "Worker": "worker", "PS": "ps", "Evaluator": "evaluator"}
+
+
+@pytest.mark.parametrize("block", [pytest.param(b, id=b.name) for b in MANIFESTS])
+def test_a_manifest_is_a_tfjob_whose_tasks_train_one_recipe_into_one_shared_directory(
+        block):
+    import yaml
+
+    from tfaccel.config.recipe import load_recipe
+
+    job = yaml.safe_load(block.code)
+    assert (job["apiVersion"], job["kind"]) == ("kubeflow.org/v1", "TFJob")
+    replicas = job["spec"]["tfReplicaSpecs"]
+    assert set(replicas) <= set(_TFJOB_TASKS) and replicas["Chief"]["replicas"] == 1
+    assert replicas.get("Evaluator", {}).get("replicas", 0) <= 1
+    commands = set()
+    for name, spec in replicas.items():
+        pod = spec["template"]["spec"]
+        (container,) = [c for c in pod["containers"] if c["name"] == "tensorflow"]
+        command = [str(word) for word in container["command"] + container.get("args", [])]
+        assert command[:2] == ["tfaccel", "train"], (name, command)
+        run_dir = command[command.index("--run-dir") + 1]
+        mounts = [m["mountPath"] for m in container["volumeMounts"]]
+        assert any(run_dir.startswith(m.rstrip("/") + "/") for m in mounts), (name, mounts)
+        assert {v["name"] for v in pod["volumes"]} >= {m["name"] for m in
+                                                        container["volumeMounts"]}
+        commands.add(tuple(command))
+    (command,) = commands  # every task the same command: TF_CONFIG tells them apart
+    recipe, overrides = command[2], [command[i + 1] for i, word in enumerate(command)
+                                     if word == "--set"]
+    loaded = load_recipe(ROOT / recipe, overrides)  # the recipe it names is valid
+    if "PS" in replicas:
+        assert loaded.runtime.strategy == "parameter_server"
+    else:
+        assert loaded.runtime.strategy in ("auto", "multi_worker")
 
 
 # --------------------------------------------------------------------------- the markers

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import List, Mapping, Tuple
+from typing import List, Mapping, Optional, Tuple
 
 from tfaccel.errors import UserInputError
 
@@ -166,3 +166,94 @@ def strategy_role(strategy) -> WorkerRole:
 def is_multi_worker(strategy) -> bool:
     """Whether several workers train together under `strategy` (see `strategy_role`)."""
     return strategy_role(strategy).multi_worker
+
+
+# What a process of a TF_CONFIG cluster does under `tfaccel train` (`cluster_task`).
+ALONE = "alone"  # no cluster, or a cluster of one training task
+TRAINING = "training"  # a chief or worker of a MultiWorkerMirroredStrategy cluster
+PARAMETER_SERVER_CHIEF = "parameter_server_chief"  # runs the coordinator's loop
+SERVING = "serving"  # a ps or worker task of a parameter-server cluster: serves the chief
+EVALUATOR = "evaluator"  # evaluates the chief's checkpoints beside the cluster
+_TASK_TYPES = ("chief", "worker", "ps", "evaluator")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterTask:
+    """This process's part in TF_CONFIG's cluster: `kind` (one of the names above), the
+    task's `job` and `index` as TF_CONFIG gives them (None and 0 without TF_CONFIG), and
+    the cluster's jobs (evaluators are never a training task, listed or not)."""
+
+    kind: str
+    job: Optional[str] = None
+    index: int = 0
+    cluster: Mapping = dataclasses.field(default_factory=dict)
+
+    @property
+    def chief_address(self) -> Optional[str]:
+        """HOST:PORT of the chief (a "chief" job's task 0, else worker 0), or None."""
+        job, index = (task_order(self.cluster) or [(None, 0)])[0]
+        return str(self.cluster[job][index]) if job is not None else None
+
+
+def cluster_task() -> ClusterTask:
+    """What this process is in TF_CONFIG's cluster, for every shape the platforms set.
+
+    Kubeflow's TFJob and Vertex AI set TF_CONFIG per process: a `chief` and `worker` job
+    (or workers only: worker 0 is the chief), `ps` for parameter-server training, and an
+    `evaluator` task, which TFJob lists in the cluster or leaves out (it is never a
+    training task either way). Fields besides ``cluster`` and ``task`` (Vertex AI's
+    ``job`` and ``environment: cloud``, the task's ``trial``) are not read.
+
+    Raises:
+        UserInputError: TF_CONFIG is not JSON, its task type is none of chief, worker, ps,
+            evaluator, or its task is not in its cluster.
+    """
+    config = _tf_config()
+    if not config:
+        return ClusterTask(ALONE)
+    cluster = config.get("cluster") or {}
+    task = config.get("task") or {}
+    raw = os.environ.get("TF_CONFIG", "")[:200]
+    if not isinstance(task, dict):
+        raise UserInputError(f"TF_CONFIG's task is not an object: {raw!r}")
+    job = task.get("type")
+    try:
+        index = int(task.get("index", 0))
+    except (TypeError, ValueError):
+        raise UserInputError(f"TF_CONFIG's task index {task.get('index')!r} is not a "
+                             f"number: {raw!r}") from None
+    if job is None and len(task_order(cluster)) < 2:
+        return ClusterTask(ALONE, cluster=cluster)
+    if job not in _TASK_TYPES:
+        raise UserInputError(f"TF_CONFIG's task type {job!r} is none of "
+                             f"{', '.join(_TASK_TYPES)}: {raw!r}")
+    if job == "evaluator":
+        return ClusterTask(EVALUATOR, job, index, cluster)
+    tasks = cluster.get(job) or []
+    if not isinstance(tasks, list) or not 0 <= index < len(tasks):
+        raise UserInputError(f"TF_CONFIG does not name this task in its cluster (task "
+                             f"{job} {index}; the cluster's {job} job has {len(tasks)} "
+                             f"task(s)): {raw!r}")
+    if cluster.get("ps"):
+        kind = PARAMETER_SERVER_CHIEF if job == "chief" else SERVING
+        return ClusterTask(kind, job, index, cluster)
+    if job == "ps":
+        raise UserInputError(f"TF_CONFIG's task is ps but its cluster has no ps job: {raw!r}")
+    kind = TRAINING if len(task_order(cluster)) > 1 else ALONE
+    return ClusterTask(kind, job, index, cluster)
+
+
+def check_strategy_for_cluster(task: ClusterTask, strategy: str) -> None:
+    """A recipe's `runtime.strategy` against the cluster it runs in.
+
+    Raises:
+        UserInputError: The cluster has parameter servers and the strategy is not
+            parameter_server (MultiWorkerMirroredStrategy would count the chief and the
+            workers as its own and wait for ps tasks that never join it).
+    """
+    if task.kind in (PARAMETER_SERVER_CHIEF, SERVING) and strategy != "parameter_server":
+        raise UserInputError(
+            f"TF_CONFIG's cluster has parameter servers ({len(task.cluster['ps'])} ps "
+            f"task(s)), so every task trains with runtime.strategy parameter_server; this "
+            f"recipe's runtime.strategy is {strategy!r}. Set runtime.strategy: "
+            "parameter_server (or give this job a cluster without a ps job).")

@@ -19,6 +19,12 @@ _SHORT_NAMES = {
     "ParameterServerStrategyV2": "parameter_server",
 }
 
+# XLA is the recipe's choice on every machine, never the devices': Keras' own
+# `jit_compile="auto"` would turn it on wherever a GPU is present; whether it pays there
+# depends on the model (benchmarks/device_check.py measures it), and on CPU it measured 3x
+# slower for the small CNN.
+XLA_CHOICE = "off (training.jit_compile: true compiles the step, on one device)"
+
 
 def make_strategy(kind="auto", *, devices=None, peer_timeout=None):
     """Create a `tf.distribute.Strategy`.
@@ -142,7 +148,7 @@ def auto_choices():
     Returns:
         {"devices": {"CPU": n, "GPU": n, "TPU": n}, "gpus": [{"name", "compute_capability"}],
          "strategy": "default" | "mirrored" | "multi_worker", "precision": policy name,
-         "tf_config_tasks": number of tasks in TF_CONFIG (0 when unset)}.
+         "xla": `XLA_CHOICE`, "tf_config_tasks": number of tasks in TF_CONFIG (0 when unset)}.
     """
     from tfaccel.engine.precision import resolve_precision
 
@@ -152,6 +158,7 @@ def auto_choices():
         "gpus": _gpu_details(),
         "strategy": _auto_kind(),
         "precision": resolve_precision("auto"),
+        "xla": XLA_CHOICE,
         "tf_config_tasks": cluster.tf_config_tasks(),
     }
 

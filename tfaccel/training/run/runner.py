@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from tfaccel.config.batching import check_steps_per_execution
-from tfaccel.config.cluster import WorkerRole, worker_role
+from tfaccel.config.cluster import (
+    WorkerRole,
+    check_strategy_for_cluster,
+    cluster_task,
+    worker_role,
+)
 from tfaccel.config.recipe import (
     Recipe,
     dump_recipe,
@@ -34,11 +39,13 @@ from tfaccel.training import checkpoints as ckpt
 from tfaccel.training import data_source, execution, model_source, run_files
 from tfaccel.training.best_epoch import keep_plan
 from tfaccel.training.callbacks import StopAfterEpoch
+from tfaccel.training.chief_run_dir import chief_run_dir
 from tfaccel.training.execution import initial_steps
 from tfaccel.training.inputs import TrainData
 from tfaccel.training.losses import check_loss_and_metrics
 from tfaccel.training.model_build import build_model
 from tfaccel.training.optimizers import check_optimizer
+from tfaccel.training.platform_tasks import run_other_task
 from tfaccel.training.resume import LOCK_FILE, RunLock, checkpoint_to_resume, plan_resume
 from tfaccel.training.run.context import Decisions, RunContext
 from tfaccel.training.run.coordinator_loop import train_on_cluster
@@ -82,7 +89,10 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
             (model_source.json); a resume must give the same one again.
 
     Returns:
-        The `RunResult`.
+        The `RunResult`; in TF_CONFIG's evaluator task a
+        `tfaccel.training.sidecar_evaluator.EvaluationResult` (it evaluates the chief's
+        checkpoints in `run_dir` instead of training; a parameter-server cluster's ps and
+        worker tasks serve the chief and end the process: `training.platform_tasks`).
 
     Raises:
         UserInputError: The recipe, the data or the run directory is wrong, or the run
@@ -91,6 +101,11 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         Preempted: SIGTERM/SIGINT stopped training after saving a checkpoint.
     """
     started = time.perf_counter()
+    # A TF_CONFIG task that does not train (a ps cluster's servers, an evaluator) does its own.
+    other = run_other_task(recipe_or_path, overrides, run_dir=run_dir, resume=resume,
+                           model=model)
+    if other is not None:
+        return other
     opened = _open_run(recipe_or_path, overrides, run_dir=run_dir, resume=resume, model=model)
     recipe, role, directory, shown = opened.recipe, opened.role, opened.directory, opened.shown
     lock, scratch = opened.lock, opened.scratch
@@ -100,6 +115,8 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         with open_session(recipe, precision=recorded,
                           around_strategy=lambda: _answer_signals_while_joining(
                               opened, resume=resume)) as session:
+            # Every worker's closing line and resume hint name the chief's real directory.
+            shown = chief_run_dir(session.strategy, role=role, own=shown)
             context = RunContext(recipe=recipe, directory=directory, session=session,
                                   started=started, extra_callbacks=tuple(callbacks),
                                   resume_from=Path(resume) if resume is not None else None,
@@ -491,6 +508,7 @@ def fit_verbosity(verbose: Optional[int], *, stream=None) -> int:
 
 def _checked_role(recipe: Recipe) -> WorkerRole:
     """This process's role in the job, and what a multi-worker run cannot do (TF-free)."""
+    check_strategy_for_cluster(cluster_task(), recipe.runtime.strategy)
     role = worker_role(recipe.runtime.strategy)
     minutes = recipe.training.checkpoint_every_minutes
     if role.multi_worker and minutes:
