@@ -6,6 +6,7 @@ import functools
 import os
 import shlex
 import sys
+import time
 import traceback
 
 import click
@@ -130,14 +131,25 @@ def _parse_steps(value):
               help="Write a TensorBoard profiler trace of optimizer steps START to END "
                    "(counted from 1, inclusive) into RUN_DIR/tensorboard; view it in "
                    "TensorBoard's Profile tab (pip install 'tfaccel[profile]').")
+@click.option("--timings", is_flag=True,
+              help="At the end, print where the wall time went, phase by phase from the "
+                   "process's start: start-up and imports, the recipe, data and model "
+                   "builds, each epoch's first (tracing) calls, training, validation and "
+                   "checkpoints, the steps_per_execution choice, the final save "
+                   "(summary.json's timings hold the run's own phases in any case).")
 @handle_errors
-def train(recipe, overrides, run_dir, resume_dir, profile):
+def train(recipe, overrides, run_dir, resume_dir, profile, timings):
     """Train the model RECIPE describes and leave a run directory.
 
     The run directory holds the resolved recipe.yaml, metrics.jsonl, summary.json,
     checkpoints/, tensorboard/ and the trained model.keras. SIGTERM or Ctrl-C saves a
     checkpoint at the next step and exits (143 or 130); `--resume RUN_DIR` continues it.
     """
+    from tfaccel.training.timings import PhaseTimes, process_start
+
+    started = process_start()
+    clock = PhaseTimes(origin=started)
+    clock.mark("start: Python and tfaccel's command line")
     from tfaccel.config.recipe import load_recipe
 
     if recipe is None and resume_dir is None:
@@ -150,9 +162,11 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
         from tfaccel.config.input_paths import check_input_paths
 
         check_input_paths(loaded, source=recipe)  # before TensorFlow: a missing path is quick
+    clock.mark("read and check the recipe")
     from tfaccel.training import run as runner
     from tfaccel.training.stuck_signals import exit_when_stuck
 
+    clock.mark("import TensorFlow, Keras and tfaccel's trainer")
     # A signal that finds the run blocked inside TensorFlow ends it cleanly (not kill -9).
     exit_when_stuck()
     if resume_dir is not None:
@@ -160,7 +174,24 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
                               resume=resume_dir, profile=profile)
     else:
         result = runner.train(loaded, run_dir=run_dir, profile=profile)
+    returned = time.perf_counter()
     click.echo(result.summary_text())
+    if timings:
+        _print_timings(clock, result.summary, returned=returned,
+                       known_start=started is not None)
+
+
+def _print_timings(clock, summary: dict, *, returned: float, known_start: bool) -> None:
+    """`train --timings`: the command's phases with the run's own (summary.json's) inside."""
+    from tfaccel.training.timings import timings_text
+
+    run = summary.get("timings") or {"phases": []}
+    clock.extend([[p["phase"], p["seconds"]] for p in run["phases"]], prefix="train: ",
+                 rest="train: summary.json, closing the run", upto=returned)
+    clock.mark("print the summary")
+    click.echo(timings_text(clock.phases, wall=time.perf_counter() - clock.origin,
+                            origin="the process's start" if known_start
+                            else "the train command's start"))
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

@@ -40,6 +40,7 @@ from tfaccel.training.run_failures import (
 from tfaccel.training.run_summary import RunResult, run_summary
 from tfaccel.training.session import open_session
 from tfaccel.training.stuck_signals import signals_end_the_wait
+from tfaccel.training.timings import PhaseTimes
 
 
 def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
@@ -78,7 +79,9 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         Preempted: SIGTERM/SIGINT stopped training after saving a checkpoint.
     """
     started = time.perf_counter()
+    timings = PhaseTimes(origin=started)
     opened = _open_run(recipe_or_path, overrides, run_dir=run_dir, resume=resume, model=model)
+    timings.mark("open the run (recipe, run directory, lock)")
     recipe, role, directory, shown = opened.recipe, opened.role, opened.directory, opened.shown
     lock, scratch = opened.lock, opened.scratch
     try:
@@ -87,11 +90,13 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
         with open_session(recipe, precision=recorded,
                           around_strategy=lambda: _answer_signals_while_joining(
                               opened, resume=resume)) as session:
+            timings.mark("session (threads, seed, strategy, precision)")
             context = RunContext(recipe=recipe, directory=directory, session=session,
                                   started=started, extra_callbacks=list(callbacks),
                                   resume_from=Path(resume) if resume is not None else None,
                                   role=role, shown_dir=shown, profile=profile,
-                                  given_model=model, model_source=opened.model_source)
+                                  given_model=model, model_source=opened.model_source,
+                                  timings=timings)
             return _train_with(context)
     except Stopped as error:  # a signal while the workers waited for each other
         if _remove_unstarted(opened, resume=resume):
@@ -218,6 +223,7 @@ def _train_with(ctx: RunContext) -> RunResult:
         if bad_data is None:
             raise
         raise DataError(bad_data) from None
+    ctx.timings.mark("build the data (listing, pipeline)")
     _check_steps_per_execution(recipe, data)
     ctx.steps_per_execution = initial_steps(recipe.training.steps_per_execution)
     _keep_vocabulary(ctx, data)
@@ -230,11 +236,13 @@ def _train_with(ctx: RunContext) -> RunResult:
         say(f"training.keep is best but there is {ctx.keep_note}: model.keras will hold "
             "the last epoch.")
     checkpoint = _find_checkpoint(ctx) if ctx.resuming else None
+    ctx.timings.mark("look at the data (vocabulary, padding, checkpoint)")
     trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan,
                                        data=data, given=ctx.given_model)
     if hasattr(trained_model, "stages"):  # runtime.strategy pipeline: say where stages run
         ctx.pipeline = trained_model.describe()
         say(trained_model.summary_text())
+    ctx.timings.mark("build and compile the model")
     restored = {"metrics": [], "best_weights": None}
     if checkpoint is not None:
         from tfaccel.training.training_state import restore_state
@@ -252,6 +260,7 @@ def _train_with(ctx: RunContext) -> RunResult:
     outputs = make_callbacks(ctx, data=data, plan=plan, checkpoint=checkpoint,
                               restored=restored)
     outputs.monitor.attach(trained_model, strategy=ctx.session.strategy)
+    ctx.timings.mark("callbacks" + (" and the checkpoint's state" if checkpoint else ""))
     fit_started = time.perf_counter()
     try:
         _fit(ctx, trained_model=trained_model, data=data, outputs=outputs,
@@ -280,7 +289,10 @@ def _train_with(ctx: RunContext) -> RunResult:
         # keep: best: model.keras is saved from the best epoch's weights (every worker
         # sets them: the save below is a collective under multi-worker).
         outputs.best.restore_best()
+    ctx.timings.mark("summary figures (and the best epoch's weights)")
     model.save(ctx.directory / run_files.MODEL_FILE)
+    ctx.timings.mark("final save (model.keras)")
+    summary["timings"] = ctx.timings.as_dict()
     run_files.write_json(ctx.directory / run_files.SUMMARY_FILE, summary)
     return RunResult(run_dir=ctx.shown_dir, summary=summary, epochs=outputs.logger.records,
                      chief=ctx.role.chief)
@@ -308,18 +320,28 @@ def _check_steps_per_execution(recipe: Recipe, data: TrainData) -> None:
 
 
 def _choose_steps_per_execution(ctx: RunContext, *, trained_model, data: TrainData,
-                                outputs: Outputs) -> None:
+                                outputs: Outputs, remaining_steps: Optional[int] = None,
+                                first_calls: Optional[dict] = None) -> None:
     """`steps_per_execution: auto`: the first `fit` measured; the rest runs with the choice.
 
     Changing the steps per call retraces the train and test functions (Keras bakes the
-    count into them); the steps, their batches and their order are unchanged.
+    count into them); the steps, their batches and their order are unchanged. So the
+    choice changes only when the `remaining_steps` repay that retrace, estimated by what
+    the first calls spent tracing and compiling: the train call's time beyond its step and
+    input wait (the monitor's in-graph timer), and the first validation call
+    (`first_calls`: `PhaseMarks.first_call_seconds`).
     """
     from tfaccel.training import execution
 
+    monitor = outputs.monitor
+    retrace = None
+    if remaining_steps is not None and monitor.trace_seconds > 0:
+        retrace = monitor.trace_seconds + (first_calls or {}).get("test_function", 0.0)
     choice = execution.choose_from_cost(
-        outputs.monitor.per_call_cost(), steps_per_epoch=data.steps_per_epoch,
+        monitor.per_call_cost(), steps_per_epoch=data.steps_per_epoch,
         every_steps=ctx.recipe.training.checkpoint_every_steps,
-        unmeasured=outputs.monitor.unavailable_reason or "too few steps in the first epoch")
+        unmeasured=monitor.unavailable_reason or "too few steps in the first epoch",
+        remaining_steps=remaining_steps, retrace_seconds=retrace)
     ctx.execution_choice = choice
     say(f"steps_per_execution auto: {choice.steps} ({choice.reason}).")
     if choice.steps == ctx.steps_per_execution:
@@ -425,6 +447,7 @@ def _fit(ctx: RunContext, *, trained_model, data: TrainData, outputs: Outputs,
     and stopped after its own, so Keras numbers the epochs of the whole run.
     """
     from tfaccel.training.callbacks import StopAfterEpoch
+    from tfaccel.training.phase_marks import PhaseMarks
 
     training = ctx.recipe.training
     steps = data.steps_per_epoch
@@ -447,6 +470,9 @@ def _fit(ctx: RunContext, *, trained_model, data: TrainData, outputs: Outputs,
         # `auto` measures one step per call in the first epoch, then picks for the rest.
         segments = [(epoch, epoch + 1, steps, epoch * steps),
                     (epoch + 1, training.epochs, steps, (epoch + 1) * steps)]
+    # Around the run's callbacks (the epoch-end phase is theirs), one pair for all parts
+    # (they tell a new train function from one an earlier part called).
+    marks = [PhaseMarks(ctx.timings, edge="first"), PhaseMarks(ctx.timings, edge="last")]
     with outputs.signals, warnings.catch_warnings():
         # Keras warns "Your input ran out of data; interrupting training" whenever an
         # evaluation of unknown length (an image folder's, whose decode stage may skip a
@@ -456,19 +482,24 @@ def _fit(ctx: RunContext, *, trained_model, data: TrainData, outputs: Outputs,
         for index, (first_epoch, end_epoch, steps_in_epoch, global_step) in \
                 enumerate(segments):
             if index and auto:
-                _choose_steps_per_execution(ctx, trained_model=trained_model, data=data,
-                                            outputs=outputs)
+                _choose_steps_per_execution(
+                    ctx, trained_model=trained_model, data=data, outputs=outputs,
+                    remaining_steps=steps_in_epoch * (end_epoch - first_epoch),
+                    first_calls=marks[0].first_call_seconds)
             with ctx.session.strategy.scope():  # the data layer shards by the strategy in scope
                 stream = data.make_stream(global_step)
+            ctx.timings.mark("steps_per_execution auto: the choice and the input stream"
+                             if index and auto else "the input stream")
             # Last in the list: it sees whether another callback stopped the run first.
             stopper = StopAfterEpoch(end_epoch - 1)
             trained_model.fit(
                 stream, validation_data=data.validation,
                 initial_epoch=first_epoch, epochs=training.epochs,
                 steps_per_epoch=steps_in_epoch, validation_steps=training.validation_steps,
-                callbacks=outputs.all + [stopper],
+                callbacks=marks[:1] + outputs.all + marks[1:] + [stopper],
                 verbose=fit_verbosity(ctx.recipe.runtime.verbose),
                 shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
+            ctx.timings.mark("fit: Keras' end (progress bar, History)")
             if outputs.guard.failure is not None or stopper.stopped_by_others \
                     or not stopper.stopped:
                 break

@@ -10,6 +10,7 @@ from tfaccel.config.cluster import WorkerRole
 from tfaccel.config.recipe import Recipe
 from tfaccel.training.execution import Choice
 from tfaccel.training.session import Session
+from tfaccel.training.timings import PhaseTimes
 
 
 @dataclasses.dataclass
@@ -34,6 +35,8 @@ class RunContext:
     given_model: object = None  # train(model=...): a builder or a keras.Model
     model_source: Optional[dict] = None  # what model the run trains, for the summary
     pipeline: Optional[dict] = None  # runtime.strategy pipeline: its schedule and stages
+    # Where the run's wall time goes (summary.json's timings, `tfaccel train --timings`).
+    timings: PhaseTimes = dataclasses.field(default_factory=PhaseTimes)
 
     @property
     def resuming(self) -> bool:
