@@ -142,7 +142,7 @@ def weigh_retrace(choice: Choice, *, overhead_seconds: float, remaining_steps: i
             choice, reason=f"{choice.reason}; it saves about {saving:.2f} s over the "
             f"{remaining_steps} remaining steps, more than the retrace costs (about "
             f"{retrace_seconds:.2f} s)", **weighed)
-    return Choice(1, f"per-call cost {choice.overhead_ms:.2f} ms a call; {choice.steps} steps "
+    return Choice(1, f"per-call cost {overhead_seconds * 1e3:.2f} ms a call; {choice.steps} steps "
                   f"per call would save about {saving:.2f} s over the {remaining_steps} "
                   f"remaining steps, less than retracing the train and test functions costs "
                   f"(about {retrace_seconds:.2f} s, what their first calls spent tracing and "
