@@ -46,7 +46,7 @@ FAST_MODULES = frozenset({
     "test_table_features", "test_tail_options",
     "test_text_files", "test_text_folder",
     "test_text_folder_keras_suite", "test_tfds", "test_tfds_lazy_import", "test_tfrecords",
-    "test_threads", "test_timeseries", "test_timeseries_keras_suite",
+    "test_threads", "test_timeseries", "test_timeseries_keras_suite", "test_timings",
 })
 _NOT_FAST = ("slow", "heavy", "multiworker")
 
