@@ -35,7 +35,7 @@ FAST_MODULES = frozenset({
     "test_image_folder_keras_suite", "test_images", "test_inputs", "test_jpeg_headers",
     "test_keras_compat", "test_keras_compat_multiworker", "test_keras_names",
     "test_keras_signatures", "test_labels",
-    "test_launch", "test_losses",
+    "test_launch", "test_losses", "test_main_exit",
     "test_length_batches", "test_listing_cache", "test_main", "test_messages", "test_models",
     "test_models_sequence", "test_native_output", "test_order", "test_phrases",
     "test_pipeline_data", "test_pipeline_data_stream", "test_precision", "test_public_api",
