@@ -23,13 +23,27 @@ same comparison on the default recipe's data (the built-in dataset prepared by T
 `tfds.load(as_supervised=True)` + `.cache().shuffle(1000).batch(64).prefetch` in the Keras
 script, the default recipe's data section (memory cache, whole-split shuffle) in tfaccel.
 
+`--processes N` times WHOLE processes instead, what a user waits for: `python
+benchmarks/keras_script.py FOLDER` against `tfaccel train recipe.yaml --timings` (the same
+job as a recipe), each a fresh process timed from its start to its exit, after one
+untimed warm-up of each (the page cache, tfaccel's cached precision measurement), then N
+rounds alternated (Keras first in even rounds, tfaccel first in odd ones), medians. The
+ratio is the median of the per-round ratios (Keras' seconds over tfaccel's: higher is
+faster). tfaccel's own phases (`--timings`) are printed as medians beside it, with the exit
+(the process's end after its last line) measured from outside.
+
     python benchmarks/bench_end_to_end.py [--images 6000] [--epochs 4] [--repeats 2]
-        [--levers] [--seeds 3] [--tfds]
+        [--levers] [--seeds 3] [--tfds] [--processes N]
 """
 
 import argparse
+import json
 import os
+import re
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -142,6 +156,95 @@ LEVERS = {
 }
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _tfaccel_command(recipe_path, run_dir):
+    """`tfaccel train RECIPE --timings`: the console script where installed, else the same
+    entry point through this interpreter."""
+    script = shutil.which("tfaccel")
+    head = [script] if script else [
+        sys.executable, "-c", "import sys; from tfaccel.cli.main import main; sys.exit(main())"]
+    return head + ["train", recipe_path, "--run-dir", run_dir, "--timings"]
+
+
+def _timed_process(command):
+    """Wall seconds of one process from its start to its exit, and what it printed."""
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{command} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return seconds, done.stdout
+
+
+def _phases(output):
+    """`--timings` lines -> (seconds to the last line, {phase: seconds}); duplicates
+    summed (a phase named per epoch is not)."""
+    text = output[output.index("Timings: "):]
+    lines = text.splitlines()
+    wall = float(re.match(r"Timings: ([\d.]+) s", lines[0]).group(1))
+    phases = {}
+    for line in lines[1:]:
+        found = re.match(r"\s+([\d.]+) s  (.+)$", line)
+        if found:
+            phases[found.group(2)] = phases.get(found.group(2), 0.0) + float(found.group(1))
+    return wall, phases
+
+
+def whole_processes(folder, root, *, rounds, epochs):
+    """`--processes`: each contender a fresh process, alternated, medians (see the top)."""
+    recipe_path = os.path.join(root, "recipe.yaml")
+    with open(recipe_path, "w", encoding="utf-8") as out:
+        json.dump({"seed": 0,
+                   "data": {"source": "image_folder", "path": folder, "image_size": [32, 32],
+                            "validation_fraction": 0.2, "validation_split": None,
+                            "cache": "memory"},
+                   "model": {"name": "small_cnn"},
+                   "optimizer": {"name": "adam", "learning_rate": 2e-3},
+                   "training": {"epochs": epochs, "global_batch_size": BATCH},
+                   "runtime": {"verbose": 0, "tensorboard": False}}, out)
+    keras_command = [sys.executable, os.path.join(HERE, "keras_script.py"), folder,
+                     str(epochs), "0"]
+    names = ("Keras tutorial script", "tfaccel train")
+    seconds = {name: [] for name in names}
+    phases, exits = [], []
+    loads = [os.getloadavg()[0]]
+    for index in range(rounds + 1):  # round 0 is the untimed warm-up
+        order = names if index % 2 == 0 else names[::-1]
+        for name in order:
+            command = keras_command if name == names[0] else _tfaccel_command(
+                recipe_path, os.path.join(root, f"process-run{index}"))
+            wall, output = _timed_process(command)
+            if index == 0:
+                continue
+            seconds[name].append(wall)
+            if name == names[1]:
+                to_last_line, run_phases = _phases(output)
+                phases.append(run_phases)
+                exits.append(wall - to_last_line)
+            print(f"  round {index}: {name}: {wall:.1f} s", flush=True)
+        loads.append(os.getloadavg()[0])
+    ratios = [k / t for k, t in zip(seconds[names[0]], seconds[names[1]])]
+    print(f"\n{folder}: small_cnn, batch {BATCH}, {epochs} epochs, whole processes (start to "
+          f"exit), {rounds} rounds alternated after a warm-up, medians; {describe_cpu()}; load "
+          f"average {min(loads):.1f}-{max(loads):.1f} over the runs:\n")
+    print("| contender | whole process s (median) | min | max | whole vs Keras |\n"
+          "|---|---:|---:|---:|---:|")
+    for name in names:
+        values = seconds[name]
+        ratio = "1.00x" if name == names[0] else f"{statistics.median(ratios):.2f}x"
+        print(f"| {name} | {statistics.median(values):.1f} | {min(values):.1f} | "
+              f"{max(values):.1f} | {ratio} |")
+    print(f"\nper-round ratios: {', '.join(f'{r:.2f}x' for r in ratios)}")
+    print("\ntfaccel train's phases (median seconds over the rounds; --timings):\n")
+    print("| phase | s |\n|---|---:|")
+    for name in phases[0]:
+        values = [p.get(name, 0.0) for p in phases]
+        print(f"| {name} | {statistics.median(values):.2f} |")
+    print(f"| exit (after the last line, measured from outside) | {statistics.median(exits):.2f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=6000, help="PNGs in the folder.")
@@ -155,8 +258,19 @@ def main():
     parser.add_argument("--tfds", action="store_true",
                         help="The default recipe's data through TFDS (12,000 train / 2,000 test "
                         "examples) instead of the PNG folder: tfds.load in the Keras script.")
+    parser.add_argument("--processes", type=int, default=0, metavar="N",
+                        help="Time whole processes (start to exit) of the Keras script and "
+                        "`tfaccel train`, N rounds alternated after a warm-up; medians.")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="tfaccel_bench_e2e_")
+    if args.processes:
+        try:
+            folder = os.path.join(root, "images")
+            export_image_folder(folder, limit=args.images, data_dir=args.data_dir)
+            whole_processes(folder, root, rounds=args.processes, epochs=args.epochs)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return
     names = ["Keras tutorial script"] + (list(LEVERS) if args.levers
                                          else ["tfaccel train (defaults)"])
     try:

@@ -33,6 +33,37 @@ def _recipe(data_dir, **training):
     return recipe
 
 
+class TraceCounter(keras.callbacks.Callback):
+    """Counts the traces of the model's train step: its Python body runs only then.
+
+    The first call traces it twice in plain Keras too (the first trace creates variables,
+    tf.function traces again without), so retraces are the ones after the first epoch.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.traces = 0
+        self.after_first_epoch = None
+        self._wrapped = set()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.after_first_epoch is None:
+            self.after_first_epoch = self.traces
+
+    def set_model(self, model):
+        super().set_model(model)
+        if id(model) in self._wrapped:  # every `fit` call sets the model again
+            return
+        self._wrapped.add(id(model))
+        step = model.train_step
+
+        def counted(data):
+            self.traces += 1
+            return step(data)
+
+        model.train_step = counted
+
+
 def _iterations(result) -> int:
     model = keras.saving.load_model(result.run_dir / "model.keras")
     return int(model.optimizer.iterations.numpy())
@@ -98,23 +129,77 @@ def test_auto_takes_the_smallest_fitting_divisor(overhead_ms, step_ms, steps, ev
 
 def test_auto_measures_the_first_epoch_then_trains_the_same_steps(tmp_path, shapes_data_dir,
                                                                  monkeypatch):
-    # The choice depends on the machine's timings: see what it was given, force 5.
-    measured = {}
+    # The choice depends on the machine's timings: see what it was given, force 5, and
+    # force the switch the short run would not repay.
+    measured, weighed = {}, {}
 
     def choose(**kwargs):
         measured.update(kwargs)
         return execution.Choice(steps=5, reason="forced by the test")
 
+    def weigh(choice, **kwargs):
+        weighed.update(kwargs)
+        return choice
+
     monkeypatch.setattr(execution, "choose_steps_per_execution", choose)
+    monkeypatch.setattr(execution, "weigh_retrace", weigh)
+    counter = TraceCounter()
     result = runner.train(_recipe(shapes_data_dir, steps_per_execution="auto", epochs=3),
-                          run_dir=str(tmp_path / "auto"))
+                          run_dir=str(tmp_path / "auto"), callbacks=[counter])
     assert _iterations(result) == 15
+    # The switch retraced the train step for epochs 2-3.
+    assert counter.after_first_epoch >= 1 and counter.traces > counter.after_first_epoch
+    # Weighed against the 10 steps left, and what the first calls spent tracing.
+    assert weighed["remaining_steps"] == 10 and weighed["retrace_seconds"] > 0
     assert [e["examples"] for e in result.epochs] == [160, 160, 160]
     # Measured on the first epoch's calls: a per-call cost and a step's compute, in seconds.
     assert measured["steps_per_epoch"] == 5 and 0 < measured["step_seconds"] < 1
     assert 0 <= measured["overhead_seconds"] < 1
     assert result.summary["steps_per_execution"] == 5
     assert result.summary["steps_per_execution_choice"]["reason"] == "forced by the test"
+
+
+@pytest.mark.parametrize("overhead_ms, remaining, retrace_s, expected", [
+    (1.0, 225, 1.0, 1),      # 4 epochs of 75 steps: 0.22 s saved < a 1 s retrace: keep 1
+    (1.0, 22_500, 1.0, 25),  # 300 more epochs: 21.6 s saved, switch
+    (5.0, 225, 1.0, 25),     # a dear call: 1.08 s saved repays a 1 s retrace
+])
+def test_auto_switches_only_when_the_rest_of_the_run_repays_the_retrace(
+        overhead_ms, remaining, retrace_s, expected):
+    choice = execution.choose_from_cost(
+        {"overhead_seconds": overhead_ms / 1e3, "step_seconds": 1e-3}, steps_per_epoch=75,
+        unmeasured="-", remaining_steps=remaining, retrace_seconds=retrace_s)
+    assert choice.steps == expected
+    assert choice.saving_seconds == pytest.approx(overhead_ms / 1e3 * remaining * 24 / 25,
+                                                  rel=1e-3)
+    assert choice.retrace_seconds == retrace_s
+    if expected == 1:
+        assert "less than retracing" in choice.reason and "traced once" in choice.reason
+    # Without the rest of the run (tfaccel doctor's question), the measured cost decides.
+    assert execution.choose_from_cost(
+        {"overhead_seconds": overhead_ms / 1e3, "step_seconds": 1e-3}, steps_per_epoch=75,
+        unmeasured="-").steps == 25
+
+
+def test_a_short_run_traces_the_train_step_once(tmp_path, shapes_data_dir, monkeypatch):
+    from tfaccel.training.throughput import ThroughputMonitor
+
+    # The measured cost asks for 5 steps per call (0.5 ms a call, 10% of a 5 ms step), but
+    # 10 remaining steps save 4 ms: less than any retrace.
+    monkeypatch.setattr(ThroughputMonitor, "per_call_cost", lambda self, **_: {
+        "overhead_seconds": 5e-4, "step_seconds": 5e-3, "calls": 4})
+    counter = TraceCounter()
+    result = runner.train(_recipe(shapes_data_dir, steps_per_execution="auto", epochs=3),
+                          run_dir=str(tmp_path / "short"), callbacks=[counter])
+    # No trace after the first epoch's (the train function of epoch 1 trains them all).
+    assert counter.after_first_epoch >= 1 and counter.traces == counter.after_first_epoch
+    assert result.summary["steps_per_execution"] == 1
+    choice = result.summary["steps_per_execution_choice"]
+    assert choice["saving_seconds"] == pytest.approx(5e-4 * 10 * 4 / 5)
+    assert choice["retrace_seconds"] > choice["saving_seconds"]
+    assert "traced once" in choice["reason"]
+    assert _iterations(result) == 15
+    assert [e["examples"] for e in result.epochs] == [160, 160, 160]
 
 
 def test_the_switch_keeps_the_weights_of_one_step_per_call(tmp_path, shapes_data_dir,

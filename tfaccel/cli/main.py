@@ -9,6 +9,7 @@ import os
 import shlex
 import signal
 import sys
+import time
 import traceback
 
 import click
@@ -134,8 +135,14 @@ def _parse_steps(value):
               help="Write a TensorBoard profiler trace of optimizer steps START to END "
                    "(counted from 1, inclusive) into RUN_DIR/tensorboard; view it in "
                    "TensorBoard's Profile tab (pip install 'tfaccel[profile]').")
+@click.option("--timings", is_flag=True,
+              help="At the end, print where the wall time went, phase by phase from the "
+                   "process's start: start-up and imports, the recipe, data and model "
+                   "builds, each epoch's first (tracing) calls, training, validation and "
+                   "checkpoints, the steps_per_execution choice, the final save "
+                   "(summary.json's timings hold the run's own phases in any case).")
 @handle_errors
-def train(recipe, overrides, run_dir, resume_dir, profile):
+def train(recipe, overrides, run_dir, resume_dir, profile, timings):
     """Train the model RECIPE describes and leave a run directory.
 
     The run directory holds the resolved recipe.yaml, metrics.jsonl, summary.json,
@@ -143,6 +150,11 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
     checkpoint at the next step and exits (143 or 130); `--resume RUN_DIR` continues it.
     """
     # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
+    from tfaccel.training.timings import PhaseTimes, process_start
+
+    started = process_start()
+    clock = PhaseTimes(origin=started)
+    clock.mark("start: Python and tfaccel's command line")
     from tfaccel.config.recipe import load_recipe
 
     if recipe is None and resume_dir is None:
@@ -157,10 +169,12 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
         from tfaccel.config.input_paths import check_input_paths
 
         check_input_paths(loaded, source=recipe)  # before TensorFlow: a missing path is quick
+    clock.mark("read and check the recipe")
     # Deferred: TensorFlow (seconds); --help loads click alone.
     from tfaccel.training.run import runner
     from tfaccel.training.stuck_signals import exit_when_stuck
 
+    clock.mark("import TensorFlow, Keras and tfaccel's trainer")
     # A signal that finds the run blocked inside TensorFlow ends it cleanly (not kill -9).
     exit_when_stuck()
     if resume_dir is not None:
@@ -168,7 +182,62 @@ def train(recipe, overrides, run_dir, resume_dir, profile):
                               resume=resume_dir, profile=profile)
     else:
         result = runner.train(loaded, run_dir=run_dir, profile=profile)
+    returned = time.perf_counter()
     click.echo(result.summary_text())
+    if timings:
+        _print_timings(clock, result.summary, returned=returned,
+                       known_start=started is not None)
+    if _is_the_console_script():
+        exit_without_teardown(0)
+
+
+def _is_the_console_script() -> bool:
+    """Whether this process is `tfaccel` itself (not a test's CliRunner or a caller's
+    Python: their process goes on after the command)."""
+    return os.path.basename(sys.argv[0]) == "tfaccel"
+
+
+def exit_without_teardown(code: int) -> None:
+    """Ends a finished process without the interpreter's teardown, when that is safe.
+
+    After TensorFlow and Keras were imported, Python's teardown (freeing every module and
+    object, then TensorFlow's C++ destructors) took 6-10 s on a loaded 2-core CPU (0.1-0.4 s
+    with `os._exit`), on top of a 4-epoch job: time a user waits for nothing. The atexit
+    functions still run (logging's flush, multiprocessing ending its children, anything a
+    user's code registered), then stdout and stderr are flushed, and only the freeing is
+    skipped. Every file of the run is already written and closed (atomically). With a
+    non-daemon thread still running, whose end a normal exit would wait for, it returns and
+    the normal exit follows.
+
+    Args:
+        code: The process's exit code.
+    """
+    import atexit
+    import threading
+
+    main = threading.main_thread()
+    if any(t.is_alive() and not t.daemon and t is not main for t in threading.enumerate()):
+        return
+    atexit._run_exitfuncs()  # what CPython calls at exit (once here: os._exit follows)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken pipe: nothing more to say
+            pass
+    os._exit(code)
+
+
+def _print_timings(clock, summary: dict, *, returned: float, known_start: bool) -> None:
+    """`train --timings`: the command's phases with the run's own (summary.json's) inside."""
+    from tfaccel.training.timings import timings_text
+
+    run = summary.get("timings") or {"phases": []}
+    clock.extend([[p["phase"], p["seconds"]] for p in run["phases"]], prefix="train: ",
+                 rest="train: summary.json, closing the run", upto=returned)
+    clock.mark("print the summary")
+    click.echo(timings_text(clock.phases, wall=time.perf_counter() - clock.origin,
+                            origin="the process's start" if known_start
+                            else "the train command's start"))
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

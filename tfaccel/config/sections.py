@@ -328,7 +328,8 @@ class TrainingConfig:
     steps_per_execution: Union[int, Literal["auto"]] = _key(
         "auto", "Train steps run per call into the compiled function (a divisor of the "
         "epoch's steps); auto measures the per-call cost in the first epoch and picks the "
-        "smallest divisor that brings it under 2% of a step (1 where it cannot measure).",
+        "smallest divisor that brings it under 2% of a step (1 where it cannot measure), "
+        "switching only when the rest of the run repays the retrace it needs.",
         minimum=1)
     checkpoints: bool = _key(True, "Save a resumable checkpoint at the end of every epoch.")
     checkpoint_every_steps: Optional[int] = _key(

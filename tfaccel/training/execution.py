@@ -7,6 +7,11 @@ matters: the first epoch runs one step per call and measures that cost against t
 own compute; the rest of the run takes the smallest divisor of the epoch that brings the
 cost under `TARGET_OVERHEAD`, within `MAX_STEPS` and `MAX_CALL_SECONDS` per call (so
 Ctrl-C, a preemption signal or a NaN loss is acted on within about a second).
+
+A new steps per call retraces and recompiles the train and test functions (Keras bakes the
+count into them), so the run switches only when the rest of it repays that: the per-call
+cost saved over the remaining steps must exceed the retrace, estimated by what the first
+calls spent tracing and compiling. A short job keeps one step per call and traces once.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ class Choice:
     reason: str
     overhead_ms: Optional[float] = None
     step_ms: Optional[float] = None
+    # Where the retrace was weighed: what the switch would save over the rest of the run,
+    # and what the retrace was estimated to cost, in seconds.
+    saving_seconds: Optional[float] = None
+    retrace_seconds: Optional[float] = None
 
     def as_dict(self) -> dict:
         """JSON-able form for summary.json."""
@@ -84,7 +93,9 @@ def choose_steps_per_execution(*, overhead_seconds: float, step_seconds: float,
 
 
 def choose_from_cost(cost: Optional[dict], *, steps_per_epoch: int,
-                     every_steps: Optional[int] = None, unmeasured: str) -> Choice:
+                     every_steps: Optional[int] = None, unmeasured: str,
+                     remaining_steps: Optional[int] = None,
+                     retrace_seconds: Optional[float] = None) -> Choice:
     """`choose_steps_per_execution` on `ThroughputMonitor.per_call_cost`'s figures.
 
     Args:
@@ -92,12 +103,48 @@ def choose_from_cost(cost: Optional[dict], *, steps_per_epoch: int,
         steps_per_epoch: Optimizer steps of one epoch.
         every_steps: `training.checkpoint_every_steps`, or None.
         unmeasured: Why there is no measurement (said when `cost` is None).
+        remaining_steps: Optimizer steps the run has left to train after the switch, or
+            None for the choice of a run of any length (`tfaccel doctor`'s).
+        retrace_seconds: The estimated cost of retracing with another steps per call.
 
     Returns:
-        The `Choice`; one step per call, with the reason, when `cost` is None.
+        The `Choice`; one step per call, with the reason, when `cost` is None or when
+        the per-call cost saved over `remaining_steps` would not repay `retrace_seconds`.
     """
     if cost is None:
         return Choice(1, f"per-call cost unmeasured ({unmeasured}): one step per call")
-    return choose_steps_per_execution(
+    choice = choose_steps_per_execution(
         overhead_seconds=cost["overhead_seconds"], step_seconds=cost["step_seconds"],
         steps_per_epoch=steps_per_epoch, every_steps=every_steps)
+    if choice.steps == 1 or remaining_steps is None or retrace_seconds is None:
+        return choice
+    return weigh_retrace(choice, overhead_seconds=cost["overhead_seconds"],
+                         remaining_steps=remaining_steps, retrace_seconds=retrace_seconds)
+
+
+def weigh_retrace(choice: Choice, *, overhead_seconds: float, remaining_steps: int,
+                  retrace_seconds: float) -> Choice:
+    """`choice`, or one step per call when the rest of the run would not repay the retrace.
+
+    Args:
+        choice: The steps per call the measured costs ask for (more than 1).
+        overhead_seconds: The measured per-call cost, in seconds.
+        remaining_steps: Optimizer steps left to train after the switch.
+        retrace_seconds: The estimated cost of retracing the train and test functions.
+
+    Returns:
+        `choice` with the weighed figures, or a `Choice` of 1 that says why not.
+    """
+    saving = overhead_seconds * remaining_steps * (1 - 1 / choice.steps)
+    weighed = dict(saving_seconds=round(saving, 4), retrace_seconds=round(retrace_seconds, 4))
+    if saving > retrace_seconds:
+        return dataclasses.replace(
+            choice, reason=f"{choice.reason}; it saves about {saving:.2f} s over the "
+            f"{remaining_steps} remaining steps, more than the retrace costs (about "
+            f"{retrace_seconds:.2f} s)", **weighed)
+    return Choice(1, f"per-call cost {overhead_seconds * 1e3:.2f} ms a call; {choice.steps} steps "
+                  f"per call would save about {saving:.2f} s over the {remaining_steps} "
+                  f"remaining steps, less than retracing the train and test functions costs "
+                  f"(about {retrace_seconds:.2f} s, what their first calls spent tracing and "
+                  "compiling): one step per call, traced once",
+                  overhead_ms=choice.overhead_ms, step_ms=choice.step_ms, **weighed)

@@ -56,6 +56,10 @@ class ThroughputMonitor(keras.callbacks.Callback):
         self.unavailable_reason: Optional[str] = None
         self._compute = None  # in-graph seconds of compute, summed (a tf.Variable)
         self._traces = 0
+        # Seconds of the calls that traced, beyond their in-graph input wait and step: the
+        # tracing and compiling (over the run; `steps_per_execution: auto` weighs a
+        # retrace by it).
+        self.trace_seconds = 0.0
         self._cores = available_cores()
         self._reset_epoch()
 
@@ -163,8 +167,12 @@ class ThroughputMonitor(keras.callbacks.Callback):
         if self._compute is None:
             return
         timer = self._read_timer()
-        if self._traces == self._traces_at_call:
-            wait, compute = timer[0] - self._last_timer[0], timer[1] - self._last_timer[1]
+        wait, compute = timer[0] - self._last_timer[0], timer[1] - self._last_timer[1]
+        if self._traces != self._traces_at_call:
+            # The first call waits for input the cache has not filled yet (a whole-split
+            # shuffle: every example): the in-graph timer tells that wait from the trace.
+            self.trace_seconds += max(seconds - wait - compute, 0.0)
+        else:
             self._call_seconds += seconds
             self._wait_seconds += wait
             self._compute_seconds += compute

@@ -10,6 +10,7 @@ from tfaccel.config.cluster import WorkerRole
 from tfaccel.config.recipe import Recipe
 from tfaccel.training.execution import Choice
 from tfaccel.training.run.session import Session
+from tfaccel.training.timings import PhaseTimes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +32,9 @@ class RunContext:
     profile: Optional[tuple] = None
     given_model: object = None  # train(model=...): a builder or a keras.Model
     model_source: Optional[dict] = None  # what model the run trains, for the summary
+    # Where the run's wall time goes (summary.json's timings, `tfaccel train --timings`):
+    # a clock the steps mark, the one mutable object the frozen context holds.
+    timings: PhaseTimes = dataclasses.field(default_factory=PhaseTimes)
 
     @property
     def resuming(self) -> bool:

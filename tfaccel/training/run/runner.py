@@ -45,6 +45,7 @@ from tfaccel.training.inputs import TrainData
 from tfaccel.training.losses import check_loss_and_metrics
 from tfaccel.training.model_build import build_model
 from tfaccel.training.optimizers import check_optimizer
+from tfaccel.training.phase_marks import PhaseMarks
 from tfaccel.training.platform_tasks import run_other_task
 from tfaccel.training.resume import LOCK_FILE, RunLock, checkpoint_to_resume, plan_resume
 from tfaccel.training.run.context import Decisions, RunContext
@@ -59,6 +60,7 @@ from tfaccel.training.run.outputs import Outputs, make_callbacks
 from tfaccel.training.run.session import open_session
 from tfaccel.training.run.summary import RunResult, run_summary, write_summary
 from tfaccel.training.stuck_signals import signals_end_the_wait
+from tfaccel.training.timings import PhaseTimes
 from tfaccel.training.training_state import restore_state
 
 
@@ -106,7 +108,9 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
                            model=model)
     if other is not None:
         return other
+    timings = PhaseTimes(origin=started)
     opened = _open_run(recipe_or_path, overrides, run_dir=run_dir, resume=resume, model=model)
+    timings.mark("open the run (recipe, run directory, lock)")
     recipe, role, directory, shown = opened.recipe, opened.role, opened.directory, opened.shown
     lock, scratch = opened.lock, opened.scratch
     try:
@@ -117,11 +121,13 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
                               opened, resume=resume)) as session:
             # Every worker's closing line and resume hint name the chief's real directory.
             shown = chief_run_dir(session.strategy, role=role, own=shown)
+            timings.mark("session (threads, seed, strategy, precision)")
             context = RunContext(recipe=recipe, directory=directory, session=session,
                                   started=started, extra_callbacks=tuple(callbacks),
                                   resume_from=Path(resume) if resume is not None else None,
                                   role=role, shown_dir=shown, profile=profile,
-                                  given_model=model, model_source=opened.model_source)
+                                  given_model=model, model_source=opened.model_source,
+                                  timings=timings)
             return _train_with(context)
     except Stopped as error:  # a signal while the workers waited for each other
         if _remove_unstarted(opened, resume=resume):
@@ -246,6 +252,7 @@ def _train_with(ctx: RunContext) -> RunResult:
         if bad_data is None:
             raise
         raise DataError(bad_data) from None
+    ctx.timings.mark("build the data (listing, pipeline)")
     _check_steps_per_execution(recipe, data)
     _keep_vocabulary(ctx, data)
     _keep_feature_space(ctx, data)
@@ -257,6 +264,7 @@ def _train_with(ctx: RunContext) -> RunResult:
             "the last epoch.")
     checkpoint = checkpoint_to_resume(ctx.resume_from, directory=ctx.directory) \
         if ctx.resuming else None
+    ctx.timings.mark("look at the data (vocabulary, padding, checkpoint)")
     trained_model, model = build_model(recipe, strategy=ctx.session.strategy, plan=plan,
                                        data=data, given=ctx.given_model)
     pipeline = None
@@ -266,6 +274,7 @@ def _train_with(ctx: RunContext) -> RunResult:
     decisions = Decisions(keep=keep, keep_note=keep_note, pipeline=pipeline,
                           steps_per_execution=initial_steps(
                               recipe.training.steps_per_execution))
+    ctx.timings.mark("build and compile the model")
     restored = {"metrics": [], "best_weights": None}
     if checkpoint is not None:
         with ctx.session.strategy.scope():  # optimizer variables are created here when missing
@@ -281,6 +290,7 @@ def _train_with(ctx: RunContext) -> RunResult:
     outputs = make_callbacks(ctx, keep=decisions.keep, data=data, plan=plan,
                              checkpoint=checkpoint, restored=restored)
     outputs.monitor.attach(trained_model, strategy=ctx.session.strategy)
+    ctx.timings.mark("callbacks" + (" and the checkpoint's state" if checkpoint else ""))
     fit_started = time.perf_counter()
     try:
         decisions = _fit(ctx, decisions=decisions, trained_model=trained_model, data=data,
@@ -307,7 +317,10 @@ def _train_with(ctx: RunContext) -> RunResult:
         # keep: best: model.keras is saved from the best epoch's weights (every worker
         # sets them: the save below is a collective under multi-worker).
         outputs.best.restore_best()
+    ctx.timings.mark("summary figures (and the best epoch's weights)")
     model.save(ctx.directory / run_files.MODEL_FILE)
+    ctx.timings.mark("final save (model.keras)")
+    summary = dataclasses.replace(summary, timings=ctx.timings.as_dict())
     return RunResult(run_dir=ctx.shown_dir, summary=write_summary(ctx.directory, summary),
                      epochs=outputs.logger.records, chief=ctx.role.chief)
 
@@ -332,19 +345,30 @@ def _check_steps_per_execution(recipe: Recipe, data: TrainData) -> None:
 
 
 def _choose_steps_per_execution(ctx: RunContext, *, decisions: Decisions, trained_model,
-                                data: TrainData, outputs: Outputs) -> Decisions:
+                                data: TrainData, outputs: Outputs,
+                                remaining_steps: Optional[int] = None,
+                                first_calls: Optional[dict] = None) -> Decisions:
     """`steps_per_execution: auto`: the first `fit` measured; the rest runs with the choice.
 
     Changing the steps per call retraces the train and test functions (Keras bakes the
-    count into them); the steps, their batches and their order are unchanged.
+    count into them); the steps, their batches and their order are unchanged. So the
+    choice changes only when the `remaining_steps` repay that retrace, estimated by what
+    the first calls spent tracing and compiling: the train call's time beyond its step and
+    input wait (the monitor's in-graph timer), and the first validation call
+    (`first_calls`: `PhaseMarks.first_call_seconds`).
 
     Returns:
         `decisions` with the choice and the steps per call now in force.
     """
+    monitor = outputs.monitor
+    retrace = None
+    if remaining_steps is not None and monitor.trace_seconds > 0:
+        retrace = monitor.trace_seconds + (first_calls or {}).get("test_function", 0.0)
     choice = execution.choose_from_cost(
-        outputs.monitor.per_call_cost(), steps_per_epoch=data.steps_per_epoch,
+        monitor.per_call_cost(), steps_per_epoch=data.steps_per_epoch,
         every_steps=ctx.recipe.training.checkpoint_every_steps,
-        unmeasured=outputs.monitor.unavailable_reason or "too few steps in the first epoch")
+        unmeasured=monitor.unavailable_reason or "too few steps in the first epoch",
+        remaining_steps=remaining_steps, retrace_seconds=retrace)
     say(f"steps_per_execution auto: {choice.steps} ({choice.reason}).")
     decided = dataclasses.replace(decisions, execution_choice=choice,
                                   steps_per_execution=choice.steps)
@@ -455,6 +479,9 @@ def _fit(ctx: RunContext, *, decisions: Decisions, trained_model, data: TrainDat
         # `auto` measures one step per call in the first epoch, then picks for the rest.
         segments = [(epoch, epoch + 1, steps, epoch * steps),
                     (epoch + 1, training.epochs, steps, (epoch + 1) * steps)]
+    # Around the run's callbacks (the epoch-end phase is theirs), one pair for all parts
+    # (they tell a new train function from one an earlier part called).
+    marks = [PhaseMarks(ctx.timings, edge="first"), PhaseMarks(ctx.timings, edge="last")]
     try:
         with outputs.signals, warnings.catch_warnings():
             # Keras warns "Your input ran out of data; interrupting training" whenever an
@@ -467,10 +494,14 @@ def _fit(ctx: RunContext, *, decisions: Decisions, trained_model, data: TrainDat
                 if index and auto:
                     decisions = _choose_steps_per_execution(
                         ctx, decisions=decisions, trained_model=trained_model, data=data,
-                        outputs=outputs)
+                        outputs=outputs,
+                        remaining_steps=steps_in_epoch * (end_epoch - first_epoch),
+                        first_calls=marks[0].first_call_seconds)
                 # The data layer shards by the strategy in scope.
                 with ctx.session.strategy.scope():
                     stream = data.make_stream(global_step)
+                ctx.timings.mark("steps_per_execution auto: the choice and the input stream"
+                                 if index and auto else "the input stream")
                 # Last in the list: it sees whether another callback stopped the run first.
                 stopper = StopAfterEpoch(end_epoch - 1)
                 trained_model.fit(
@@ -478,9 +509,10 @@ def _fit(ctx: RunContext, *, decisions: Decisions, trained_model, data: TrainDat
                     initial_epoch=first_epoch, epochs=training.epochs,
                     steps_per_epoch=steps_in_epoch,
                     validation_steps=training.validation_steps,
-                    callbacks=outputs.all + [stopper],
+                    callbacks=marks[:1] + outputs.all + marks[1:] + [stopper],
                     verbose=fit_verbosity(ctx.recipe.runtime.verbose),
                     shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
+                ctx.timings.mark("fit: Keras' end (progress bar, History)")
                 if outputs.guard.failure is not None or stopper.stopped_by_others \
                         or not stopper.stopped:
                     break

@@ -129,6 +129,8 @@ class RunSummary:
     optimizer_iterations: Optional[int] = None
     parameter_servers: Optional[int] = None
     train_seconds: Optional[float] = None
+    # Where the wall time went: `PhaseTimes.as_dict()` (`tfaccel train --timings`).
+    timings: Optional[dict] = None
     # A run that did not complete.
     failure: Optional[dict] = None
     checkpoint: Optional[str] = None
