@@ -287,7 +287,7 @@ def test_optimize_on_a_plain_dataset_says_once_it_cannot_fingerprint(tmp_path, c
     from tfaccel import data
 
     cache = str(tmp_path / "plain")
-    with caplog.at_level("WARNING", logger="tfaccel.data.pipeline"):
+    with caplog.at_level("WARNING", logger="tfaccel.data.tail.stages"):
         for _ in range(2):
             list(data.optimize(tf.data.Dataset.range(5), batch_size=5, cache=cache))
     said = [r.getMessage() for r in caplog.records if "cannot know" in r.getMessage()]

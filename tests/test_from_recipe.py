@@ -320,7 +320,7 @@ def test_a_text_recipe_resumed_mid_pass_gets_exactly_the_rest_of_the_pass(tmp_pa
     # Through the recipe path as the runner resumes (a stream at (pass, batch), the
     # recipe's default deterministic=False): batches by length are skipped after batching,
     # so the resumed pass must group the same texts (lengths tie: 3, 4 or 30 words).
-    from tfaccel.data.pipeline import EpochStream
+    from tfaccel.data.tail import EpochStream
 
     root = tmp_path / "texts"
     for c, name in enumerate(["neg", "pos"]):

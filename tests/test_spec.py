@@ -1,11 +1,11 @@
-"""Tests of data/tail_options.py: the tail's options as one frozen object, loud on unknown names."""
+"""Tests of data/tail/spec.py: the tail's options as one frozen object, loud on unknown names."""
 
 import dataclasses
 import inspect
 
 import pytest
 
-from tfaccel.data.tail_options import UNSET, TailOptions
+from tfaccel.data.tail.spec import UNSET, TailOptions
 
 
 def test_an_unknown_option_fails_at_construction_naming_it():
@@ -39,22 +39,22 @@ def test_only_set_fields_spread_into_a_builder_call():
 
 
 def test_every_field_is_an_optimize_keyword_a_user_may_pass():
-    from tfaccel.data import pipeline
+    from tfaccel.data.tail import assemble
 
     names = {field.name for field in dataclasses.fields(TailOptions)}
-    public = set(pipeline.public_options(pipeline.optimize))
+    public = set(assemble.public_options(assemble.optimize))
     assert names <= public, names - public
-    assert names <= set(inspect.signature(pipeline.optimize).parameters)
+    assert names <= set(inspect.signature(assemble.optimize).parameters)
 
 
 def test_validation_options_of_tail_options_drop_the_training_only_ones():
-    from tfaccel.data import pipeline
+    from tfaccel.data.tail import assemble
 
     train = TailOptions(seed=1, cache="c", augment=["flip"], augment_on="batch",
                         drop_remainder=True, stream=object(), service=object())
-    validation = pipeline.validation_options(train)
+    validation = assemble.validation_options(train)
     assert isinstance(validation, TailOptions)
     assert dict(validation) == {"seed": 1, "cache": "c", "drop_remainder": False}
     # A builder's own keywords (a dict) give a dict, as before.
-    assert pipeline.validation_options({"seed": 1, "augment": ["flip"]}) == {
+    assert assemble.validation_options({"seed": 1, "augment": ["flip"]}) == {
         "seed": 1, "drop_remainder": False}

@@ -23,7 +23,7 @@ def time_batches(dataset, *, num_batches: Optional[int] = None,
         which is what a training epoch pays); `steady_examples_per_s` counts the batches
         after the first over the time after the first batch arrived. `examples` counts all.
     """
-    from tfaccel.data.pipeline import examples_in
+    from tfaccel.data.tail.counting import examples_in
 
     start = time.perf_counter()
     iterator = iter(dataset)
