@@ -29,7 +29,7 @@ def _features(config, seed=0):
 
 def _config(tmp_path, **kw):
     args = dict(source="arrays", path=str(tmp_path / "d.npz"), cache=str(tmp_path / "c" / "tr"),
-                shuffle_buffer=0, validation_split=None)
+                shuffle_buffer=0, validation_split_name=None)
     args.update(kw)
     return DataConfig(**args)
 
@@ -97,7 +97,7 @@ KILLED_WRITER = textwrap.dedent("""
     from tfaccel.data.from_recipe import build_datasets
     from tfaccel.config.recipe import DataConfig
     config = DataConfig(source="arrays", path=sys.argv[1], cache=sys.argv[2],
-                        shuffle_buffer=0, validation_split=None)
+                        shuffle_buffer=0, validation_split_name=None)
     train, _, _ = build_datasets(config, global_batch_size=1, num_replicas=1, seed=0,
                                  deterministic=True)
     iterator = iter(train)

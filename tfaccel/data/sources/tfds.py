@@ -283,7 +283,7 @@ class TfdsSource(base.Source):
             n = self._builder().info.splits[base_split].num_examples
             keep = n - splits.held_out_count(n, config.validation_fraction)
             return f"{base_split}[:{keep}]", f"{base_split}[{keep}:]"
-        return config.train_split, (config.validation_split or None)
+        return config.train_split, (config.validation_split_name or None)
 
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         config, name = self.config, self.dataset_name

@@ -3,7 +3,7 @@
 A source hands `build` its examples with two typed objects: `SourceStages` (what it decided
 of its own examples) and `TailOptions` (the caller's options); `optimize` is the public front
 door for a dataset of one's own. The modules: `counting` (batches and the drop rule),
-`options` (the `tf.data.Options`), `stages` (each stage), `stream` (the resumable passes),
+`data_options` (the `tf.data.Options`), `stages` (each stage), `stream` (the resumable passes),
 `assemble` (the order of the stages, and the checks of their inputs), `spec` (the two types).
 """
 
@@ -15,7 +15,7 @@ from tfaccel.data.tail.assemble import (
                                         validation_options,
 )
 from tfaccel.data.tail.counting import batch_only_context, batches_per_pass, drops_remainder
-from tfaccel.data.tail.options import make_options, sequential_options
+from tfaccel.data.tail.data_options import make_options, sequential_options
 from tfaccel.data.tail.spec import SourceStages, TailOptions
 from tfaccel.data.tail.stream import EpochStream
 

@@ -12,8 +12,7 @@ from tfaccel.config.keras_names import KERAS_ARGUMENT_HINTS
 from tfaccel.data import augment as augment_lib
 from tfaccel.data import cache_files
 from tfaccel.data import service as service_lib
-from tfaccel.data.tail import counting, stages
-from tfaccel.data.tail import options as tail_options
+from tfaccel.data.tail import counting, data_options, stages
 from tfaccel.data.tail import stream as stream_lib
 from tfaccel.data.tail.spec import SourceStages, TailOptions
 from tfaccel.data.tail.stream import EpochStream
@@ -80,13 +79,13 @@ def build(dataset: tf.data.Dataset, *, batch_size: Optional[int], source: Source
         custom = o.augment
     elif o.augment:
         names = augment_lib.check_names(o.augment)
-    tf_options = tail_options.make_options(
+    tf_options = data_options.make_options(
         deterministic=o.deterministic, private_threads=o.private_threads,
         ram_budget_bytes=o.ram_budget_bytes, shard_policy=o.shard_policy)
     parallel = o.num_parallel_calls
     if o.sequential:
         parallel = None
-        tf_options = tf_options.merge(tail_options.sequential_options())
+        tf_options = tf_options.merge(data_options.sequential_options())
     plan = stages.Plan(batch=batch, drop=drop, names=names, custom=custom,
                        augment_on=o.augment_on, seed=o.seed, parallel=parallel,
                        det=stages.per_op_determinism(o.deterministic, parallel=parallel,
@@ -330,10 +329,10 @@ def _parameters(function: Callable) -> list:
 def public_options(builder: Callable, *, refused: Mapping[str, str] = {}) -> list:
     """THE keywords a user may give `builder`: its own, then `optimize`'s that apply.
 
-    Internals stay hidden: `optimize`'s private-prefixed arguments (``_random_decode``,
-    ``_ignore_decode_errors``: what a builder decodes at random or skips) never, and
-    `SET_BY_BUILDERS` only for `optimize` itself or a builder that names one; `refused`
-    are the builder's own "means nothing here" options.
+    Internals stay hidden: what a builder decodes at random or skips travels in its
+    `SourceStages`, never as a keyword, and `SET_BY_BUILDERS` are public only for
+    `optimize` itself or a builder that names one; `refused` are the builder's own "means
+    nothing here" options.
     """
     own = _parameters(builder)
     tail = [] if builder is optimize else sorted(

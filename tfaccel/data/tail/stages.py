@@ -305,7 +305,7 @@ def _decode_at_random(dataset, plan: Plan, seeds):
 
     def per_example(element, rnd):
         features, label, has_label = _split(element)
-        features = plan.randomdecode(features, tf.stack([rnd, tf.constant(2, tf.int64)]))
+        features = plan.random_decode(features, tf.stack([rnd, tf.constant(2, tf.int64)]))
         return _join(features, label, has_label)
 
     return tf.data.Dataset.zip((dataset, seeds)).map(
