@@ -206,7 +206,7 @@ def split_for_workers(files: list, *columns, options: dict) -> tuple:
     Args:
         files: The files in read order (`read_order`).
         *columns: Per-file lists split alike (labels, row counts), or None.
-        options: The keyword options for `tail.optimize` (changed in place: the
+        options: The keyword options for the tail (`tail.build_from_keywords`) (changed in place: the
             context `optimize` gets, and ``deterministic`` when split by example).
 
     Returns:

@@ -143,5 +143,6 @@ def _batches(elements, *, batch_size, shuffle_buffer, seed, options: dict):
     # In-memory data has no files to split: a multi-worker strategy must shard by element.
     options.setdefault("shard_policy", "data")
     sharding.fix_order_for_data_sharding(options)  # DATA sharding needs a fixed order
-    return tail.optimize(dataset, batch_size=batch_size, shuffle_buffer=shuffle_buffer,
-                             seed=seed, **options)
+    return tail.build_from_keywords(dataset, batch_size=batch_size,
+                                    keywords={**options, "seed": seed},
+                                    shuffle_buffer=shuffle_buffer)

@@ -453,7 +453,7 @@ def reference_pipeline_options(paths: List[str], *, shuffle_buffer: int, cache, 
     permuted), and sets the sharding policy, in `options` (changed in place).
 
     Returns:
-        ``(source_shuffle, shuffle_buffer)`` for `tail.optimize`.
+        ``(source_shuffle, shuffle_buffer)`` for its `tail.SourceStages`.
     """
     if deterministic is None:
         # Unshuffled, examples come in the order of `file_paths` (as Keras' loaders with
@@ -578,9 +578,7 @@ def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, labe
     stages = tail.SourceStages(
         map_fn=map_fn, source_shuffle=source_shuffle, shuffle_buffer=shuffle_buffer,
         ignore_decode_errors=ignore_decode_errors, random_decode=random_decode,
-        padded_batch=padded_batch, cache_fingerprint=options.pop("cache_fingerprint", None),
-        **({} if map_fn is None else {"culprit": f"the images of optimize(map_fn="
-                                                 f"{getattr(map_fn, '__name__', repr(map_fn))})"}))
+        padded_batch=padded_batch, cache_fingerprint=options.pop("cache_fingerprint", None))
     dataset = tail.build(tf.data.Dataset.from_tensor_slices(elements), batch_size=batch_size,
                          source=stages, options=tail.TailOptions(cache=cache, seed=seed,
                                                                  **options))

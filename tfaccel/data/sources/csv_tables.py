@@ -648,9 +648,10 @@ def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffl
     # the row (measured on 2 cores: 21,000 rows/s against 57,000). An augmentation sees
     # examples as dicts, so with one the map stays per row, before it.
     per_row = bool(options.get("augment"))
-    dataset = tail.optimize(rows, batch_size=batch_size,
-                                map_fn=to_example if per_row else None,
-                                shuffle_buffer=shuffle_buffer, seed=seed, **options)
+    dataset = tail.build_from_keywords(rows, batch_size=batch_size,
+                                       keywords={**options, "seed": seed},
+                                       map_fn=to_example if per_row else None,
+                                       shuffle_buffer=shuffle_buffer)
     if not per_row:
         dataset = dataset.map(to_example)
     dataset.files = files

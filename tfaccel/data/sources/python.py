@@ -308,7 +308,8 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(size))
     # A generator cannot be split by files; a multi-worker strategy must shard by element.
     options.setdefault("shard_policy", "data")
-    return tail.optimize(dataset, batch_size=batch_size, seed=seed, **options)
+    return tail.build_from_keywords(dataset, batch_size=batch_size,
+                                    keywords={**options, "seed": seed})
 
 
 def _check_finite_chunk(arrays, *, first, order) -> None:

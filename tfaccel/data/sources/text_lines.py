@@ -347,8 +347,9 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
                       label_mode=label_mode, encoding=encoding, max_length=max_length),
         options=options)
     files_stage.choose_shard_policy(options, num_files=len(files))
-    dataset = tail.optimize(examples, batch_size=batch_size, cache=cache,
-                                shuffle_buffer=shuffle_buffer, seed=seed, **options)
+    dataset = tail.build_from_keywords(examples, batch_size=batch_size,
+                                       keywords={**options, "cache": cache, "seed": seed},
+                                       shuffle_buffer=shuffle_buffer)
     dataset.files = listed
     dataset.class_names = names if label_mode is not None else None
     dataset.num_examples = num_examples

@@ -187,10 +187,10 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
     # an input context TFDS already kept this pipeline's files (OFF: not split again).
     sharding.choose_file_policy(options, num_files=_file_count(builder, split),
                                 sharded=input_context is not None)
-    dataset = tail.optimize(dataset, batch_size=batch_size, map_fn=map_fn,
-                                shuffle_buffer=shuffle_buffer, seed=seed,
-                                input_context=tail.batch_only_context(input_context),
-                                **options)
+    dataset = tail.build_from_keywords(
+        dataset, batch_size=batch_size, map_fn=map_fn, shuffle_buffer=shuffle_buffer,
+        keywords={**options, "seed": seed,
+                  "input_context": tail.batch_only_context(input_context)})
     dataset.class_names = class_names(builder.info)
     dataset.num_examples = num_examples
     dataset.info = builder.info

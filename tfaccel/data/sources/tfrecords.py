@@ -272,8 +272,9 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
     # files as workers; by element (DATA) otherwise; not again (OFF) when an input context
     # already gave this pipeline its share.
     files_stage.choose_shard_policy(options, num_files=len(files))
-    dataset = tail.optimize(records, batch_size=batch_size, map_fn=parse,
-                                shuffle_buffer=shuffle_buffer, seed=seed, **options)
+    dataset = tail.build_from_keywords(records, batch_size=batch_size,
+                                       keywords={**options, "seed": seed}, map_fn=parse,
+                                       shuffle_buffer=shuffle_buffer)
     dataset.files = files
     dataset.num_examples = num_examples
     dataset.kept_rows = kept

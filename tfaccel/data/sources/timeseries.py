@@ -247,8 +247,9 @@ def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, 
     # In-memory data has no files to split: a multi-worker strategy must shard by element.
     options.setdefault("shard_policy", "data")
     sharding.fix_order_for_data_sharding(options)
-    starts = tail.optimize(tf.data.Dataset.from_tensor_slices(starts + (start_index or 0)),
-                               batch_size=batch_size, seed=seed, image_dtype=None, **options)
+    starts = tail.build_from_keywords(
+        tf.data.Dataset.from_tensor_slices(starts + (start_index or 0)),
+        batch_size=batch_size, keywords={**options, "seed": seed, "image_dtype": None})
     steps = tf.range(sequence_length, dtype=tf.int64) * sampling_rate
 
     def gather(first):

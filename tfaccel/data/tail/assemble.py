@@ -133,6 +133,23 @@ def build(dataset: tf.data.Dataset, *, batch_size: Optional[int], source: Source
     return dataset.with_options(tf_options)
 
 
+def build_from_keywords(dataset: tf.data.Dataset, *, batch_size: Optional[int],
+                        keywords: Mapping, **stages) -> tf.data.Dataset:
+    """`build` for a `from_*` builder that received its caller's tail options as keywords.
+
+    The one place such keywords become the typed pair: the source's own fields among them
+    (`shuffle_buffer`, and `cache_fingerprint`, which a builder computes beside them) and
+    `stages` make its `SourceStages`, the rest its `TailOptions` (an unknown name fails
+    there, naming it).
+    """
+    keywords = dict(keywords)
+    source = SourceStages(
+        **{name: keywords.pop(name) for name in ("shuffle_buffer", "cache_fingerprint")
+           if name in keywords}, **stages)
+    return build(dataset, batch_size=batch_size, source=source,
+                 options=TailOptions(**keywords))
+
+
 def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
              map_fn: Optional[Callable] = None,
              cache=None,
@@ -247,10 +264,7 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
     check_builder_options(unknown, builder=optimize)
     source = SourceStages(
         map_fn=map_fn, source_shuffle=source_shuffle, shuffle_buffer=shuffle_buffer,
-        padded_batch=padded_batch, cache_fingerprint=cache_fingerprint,
-        **({} if map_fn is None else
-           {"culprit": f"the images of optimize(map_fn="
-                       f"{getattr(map_fn, '__name__', repr(map_fn))})"}))
+        padded_batch=padded_batch, cache_fingerprint=cache_fingerprint)
     options = TailOptions(
         cache=cache, augment=augment, augment_on=augment_on, seed=seed,
         drop_remainder=drop_remainder, deterministic=deterministic,

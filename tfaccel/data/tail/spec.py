@@ -90,6 +90,13 @@ DEFAULTS = dict(sequential=False, seed=None, deterministic=False, num_parallel_c
                 input_context=None, service=None, shard_policy=None, image_dtype="float32")
 
 
+def culprit_of(map_fn: Optional[Callable]) -> str:
+    """What made the examples a stage complains about: the decode function, by name."""
+    if map_fn is None:
+        return "the dataset's images"
+    return f"the images of optimize(map_fn={getattr(map_fn, '__name__', repr(map_fn))})"
+
+
 @dataclasses.dataclass(frozen=True)
 class SourceStages:
     """What a source decides of the tail for its own examples (never a user's option).
@@ -116,7 +123,8 @@ class SourceStages:
         cache_fingerprint: A JSON-able dict of everything the cached examples depend on
             (files, order, decode settings); None: the input cannot be looked into (said
             once per file cache, which is then reused as it is).
-        culprit: What made the examples, for messages about their shapes.
+        culprit: What made the examples, for messages about their shapes (None: the
+            `map_fn`, by name).
     """
 
     map_fn: Optional[Callable] = None
@@ -126,4 +134,8 @@ class SourceStages:
     random_decode: Optional[Callable] = None
     padded_batch: bool = False
     cache_fingerprint: Optional[dict] = None
-    culprit: str = "the dataset's images"
+    culprit: Optional[str] = None
+
+    def __post_init__(self):
+        if self.culprit is None:
+            object.__setattr__(self, "culprit", culprit_of(self.map_fn))
