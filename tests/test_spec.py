@@ -1,4 +1,4 @@
-"""Tests of data/tail/spec.py: the tail's options as one frozen object, loud on unknown names."""
+"""Tests of data/tail/spec.py: the tail's two typed inputs (TailOptions, SourceStages), loud on unknown names."""
 
 import dataclasses
 import inspect
@@ -58,3 +58,56 @@ def test_validation_options_of_tail_options_drop_the_training_only_ones():
     # A builder's own keywords (a dict) give a dict, as before.
     assert assemble.validation_options({"seed": 1, "augment": ["flip"]}) == {
         "seed": 1, "drop_remainder": False}
+
+
+def test_an_unset_field_means_optimizes_default_once_resolved():
+    # The tail reads resolved options: each DEFAULTS value is optimize's keyword default,
+    # so a source's `tail.build` and a user's `optimize` call agree on every unset field.
+    from tfaccel.data.tail import assemble
+    from tfaccel.data.tail.spec import DEFAULTS
+
+    names = [field.name for field in dataclasses.fields(TailOptions)]
+    assert sorted(DEFAULTS) == sorted(names)
+    signature = inspect.signature(assemble.optimize).parameters
+    assert DEFAULTS == {name: signature[name].default for name in names}
+    resolved = TailOptions(seed=4).resolved()
+    assert resolved.seed == 4 and resolved.augment_on == "batch"
+    assert UNSET not in [getattr(resolved, name) for name in names]
+
+
+def test_source_stages_name_their_decode_in_messages_and_refuse_unknown_fields():
+    from tfaccel.data.tail.spec import SourceStages
+
+    def parse(x):
+        return x
+
+    assert SourceStages().culprit == "the dataset's images"
+    assert SourceStages(map_fn=parse).culprit == "the images of optimize(map_fn=parse)"
+    assert SourceStages(map_fn=parse, culprit="the frames").culprit == "the frames"
+    with pytest.raises(TypeError, match="random_decoder"):
+        SourceStages(random_decoder=parse)
+
+
+def test_the_typed_entry_runs_a_sources_own_stages():
+    import numpy as np
+    import tensorflow as tf
+
+    from tfaccel.data import tail
+    from tfaccel.data.tail.spec import SourceStages
+
+    def decode(x):
+        # Example 3 fails to decode: skipped with ignore_decode_errors, as a source asks.
+        with tf.control_dependencies([tf.debugging.assert_none_equal(
+                x, tf.constant(3, tf.int64))]):
+            return x * 10
+
+    def plus_seed(x, seed):
+        return x + tf.cast(seed[1], tf.int64)  # seed[1] is the random decode's salt, 2
+
+    dataset = tf.data.Dataset.range(6)
+    batches = tail.build(dataset, batch_size=2,
+                         source=SourceStages(map_fn=decode, ignore_decode_errors=True,
+                                             random_decode=plus_seed),
+                         options=TailOptions(deterministic=True, image_dtype=None))
+    got = np.concatenate([b.numpy() for b in batches])
+    assert got.tolist() == [2, 12, 22, 42, 52]
