@@ -142,7 +142,7 @@ def main():
 
         recipe = load_recipe(DEFAULT_RECIPE)
         batch = recipe.training.global_batch_size
-        config = dataclasses.replace(recipe.data, train_split=split, validation_split=None,
+        config = dataclasses.replace(recipe.data, train_split=split, validation_split_name=None,
                                      data_dir=args.data_dir)
         ours, _, _ = build_datasets(config, global_batch_size=batch, num_replicas=1,
                                     seed=recipe.seed, deterministic=False)

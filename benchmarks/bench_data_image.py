@@ -76,15 +76,17 @@ def ours(root, *, image_size, cache=None, sequential=False):
 def ours_without_safety_net(root, *, image_size):
     """A bound, not a product: tfaccel with its corrupt-image net (ignore_errors and the
     prefetch behind it) taken out, so a bad file would stop the epoch."""
-    from tfaccel.data import pipeline
+    import dataclasses
 
-    decode = pipeline._decode
-    pipeline._decode = lambda dataset, plan, **kw: decode(
-        dataset, plan, **{**kw, "ignore_decode_errors": False})
+    from tfaccel.data.tail import stages
+
+    decode = stages.decode
+    stages.decode = lambda dataset, plan, source, **kw: decode(
+        dataset, plan, dataclasses.replace(source, ignore_decode_errors=False), **kw)
     try:
         return ours(root, image_size=image_size)
     finally:
-        pipeline._decode = decode
+        stages.decode = decode
 
 
 def main():

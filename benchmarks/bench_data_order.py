@@ -25,7 +25,8 @@ import tensorflow as tf
 from alternate import best_epochs  # benchmarks/alternate.py
 from machine import describe_cpu  # benchmarks/machine.py
 
-from tfaccel.data import from_arrays, pipeline
+from tfaccel.data import from_arrays, tail
+from tfaccel.data.tail import stages, stream
 
 NUM = 20_000
 
@@ -48,21 +49,21 @@ def texts_work():
     def decode(text, label):
         return lookup(tf.strings.split(text)), label
 
-    return lambda: pipeline.optimize(
+    return lambda: tail.optimize(
         examples, map_fn=decode, source_shuffle=NUM, batch_size=64, seed=1,
-        batch_by_length=True, stream=pipeline.EpochStream(num_passes=1))
+        batch_by_length=True, stream=tail.EpochStream(num_passes=1))
 
 
 def any_order(make):
     """`make` with the stages tfaccel keeps in order left free (the former code)."""
     def build():
-        saved = pipeline._Plan.batch_det, pipeline._in_order_before_the_skip
-        pipeline._Plan.batch_det = property(lambda plan: plan.det)
-        pipeline._in_order_before_the_skip = lambda plan: plan
+        saved = stages.Plan.batch_det, stream.in_order_before_the_skip
+        stages.Plan.batch_det = property(lambda plan: plan.det)
+        stream.in_order_before_the_skip = lambda plan: plan
         try:
             return make()
         finally:
-            pipeline._Plan.batch_det, pipeline._in_order_before_the_skip = saved
+            stages.Plan.batch_det, stream.in_order_before_the_skip = saved
     return build
 
 

@@ -38,7 +38,7 @@ from tfaccel.config.recipe import ServiceConfig, load_recipe
 from tfaccel.data import augment as augment_lib
 from tfaccel.data import service as service_lib
 from tfaccel.data.from_recipe import build_datasets
-from tfaccel.data.pipeline import EpochStream
+from tfaccel.data.tail import EpochStream
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECIPE = ROOT / "recipes" / "default.yaml"

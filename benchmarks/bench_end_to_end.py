@@ -132,7 +132,7 @@ def tfaccel_train(job, run_dir, *, epochs, train_examples, seed=0, **runtime):
                 "shuffle_buffer": 12000}
     else:
         data = {"source": "image_folder", "path": job["folder"], "image_size": [32, 32],
-                "validation_fraction": 0.2, "validation_split": None, "cache": "memory"}
+                "validation_fraction": 0.2, "validation_split_name": None, "cache": "memory"}
     result = tfaccel.train({
         "seed": seed,
         "data": data,

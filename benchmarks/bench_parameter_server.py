@@ -28,7 +28,7 @@ from machine import describe_cpu
 
 RECIPE = """
 name: {name}
-data: {{source: arrays, path: blobs.npz, validation_split: test}}
+data: {{source: arrays, path: blobs.npz, validation_split_name: test}}
 model: {{name: mlp, params: {{hidden_units: [32], normalization: none, dropout: 0.0}}}}
 optimizer: {{name: adam, learning_rate: 1e-2}}
 training: {{epochs: {epochs}, global_batch_size: 25, keep: last}}

@@ -127,7 +127,7 @@ def short_default_args(data_dir, runs_dir, *extra) -> list:
     overrides = [f"data.data_dir={data_dir}", f"runtime.runs_dir={runs_dir}",
                  "runtime.precision=float32", "runtime.deterministic=true",
                  "runtime.verbose=2", "runtime.tensorboard=false",
-                 "data.validation_split=null", "data.shuffle_buffer=512",
+                 "data.validation_split_name=null", "data.shuffle_buffer=512",
                  "training.global_batch_size=32", *extra]
     return [a for o in overrides for a in ("--set", o)]
 
@@ -150,7 +150,7 @@ def parameter_server_recipe(tmp_path: Path, *, epochs: int) -> Path:
     path = tmp_path / "ps.yaml"
     path.write_text(f"""
 name: ps-tiny
-data: {{source: arrays, path: blobs.npz, validation_split: test}}
+data: {{source: arrays, path: blobs.npz, validation_split_name: test}}
 model: {{name: mlp, params: {{hidden_units: [32], normalization: none, dropout: 0.0}}}}
 optimizer: {{name: adam, learning_rate: 1e-2}}
 training: {{epochs: {epochs}, global_batch_size: 25, checkpoint_every_steps: 20}}

@@ -48,7 +48,7 @@ def test_a_recipe_with_nan_in_its_npz_exits_2_naming_the_file(tmp_path):
     np.savez(tmp_path / "data.npz", x=x, y=y)
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
-        f"data: {{source: arrays, path: {tmp_path / 'data.npz'}, validation_split: null}}\n"
+        f"data: {{source: arrays, path: {tmp_path / 'data.npz'}, validation_split_name: null}}\n"
         "model: {name: mlp, params: {normalization: none}}\n"
         "training: {epochs: 1, global_batch_size: 16}\n"
         "runtime: {verbose: 0}\n")
@@ -206,7 +206,7 @@ def _build_arrays(path, **data):
 
 def test_keras_layout_validates_on_exactly_the_test_arrays_with_a_channel_axis(tmp_path):
     arrays = _keras_npz(tmp_path / "mnist.npz")
-    train, val, info = _build_arrays(tmp_path / "mnist.npz")  # validation_split: test
+    train, val, info = _build_arrays(tmp_path / "mnist.npz")  # validation_split_name: test
     assert info.input_shape == (12, 12, 1)  # (N, H, W) uint8 got its channel axis
     assert info.train_examples == 24 and info.validation_examples == 10
     vx, vy = _stacked(val)
@@ -222,7 +222,7 @@ def test_keras_layout_validates_on_exactly_the_test_arrays_with_a_channel_axis(t
 def test_train_split_names_the_arrays_trained_on(tmp_path):
     _keras_npz(tmp_path / "d.npz")
     _, val, info = _build_arrays(tmp_path / "d.npz", train_split="test",
-                                 validation_split=None)
+                                 validation_split_name=None)
     assert info.train_examples == 10 and val is None
 
 
@@ -244,21 +244,21 @@ def test_integer_pixels_of_any_integer_dtype_arrive_as_float_0_to_255(tmp_path):
 def test_x_and_y_without_a_test_split_say_there_is_no_validation(tmp_path, capsys):
     x, y = _features(12)
     np.savez(tmp_path / "d.npz", x=x, y=y)
-    _, val, info = _build_arrays(tmp_path / "d.npz")  # validation_split left at test
+    _, val, info = _build_arrays(tmp_path / "d.npz")  # validation_split_name left at test
     assert val is None and info.validation_examples is None
     out = capsys.readouterr().out
     assert "no validation" in out and "x_test" in out and "data.validation_fraction" in out
-    assert "data.validation_split: null" in out
-    _build_arrays(tmp_path / "d.npz", validation_split=None)  # asked for none: no note
+    assert "data.validation_split_name: null" in out
+    _build_arrays(tmp_path / "d.npz", validation_split_name=None)  # asked for none: no note
     assert "no validation" not in capsys.readouterr().out
 
 
 def test_a_split_the_file_does_not_hold_is_named_with_what_it_holds(tmp_path):
     _keras_npz(tmp_path / "d.npz")
     with pytest.raises(DataError) as raised:
-        _build_arrays(tmp_path / "d.npz", validation_split="val")
+        _build_arrays(tmp_path / "d.npz", validation_split_name="val")
     message = str(raised.value)
-    assert "data.validation_split 'val'" in message and "x_val and y_val" in message
+    assert "data.validation_split_name 'val'" in message and "x_val and y_val" in message
     assert "train, test" in message
 
 
@@ -304,16 +304,19 @@ def test_a_keras_npz_recipe_trains_and_validates_on_the_test_arrays(tmp_path):
 
 
 @pytest.mark.parametrize("where", ["file", "--set"])
-def test_a_fraction_given_to_validation_split_points_to_validation_fraction(tmp_path, where):
+def test_a_fraction_given_to_validation_split_name_points_to_validation_fraction(tmp_path,
+                                                                                where):
     _keras_npz(tmp_path / "mnist.npz")
-    args = ["train", _recipe(tmp_path, ", validation_split: 0.1" if where == "file" else "")]
+    args = ["train", _recipe(tmp_path, ", validation_split_name: 0.1" if where == "file"
+                             else "")]
     if where == "--set":
-        args += ["--set", "data.validation_split=0.1"]
+        args += ["--set", "data.validation_split_name=0.1"]
     result = CliRunner().invoke(main, args + ["--run-dir", str(tmp_path / "run")])
     assert result.exit_code == 2, result.output
-    assert ("data.validation_split names a split (e.g. test); for a held-out fraction use "
-            "data.validation_fraction: 0.1") in " ".join(result.output.split())
+    assert ("data.validation_split_name names a split (e.g. test); for a held-out fraction "
+            "use data.validation_fraction: 0.1") in " ".join(result.output.split())
     assert "Traceback" not in result.output
+
 
 
 def test_float_grey_images_without_a_channel_axis_are_told_the_fix(tmp_path):

@@ -73,7 +73,7 @@ def test_bench_of_a_text_recipe_states_the_padding_fraction(tmp_path, tokenizer)
             (tmp_path / name / f"{i}.txt").write_text(" ".join([words] * (2 + 7 * (i % 4))))
     results = {}
     for by_length in (True, False):
-        config = DataConfig(source="text_folder", path=str(tmp_path), validation_split=None,
+        config = DataConfig(source="text_folder", path=str(tmp_path), validation_split_name=None,
                             cache="memory", text=TextConfig(batch_by_length=by_length,
                                                             tokenizer=tokenizer))
         results[by_length] = bench_data_config(config, global_batch_size=4, num_batches=8,

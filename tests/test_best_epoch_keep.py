@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from tfaccel.cli.main import main
 
 # 4 steps per epoch, 4 epochs, float32 and op determinism: the same numbers every run.
-BASE = ["data.train_split=train[:128]", "data.validation_split=test[:64]",
+BASE = ["data.train_split=train[:128]", "data.validation_split_name=test[:64]",
         "data.shuffle_buffer=128", "data.augment=[]", "training.epochs=4",
         "training.global_batch_size=32", "runtime.precision=float32",
         "runtime.deterministic=true", "runtime.verbose=0", "runtime.tensorboard=false"]
@@ -133,7 +133,7 @@ def test_early_stopping_stops_and_keep_chooses(tmp_path, shapes_data_dir, keep):
 
 def test_without_validation_best_falls_back_to_the_last_epoch(tmp_path, shapes_data_dir,
                                                               capsys):
-    result = _train(tmp_path, shapes_data_dir, WORSENING + ["data.validation_split=null",
+    result = _train(tmp_path, shapes_data_dir, WORSENING + ["data.validation_split_name=null",
                                                             "training.epochs=2"])
     assert result.summary["saved_model_epoch"] == 2
     assert result.summary["keep"] == "last"

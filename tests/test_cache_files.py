@@ -29,7 +29,7 @@ def _features(config, seed=0):
 
 def _config(tmp_path, **kw):
     args = dict(source="arrays", path=str(tmp_path / "d.npz"), cache=str(tmp_path / "c" / "tr"),
-                shuffle_buffer=0, validation_split=None)
+                shuffle_buffer=0, validation_split_name=None)
     args.update(kw)
     return DataConfig(**args)
 
@@ -97,7 +97,7 @@ KILLED_WRITER = textwrap.dedent("""
     from tfaccel.data.from_recipe import build_datasets
     from tfaccel.config.recipe import DataConfig
     config = DataConfig(source="arrays", path=sys.argv[1], cache=sys.argv[2],
-                        shuffle_buffer=0, validation_split=None)
+                        shuffle_buffer=0, validation_split_name=None)
     train, _, _ = build_datasets(config, global_batch_size=1, num_replicas=1, seed=0,
                                  deterministic=True)
     iterator = iter(train)
@@ -287,7 +287,7 @@ def test_optimize_on_a_plain_dataset_says_once_it_cannot_fingerprint(tmp_path, c
     from tfaccel import data
 
     cache = str(tmp_path / "plain")
-    with caplog.at_level("WARNING", logger="tfaccel.data.pipeline"):
+    with caplog.at_level("WARNING", logger="tfaccel.data.tail.stages"):
         for _ in range(2):
             list(data.optimize(tf.data.Dataset.range(5), batch_size=5, cache=cache))
     said = [r.getMessage() for r in caplog.records if "cannot know" in r.getMessage()]

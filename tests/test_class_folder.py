@@ -161,7 +161,7 @@ def test_a_recipe_holds_out_keras_count_in_every_class_folder(tmp_path, source, 
     for extra_file in sorted((tmp_path / "d").glob("*/*"))[-2:]:
         extra_file.unlink()  # 15 -> 13 files
     config = dataclasses.replace(DataConfig(), source=source, path=str(tmp_path / "d"),
-                                 validation_fraction=0.2, validation_split=None, cache=None,
+                                 validation_fraction=0.2, validation_split_name=None, cache=None,
                                  **extra)
     train, validation, _ = build_datasets(config, global_batch_size=4, num_replicas=1,
                                           seed=7, deterministic=True, raw=True)
@@ -212,7 +212,7 @@ def test_one_class_names_data_path_and_the_class_sub_folders(tmp_path, source, m
     assert result.exit_code == 2, result.output
     assert f"Error: {message}" in result.output and "Traceback" not in result.output
     config = dataclasses.replace(DataConfig(), source=source, path=str(tmp_path / "d"),
-                                 validation_fraction=0.0, validation_split=None, cache=None,
+                                 validation_fraction=0.0, validation_split_name=None, cache=None,
                                  **extra)
     with pytest.raises(DataError) as raised:  # the library call of a recipe's data section
         build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,

@@ -65,7 +65,7 @@ SAMPLE_OUTPUT = [
 ]
 # A tiny run of the default recipe: 256 training images, one epoch.
 TINY = ["training.epochs=1", "data.train_split=train[:256]",
-        "data.validation_split=test[:128]", "data.shuffle_buffer=256"]
+        "data.validation_split_name=test[:128]", "data.shuffle_buffer=256"]
 
 
 def noise_in(text: str) -> list:

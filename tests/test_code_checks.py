@@ -114,7 +114,7 @@ def project(tmp_path):
     x = rng.normal(size=(40, 4)).astype("float32")
     np.savez(tmp_path / "blobs.npz", x_train=x, y_train=(x[:, 0] > 0).astype("int64"))
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump({
-        "data": {"source": "arrays", "path": "blobs.npz", "validation_split": None},
+        "data": {"source": "arrays", "path": "blobs.npz", "validation_split_name": None},
         "model": {"name": "mymodel.py:build"},
         "training": {"epochs": 1, "global_batch_size": 8},
         "runtime": {"precision": "float32", "tensorboard": False,

@@ -158,7 +158,7 @@ def test_a_changed_model_module_or_data_file_is_listed_among_the_differences(tmp
         x = np.random.default_rng(seed).normal(size=(32, 3)).astype("float32")
         np.savez(tmp_path / "blobs.npz", x_train=x, y_train=(x[:, 0] > 0).astype("int64"))
 
-    recipe = {"data": {"source": "arrays", "path": "blobs.npz", "validation_split": None},
+    recipe = {"data": {"source": "arrays", "path": "blobs.npz", "validation_split_name": None},
               "model": {"name": "mymodel.py:build"},
               "training": {"epochs": 1, "global_batch_size": 8},
               "runtime": {"precision": "float32", "tensorboard": False, "runs_dir": "runs",

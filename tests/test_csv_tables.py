@@ -498,7 +498,7 @@ def csv_recipe_source():
     def config(path, **keys):
         from tfaccel.config.recipe import DataConfig
 
-        return DataConfig(**{"source": "csv", "path": path, "validation_split": None,
+        return DataConfig(**{"source": "csv", "path": path, "validation_split_name": None,
                              "shuffle_buffer": 16, **keys})
 
     return config

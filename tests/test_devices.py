@@ -70,7 +70,7 @@ def _tiny_recipe(tmp_path: Path, **runtime) -> dict:
     x = rng.normal(size=(40, 4)).astype("float32")
     np.savez(tmp_path / "blobs.npz", x_train=x, y_train=(x[:, 0] > 0).astype("int64"))
     return {"data": {"source": "arrays", "path": str(tmp_path / "blobs.npz"),
-                     "validation_split": None},
+                     "validation_split_name": None},
             "model": {"name": "mlp", "params": {"hidden_units": [4]}},
             "training": {"epochs": 1, "global_batch_size": 8},
             "runtime": {"precision": "float32", "tensorboard": False,

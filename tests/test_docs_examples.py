@@ -115,6 +115,10 @@ def test_a_figure_is_read_from_a_comment_and_checked_against_the_last_value_prin
     assert _figure_problems(block, printed.replace("0.9500", "0.8000")) == [
         "accuracy: 0.8 printed last, the page says it reaches >= 0.9"]
     assert _figure_problems(block, "") == ["accuracy: never printed", "loss: never printed"]
+    # Keras prints small values in scientific notation: 2.9146e-04 is 0.00029, not 2.9146.
+    assert _figure_problems(block, printed.replace("0.4000", "2.9146e-04")) == []
+    assert _figure_problems(block, printed.replace("0.4000", "2.9146e+01")) == [
+        "loss: 29.146 printed last, the page says it reaches <= 0.5"]
 
 
 def test_the_parser_reads_markers_and_dedents_blocks(tmp_path):
@@ -332,7 +336,8 @@ def _figure_problems(block, printed: str) -> list:
     """Where the block's stated figures and the last values it printed disagree."""
     problems = []
     for metric, op, value in block.figures:
-        found = re.findall(rf"(?<![\w.]){metric}: ([0-9.]+)", printed)
+        # Keras prints small values as 2.9146e-04: the exponent is part of the number.
+        found = re.findall(rf"(?<![\w.]){metric}: ([0-9.]+(?:e[-+][0-9]+)?)", printed)
         if not found:
             problems.append(f"{metric}: never printed")
             continue

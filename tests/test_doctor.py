@@ -37,7 +37,7 @@ def test_a_slow_python_source_with_a_tiny_model_is_input_bound(tmp_path):
     recipe = tmp_path / "slow.yaml"
     recipe.write_text(
         "data: {source: python, path: slow_source.py:source, workers: 1, num_classes: 2,\n"
-        "       validation_split: null, cache: null, shuffle_buffer: 0}\n"
+        "       validation_split_name: null, cache: null, shuffle_buffer: 0}\n"
         "model: {name: mlp, params: {hidden_units: [8], normalization: none}}\n"
         "training: {global_batch_size: 16}\n"
         "runtime: {precision: float32}\n")
@@ -66,7 +66,7 @@ def test_cached_data_with_a_convolutional_model_is_compute_bound(tmp_path, shape
     recipe = tmp_path / "cnn.yaml"
     recipe.write_text(
         f"data: {{source: builtin, data_dir: {shapes_data_dir}, train_split: 'train[:1024]',\n"
-        "       validation_split: null, cache: memory, shuffle_buffer: 1024}\n"
+        "       validation_split_name: null, cache: memory, shuffle_buffer: 1024}\n"
         # Wide enough that the step clearly dominates on a fast CPU too: with [32, 64, 128]
         # an AMD EPYC Zen 5 ran a step in a few ms, and one full-suite run of five measured
         # >= 5% input wait (which stall caused it was not measured).
@@ -173,7 +173,7 @@ def test_with_jit_compile_the_wait_is_estimated_and_says_so(tmp_path, shapes_dat
     recipe = tmp_path / "jit.yaml"
     recipe.write_text(
         f"data: {{source: builtin, data_dir: {shapes_data_dir}, train_split: 'train[:512]',\n"
-        "       validation_split: null, cache: memory, shuffle_buffer: 512}\n"
+        "       validation_split_name: null, cache: memory, shuffle_buffer: 512}\n"
         "model: {name: small_cnn}\n"
         "training: {global_batch_size: 64, jit_compile: true}\n"
         "runtime: {precision: float32}\n")

@@ -13,7 +13,7 @@ from tfaccel.errors import TrainingError, UserInputError
 
 TINY = [
     "data.train_split=train[:3072]",
-    "data.validation_split=test[:512]",
+    "data.validation_split_name=test[:512]",
     "data.shuffle_buffer=3072",
     "optimizer.learning_rate=3e-3",
     "training.epochs=3",
@@ -22,7 +22,7 @@ TINY = [
 ]
 # For tests that check a path or a flag, not learning: a few dozen examples, one epoch
 # (appended after TINY, so these win).
-FEW = ["data.train_split=train[:64]", "data.validation_split=test[:64]",
+FEW = ["data.train_split=train[:64]", "data.validation_split_name=test[:64]",
        "data.shuffle_buffer=64", "training.epochs=1"]
 
 
@@ -145,7 +145,7 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_what_was_written(tmp_path, 
                              "training.epochs=2", "runtime.precision=float32",
                              # 8 batches an epoch: the guard stops at the first bad one
                              "data.train_split=train[:256]", "data.shuffle_buffer=256",
-                             "data.validation_split=test[:64]"]
+                             "data.validation_split_name=test[:64]"]
     run_dir = tmp_path / "nan-run"
     with pytest.raises(TrainingError) as caught:
         runner.train(str(recipe), overrides, run_dir=str(run_dir))
@@ -165,7 +165,7 @@ def test_cli_nan_loss_exits_1_without_traceback(tmp_path, tfds_dir):
     args = ["train", str(recipe), "--run-dir", str(tmp_path / "r")]
     for override in overrides + ["optimizer.name=sgd", "optimizer.learning_rate=1e12",
                                  "training.epochs=1", "data.train_split=train[:256]",
-                                 "data.shuffle_buffer=256", "data.validation_split=test[:64]"]:
+                                 "data.shuffle_buffer=256", "data.validation_split_name=test[:64]"]:
         args += ["--set", override]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1, result.output
@@ -218,7 +218,7 @@ def test_mirrored_two_replicas_with_accumulation_through_the_runner(tmp_path, tf
         "runtime.strategy=mirrored", f"runtime.devices=[{', '.join(logical_cpus)}]",
         "training.accumulation_steps=2", "training.epochs=1", "runtime.precision=float32",
         "training.steps_per_execution=2", "data.train_split=train[:640]",
-        "data.shuffle_buffer=640", "data.validation_split=test[:64]"],
+        "data.shuffle_buffer=640", "data.validation_split_name=test[:64]"],
         run_dir=str(tmp_path / "mirrored"))
     summary = result.summary
     assert summary["strategy"] == "mirrored" and summary["replicas"] == 2
@@ -252,7 +252,7 @@ def test_interrupt_keeps_metrics_and_marks_the_summary(tmp_path, tfds_dir):
     with pytest.raises(KeyboardInterrupt):
         runner.train(str(recipe), overrides + ["data.train_split=train[:256]",
                                                "data.shuffle_buffer=256",
-                                               "data.validation_split=test[:64]"],
+                                               "data.validation_split_name=test[:64]"],
                      run_dir=str(run_dir), callbacks=[CtrlCAtSecondEpoch()])
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["epochs_completed"] == 1
@@ -277,7 +277,7 @@ def test_steps_per_epoch_longer_than_the_data_repeats_it(tmp_path, tfds_dir):
     recipe, overrides = tiny_recipe(tmp_path, tfds_dir)
     result = runner.train(str(recipe), overrides + [
         "data.train_split=train[:64]", "data.shuffle_buffer=64",
-        "data.validation_split=test[:64]", "training.steps_per_epoch=5", "training.epochs=2",
+        "data.validation_split_name=test[:64]", "training.steps_per_epoch=5", "training.epochs=2",
         "runtime.tensorboard=false", "training.checkpoints=false",
         # Keras calls the batch hooks once per call into the train function.
         "training.steps_per_execution=1"],
@@ -307,7 +307,7 @@ def test_a_failing_data_worker_is_reported_with_its_traceback(tmp_path):
         "source = Bad()\n")
     recipe = tmp_path / "bad.yaml"
     recipe.write_text(
-        "data: {source: python, path: bad_source.py:source, validation_split: null,\n"
+        "data: {source: python, path: bad_source.py:source, validation_split_name: null,\n"
         "       shuffle_buffer: 0, cache: null, workers: 1}\n"
         "model: {name: mlp, params: {normalization: none}}\n"
         "training: {epochs: 1, global_batch_size: 16}\n"
@@ -374,7 +374,7 @@ def test_early_stopping_reports_the_last_and_the_saved_epoch(tmp_path, tfds_dir)
     # after epoch 1, so patience 1 stops after epoch 2 and restores epoch 1's weights.
     result = runner.train(str(recipe), overrides + [
         "data.train_split=train[:128]", "data.shuffle_buffer=128",
-        "data.validation_split=test[:64]", "optimizer.name=sgd", "optimizer.learning_rate=1e-30",
+        "data.validation_split_name=test[:64]", "optimizer.name=sgd", "optimizer.learning_rate=1e-30",
         "training.epochs=5", "training.early_stopping_patience=1", "runtime.precision=float32"],
         run_dir=str(tmp_path / "early"))
     summary = result.summary
@@ -394,7 +394,7 @@ def test_unknown_size_source_counts_its_steps_for_the_schedule(tmp_path):
         "        yield np.float32([i % 2, 1 - i % 2]), np.int64(i % 2)\n")
     recipe = tmp_path / "gen.yaml"
     recipe.write_text(
-        "data: {source: python, path: gen_source.py:source, validation_split: null,\n"
+        "data: {source: python, path: gen_source.py:source, validation_split_name: null,\n"
         "       shuffle_buffer: 0, cache: null, workers: 1, num_classes: 2}\n"
         "model: {name: mlp, params: {normalization: none}}\n"
         "optimizer: {name: sgd, learning_rate: 0.1, schedule: cosine, warmup_epochs: 1}\n"
@@ -422,7 +422,7 @@ def test_mixed_float16_counts_the_steps_skipped_by_loss_scaling(tmp_path):
     np.savez(tmp_path / "big.npz", x=x, y=y)
     recipe = tmp_path / "fp16.yaml"
     recipe.write_text(
-        "data: {source: arrays, path: big.npz, validation_split: null, cache: null}\n"
+        "data: {source: arrays, path: big.npz, validation_split_name: null, cache: null}\n"
         "model: {name: mlp, params: {normalization: none}}\n"
         "optimizer: {name: sgd, learning_rate: 1e-6}\n"
         "training: {epochs: 2, global_batch_size: 32}\n"

@@ -17,7 +17,7 @@ from tfaccel.training.run import runner
 # a prime, so only 1 and 5 divide it.
 FIVE_STEPS = {
     "seed": 0,
-    "data": {"source": "builtin", "train_split": "train[:64]", "validation_split": "test[:32]",
+    "data": {"source": "builtin", "train_split": "train[:64]", "validation_split_name": "test[:32]",
              "shuffle_buffer": 64},
     "model": {"name": "small_cnn", "params": {"filters": [4], "dense_units": 0}},
     "optimizer": {"name": "sgd", "learning_rate": 0.01},

@@ -124,7 +124,7 @@ def test_tfrecord_verification_is_a_recipe_key(tmp_path):
             })).SerializeToString())
     features = {"x": {"dtype": "float32", "shape": [1]}, "label": {"dtype": "int64"}}
     config = DataConfig(source="tfrecords", path=str(tmp_path / "*.tfrecord"),
-                        image_key="x", features=features, validation_split=None)
+                        image_key="x", features=features, validation_split_name=None)
     assert config.verify_records is True
     _, _, info = _build(config)
     assert info.train_examples == 6  # counted by the verification pass
@@ -308,7 +308,7 @@ def test_a_text_folder_becomes_token_ids_in_batches_of_similar_length(tmp_path):
 
 def test_text_batches_padded_to_the_longest_without_batch_by_length(tmp_path):
     root = _text_folder(tmp_path / "texts")
-    config = DataConfig(source="text_folder", path=str(root), validation_split=None,
+    config = DataConfig(source="text_folder", path=str(root), validation_split_name=None,
                         cache=None, text=TextConfig(batch_by_length=False, max_length=10))
     train, _, info = _build(config, global_batch_size=30)
     widths = {int(ids.shape[1]) for ids, _ in train}
@@ -320,7 +320,7 @@ def test_a_text_recipe_resumed_mid_pass_gets_exactly_the_rest_of_the_pass(tmp_pa
     # Through the recipe path as the runner resumes (a stream at (pass, batch), the
     # recipe's default deterministic=False): batches by length are skipped after batching,
     # so the resumed pass must group the same texts (lengths tie: 3, 4 or 30 words).
-    from tfaccel.data.pipeline import EpochStream
+    from tfaccel.data.tail import EpochStream
 
     root = tmp_path / "texts"
     for c, name in enumerate(["neg", "pos"]):
@@ -328,7 +328,7 @@ def test_a_text_recipe_resumed_mid_pass_gets_exactly_the_rest_of_the_pass(tmp_pa
         for i in range(60):
             words = [f"t{c}x{i}"] + ["the", "a", name] * 10  # the first word names the file
             (root / name / f"{i:02d}.txt").write_text(" ".join(words[:(3, 4, 30)[i % 3]]))
-    config = DataConfig(source="text_folder", path=str(root), validation_split=None,
+    config = DataConfig(source="text_folder", path=str(root), validation_split_name=None,
                         validation_fraction=0.0, cache=cache)
 
     def texts(first_pass=0, skip=0):
@@ -358,7 +358,7 @@ def test_a_text_folder_is_listed_and_checked_once_per_split(tmp_path, monkeypatc
     monkeypatch.setattr(class_folder, "list_class_folder",
                         lambda *a, **k: calls.append(a) or listing(*a, **k))
     config = DataConfig(source="text_folder", path=str(_text_folder(tmp_path / "texts")),
-                        validation_fraction=fraction, validation_split=None, cache=None)
+                        validation_fraction=fraction, validation_split_name=None, cache=None)
     train, _, info = _build(config, global_batch_size=8)
     assert len(calls) == listings
     assert info.text.vocabulary_size == 10 and _count(train) == 40 - int(40 * fraction)

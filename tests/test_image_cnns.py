@@ -148,7 +148,7 @@ def test_resnet_small_learns_the_builtin_dataset(tmp_path, shapes_data_dir):
     # momentum 0.99, zero-initialised gammas); with all three fixed: 0.94-0.96.
     accuracy, epochs = _validation_accuracy_after(tmp_path, shapes_data_dir, [
         "model.name=resnet_small", "training.epochs=2", "data.train_split=train[:3000]",
-        "data.validation_split=test[:1000]"])
+        "data.validation_split_name=test[:1000]"])
     assert accuracy >= 0.80, epochs
 
 
@@ -184,7 +184,7 @@ def test_mobilenet_v3_small_learns_the_builtin_dataset(tmp_path, shapes_data_dir
     # 3,000 images (too slow a budget to be a test); these 10 epochs of 12,000: 0.936 (194 s).
     accuracy, epochs = _validation_accuracy_after(tmp_path, shapes_data_dir, [
         "model.name=mobilenet_v3_small", "training.epochs=10",
-        "data.validation_split=test[:1000]", "runtime.precision=float32"])
+        "data.validation_split_name=test[:1000]", "runtime.precision=float32"])
     assert accuracy >= 0.80, epochs
 
 
@@ -197,7 +197,7 @@ def test_efficientnet_b0_learns_the_builtin_dataset(tmp_path, shapes_data_dir):
     # batch statistics). With only 3,000 images: 0.31 after 5 epochs.
     accuracy, epochs = _validation_accuracy_after(tmp_path, shapes_data_dir, [
         "model.name=efficientnet_b0", "training.epochs=8",
-        "data.validation_split=test[:1000]", "runtime.precision=float32"])
+        "data.validation_split_name=test[:1000]", "runtime.precision=float32"])
     assert accuracy >= 0.70, epochs
 
 
@@ -210,5 +210,5 @@ def test_resnet50_learns_the_builtin_dataset(tmp_path, shapes_data_dir):
     # 0.27 -> 0.54; chance is 0.25): it learns, slowly, from scratch on 6,000 images.
     accuracy, epochs = _validation_accuracy_after(tmp_path, shapes_data_dir, [
         "model.name=resnet50", "training.epochs=6", "data.train_split=train[:6000]",
-        "data.validation_split=test[:1000]", "runtime.precision=float32"])
+        "data.validation_split_name=test[:1000]", "runtime.precision=float32"])
     assert accuracy >= 0.45, epochs

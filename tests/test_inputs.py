@@ -15,7 +15,7 @@ def _recipe(data_dir, **data):
     return recipe_from_dict({
         "seed": 3,
         "data": {"source": "builtin", "data_dir": data_dir, "train_split": "train[:96]",
-                 "validation_split": "test[:16]", "shuffle_buffer": 96, **data},
+                 "validation_split_name": "test[:16]", "shuffle_buffer": 96, **data},
         "model": {"name": "small_cnn"},
         "training": {"epochs": 2, "global_batch_size": 32},
     })

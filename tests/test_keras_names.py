@@ -352,7 +352,7 @@ def test_a_run_with_a_keras_optimizer_schedule_loss_and_metric_with_arguments(
     path = tmp_path / "r.yaml"
     path.write_text(textwrap.dedent(f"""
         data: {{source: builtin, data_dir: {shapes_data_dir}, train_split: "train[:64]",
-               validation_split: "test[:32]", shuffle_buffer: 64}}
+               validation_split_name: "test[:32]", shuffle_buffer: 64}}
         optimizer: {{name: nadam, learning_rate: 3e-3, params: {{beta_1: 0.8}},
                     schedule: ExponentialDecay,
                     schedule_params: {{decay_steps: 4, decay_rate: 0.5}}}}

@@ -222,7 +222,7 @@ def test_every_example_is_seen_exactly_once_per_epoch_across_workers(tmp_path):
     (tmp_path / "one").mkdir()
     _write_records(tmp_path / "four", ids, files=4)
     _write_records(tmp_path / "one", ids, files=1)
-    common = {"validation_split": None, "cache": "memory", "shuffle_buffer": 96,
+    common = {"validation_split_name": None, "cache": "memory", "shuffle_buffer": 96,
               "num_classes": 4}
     records = {"source": "tfrecords", "features": {"id": {"dtype": "int64", "shape": [1]},
                                                    "label": {"dtype": "int64"}},
@@ -401,7 +401,7 @@ data:
   image_key: x
   label_key: label
   num_classes: 4
-  validation_split: null
+  validation_split_name: null
   cache: {cache}
   shuffle_buffer: 2000
 model:
@@ -479,7 +479,7 @@ def test_validation_split_unevenly_between_workers_reports_the_whole_split(tmp_p
     _write_feature_records(tmp_path / "recs", [700, 560, 430, 310, 190, 70])
     recipe = tmp_path / "uneven.yaml"
     recipe.write_text(FILES_RECIPE.format(path=tmp_path / "recs" / "*.tfrecord", cache="memory")
-                      .replace("validation_split: null", "validation_fraction: 0.34")
+                      .replace("validation_split_name: null", "validation_fraction: 0.34")
                       .replace("epochs: 3", "epochs: 1"))
     run_dir = tmp_path / "run"
     code, output = run_tfaccel(["launch", "--workers", "2", "--", "train", recipe,

@@ -89,15 +89,15 @@ def test_window_batches_must_be_a_positive_integer():
 
 
 def test_optimize_batches_by_length_in_a_resumable_stream():
-    from tfaccel.data import pipeline
+    from tfaccel.data import tail
 
     texts = [" ".join(["w"] * int(n)) for n in LENGTHS]
     examples = tf.data.Dataset.from_tensor_slices((texts, np.arange(len(texts))))
 
     def stream(first_pass=0, skip=0):
-        return list(pipeline.optimize(
+        return list(tail.optimize(
             examples, batch_size=8, shuffle_buffer=len(texts), seed=5, batch_by_length=True,
-            stream=pipeline.EpochStream(first_pass=first_pass, skip_batches=skip,
+            stream=tail.EpochStream(first_pass=first_pass, skip_batches=skip,
                                         num_passes=2)))
 
     whole = stream()
@@ -140,7 +140,7 @@ def test_a_resumed_stream_by_length_is_exact_when_the_decode_reorders_examples()
     # broken by arrival), and the resumed pass repeated some texts and missed others.
     import time
 
-    from tfaccel.data import pipeline
+    from tfaccel.data import tail
 
     lengths = np.random.default_rng(1).integers(1, 4, 240)  # many ties
     texts = [" ".join(["w"] * int(n)) for n in lengths]
@@ -157,10 +157,10 @@ def test_a_resumed_stream_by_length_is_exact_when_the_decode_reorders_examples()
     examples = tf.data.Dataset.from_tensor_slices((texts, np.arange(len(texts))))
 
     def stream(skip=0):
-        batches = pipeline.optimize(
+        batches = tail.optimize(
             examples, map_fn=slow_on_some, source_shuffle=len(texts), batch_size=4,
             seed=5, batch_by_length=True, num_parallel_calls=4,
-            stream=pipeline.EpochStream(first_pass=0, skip_batches=skip, num_passes=1))
+            stream=tail.EpochStream(first_pass=0, skip_batches=skip, num_passes=1))
         return [tuple(y.numpy()) for _, y in batches]
 
     whole = stream()

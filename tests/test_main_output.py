@@ -33,7 +33,7 @@ def test_train_into_a_pipe_prints_one_line_per_epoch_and_no_carriage_return(tmp_
         "        yield np.float32([i % 2, 1 - i % 2]), np.int64(i % 2)\n")
     recipe = tmp_path / "gen.yaml"
     recipe.write_text(  # no runtime.verbose: stdout decides
-        "data: {source: python, path: gen_source.py:source, validation_split: null,\n"
+        "data: {source: python, path: gen_source.py:source, validation_split_name: null,\n"
         "       shuffle_buffer: 0, cache: null, workers: 1, num_classes: 2}\n"
         "model: {name: mlp, params: {normalization: none}}\n"
         "optimizer: {name: sgd, learning_rate: 0.1}\n"

@@ -11,7 +11,7 @@ from tfaccel.cli.main import main
 from tfaccel.training.run import runner
 
 # The small CNN on a few hundred built-in images: the recipe path, not learning.
-SMALL = ["data.train_split=train[:256]", "data.validation_split=test[:64]",
+SMALL = ["data.train_split=train[:256]", "data.validation_split_name=test[:64]",
          "data.shuffle_buffer=256", "training.global_batch_size=32", "training.epochs=1",
          "runtime.precision=float32", "runtime.verbose=0", "runtime.tensorboard=false"]
 

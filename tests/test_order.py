@@ -166,7 +166,7 @@ def test_recipe_image_folder_with_cache_and_small_buffer_mixes_classes(sorted_fo
     config = dataclasses.replace(DataConfig(), source="image_folder", path=sorted_folder,
                                  image_size=[4, 4], cache="memory",
                                  shuffle_buffer=SMALL_BUFFER, validation_fraction=0.0,
-                                 validation_split=None)
+                                 validation_split_name=None)
     train, _, info = build_datasets(config, global_batch_size=BATCH, num_replicas=1, seed=0,
                                     deterministic=True)
     _assert_mixed_and_complete(_labels_per_batch(train))
@@ -230,7 +230,7 @@ def test_recipe_sources_sorted_by_label_mix_with_cache_and_small_buffer(tmp_path
     config = dataclasses.replace(
         DataConfig(), source=source, path=path, workers=1,
         cache=str(tmp_path / "c" / "tr") if cache == "file" else cache,
-        shuffle_buffer=SMALL_BUFFER, validation_fraction=0.0, validation_split=None)
+        shuffle_buffer=SMALL_BUFFER, validation_fraction=0.0, validation_split_name=None)
     train, _, info = build_datasets(config, global_batch_size=BATCH, num_replicas=1, seed=0,
                                     deterministic=True)
     _assert_mixed_and_complete(_labels_per_batch(train))
@@ -250,7 +250,7 @@ def test_a_permuted_source_in_a_stream_resumes_exactly(sorted_folder, tmp_path, 
         path, extra = sorted_folder, {"image_size": [4, 4]}
     config = dataclasses.replace(DataConfig(), source=source, path=path, cache="memory",
                                  shuffle_buffer=SMALL_BUFFER, validation_fraction=0.0,
-                                 validation_split=None, **extra)
+                                 validation_split_name=None, **extra)
 
     def labels(stream):
         train, _, _ = build_datasets(config, global_batch_size=BATCH, num_replicas=1,

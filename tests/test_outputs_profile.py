@@ -12,7 +12,7 @@ def _recipe(tmp_path, data_dir):
     recipe = tmp_path / "p.yaml"
     recipe.write_text(
         f"data: {{source: builtin, data_dir: {data_dir}, train_split: 'train[:256]',\n"
-        "       validation_split: null, shuffle_buffer: 256}\n"
+        "       validation_split_name: null, shuffle_buffer: 256}\n"
         "model: {name: small_cnn, params: {filters: [8], dense_units: 8}}\n"
         "training: {epochs: 2, global_batch_size: 32, checkpoints: false}\n"
         f"runtime: {{runs_dir: {tmp_path / 'runs'}, verbose: 0}}\n")

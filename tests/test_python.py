@@ -740,7 +740,7 @@ def test_a_recipe_whose_source_yields_nan_exits_2_naming_the_example(tmp_path, s
     recipe = tmp_path / "r.yaml"
     # Without steps_per_epoch the runner counts one pass before fit; with it, fit meets it.
     recipe.write_text(
-        "data: {source: python, path: nan_source.py:source, validation_split: null,\n"
+        "data: {source: python, path: nan_source.py:source, validation_split_name: null,\n"
         "       shuffle_buffer: 0, cache: null, workers: 1, num_classes: 2}\n"
         "model: {name: mlp, params: {normalization: none}}\n"
         f"training: {{epochs: 1, global_batch_size: 16, {steps_per_epoch}}}\n"
@@ -780,7 +780,7 @@ def test_a_labels_attribute_gives_the_classes_by_the_label_rule(tmp_path, given,
     from tfaccel.config.recipe import DataConfig
     from tfaccel.data.from_recipe import build_datasets
 
-    config = dataclasses.replace(DataConfig(), source="python", validation_split=None,
+    config = dataclasses.replace(DataConfig(), source="python", validation_split_name=None,
                                  path=_labelled_source(tmp_path, given, name="labelled"),
                                  shuffle_buffer=0, cache=None, workers=1,
                                  worker_mode="thread")
@@ -802,7 +802,7 @@ def test_float_labels_are_a_regression_target_or_refused_as_classes(tmp_path):
     # Float labels seen only in the dataset's label spec (no labels attribute).
     path = _labelled_source(tmp_path, [0.5 * i for i in range(8)], name="targets",
                             attribute="targets")
-    config = dataclasses.replace(DataConfig(), source="python", validation_split=None,
+    config = dataclasses.replace(DataConfig(), source="python", validation_split_name=None,
                                  path=path, shuffle_buffer=0, cache=None, workers=1,
                                  worker_mode="thread")
     _, _, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,

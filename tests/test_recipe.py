@@ -88,7 +88,8 @@ def test_yaml_style_scientific_notation_is_a_number():
 
 
 def test_null_is_accepted_only_where_optional():
-    assert recipe_from_dict({"data": {"validation_split": None}}).data.validation_split is None
+    assert recipe_from_dict({"data": {"validation_split_name": None}}
+                            ).data.validation_split_name is None
     assert "training.epochs must be an integer, got nothing (null)" in error_of(
         {"training": {"epochs": None}})
 
@@ -320,11 +321,11 @@ def test_one_did_you_mean_hint_for_every_message():
     ("timeseries", {"timeseries": {"sequence_length": 4}}),
     ("tfrecords", {"features": {"image": {"dtype": "string", "kind": "image"}}}),
 ])
-@pytest.mark.parametrize("key, value", [("validation_split", "val"),
+@pytest.mark.parametrize("key, value", [("validation_split_name", "val"),
                                         ("train_split", "train[:50%]")])
 def test_a_named_split_is_refused_where_the_source_has_none(source, extra, key, value):
     # Only tfds (builtin) and arrays files hold named splits; every other source read
-    # past data.train_split / data.validation_split, so `validation_split: val` on an
+    # past data.train_split / data.validation_split_name, so a split named `val` on an
     # image folder trained without validation, silently. Their defaults stay accepted
     # (a run's resolved recipe.yaml holds every key).
     data = {"source": source, "path": "x.py:f" if source == "python" else "somewhere",
@@ -335,3 +336,33 @@ def test_a_named_split_is_refused_where_the_source_has_none(source, extra, key, 
     message = str(error.value)
     assert f"data.{key} {value!r}" in message and f"data.source {source!r}" in message
     assert "validation_fraction" in message
+
+
+@pytest.mark.parametrize("value, instead", [("test", "data.validation_split_name: test"),
+                                            (None, "data.validation_split_name: null"),
+                                            (0.1, "data.validation_fraction: 0.1")])
+def test_the_old_validation_split_key_is_refused_with_the_key_to_use(tmp_path, value, instead):
+    # data.validation_split named a split in a recipe and a fraction in Keras: the recipe's
+    # key is data.validation_split_name now; the old spelling is refused, never ignored.
+    expected = (f"data.validation_split (got {value!r}) is no longer a recipe key: Keras' "
+                "validation_split is a held-out fraction, so a recipe names the validation "
+                "split with data.validation_split_name (a TFDS split such as test, or "
+                "x_test/y_test of an .npz file) and the held-out fraction with "
+                f"data.validation_fraction; write {instead}.")
+    assert error_of({"data": {"validation_split": value}}).endswith(expected)
+    given = "null" if value is None else value
+    assert error_of({}, [f"data.validation_split={given}"]) == (
+        f"--set 'data.validation_split={given}': {expected}")
+
+
+def test_the_old_validation_split_key_exits_2_through_the_cli(tmp_path):
+    from click.testing import CliRunner
+
+    from tfaccel.cli.main import main
+
+    path = tmp_path / "r.yaml"
+    path.write_text("data: {source: builtin, validation_split: test}\n")
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "write data.validation_split_name: test." in " ".join(result.output.split())
+    assert "Traceback" not in result.output

@@ -24,7 +24,7 @@ REPO = HERE.parent
 # Deterministic float32 (precision auto would pick bf16 on a CPU that has it), a subset
 # small enough to run three trainings in a test, augmentation on so its seeds are tested.
 EXACT = [
-    "data.train_split=train[:768]", "data.validation_split=test[:256]",
+    "data.train_split=train[:768]", "data.validation_split_name=test[:256]",
     "data.shuffle_buffer=768", "data.augment=[flip, crop]",
     "training.epochs=3", "training.global_batch_size=32",
     "runtime.precision=float32", "runtime.deterministic=true", "runtime.verbose=0",
@@ -195,7 +195,7 @@ def test_sigkill_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_dat
     assert "Traceback" not in again.stderr
 
 
-TINY = ["data.train_split=train[:256]", "data.validation_split=test[:64]",
+TINY = ["data.train_split=train[:256]", "data.validation_split_name=test[:64]",
         "data.shuffle_buffer=256", "training.epochs=2", "training.global_batch_size=32",
         "runtime.verbose=0", "runtime.tensorboard=false"]
 

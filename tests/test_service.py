@@ -48,11 +48,11 @@ def service():
 def _pipeline(address, mode, *, stream=None, batch_size=4, seed=1):
     import tensorflow as tf
 
-    from tfaccel.data import pipeline
+    from tfaccel.data import tail
     from tfaccel.data.service import ServiceTarget
 
     x = np.arange(NUM_EXAMPLES, dtype=np.int64)
-    return pipeline.optimize(tf.data.Dataset.from_tensor_slices((x, x)), batch_size=batch_size,
+    return tail.optimize(tf.data.Dataset.from_tensor_slices((x, x)), batch_size=batch_size,
                              shuffle_buffer=NUM_EXAMPLES, seed=seed, cache="memory",
                              stream=stream, service=ServiceTarget(address, processing_mode=mode))
 
@@ -75,10 +75,10 @@ def test_distributed_epoch_sees_every_element_exactly_once(service):
 def test_distributed_epoch_stream_hands_each_pass_to_one_worker(service):
     # The recipe's stream of passes: the dispatcher splits it by pass, so over 3 passes every
     # example arrives exactly 3 times, in whole batches (each pass is made by one worker).
-    from tfaccel.data import pipeline
+    from tfaccel.data import tail
 
     counts, batches = _read(_pipeline(service, "distributed_epoch",
-                                      stream=pipeline.EpochStream(num_passes=3)))
+                                      stream=tail.EpochStream(num_passes=3)))
     assert sorted(counts) == list(range(NUM_EXAMPLES))
     assert set(counts.values()) == {3}
     assert len(batches) == 3 * NUM_EXAMPLES // 4
@@ -93,10 +93,10 @@ def test_parallel_epochs_every_worker_makes_the_whole_epoch(service):
 def test_parallel_epochs_stream_workers_make_different_passes(service):
     # Failing before the per-worker salt: with the recipe's fixed seed both workers made the
     # same batches, so the trainer read every batch twice.
-    from tfaccel.data import pipeline
+    from tfaccel.data import tail
 
     counts, batches = _read(_pipeline(service, "parallel_epochs",
-                                      stream=pipeline.EpochStream(num_passes=1)))
+                                      stream=tail.EpochStream(num_passes=1)))
     assert set(counts.values()) == {2}
     assert len(batches) == 2 * NUM_EXAMPLES // 4
     assert len(set(batches)) == len(batches), "two workers made the same batches"
@@ -105,15 +105,15 @@ def test_parallel_epochs_stream_workers_make_different_passes(service):
 def _image_pipeline(augment, *, address=None, compression="auto"):
     import tensorflow as tf
 
-    from tfaccel.data import pipeline
+    from tfaccel.data import tail
     from tfaccel.data.service import ServiceTarget
 
     images = (np.arange(NUM_EXAMPLES * 48) % 251).astype(np.uint8).reshape(NUM_EXAMPLES, 4, 4, 3)
     service = ServiceTarget(address, processing_mode="distributed_epoch",
                             compression=compression) if address else None
-    return pipeline.optimize(tf.data.Dataset.from_tensor_slices((images, np.arange(NUM_EXAMPLES))),
+    return tail.optimize(tf.data.Dataset.from_tensor_slices((images, np.arange(NUM_EXAMPLES))),
                              batch_size=8, shuffle_buffer=NUM_EXAMPLES, seed=3,
-                             augment=augment, stream=pipeline.EpochStream(num_passes=1),
+                             augment=augment, stream=tail.EpochStream(num_passes=1),
                              service=service, deterministic=True)
 
 
@@ -126,7 +126,7 @@ def test_service_batches_are_the_in_process_batches_with_uint8_on_the_wire(
         service, augment, on_the_wire, compression):
     import tensorflow as tf
 
-    from tfaccel.data import pipeline
+    from tfaccel.data.tail import stages
 
     served = _image_pipeline(augment, address=service, compression=compression)
     local = _image_pipeline(augment)
@@ -146,7 +146,7 @@ def test_service_batches_are_the_in_process_batches_with_uint8_on_the_wire(
     assert batch_bytes[0] == batch_bytes[1]
     plan_kwargs = dict(batch=8, drop=False, custom=None, augment_on="batch", seed=3,
                        parallel=None, det=None, image_dtype="float32", sequential=False)
-    assert pipeline._uint8_on_the_wire(pipeline._Plan(names=tuple(augment), **plan_kwargs)) \
+    assert stages.uint8_on_the_wire(stages.Plan(names=tuple(augment), **plan_kwargs)) \
         is (on_the_wire == "uint8")
 
 
@@ -189,7 +189,7 @@ def test_a_named_job_is_joined_so_a_resumed_stream_gets_its_own_name(service):
 
     from tfaccel.config.recipe import DataConfig, ServiceConfig
     from tfaccel.data.from_recipe import _train_tail
-    from tfaccel.data.pipeline import EpochStream
+    from tfaccel.data.tail import EpochStream
 
     def named(start, n):
         return tf.data.Dataset.range(start, start + n).apply(

@@ -21,7 +21,7 @@ def _recipe(tmp_path, *, fail_at=-1, learning_rate=0.1):
     recipe = tmp_path / "gen.yaml"
     # Every process-wide setting a run makes, each different from the process's own.
     recipe.write_text(
-        "data: {source: python, path: gen_source.py:source, validation_split: null,\n"
+        "data: {source: python, path: gen_source.py:source, validation_split_name: null,\n"
         "       shuffle_buffer: 0, cache: null, workers: 1, num_classes: 2}\n"
         "model: {name: mlp, params: {normalization: none}}\n"
         f"optimizer: {{name: sgd, learning_rate: {learning_rate}}}\n"

@@ -45,7 +45,7 @@ def write_id_records(folder, sizes):
 
 def _config(path, **keys):
     return recipe_from_dict({"data": {
-        "source": "tfrecords", "path": path, "validation_split": None, "num_classes": 4,
+        "source": "tfrecords", "path": path, "validation_split_name": None, "num_classes": 4,
         "features": {"id": {"dtype": "int64", "shape": [1]}, "label": {"dtype": "int64"}},
         "image_key": "id", "label_key": "label", "shuffle_buffer": 96, **keys}}).data
 

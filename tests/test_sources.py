@@ -70,6 +70,12 @@ def test_the_table_records_what_each_source_does_today():
     assert [e.name for e in sources.TABLE if e.python_elements] == ["python"]
     assert [e.name for e in sources.TABLE if e.table_columns] == ["csv"]
     assert all(e.split in sources.SPLIT_RULES for e in sources.TABLE)
+    # One hold-out rule per family of sources, and no rule that no source follows.
+    assert {rule: sources.with_split(rule) for rule in sources.SPLIT_RULES} == {
+        "named": ("builtin", "tfds", "arrays"),
+        "round": ("text_lines", "csv", "tfrecords", "python"),
+        "keras_int": ("image_folder", "text_folder", "audio_folder"),
+        "last_rows_int": ("timeseries",)}
     assert len(set(sources.names())) == len(sources.TABLE)
 
 
@@ -89,7 +95,7 @@ def fake_source(tmp_path, monkeypatch):
     entry = sources.SourceEntry(
         "fake", "fake_source_module:FakeSource", "glob", noun="fake pattern",
         required=(("data.features", "the fake feature spec"),), compressions=("ZLIB",),
-        augment="none", split="round_files_or_rows", classes_from="its fake labels")
+        augment="none", split="round", classes_from="its fake labels")
     monkeypatch.setattr(sources, "TABLE", (*sources.TABLE, entry))
     return tmp_path
 

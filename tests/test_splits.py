@@ -90,7 +90,7 @@ def test_image_folder_and_tfrecords_hold_out_what_the_rule_says(tmp_path):
             tf.io.encode_png(np.full((2, 2, 3), i, np.uint8)).numpy())
     config = dataclasses.replace(DataConfig(), source="image_folder",
                                  path=str(tmp_path / "img"), image_size=[2, 2],
-                                 validation_fraction=0.3, validation_split=None, cache=None)
+                                 validation_fraction=0.3, validation_split_name=None, cache=None)
     _, val, _ = _build(config)
     held = sorted(int(v) for x, _ in val for v in x.numpy()[:, 0, 0, 0])
     files = sorted(range(10), key=lambda i: (i % 2, i))  # c0/..., then c1/...
@@ -107,7 +107,7 @@ def test_image_folder_and_tfrecords_hold_out_what_the_rule_says(tmp_path):
             })).SerializeToString())
     records = dataclasses.replace(DataConfig(), source="tfrecords",
                                   path=str(tmp_path / "*.tfrecord"), image_key="x",
-                                  validation_fraction=0.4, validation_split=None,
+                                  validation_fraction=0.4, validation_split_name=None,
                                   num_classes=2,  # one label per file: declared
                                   features={"x": {"dtype": "float32"},
                                             "label": {"dtype": "int64"}})
@@ -196,7 +196,7 @@ def _numbers(dataset):
 @pytest.mark.parametrize("source", ["csv", "tfrecords", "text_lines"])
 def test_one_file_is_split_by_rows_exactly_disjoint_and_seeded(tmp_path, source):
     config = dataclasses.replace(_write_one_file(tmp_path, source), validation_fraction=0.2,
-                                 validation_split=None, cache=None)
+                                 validation_split_name=None, cache=None)
     train, val, info = _raw(config)
     held, trained = _numbers(val), _numbers(train)
     assert (info.train_examples, info.validation_examples) == (40, 10)
@@ -240,7 +240,7 @@ def test_two_workers_read_their_own_file_of_a_row_split(tmp_path):
         (tmp_path / f"p{f}.csv").write_text("x,label\n" + "".join(
             f"{f * 25 + i},{i % 2}\n" for i in range(25)))
     config = dataclasses.replace(DataConfig(), source="csv", path=str(tmp_path / "p*.csv"),
-                                 validation_fraction=0.2, validation_split=None, cache=None,
+                                 validation_fraction=0.2, validation_split_name=None, cache=None,
                                  shuffle_buffer=8)
     train, val, info = _raw(config)
     whole, held = _numbers(train), _numbers(val)
@@ -262,7 +262,7 @@ def test_many_files_are_still_held_out_whole(tmp_path):
         (tmp_path / f"p{f}.csv").write_text("x,label\n" + "".join(
             f"{f * 10 + i},{i % 2}\n" for i in range(10)))
     config = dataclasses.replace(DataConfig(), source="csv", path=str(tmp_path / "p*.csv"),
-                                 validation_fraction=0.2, validation_split=None, cache=None)
+                                 validation_fraction=0.2, validation_split_name=None, cache=None)
     train, val, info = _raw(config)
     held = _numbers(val)
     (file,) = splits.split_indices(5, 0.2, 7)[1].tolist()  # round(0.2 * 5) = 1 file

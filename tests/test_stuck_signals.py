@@ -67,7 +67,7 @@ def _tiny_recipe(tmp_path):
     x = np.random.default_rng(0).normal(size=(40, 4)).astype("float32")
     np.savez(tmp_path / "blobs.npz", x_train=x, y_train=(x[:, 0] > 0).astype("int64"))
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump({
-        "data": {"source": "arrays", "path": "blobs.npz", "validation_split": None},
+        "data": {"source": "arrays", "path": "blobs.npz", "validation_split_name": None},
         "model": {"name": "mlp", "params": {"hidden_units": [4]}},
         "training": {"epochs": 1, "global_batch_size": 8},
         "runtime": {"strategy": "multi_worker", "precision": "float32",

@@ -341,7 +341,7 @@ def test_one_file_split_by_lines_takes_its_classes_from_the_training_lines(tmp_p
     def build(labels):
         path.write_text("".join(f"{label}\t{i}\n" for i, label in enumerate(labels)))
         config = dataclasses.replace(DataConfig(), source="text_lines", path=str(path),
-                                     validation_fraction=0.2, validation_split=None,
+                                     validation_fraction=0.2, validation_split_name=None,
                                      cache=None)
         return build_datasets(config, global_batch_size=4, num_replicas=1, seed=7,
                               deterministic=True, raw=True)

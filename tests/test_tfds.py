@@ -184,7 +184,7 @@ def test_tfds_files_are_divided_among_workers_before_the_stream(tmp_path):
         for i in instructions]
     assert [len(ids) for ids in in_file] == [2, 2, 2, 2]
     config = dataclasses.replace(DataConfig(), source="tfds", name="tiny_digits",
-                                 data_dir=str(tmp_path), validation_split=None,
+                                 data_dir=str(tmp_path), validation_split_name=None,
                                  shuffle_buffer=8, cache="memory")
     assert worker_file_shares(config, workers=2, global_batch_size=4, seed=0).by_file
     epoch = []

@@ -134,7 +134,7 @@ def test_an_unchecked_truncated_file_is_named_when_training_stops_on_it(tmp_path
                  features={"x": {"dtype": "float32", "shape": [2]},
                            "label": {"dtype": "int64"}},
                  image_key="x", label_key="label", num_classes=2, verify_records=False,
-                 compression=compression, validation_split=None)
+                 compression=compression, validation_split_name=None)
     # Met while counting the unknown-size source's one pass, before training.
     assert_refused(result, f"TFRecord file {str(damaged)!r}", "truncated")
 
@@ -162,7 +162,7 @@ def _recipe_records(tmp_path, labels, *, dtype="int64", name="r", **keys):
                 "label": value})).SerializeToString())
     return dataclasses.replace(
         DataConfig(), source="tfrecords", path=str(path), image_key="x",
-        validation_split=None, cache=None, shuffle_buffer=0,
+        validation_split_name=None, cache=None, shuffle_buffer=0,
         features={"x": {"dtype": "float32"}, "label": {"dtype": dtype}}, **keys)
 
 
@@ -256,7 +256,7 @@ def test_a_list_of_labels_per_example_is_multi_label(tmp_path):
             })).SerializeToString())
     config = dataclasses.replace(
         DataConfig(), source="tfrecords", path=str(path), image_key="x", label_key="tags",
-        validation_split=None, cache=None, shuffle_buffer=0,
+        validation_split_name=None, cache=None, shuffle_buffer=0,
         features={"x": {"dtype": "float32"}, "tags": {"dtype": "int64", "kind": "var"}})
     train, _, info = _built(config)
     assert (info.task, info.num_outputs, info.class_names) == ("multi_label", 3,

@@ -22,7 +22,7 @@ def _recipe(tmp_path, **text):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump({
         "data": {"source": "text_lines", "path": str(tmp_path / "a.tsv"),
-                 "validation_split": None, "text": text},
+                 "validation_split_name": None, "text": text},
         "model": {"name": "text_cnn"}}))
     return recipe
 

@@ -117,14 +117,14 @@ def _dotted(data: DataConfig, key: str):
 
 
 def _check_named_splits(data: DataConfig, *, source: str) -> None:
-    # A split name on a source that has none was read past: `validation_split: val` on an
+    # A split name on a source that has none was read past: `validation_split_name: val` on an
     # image folder trained without validation, silently. The defaults stay accepted: a
     # run's resolved recipe.yaml holds every key.
     named = sources.with_split("named")
     if data.source in named:
         return
     defaults = {f.name: f.default for f in dataclasses.fields(DataConfig)}
-    for key in ("train_split", "validation_split"):
+    for key in ("train_split", "validation_split_name"):
         value = getattr(data, key)
         if value not in (defaults[key], None, ""):
             raise RecipeError(

@@ -16,7 +16,7 @@ from tfaccel import python_refs
 from tfaccel.config import input_paths, keras_names, sources
 from tfaccel.config.cross_checks import check_recipe
 from tfaccel.config.recipe_keys import describe_value, join_key
-from tfaccel.config.sections import DataConfig, ModelConfig, Recipe
+from tfaccel.config.sections import RENAMED_KEYS, DataConfig, ModelConfig, Recipe
 from tfaccel.errors import RecipeError, did_you_mean
 
 
@@ -113,7 +113,7 @@ def apply_overrides(raw: dict, overrides: typing.Sequence[str], *, source: str =
         except yaml.YAMLError:
             raise RecipeError(f"--set {override!r}: the value {text!r} is not valid YAML."
                               ) from None
-        _check_override_path(keys, override)
+        _check_override_path(keys, override, value)
         node = result
         for depth, key in enumerate(keys[:-1]):
             child = node.get(key)
@@ -127,13 +127,16 @@ def apply_overrides(raw: dict, overrides: typing.Sequence[str], *, source: str =
     return result
 
 
-def _check_override_path(keys: list[str], override: str) -> None:
+def _check_override_path(keys: list[str], override: str, value: Any) -> None:
     # Catch a misspelt key at the override itself, so the message names the --set.
     cls: Any = Recipe
     for depth, key in enumerate(keys):
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
             return  # inside a free-form mapping such as model.params
         names = [f.name for f in dataclasses.fields(cls)]
+        renamed = RENAMED_KEYS.get(".".join(keys[:depth + 1]))
+        if renamed is not None:
+            raise RecipeError(f"--set {override!r}: {renamed(value)}")
         if key not in names:
             prefix = ".".join(keys[:depth])
             raise RecipeError(f"--set {override!r}: unknown key "
@@ -144,13 +147,13 @@ def _check_override_path(keys: list[str], override: str) -> None:
 def _misread_data_value(key_path: str, value: Any) -> Optional[str]:
     """What a data key's value says the user meant, when it belongs to another key.
 
-    One key per meaning: Keras' ``validation_split=0.1`` is a fraction, the recipe's
-    ``data.validation_split`` names a split, and the fraction is ``data.validation_fraction``.
+    One key per meaning: Keras' ``validation_split=0.1`` is a fraction (a recipe's is
+    ``data.validation_fraction``), the recipe's ``data.validation_split_name`` names a split.
     """
-    if (key_path == "data.validation_split" and isinstance(value, (int, float))
+    if (key_path == "data.validation_split_name" and isinstance(value, (int, float))
             and not isinstance(value, bool)):
-        return ("data.validation_split names a split (e.g. test); for a held-out fraction "
-                f"use data.validation_fraction: {value}")
+        return ("data.validation_split_name names a split (e.g. test); for a held-out "
+                f"fraction use data.validation_fraction: {value}")
     return None
 
 
@@ -162,6 +165,9 @@ def _build(cls, raw: Any, prefix: str, *, source: str):
                           f"{describe_value(raw)}.")
     fields_by_name = {f.name: f for f in dataclasses.fields(cls)}
     for key in raw:
+        renamed = RENAMED_KEYS.get(join_key(prefix, str(key)))
+        if renamed is not None:
+            raise RecipeError(f"{source}: {renamed(raw[key])}")
         if not isinstance(key, str) or key not in fields_by_name:
             raise RecipeError(f"{source}: unknown key {join_key(prefix, str(key))!r}"
                               f"{did_you_mean(str(key), list(fields_by_name))}.")

@@ -37,6 +37,24 @@ def _key(default: Any = dataclasses.MISSING, help: str = "", *, minimum=None, ma
     return field(default=default, metadata=metadata)
 
 
+# Keys that were renamed: {old dotted key: function of the value given -> the paragraph
+# that refuses it}. A renamed key is refused with a pointer, never silently ignored.
+def _validation_split_renamed(value: Any) -> str:
+    # Keras' validation_split is a FRACTION (its loaders, fit); the recipe's key named a
+    # split: one name had two meanings, so the recipe's got a name of its own.
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    instead = (f"data.validation_fraction: {value}" if number else
+               f"data.validation_split_name: {'null' if value in (None, '') else value}")
+    return (f"data.validation_split (got {value!r}) is no longer a recipe key: Keras' "
+            "validation_split is a held-out fraction, so a recipe names the validation "
+            "split with data.validation_split_name (a TFDS split such as test, or "
+            "x_test/y_test of an .npz file) and the held-out fraction with "
+            f"data.validation_fraction; write {instead}.")
+
+
+RENAMED_KEYS = {"data.validation_split": _validation_split_renamed}
+
+
 PROCESSING_MODES = ("distributed_epoch", "parallel_epochs")
 # data.text.tokenizer's values (TextConfig.tokenizer's Literal lists the same).
 TOKENIZERS = ("text_vectorization", "wordpiece")
@@ -165,10 +183,10 @@ class DataConfig:
     train_split: str = _key(
         "train", "Split used for training (TFDS split syntax allowed; arrays: x_train/"
         "y_train, or plain x/y; other sources train on every file of data.path).")
-    validation_split: Optional[str] = _key(
+    validation_split_name: Optional[str] = _key(
         "test", "Split used for validation, by name (TFDS split; arrays: x_test/y_test; "
         "other sources have no named splits: use validation_fraction); empty for none. A "
-        "held-out fraction is validation_fraction.")
+        "held-out fraction is validation_fraction (Keras' validation_split).")
     validation_fraction: float = _key(
         0.0, "Fraction of the training data held out for validation (seeded; every source; "
         "csv, tfrecords, text_lines: whole files when round(fraction * files) is at least one "

@@ -10,21 +10,30 @@ PathKind = Literal["folder", "glob", "file", "callable", "none"]
 # Which augmentations a source takes: none (refused), image (data.augment's decoded-image
 # ones) or decode (those and random_resized_crop, made while a file is decoded).
 AugmentKind = Literal["none", "image", "decode"]
-# How a source holds out validation data, as it does today (the file family is being
-# made consistent; change an entry when its source changes):
-SplitRule = Literal["named", "named_or_round", "round_files_or_rows", "round_examples",
-                    "keras_int", "last_rows_int"]
+# How a source holds out data.validation_fraction: one rule per family of sources. The
+# count is tfaccel's round(f * n) (tfaccel.data.splits.held_out_count) unless a rule says
+# why not; each rule below exists for the reason in its comment.
+SplitRule = Literal["named", "round", "keras_int", "last_rows_int"]
 SPLIT_RULES = {
-    "named": "named splits (data.train_split, data.validation_split); a fraction is the "
-             "tail of data.train_split, round(f * n) examples",
-    "named_or_round": "named splits (x_train/x_test), or a seeded round(f * n) examples of x/y",
-    # tfaccel.reading.split_rule.whole_files decides; tfaccel.data.splits splits.
-    "round_files_or_rows": "a seeded round(f * n) of the files when that is at least one "
-                           "file and leaves one for training, else a seeded round(f * n) of "
-                           "the examples of all the files (one file: its rows); or "
-                           "data.validation_path's files, whole",
-    "round_examples": "a seeded round(f * n) of the examples",
+    # Sources that hold named splits (TFDS, Keras' .npz layout): the name chooses, and a
+    # fraction is round(f * n) examples of data.train_split. TFDS takes its tail (TFDS
+    # reads its record files in order and slices by index: a seeded choice would read
+    # every file), .npz x/y a seeded choice (in memory, any order is free).
+    "named": "named splits (data.train_split, data.validation_split_name); a fraction is "
+             "round(f * n) examples of data.train_split: its tail (TFDS) or a seeded "
+             "choice (x/y of an .npz file)",
+    # tfaccel's own readers (file globs, Python sources): a seeded round(f * n); whole
+    # files where there are enough (tfaccel.reading.split_rule.whole_files decides), so a
+    # file is read by one side only.
+    "round": "a seeded round(f * n): of the files when that is at least one file and leaves "
+             "one for training, else of the examples of all the files (one file or a Python "
+             "source: its examples); or data.validation_path's files, whole",
+    # Keras' drop-ins: exactly Keras' files, judged by Keras' own tests
+    # (get_training_or_validation_split), so Keras' int(f * n) and its permutation.
     "keras_int": "Keras' int(f * n) files (validation_split, subset='both', the recipe's seed)",
+    # A series: a random choice of overlapping windows would validate on the training
+    # rows' future, so the last rows, in time order; int(f * n) as Keras' loaders count
+    # (round would move the boundary of existing recipes' series by a row).
     "last_rows_int": "the last int(f * n) rows, in time order",
 }
 
@@ -75,7 +84,7 @@ class SourceEntry:
     extra_paths: Tuple[Tuple[str, PathKind], ...] = ()
     compressions: Tuple[str, ...] = ()
     augment: AugmentKind = "image"
-    split: SplitRule = "round_files_or_rows"
+    split: SplitRule = "round"
     reading: str = ""
     classes_from: str = ""
     python_elements: bool = False
@@ -121,11 +130,11 @@ TABLE: Tuple[SourceEntry, ...] = (
                         "once first unless data.verify_records is false"),
     SourceEntry("arrays", _SOURCES + "arrays:ArraysSource", "file", noun="arrays file",
                 summary=".npz of x/y, or Keras' x_train/y_train/x_test/y_test",
-                split="named_or_round", reading="one .npz file (numpy)",
+                split="named", reading="one .npz file (numpy)",
                 classes_from="its labels (y)"),
     SourceEntry("python", _SOURCES + "python:PythonSource", "callable", noun="python source",
                 summary="a `module:callable` source run in worker processes",
-                split="round_examples", python_elements=True,
+                split="round", python_elements=True,
                 reading="the callable's examples, made in "
                 "data.workers processes or threads"),
     SourceEntry("audio_folder", _SOURCES + "audio_folder:AudioFolderSource", "folder",
@@ -154,7 +163,7 @@ def entry(name: str) -> Optional[SourceEntry]:
 
 def with_split(rule: str) -> Tuple[str, ...]:
     """The sources whose data.validation_fraction follows `rule` (e.g. "named")."""
-    return tuple(e.name for e in TABLE if e.split.startswith(rule))
+    return tuple(e.name for e in TABLE if e.split == rule)
 
 
 def own_key_readers(key: str) -> Tuple[str, ...]:

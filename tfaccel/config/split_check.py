@@ -41,7 +41,7 @@ def check_split(recipe, *, source: str = "recipe") -> Optional[str]:
     fraction = data.validation_fraction
     entry = sources.entry(data.source)
     if (not fraction or data.validation_path or data.source not in _COUNTS
-            or entry.split != "round_files_or_rows"):
+            or entry.split != "round"):
         return None
     if input_paths.is_remote(data.path):
         return f"data.path {data.path!r} is remote: the split is checked when the run reads it."

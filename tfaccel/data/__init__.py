@@ -4,7 +4,6 @@ from typing import TYPE_CHECKING
 
 from tfaccel.data.augment import AUGMENTATIONS
 from tfaccel.data.in_memory import from_arrays
-from tfaccel.data.pipeline import AUTOTUNE, EpochStream, make_options, optimize, sequential_options
 from tfaccel.data.resample import resample as resample_audio
 from tfaccel.data.service import ServiceTarget
 from tfaccel.data.sources._workers import WorkerError
@@ -16,6 +15,7 @@ from tfaccel.data.sources.text_folder import from_text_folder
 from tfaccel.data.sources.text_lines import from_text_lines
 from tfaccel.data.sources.tfrecords import from_tfrecords, parse_feature_spec
 from tfaccel.data.sources.timeseries import from_timeseries, from_timeseries_csv
+from tfaccel.data.tail import AUTOTUNE, EpochStream, make_options, optimize, sequential_options
 
 if TYPE_CHECKING:  # for readers and the API docs; imported on first use (below)
     from tfaccel.data.image_folder_writer import export_image_folder

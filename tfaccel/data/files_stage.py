@@ -10,7 +10,7 @@ from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import cache_files, chunked, order, pipeline, sharding, splits
+from tfaccel.data import cache_files, chunked, order, sharding, splits, tail
 from tfaccel.errors import DataError, UserInputError
 
 
@@ -206,7 +206,7 @@ def split_for_workers(files: list, *columns, options: dict) -> tuple:
     Args:
         files: The files in read order (`read_order`).
         *columns: Per-file lists split alike (labels, row counts), or None.
-        options: The keyword options for `pipeline.optimize` (changed in place: the
+        options: The keyword options for the tail (`tail.build_from_keywords`) (changed in place: the
             context `optimize` gets, and ``deterministic`` when split by example).
 
     Returns:
@@ -217,7 +217,7 @@ def split_for_workers(files: list, *columns, options: dict) -> tuple:
         return (files, *columns)
     n, i = ctx.num_input_pipelines, ctx.input_pipeline_id
     if len(files) >= n:
-        options["input_context"] = pipeline.batch_only_context(ctx)
+        options["input_context"] = tail.batch_only_context(ctx)
         return (files[i::n], *(None if c is None else c[i::n] for c in columns))
     options["deterministic"] = True
     return (files, *columns)
@@ -282,7 +282,7 @@ def interleave(file_ds: tf.data.Dataset, reader: Callable, *, num_files: int,
         deterministic = options.get("deterministic")
     return file_ds.interleave(
         reader, cycle_length=cycle_length or min(num_files, 16),
-        num_parallel_calls=None if options.get("sequential") else pipeline.AUTOTUNE,
+        num_parallel_calls=None if options.get("sequential") else tail.AUTOTUNE,
         # None when free: the pipeline's option decides (a resumable stream fixes it).
         deterministic=deterministic or None)
 

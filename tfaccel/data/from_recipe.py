@@ -9,11 +9,11 @@ from typing import Iterator, Mapping, Optional, Tuple
 import tensorflow as tf
 
 from tfaccel.config import sources
-from tfaccel.data import cache_files, pipeline, sharding
+from tfaccel.data import cache_files, sharding, tail
 from tfaccel.data.dataset_info import DatasetInfo, TableInfo, TextInfo
 from tfaccel.data.service import ServiceTarget
 from tfaccel.data.sources import base
-from tfaccel.data.tail_options import TailOptions
+from tfaccel.data.tail import TailOptions
 from tfaccel.errors import DataError
 
 
@@ -36,16 +36,16 @@ def _cache_prefixes(config, worker=(0, 1)) -> Tuple[Optional[str], Optional[str]
 
 def _train_tail(config, num_replicas: int, *, stream=None, input_context=None,
                 worker=(0, 1)) -> TailOptions:
-    # The one drop rule (pipeline.drops_remainder): the same one steps_per_epoch counts with.
-    tail = TailOptions(cache=_cache_prefixes(config, worker)[0],
-                       augment=list(config.augment) or None,
-                       drop_remainder=pipeline.drops_remainder(num_replicas),
-                       batch_by_length=config.text.batch_by_length)
+    # The one drop rule (tail.drops_remainder): the same one steps_per_epoch counts with.
+    options = TailOptions(cache=_cache_prefixes(config, worker)[0],
+                          augment=list(config.augment) or None,
+                          drop_remainder=tail.drops_remainder(num_replicas),
+                          batch_by_length=config.text.batch_by_length)
     if stream is not None:
-        # The runner's resumable stream of passes (pipeline.EpochStream).
-        tail = dataclasses.replace(tail, stream=stream)
+        # The runner's resumable stream of passes (tail.EpochStream).
+        options = dataclasses.replace(options, stream=stream)
     if input_context is not None:
-        tail = dataclasses.replace(tail, input_context=input_context)
+        options = dataclasses.replace(options, input_context=input_context)
     target = ServiceTarget.from_config(getattr(config, "service", None))
     if target is not None:
         # Training input only: validation is read once per epoch, without augmentation,
@@ -57,8 +57,8 @@ def _train_tail(config, num_replicas: int, *, stream=None, input_context=None,
             target = dataclasses.replace(target, job_name=(
                 f"{target.job_name}-resume-pass{stream.first_pass}-batch"
                 f"{stream.skip_batches}"))
-        tail = dataclasses.replace(tail, service=target)
-    return tail
+        options = dataclasses.replace(options, service=target)
+    return options
 
 
 def _val_tail(config, worker=(0, 1)) -> TailOptions:
@@ -242,7 +242,7 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         deterministic: Fixed tf.data order (slower).
         sequential: Build the truly sequential version of the same pipelines (the baseline
             of `tfaccel.tools.bench`).
-        stream: A `pipeline.EpochStream` for the training data (counted in this
+        stream: A `tail.EpochStream` for the training data (counted in this
             pipeline's batches).
         input_context: This worker's context in a multi-worker job, as
             `strategy.distribute_datasets_from_function` gives it: the training files are
@@ -256,7 +256,7 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     Returns:
         ``(train_ds, val_ds_or_None, info)``, info a `DatasetInfo`: the classes, the
         input shape, the examples of each split, ``steps_per_epoch`` (optimizer steps per
-        pass, by `pipeline.drops_remainder`, or by the file shares with an
+        pass, by `tail.drops_remainder`, or by the file shares with an
         `input_context`), ``train_examples_per_pass``, the tf.data service, how texts or
         table columns became features and, in a multi-worker job, ``worker_sharding``
         (``"file"`` or ``"element"``).
@@ -311,8 +311,8 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     # Training batches (optimizer steps) per pass and the examples they hold, by the same drop
     # rule as the batch stage; None when the source does not declare its size.
     known = built.train_examples
-    drop = pipeline.drops_remainder(num_replicas)
-    steps = None if known is None else pipeline.batches_per_pass(
+    drop = tail.drops_remainder(num_replicas)
+    steps = None if known is None else tail.batches_per_pass(
         known, global_batch_size, drop_remainder=drop)
     per_pass = None if known is None else steps * global_batch_size if drop else known
     if shares is not None:

@@ -8,7 +8,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import cache_files, finite_values, order, pipeline, sharding, splits
+from tfaccel.data import cache_files, finite_values, order, sharding, splits, tail
 from tfaccel.errors import DataError, UserInputError
 
 
@@ -83,7 +83,7 @@ def from_arrays(x, y=None, batch_size: Optional[int] = None, *,
         UserInputError: An unknown keyword, no `batch_size`, or a `validation_split` that
             leaves no example on one side (Keras' check).
     """
-    pipeline.check_builder_options(options, builder=from_arrays)
+    tail.check_builder_options(options, builder=from_arrays)
     if batch_size is None:
         raise UserInputError("from_arrays() needs batch_size (the third argument, or "
                              "batch_size=), as fit(x, y, batch_size) takes it.")
@@ -152,7 +152,7 @@ def _with_validation(elements, validation_split, *, batch_size, shuffle_buffer, 
                      options={**options, "cache": train_cache})
     validation = _batches(tf.nest.map_structure(lambda a: a[split_at:], elements),
                           batch_size=batch_size, shuffle_buffer=0, seed=seed,
-                          options={**pipeline.validation_options(options),
+                          options={**tail.validation_options(options),
                                    "cache": validation_cache})
     return train, validation
 
@@ -177,5 +177,6 @@ def _batches(elements, *, batch_size, shuffle_buffer, seed, options: dict):
     # In-memory data has no files to split: a multi-worker strategy must shard by element.
     options.setdefault("shard_policy", "data")
     sharding.fix_order_for_data_sharding(options)  # DATA sharding needs a fixed order
-    return pipeline.optimize(dataset, batch_size=batch_size, shuffle_buffer=shuffle_buffer,
-                             seed=seed, **options)
+    return tail.build_from_keywords(dataset, batch_size=batch_size,
+                                    keywords={**options, "seed": seed},
+                                    shuffle_buffer=shuffle_buffer)

@@ -44,7 +44,7 @@ def fix_order_for_data_sharding(options: dict) -> dict:
     the caller's choice holds there.
 
     Args:
-        options: The keyword options a builder passes to `pipeline.optimize` (changed in
+        options: The keyword options a builder passes to the tail (changed in
             place and returned).
     """
     if options.get("input_context") is None and order_must_be_fixed():
@@ -91,7 +91,7 @@ def choose_file_policy(options: dict, *, num_files: int, sharded: bool = False) 
     - Otherwise AUTO (FILE: a reader dataset is there to split).
 
     Args:
-        options: The keyword options a file source passes to `pipeline.optimize`
+        options: The keyword options a file source passes to the tail
             (changed in place and returned); an explicit ``shard_policy`` is kept.
         num_files: Files the source reads.
         sharded: Whether the source already split its files by an input context.

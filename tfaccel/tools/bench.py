@@ -25,7 +25,7 @@ def time_batches(dataset, *, num_batches: Optional[int] = None,
         after the first over the time after the first batch arrived. `examples` counts all.
     """
     # Deferred: TensorFlow (seconds); the timing helpers here stay TF-free.
-    from tfaccel.data.pipeline import examples_in
+    from tfaccel.data.tail.counting import examples_in
 
     start = time.perf_counter()
     iterator = iter(dataset)

@@ -52,7 +52,8 @@ def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool,
     Any other source gives the strategy one stream of global batches to split by element.
     """
     from tfaccel.data.from_recipe import build_datasets
-    from tfaccel.data.pipeline import EpochStream, count_pass, drops_remainder
+    from tfaccel.data.tail import EpochStream
+    from tfaccel.data.tail.counting import count_pass, drops_remainder
 
     def build(stream, input_context=None):
         return build_datasets(recipe.data, global_batch_size=plan.global_batch_size,
@@ -139,7 +140,7 @@ def _file_sharding(recipe: Recipe, plan: BatchPlan, *, strategy):
 def _build_data_by_file(build: Callable, *, recipe: Recipe, strategy, plan: BatchPlan,
                         context) -> TrainData:
     """`build_data` for a stream split by file: one per-worker stream per resume point."""
-    from tfaccel.data.pipeline import EpochStream
+    from tfaccel.data.tail import EpochStream
 
     _, validation, info = build(EpochStream(), context)
     per_pass = info.steps_per_epoch  # the same on every worker

@@ -11,7 +11,7 @@ from tfaccel.messages import say
 
 # The split plain x and y hold (a file of one split): what data.train_split names by default.
 PLAIN_SPLIT = "train"
-# data.validation_split's default: a file without it has no validation, said, not an error.
+# data.validation_split_name's default: a file without it has no validation, said, not an error.
 DEFAULT_VALIDATION = "test"
 
 EXPECTED = ("x and y (one split), or Keras' dataset layout x_train, y_train, x_test, y_test "
@@ -99,8 +99,8 @@ def validation_pair(pairs, split: Optional[str], *, path: str):
         return None
     if split == DEFAULT_VALIDATION and set(pairs) == {PLAIN_SPLIT}:
         say(f"arrays file {path!r} holds x and y only, no x_test/y_test for "
-            f"data.validation_split {split!r}: training with no validation. Hold examples "
+            f"data.validation_split_name {split!r}: training with no validation. Hold examples "
             "out with data.validation_fraction (e.g. 0.1), or set "
-            "data.validation_split: null to say there is none.")
+            "data.validation_split_name: null to say there is none.")
         return None
-    return pair_of(pairs, split, key="data.validation_split", path=path)
+    return pair_of(pairs, split, key="data.validation_split_name", path=path)

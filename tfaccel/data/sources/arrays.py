@@ -17,7 +17,7 @@ class ArraysSource(base.Source):
     """``data.source: arrays``: an ``.npz`` file of x and y, or Keras' dataset layout.
 
     `array_files` says which arrays hold which split: ``data.train_split`` (train) and
-    ``data.validation_split`` (test) name ``x_train``/``y_train`` and ``x_test``/``y_test``;
+    ``data.validation_split_name`` (test) name ``x_train``/``y_train`` and ``x_test``/``y_test``;
     plain x and y are the train split. ``data.validation_fraction`` holds examples out of
     the training arrays instead (as for TFDS). Integer images get a channel axis and
     travel as uint8 (`array_files.as_images`).
@@ -35,7 +35,7 @@ class ArraysSource(base.Source):
             x_name, y_name = array_files.pair_of(pairs, config.train_split,
                                                  key="data.train_split", path=path)
             val_pair = None if config.validation_fraction else array_files.validation_pair(
-                pairs, config.validation_split, path=path)
+                pairs, config.validation_split_name, path=path)
             x, y = npz[x_name], npz[y_name]
             vx, vy = (None, None) if val_pair is None else (npz[val_pair[0]],
                                                             npz[val_pair[1]])

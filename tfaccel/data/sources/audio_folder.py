@@ -12,7 +12,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from tfaccel.data import pipeline, resample
+from tfaccel.data import resample, tail
 from tfaccel.data.sources import base, class_folder
 from tfaccel.errors import DataError, UserInputError
 
@@ -384,7 +384,7 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         UserInputError: A bad argument value.
     """
     class_folder.check_format(format)
-    pipeline.check_builder_options(options, builder=from_audio_folder)
+    tail.check_builder_options(options, builder=from_audio_folder)
     label_mode, labels = class_folder.check_label_arguments(
         label_mode=label_mode, labels=labels, files="audio files")
     _check_audio_arguments(sampling_rate=sampling_rate,
@@ -418,7 +418,7 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         headers=audio.headers if verify else None,
         # Every header was checked with the decoder's own rules, so no ignore_errors stage
         # (a serial stage); without the check, a file that fails is skipped there.
-        _ignore_decode_errors=not verify,
+        ignore_decode_errors=not verify,
         # Keras' batches: zero-padded to the longest waveform of each batch, or to
         # output_sequence_length (the channels are not static, as in Keras).
         padded_batch=not ragged)

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from tfaccel.config import sources
-from tfaccel.data.tail_options import TailOptions
+from tfaccel.data.tail import TailOptions
 from tfaccel.errors import DataError
 
 

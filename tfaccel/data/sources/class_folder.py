@@ -12,7 +12,7 @@ from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequen
 
 import tensorflow as tf
 
-from tfaccel.data import cache_files, chunked, listing_cache, order, pipeline, sharding, splits
+from tfaccel.data import cache_files, chunked, listing_cache, order, sharding, splits, tail
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError
 from tfaccel.messages import say
@@ -453,7 +453,7 @@ def reference_pipeline_options(paths: List[str], *, shuffle_buffer: int, cache, 
     permuted), and sets the sharding policy, in `options` (changed in place).
 
     Returns:
-        ``(source_shuffle, shuffle_buffer)`` for `pipeline.optimize`.
+        ``(source_shuffle, shuffle_buffer)`` for its `tail.SourceStages`.
     """
     if deterministic is None:
         # Unshuffled, examples come in the order of `file_paths` (as Keras' loaders with
@@ -538,26 +538,28 @@ def keras_subsets(listing: Listing, make: Callable, *, subset: Optional[str],
     if subset != "both":
         return make(*chosen(subset), shuffle_buffer=shuffle_buffer, cache=cache, **options)
     # Keras' pair, from one listing; the validation subset is neither shuffled nor augmented
-    # (pipeline.validation_options), but its files are chosen from the same permuted listing.
+    # (tail.validation_options), but its files are chosen from the same permuted listing.
     train_cache, validation_cache = cache_files.split_prefixes(cache)
     return (make(*chosen("training"), shuffle_buffer=shuffle_buffer, cache=train_cache,
                  **options),
             make(*chosen("validation"), shuffle_buffer=0, cache=validation_cache,
-                 **{**pipeline.validation_options(options), **(validation_only or {})}))
+                 **{**tail.validation_options(options), **(validation_only or {})}))
 
 
 def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, label_mode,
                   batch_size: Optional[int], map_fn: Callable, fingerprint: dict,
                   seed: Optional[int], shuffled: bool, deterministic: Optional[bool],
                   shuffle_buffer: int, cache, per_file: Optional[Dict[str, list]] = None,
-                  **options) -> tf.data.Dataset:
+                  random_decode: Optional[Callable] = None, ignore_decode_errors: bool = False,
+                  padded_batch: bool = False, **options) -> tf.data.Dataset:
     """One subset's chosen files (and Keras' labels) read by `map_fn`, then the standard tail.
 
     `fingerprint` names the builder and its read settings for a file cache; the label mode
     and class names are added here. With `per_file` (integer columns, one value per path,
     e.g. where a file's samples start) `map_fn` gets ``{"path": ..., **per_file}`` instead
     of the path. The dataset gets Keras' ``class_names`` and tfaccel's ``file_paths`` and
-    ``skipped_files``.
+    ``skipped_files``. `random_decode`, `ignore_decode_errors` and `padded_batch` are the
+    builder's own stages (`tail.SourceStages`); `options` the caller's tail options.
     """
     class_names = listing.class_names
     elements = tf.constant(paths, tf.string)
@@ -573,10 +575,13 @@ def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, labe
             "label_mode": label_mode,
             "class_names": None if class_names is None else list(class_names),
             **fingerprint})
-    dataset = pipeline.optimize(
-        tf.data.Dataset.from_tensor_slices(elements), batch_size=batch_size, map_fn=map_fn,
-        cache=cache, shuffle_buffer=shuffle_buffer, source_shuffle=source_shuffle, seed=seed,
-        **options)
+    stages = tail.SourceStages(
+        map_fn=map_fn, source_shuffle=source_shuffle, shuffle_buffer=shuffle_buffer,
+        ignore_decode_errors=ignore_decode_errors, random_decode=random_decode,
+        padded_batch=padded_batch, cache_fingerprint=options.pop("cache_fingerprint", None))
+    dataset = tail.build(tf.data.Dataset.from_tensor_slices(elements), batch_size=batch_size,
+                         source=stages, options=tail.TailOptions(cache=cache, seed=seed,
+                                                                 **options))
     dataset.class_names = class_names if label_mode is not None else None  # as Keras
     dataset.file_paths = paths
     dataset.skipped_files = listing.skipped

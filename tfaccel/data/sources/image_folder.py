@@ -9,7 +9,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from tfaccel.data import crops, images, jpeg_headers, pipeline
+from tfaccel.data import crops, images, jpeg_headers, tail
 from tfaccel.data.sources import base, class_folder
 from tfaccel.data.sources.class_folder import Listing
 from tfaccel.errors import UserInputError
@@ -479,7 +479,7 @@ def from_image_folder(directory, labels: Union[str, Sequence[int], None] = "infe
     """
     path = directory  # the name below; Keras calls the argument directory
     class_folder.check_format(format)
-    pipeline.check_builder_options(options, builder=from_image_folder)
+    tail.check_builder_options(options, builder=from_image_folder)
     label_mode, labels, channels, interpolation, shuffle_buffer = _keras_arguments(
         label_mode=label_mode, labels=labels, color_mode=color_mode, channels=channels,
         interpolation=interpolation, shuffle=shuffle, shuffle_buffer=shuffle_buffer)
@@ -562,7 +562,7 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
     # read, and a bad one stops the run naming it (no decode error is skipped unnamed).
     check_files = verified and listing.deferred
     verified = verified and not listing.deferred
-    jpeg_plan, per_file = None, None
+    jpeg_plan, per_file, random_decode = None, None, None
     if crop is None:  # a random crop reads the window's size from each header itself
         jpeg_plan, per_file = _jpeg_plan(paths, listing=listing, image_size=image_size,
                                          channels=channels,
@@ -583,12 +583,12 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
         map_fn = (lambda path, label=None: _read_bytes(path, label, read=read)) if cache \
             else None
         if cache:
-            options["_random_decode"] = crop
+            random_decode = crop
         elif check_files:
-            options["_random_decode"] = lambda path, seed: _named_decode(
+            random_decode = lambda path, seed: _named_decode(
                 lambda data: crop(data, seed), read_checked(path), path=path)
         else:
-            options["_random_decode"] = lambda path, seed: crop(tf.io.read_file(path), seed)
+            random_decode = lambda path, seed: crop(tf.io.read_file(path), seed)
     else:
         map_fn = make_decoder(image_size=image_size, channels=channels,
                               # uint8 only into a cache (and the shuffle buffer after it;
@@ -610,6 +610,7 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
         map_fn=map_fn, seed=seed, shuffled=shuffled, deterministic=deterministic,
         shuffle_buffer=shuffle_buffer, cache=cache,
         per_file=None if per_file is None else {"jpeg_plan": per_file},
+        random_decode=random_decode,
         fingerprint={
             "builder": "from_image_folder", "image_size": list(image_size),
             "channels": channels, "interpolation": interpolation,

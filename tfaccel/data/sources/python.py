@@ -18,9 +18,9 @@ from tfaccel.data import (
     finite_values,
     label_ids,
     order,
-    pipeline,
     sharding,
     splits,
+    tail,
 )
 from tfaccel.data.sources import _workers, base
 from tfaccel.errors import DataError, UserInputError
@@ -189,7 +189,7 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
     Raises:
         UserInputError: A bad argument, or an empty source.
     """
-    pipeline.check_builder_options(options, builder=from_python)
+    tail.check_builder_options(options, builder=from_python)
     if cache_fingerprint is not None:
         options["cache_fingerprint"] = cache_fingerprint
     if mode not in ("process", "thread"):
@@ -232,7 +232,7 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
         # Each input pipeline (worker machine) computes only its own share: its indices, or
         # its shards of a generator source.
         share = (ctx.input_pipeline_id, ctx.num_input_pipelines)
-        ctx = pipeline.batch_only_context(ctx)
+        ctx = tail.batch_only_context(ctx)
         if shuffle and seed is None:
             raise UserInputError("shuffle=True with several input pipelines needs a seed, so "
                                  "that all pipelines permute alike and their shares stay "
@@ -308,7 +308,8 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(size))
     # A generator cannot be split by files; a multi-worker strategy must shard by element.
     options.setdefault("shard_policy", "data")
-    return pipeline.optimize(dataset, batch_size=batch_size, seed=seed, **options)
+    return tail.build_from_keywords(dataset, batch_size=batch_size,
+                                    keywords={**options, "seed": seed})
 
 
 def _check_finite_chunk(arrays, *, first, order) -> None:

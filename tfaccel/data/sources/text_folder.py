@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Union
 
 import tensorflow as tf
 
-from tfaccel.data import pipeline, text_files
+from tfaccel.data import tail, text_files
 from tfaccel.data.sources import base, class_folder
 from tfaccel.data.text_files import as_utf8, check_encoding
 from tfaccel.errors import DataError, UserInputError
@@ -153,7 +153,7 @@ def from_text_folder(directory, labels: Union[str, Sequence[int], None] = "infer
         UserInputError: A bad argument value.
     """
     class_folder.check_format(format)
-    pipeline.check_builder_options(options, builder=from_text_folder)
+    tail.check_builder_options(options, builder=from_text_folder)
     label_mode, labels = class_folder.check_label_arguments(
         label_mode=label_mode, labels=labels, files="text files")
     shuffle_buffer = class_folder.keras_shuffle_buffer(

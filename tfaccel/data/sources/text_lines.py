@@ -10,7 +10,7 @@ from typing import List, NamedTuple, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import files_stage, pipeline, text_files
+from tfaccel.data import files_stage, tail, text_files
 from tfaccel.data.sources import base, class_folder
 from tfaccel.data.text_files import as_utf8, check_encoding
 from tfaccel.errors import DataError, UserInputError
@@ -233,7 +233,7 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
             not in `class_names`.
         UserInputError: A bad argument value.
     """
-    pipeline.check_builder_options(options, builder=from_text_lines)
+    tail.check_builder_options(options, builder=from_text_lines)
     if isinstance(labels, np.ndarray):
         labels = labels.tolist()
     if labels is None or label_mode is None:
@@ -347,8 +347,9 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
                       label_mode=label_mode, encoding=encoding, max_length=max_length),
         options=options)
     files_stage.choose_shard_policy(options, num_files=len(files))
-    dataset = pipeline.optimize(examples, batch_size=batch_size, cache=cache,
-                                shuffle_buffer=shuffle_buffer, seed=seed, **options)
+    dataset = tail.build_from_keywords(examples, batch_size=batch_size,
+                                       keywords={**options, "cache": cache, "seed": seed},
+                                       shuffle_buffer=shuffle_buffer)
     dataset.files = listed
     dataset.class_names = names if label_mode is not None else None
     dataset.num_examples = num_examples
@@ -404,7 +405,7 @@ def _examples(lines, *, parse, options: dict):
     """
     sequential = options.get("sequential")
     return lines.batch(_PARSE_BATCH).map(
-        parse, num_parallel_calls=None if sequential else pipeline.AUTOTUNE,
+        parse, num_parallel_calls=None if sequential else tail.AUTOTUNE,
         deterministic=options.get("deterministic") or None).unbatch()
 
 

@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from tfaccel import datasets
-from tfaccel.data import cache_files, images, pipeline, sharding, splits
+from tfaccel.data import cache_files, images, sharding, splits, tail
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError
 
@@ -127,7 +127,7 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
     Raises:
         DataError: Unknown dataset or split, or a dataset that is not prepared.
     """
-    pipeline.check_builder_options(options, builder=from_tfds)
+    tail.check_builder_options(options, builder=from_tfds)
     builder = load_builder(name, data_dir=data_dir, download=download)
     _check_split(builder, split)
     deterministic = options.get("deterministic", False)
@@ -148,7 +148,7 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
         # Our tail owns caching (after decode, before shuffle) and prefetching.
         try_autocache=False,
         skip_prefetch=True,
-        options=pipeline.make_options(deterministic=deterministic),
+        options=tail.make_options(deterministic=deterministic),
     )
     if keys is not None:
         input_key, label_key = keys
@@ -187,10 +187,10 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
     # an input context TFDS already kept this pipeline's files (OFF: not split again).
     sharding.choose_file_policy(options, num_files=_file_count(builder, split),
                                 sharded=input_context is not None)
-    dataset = pipeline.optimize(dataset, batch_size=batch_size, map_fn=map_fn,
-                                shuffle_buffer=shuffle_buffer, seed=seed,
-                                input_context=pipeline.batch_only_context(input_context),
-                                **options)
+    dataset = tail.build_from_keywords(
+        dataset, batch_size=batch_size, map_fn=map_fn, shuffle_buffer=shuffle_buffer,
+        keywords={**options, "seed": seed,
+                  "input_context": tail.batch_only_context(input_context)})
     dataset.class_names = class_names(builder.info)
     dataset.num_examples = num_examples
     dataset.info = builder.info
@@ -283,7 +283,7 @@ class TfdsSource(base.Source):
             n = self._builder().info.splits[base_split].num_examples
             keep = n - splits.held_out_count(n, config.validation_fraction)
             return f"{base_split}[:{keep}]", f"{base_split}[{keep}:]"
-        return config.train_split, (config.validation_split or None)
+        return config.train_split, (config.validation_split_name or None)
 
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         config, name = self.config, self.dataset_name

@@ -11,7 +11,7 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import files_stage, images, label_ids, pipeline
+from tfaccel.data import files_stage, images, label_ids, tail
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError
 from tfaccel.reading import labels as label_rule
@@ -204,7 +204,7 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         DataError: A glob matches nothing, or a file is truncated (named).
         UserInputError: A bad feature spec, label key or compression.
     """
-    pipeline.check_builder_options(options, builder=from_tfrecords)
+    tail.check_builder_options(options, builder=from_tfrecords)
     if compression not in _COMPRESSIONS:
         raise UserInputError(f"compression must be None, 'GZIP' or 'ZLIB', got "
                              f"{compression!r}.")
@@ -272,8 +272,9 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
     # files as workers; by element (DATA) otherwise; not again (OFF) when an input context
     # already gave this pipeline its share.
     files_stage.choose_shard_policy(options, num_files=len(files))
-    dataset = pipeline.optimize(records, batch_size=batch_size, map_fn=parse,
-                                shuffle_buffer=shuffle_buffer, seed=seed, **options)
+    dataset = tail.build_from_keywords(records, batch_size=batch_size,
+                                       keywords={**options, "seed": seed}, map_fn=parse,
+                                       shuffle_buffer=shuffle_buffer)
     dataset.files = files
     dataset.num_examples = num_examples
     dataset.kept_rows = kept

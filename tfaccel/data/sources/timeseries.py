@@ -10,7 +10,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import finite_values, order, pipeline, sharding, splits, text_files
+from tfaccel.data import finite_values, order, sharding, splits, tail, text_files
 from tfaccel.data.dataset_info import SeriesInfo
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError, did_you_mean
@@ -214,7 +214,7 @@ def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, 
              shuffle, seed, start_index, end_index, options: dict, builder,
              where: str) -> tf.data.Dataset:
     """`from_timeseries` with `where` naming the data in messages (a CSV file's name)."""
-    pipeline.check_builder_options(options, builder=builder, refused=_NOT_TAKEN)
+    tail.check_builder_options(options, builder=builder, refused=_NOT_TAKEN)
     sequence_length = _check_int("sequence_length", sequence_length, minimum=1)
     sequence_stride = _check_int("sequence_stride", sequence_stride)  # ranges: Keras' checks
     sampling_rate = _check_int("sampling_rate", sampling_rate)
@@ -247,8 +247,9 @@ def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, 
     # In-memory data has no files to split: a multi-worker strategy must shard by element.
     options.setdefault("shard_policy", "data")
     sharding.fix_order_for_data_sharding(options)
-    starts = pipeline.optimize(tf.data.Dataset.from_tensor_slices(starts + (start_index or 0)),
-                               batch_size=batch_size, seed=seed, image_dtype=None, **options)
+    starts = tail.build_from_keywords(
+        tf.data.Dataset.from_tensor_slices(starts + (start_index or 0)),
+        batch_size=batch_size, keywords={**options, "seed": seed, "image_dtype": None})
     steps = tf.range(sequence_length, dtype=tf.int64) * sampling_rate
 
     def gather(first):
@@ -260,9 +261,9 @@ def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, 
         windows = starts.map(gather)
     else:
         windows = starts.map(gather, num_parallel_calls=options.get("num_parallel_calls",
-                                                                    pipeline.AUTOTUNE),
+                                                                    tail.AUTOTUNE),
                              deterministic=options["deterministic"]).prefetch(
-                                 pipeline.AUTOTUNE)
+                                 tail.AUTOTUNE)
     windows.num_windows = count
     return windows
 
@@ -460,7 +461,7 @@ def from_timeseries_csv(path, *, sequence_length: int,
         UserInputError: An argument with a bad value.
     """
     # Before the file is read: a misspelt keyword is named whatever the file holds.
-    pipeline.check_builder_options(options, builder=from_timeseries_csv, refused=_NOT_TAKEN)
+    tail.check_builder_options(options, builder=from_timeseries_csv, refused=_NOT_TAKEN)
     target_offset = _check_int("target_offset", target_offset, minimum=0)
     data, target_array = read_timeseries_csv(path, columns=columns, targets=targets,
                                              delimiter=delimiter, dtype=dtype)

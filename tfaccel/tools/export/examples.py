@@ -27,7 +27,7 @@ def validation_arrays(recipe, *, limit: Optional[int], texts: bool = False):
     """(features, labels) of the run's validation split, at most `limit` examples."""
     _, validation, _ = _build(recipe, raw_texts=texts)
     if validation is None:
-        raise DataError("the run's recipe has no validation data (data.validation_split or "
+        raise DataError("the run's recipe has no validation data (data.validation_split_name or "
                         "data.validation_fraction); export checks every model on it.")
     features, labels = _take_examples(validation, limit)
     if not len(labels):

@@ -138,7 +138,7 @@ def _python_config(tmp_path, kind, **keys):
         "    for i in range(worker, 40, workers):\n"
         "        yield np.float32([i]), np.int64(i)\n")
     return dataclasses.replace(DataConfig(), source="python", path=f"{tmp_path}/src.py:{kind}",
-                               validation_split=None, cache=None, workers=1, num_classes=40,
+                               validation_split_name=None, cache=None, workers=1, num_classes=40,
                                **keys)
 
 
@@ -186,7 +186,7 @@ def test_an_image_folder_takes_data_shuffle_buffer_as_given(tmp_path, cache):
     def first_pass(buffer):
         config = dataclasses.replace(DataConfig(), source="image_folder", path=str(folder),
                                      image_size=[4, 4], cache=cache, shuffle_buffer=buffer,
-                                     validation_split=None)
+                                     validation_split_name=None)
         batches = _build(config, data.EpochStream(num_passes=1))
         # Pixel values hold the file number.
         return [int(v) for x, _ in batches for v in x.numpy()[:, 0, 0, 0]]
@@ -216,7 +216,7 @@ def test_an_image_folder_with_a_validation_split_is_listed_once(tmp_path, monkey
                         lambda *a, **k: calls.append(a) or real(*a, **k))
     config = dataclasses.replace(DataConfig(), source="image_folder", path=str(folder),
                                  image_size=[4, 4], validation_fraction=0.25,
-                                 validation_split=None)
+                                 validation_split_name=None)
     from tfaccel.data.from_recipe import build_datasets
 
     _, _, info = build_datasets(config, global_batch_size=4, num_replicas=1, seed=0,
