@@ -8,6 +8,7 @@ is `summary`'s (all of `tfaccel.training.run`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import sys
@@ -48,6 +49,7 @@ from tfaccel.training.run.failures import (
     non_finite_loss_error,
     record_failure,
 )
+from tfaccel.training.run.micro_batch_retry import MicroBatchRetry
 from tfaccel.training.run.outputs import Outputs, make_callbacks
 from tfaccel.training.run.session import open_session
 from tfaccel.training.run.summary import RunResult, run_summary, write_summary
@@ -438,6 +440,9 @@ def _fit(ctx: RunContext, *, decisions: Decisions, trained_model, data: TrainDat
         # `auto` measures one step per call in the first epoch, then picks for the rest.
         segments = [(epoch, epoch + 1, steps, epoch * steps),
                     (epoch + 1, training.epochs, steps, (epoch + 1) * steps)]
+    # micro_batch_size auto: a first step out of memory is retried with a smaller micro-batch.
+    retry = MicroBatchRetry(auto=training.micro_batch_size == "auto", plan=ctx.session.plan,
+                            trained_model=trained_model, strategy=ctx.session.strategy)
     try:
         with outputs.signals, warnings.catch_warnings():
             # Keras warns "Your input ran out of data; interrupting training" whenever an
@@ -451,28 +456,42 @@ def _fit(ctx: RunContext, *, decisions: Decisions, trained_model, data: TrainDat
                     decisions = _choose_steps_per_execution(
                         ctx, decisions=decisions, trained_model=trained_model, data=data,
                         outputs=outputs)
-                # The data layer shards by the strategy in scope.
-                with ctx.session.strategy.scope():
-                    stream = data.make_stream(global_step)
-                # Last in the list: it sees whether another callback stopped the run first.
-                stopper = StopAfterEpoch(end_epoch - 1)
-                trained_model.fit(
-                    stream, validation_data=data.validation,
-                    initial_epoch=first_epoch, epochs=training.epochs,
-                    steps_per_epoch=steps_in_epoch,
-                    validation_steps=training.validation_steps,
-                    callbacks=outputs.all + [stopper],
-                    verbose=fit_verbosity(ctx.recipe.runtime.verbose),
-                    shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
+                stopper = retry.fit(functools.partial(
+                    _fit_part, ctx, trained_model=trained_model, data=data, outputs=outputs,
+                    epochs=(first_epoch, end_epoch), steps_in_epoch=steps_in_epoch,
+                    global_step=global_step, also=(retry,)))
                 if outputs.guard.failure is not None or stopper.stopped_by_others \
                         or not stopper.stopped:
                     break
     except BaseException as error:
-        record_failure(ctx, error, decisions=decisions, outputs=outputs,
+        record_failure(ctx, error, decisions=retry.decided(decisions), outputs=outputs,
                        plan=ctx.session.plan, data=data,
                        fit_seconds=time.perf_counter() - fit_started)
         raise
-    return decisions
+    return retry.decided(decisions)
+
+
+def _fit_part(ctx: RunContext, *, trained_model, data: TrainData, outputs: Outputs,
+              epochs: tuple, steps_in_epoch: int, global_step: int,
+              also: tuple = ()) -> StopAfterEpoch:
+    """One `fit` call of `_fit`'s parts, on a new stream from `global_step` (a retry after
+    running out of memory starts from the same examples); `also`: callbacks before the
+    stopper."""
+    first_epoch, end_epoch = epochs
+    # The data layer shards by the strategy in scope.
+    with ctx.session.strategy.scope():
+        stream = data.make_stream(global_step)
+    # Last in the list: it sees whether another callback stopped the run first.
+    stopper = StopAfterEpoch(end_epoch - 1)
+    trained_model.fit(
+        stream, validation_data=data.validation,
+        initial_epoch=first_epoch, epochs=ctx.recipe.training.epochs,
+        steps_per_epoch=steps_in_epoch,
+        validation_steps=ctx.recipe.training.validation_steps,
+        callbacks=[*outputs.all, *also, stopper],
+        verbose=fit_verbosity(ctx.recipe.runtime.verbose),
+        shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
+    return stopper
 
 
 def fit_verbosity(verbose: Optional[int], *, stream=None) -> int:
