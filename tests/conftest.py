@@ -29,7 +29,7 @@ FAST_MODULES = frozenset({
     "test_arrays", "test_atomic", "test_audio_folder", "test_audio_folder_keras_suite",
     "test_augment", "test_batching", "test_bench_tables", "test_chunked", "test_cluster",
     "test_code_health", "test_compare", "test_coordinator_loop", "test_crops",
-    "test_csv_files", "test_data_source", "test_dataset_info", "test_micro_batch_retry",
+    "test_csv_files", "test_data_source", "test_dataset_info",
     "test_default_recipe", "test_device_check",
     "test_export_text", "test_finite_values", "test_image_folder", "test_image_folder_keras",
     "test_image_folder_keras_suite", "test_images", "test_inputs", "test_jpeg_headers",

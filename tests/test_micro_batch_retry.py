@@ -87,14 +87,15 @@ def _weights(run_dir):
     return model.get_weights()
 
 
-@pytest.mark.parametrize("strategy, per_replica, limit, expected", [
-    ("one_device", 16, 4, [(16, 8, 2), (8, 4, 4)]),
-    ("mirrored", 8, 2, [(8, 4, 2), (4, 2, 4)]),
+@pytest.mark.parametrize("strategy, per_replica, limit, expected, epochs", [
+    ("one_device", 16, 4, [(16, 8, 2), (8, 4, 4)], 1),
+    # Two epochs: the second keeps the smaller plan (nothing traces the old step again).
+    ("mirrored", 8, 2, [(8, 4, 2), (4, 2, 4)], 2),
 ])
 def test_auto_halves_the_micro_batch_and_ends_where_a_run_at_that_size_ends(
-        tmp_path, capsys, logical_cpus, strategy, per_replica, limit, expected):
+        tmp_path, capsys, logical_cpus, strategy, per_replica, limit, expected, epochs):
     auto = _train(tmp_path / "auto", strategy=strategy, micro_batch_size="auto",
-                  limit=limit, epochs=2)
+                  limit=limit, epochs=epochs)
     seen_auto = list(SEEN)
     out = capsys.readouterr().out
     first, second = expected
@@ -113,12 +114,12 @@ def test_auto_halves_the_micro_batch_and_ends_where_a_run_at_that_size_ends(
         (16, per_replica, limit, per_replica // limit)
     # Every example of every step went through the model once: none skipped, none twice.
     steps = summary["steps_per_epoch"]
-    assert sum(seen_auto) == 2 * steps * 16 and set(seen_auto) == {limit}
+    assert sum(seen_auto) == epochs * steps * 16 and set(seen_auto) == {limit}
     on_disk = json.loads((auto.run_dir / "summary.json").read_text())
     assert on_disk["micro_batch_retries"] == summary["micro_batch_retries"]
 
     fixed = _train(tmp_path / "fixed", strategy=strategy, micro_batch_size=limit,
-                   limit=limit, epochs=2)
+                   limit=limit, epochs=epochs)
     assert "micro_batch_retries" not in fixed.summary
     assert sorted(SEEN) == sorted(seen_auto)
     for ours, theirs in zip(_weights(auto.run_dir), _weights(fixed.run_dir)):
