@@ -154,3 +154,41 @@ def test_a_fixed_micro_batch_is_not_retried(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["failure"]["error"] == "ResourceExhaustedError"
     assert "micro_batch_retries" not in summary
+
+
+def _retry(*, workers=1):
+    import keras
+    import tensorflow as tf
+
+    from tfaccel.config.batching import plan_batches
+    from tfaccel.engine.accumulation import accumulate
+    from tfaccel.training.run.micro_batch_retry import MicroBatchRetry
+
+    wrapped = accumulate(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]), 1)
+    wrapped.compile(optimizer="adam", loss="mse")
+    return MicroBatchRetry(auto=True, plan=plan_batches(global_batch_size=8, replicas=1),
+                           trained_model=wrapped, strategy=tf.distribute.get_strategy(),
+                           workers=workers), wrapped
+
+
+def test_out_of_memory_after_a_step_ended_is_not_retried():
+    import tensorflow as tf
+
+    retry, wrapped = _retry()
+    calls = []
+
+    def attempt():
+        calls.append(len(calls))
+        retry.on_train_batch_end(0)  # a step ended: a checkpoint or a log may hold it
+        raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating (injected)")
+
+    with pytest.raises(tf.errors.ResourceExhaustedError):
+        retry.fit(attempt)
+    assert calls == [0] and wrapped.steps == 1 and retry.retries == []
+
+
+def test_auto_is_refused_for_several_workers():
+    from tfaccel.errors import UserInputError
+
+    with pytest.raises(UserInputError, match="cannot be used by a run of 2 workers"):
+        _retry(workers=2)

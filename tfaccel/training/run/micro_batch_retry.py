@@ -10,7 +10,7 @@ import keras
 import tensorflow as tf
 
 from tfaccel.config.batching import BatchPlan, smaller_micro_batch
-from tfaccel.errors import TrainingError
+from tfaccel.errors import TrainingError, UserInputError
 from tfaccel.messages import say
 from tfaccel.training.run.context import Decisions
 
@@ -30,8 +30,15 @@ class MicroBatchRetry(keras.callbacks.Callback):
     not retried: it goes on as any failure does.
     """
 
-    def __init__(self, *, auto: bool, plan: BatchPlan, trained_model, strategy):
+    def __init__(self, *, auto: bool, plan: BatchPlan, trained_model, strategy,
+                 workers: int = 1):
         super().__init__()
+        if auto and workers > 1:  # runtime.strategy auto found a cluster in TF_CONFIG
+            raise UserInputError(
+                f"training.micro_batch_size auto cannot be used by a run of {workers} "
+                "workers (runtime.strategy auto found them in TF_CONFIG): one worker that "
+                "changed its step alone would leave the others waiting in its collectives. "
+                "Set training.micro_batch_size to a number.")
         self.auto = auto
         self.plan = plan
         self.retries = []

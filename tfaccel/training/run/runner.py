@@ -442,7 +442,8 @@ def _fit(ctx: RunContext, *, decisions: Decisions, trained_model, data: TrainDat
                     (epoch + 1, training.epochs, steps, (epoch + 1) * steps)]
     # micro_batch_size auto: a first step out of memory is retried with a smaller micro-batch.
     retry = MicroBatchRetry(auto=training.micro_batch_size == "auto", plan=ctx.session.plan,
-                            trained_model=trained_model, strategy=ctx.session.strategy)
+                            trained_model=trained_model, strategy=ctx.session.strategy,
+                            workers=ctx.role.count)
     try:
         with outputs.signals, warnings.catch_warnings():
             # Keras warns "Your input ran out of data; interrupting training" whenever an
