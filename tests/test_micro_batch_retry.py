@@ -5,7 +5,7 @@ compiled train step, by a layer whose op raises ResourceExhaustedError when the 
 gets (the per-replica micro-batch) is above a limit. Each retry therefore runs the real
 path: the failed step, the wrapper's steps changed, the train function traced again, a
 new input stream from the same position. A GPU shows the real error:
-benchmarks/device_check.py's `oom_micro_batch` row.
+benchmarks/device_check.py's `out of memory` row.
 """
 
 import json
