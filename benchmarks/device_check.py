@@ -17,7 +17,13 @@ training/throughput.py's monitor) on recipes/default.yaml with one setting chang
 - input efficiency: fit on the pipeline over fit on the same batches in memory;
 - doctor: the verdict on recipes/default.yaml and on the resnet recipe, as shipped (on a
   CPU-only machine or with --quick a global batch over 128 is cut to 128, and the row
-  says so).
+  says so);
+- out of memory (GPU only): recipes/default.yaml trained at a global batch that does not
+  fit in a GPU capped at OOM_MEMORY_MB, with training.micro_batch_size auto: the real
+  ResourceExhaustedError, the micro-batch halved until a step fits, the run completed
+  (in a process of its own: the cap is set before TensorFlow starts). Skipped on a
+  CPU-only machine, and the row says so (tests/test_micro_batch_retry.py injects the
+  error there).
 
 --quick (CI; about 1.5 minutes on 2 idle cores) times 10 steps once; the default 20 steps, the
 doctor's 2 repeats, and 2 rounds of the settings in turn, best of each kept (shared
@@ -39,6 +45,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RECIPE = ROOT / "recipes" / "default.yaml"
 LOGICAL_CPUS = 2
 MAX_CUT_BATCH = 128
+# The out-of-memory row: a GPU capped at this much memory, a batch far above what fits.
+OOM_MEMORY_MB = 256
+OOM_GLOBAL_BATCH = 8192
 COLUMNS = ("check", "baseline", "variant", "baseline ex/s", "variant ex/s", "result")
 
 
@@ -161,7 +170,70 @@ def measure(plan: dict, *, recipes, extra, quick: bool) -> dict:
         report = _diagnose(path, overrides, steps=steps, repeats=repeats)
         doctor.append({"recipe": Path(path).name, "note": note, "report": report})
     return {"runs": runs, "doctor": doctor, "steps": steps, "repeats": repeats,
-            "rounds": rounds}
+            "rounds": rounds, "oom": measure_out_of_memory(plan, extra=extra)}
+
+
+# Run in a process of its own: the memory cap must be set before TensorFlow uses the GPU.
+_OOM_SCRIPT = """
+import json, sys
+import tensorflow as tf
+gpu = tf.config.list_physical_devices("GPU")[0]
+tf.config.set_logical_device_configuration(
+    gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=int(sys.argv[1]))])
+import tfaccel
+try:
+    summary = tfaccel.train(sys.argv[2], overrides=json.loads(sys.argv[3])).summary
+except tfaccel.errors.TfaccelError as error:
+    summary = {"status": "failed", "failure": {"message": str(error)}}
+print("OOM-CHECK " + json.dumps(summary, default=str))
+"""
+
+
+def out_of_memory_overrides(plan: dict, *, extra, runs_dir) -> list:
+    """The overrides of recipes/default.yaml for the out-of-memory row."""
+    return [*extra, "runtime.strategy=one_device", f"runtime.devices=[{plan['one']}]",
+            "runtime.precision=float32", f"runtime.runs_dir={runs_dir}",
+            f"training.global_batch_size={OOM_GLOBAL_BATCH}", "training.micro_batch_size=auto",
+            "training.epochs=1", "training.steps_per_epoch=1", "training.validation_steps=1"]
+
+
+def measure_out_of_memory(plan: dict, *, extra) -> dict:
+    """The out-of-memory check: a run's summary on a GPU, or why it was skipped."""
+    if plan["kind"] != "GPU":
+        return {"skipped": "skipped on CPU: host memory has no device allocator to run out "
+                           "of (tests/test_micro_batch_retry.py injects the error)"}
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as runs_dir:
+        overrides = out_of_memory_overrides(plan, extra=extra, runs_dir=runs_dir)
+        done = subprocess.run([sys.executable, "-c", _OOM_SCRIPT, str(OOM_MEMORY_MB),
+                               str(DEFAULT_RECIPE), json.dumps(overrides)],
+                              capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        if line.startswith("OOM-CHECK "):
+            return json.loads(line[len("OOM-CHECK "):])
+    return {"status": "failed", "failure": {"message": (done.stderr.strip().splitlines()
+                                                        or ["no output"])[-1]}}
+
+
+def out_of_memory_row(summary: dict) -> tuple:
+    """The table's row for `measure_out_of_memory`'s result."""
+    what = (f"global batch {OOM_GLOBAL_BATCH} in {OOM_MEMORY_MB} MB", "micro_batch_size auto")
+    if "skipped" in summary:
+        return ("out of memory", *what, None, None, summary["skipped"])
+    retries = summary.get("micro_batch_retries") or []
+    if summary.get("status") != "completed":
+        return ("out of memory", *what, None, None,
+                f"failed: {summary.get('failure', {}).get('message', '?')}")
+    if not retries:
+        return ("out of memory", *what, None, summary.get("examples_per_sec"),
+                f"not reached: micro-batch {summary['micro_batch_size']} fit (raise "
+                "OOM_GLOBAL_BATCH)")
+    return ("out of memory", *what, None, summary.get("examples_per_sec"),
+            f"micro-batch {retries[0]['micro_batch_size']} -> {summary['micro_batch_size']} "
+            f"({len(retries)} retries, {summary['accumulation_steps']} accumulation steps), "
+            "completed")
 
 
 def table_rows(plan: dict, measured: dict) -> list:
@@ -193,6 +265,8 @@ def table_rows(plan: dict, measured: dict) -> list:
                      f"{report['verdict']} (input wait {report['input_wait_fraction']:.1%}, "
                      f"{report['settings']['precision']}, "
                      f"{report['settings']['replicas']} replica(s){entry['note']})"))
+    if "oom" in measured:
+        rows.append(out_of_memory_row(measured["oom"]))
     return rows
 
 
@@ -204,7 +278,8 @@ def format_table(plan: dict, rows, *, measured: dict) -> str:
              "| " + " | ".join(COLUMNS) + " |",
              "| --- | --- | --- | ---: | ---: | --- |"]
     for check, baseline, variant, rate_a, rate_b, result in rows:
-        lines.append(f"| {check} | {baseline} | {variant} | {rate_a:,.0f} | "
+        lines.append(f"| {check} | {baseline} | {variant} | "
+                     f"{'-' if rate_a is None else format(rate_a, ',.0f')} | "
                      f"{'-' if rate_b is None else format(rate_b, ',.0f')} | {result} |")
     lines += ["", f"precision: {plan['mixed_note']}."]
     if plan["kind"] == "CPU":

@@ -177,10 +177,14 @@ def test_quick_run_prints_one_table_on_two_logical_cpus(shapes_data_dir):
     assert rows[1] == "| --- | --- | --- | ---: | ---: | --- |"
     cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows[2:]]
     assert [c[0] for c in cells] == ["precision", "XLA", "scaling", "input efficiency",
-                                     "doctor default.yaml", "doctor mirrored_accumulate.yaml"]
+                                     "doctor default.yaml", "doctor mirrored_accumulate.yaml",
+                                     "out of memory"]
     assert all(len(c) == len(check.COLUMNS) for c in cells)
     assert cells[0][1:3] == ["float32", "mixed_bfloat16"]
     assert cells[2][2] == "2 devices, mirrored"
+    assert cells[6][3:] == ["-", "-", "skipped on CPU: host memory has no device allocator "
+                            "to run out of (tests/test_micro_batch_retry.py injects the error)"]
+    cells = cells[:6]
     for c in cells:
         assert float(c[3].replace(",", "")) > 0 and float(c[4].replace(",", "")) > 0
     ratios = [float(re.search(r"[\d.]+", c[5]).group()) for c in cells[:4]]
@@ -199,3 +203,28 @@ def test_a_bad_override_is_named_with_exit_code_2_and_no_traceback(monkeypatch, 
     err = capsys.readouterr().err
     assert err.startswith("device_check: ") and "training.epochz" in err
     assert "Traceback" not in err
+
+
+def test_the_out_of_memory_row_is_skipped_on_cpu_and_reads_a_gpu_run():
+    cpu = check.plan_devices(gpus=[], auto_precision="float32", cpu_name="cpu")
+    skipped = check.out_of_memory_row(check.measure_out_of_memory(cpu, extra=[]))
+    assert skipped[3:5] == (None, None) and skipped[5].startswith("skipped on CPU")
+    retried = {"status": "completed", "micro_batch_size": 512, "accumulation_steps": 16,
+               "examples_per_sec": 900.0,
+               "micro_batch_retries": [{"micro_batch_size": 8192, "retried_with": 4096}] * 4}
+    assert check.out_of_memory_row(retried) == (
+        "out of memory", "global batch 8192 in 256 MB", "micro_batch_size auto", None, 900.0,
+        "micro-batch 8192 -> 512 (4 retries, 16 accumulation steps), completed")
+    failed = {"status": "failed", "failure": {"message": "out of device memory at 1"}}
+    assert check.out_of_memory_row(failed)[5] == "failed: out of device memory at 1"
+
+
+def test_the_out_of_memory_overrides_make_a_valid_recipe(tmp_path):
+    from tfaccel.config.recipe import load_recipe
+
+    gpu = check.plan_devices(gpus=[A100], auto_precision="mixed_float16", cpu_name="cpu")
+    recipe = load_recipe(str(check.DEFAULT_RECIPE), check.out_of_memory_overrides(
+        gpu, extra=[], runs_dir=tmp_path))
+    assert recipe.training.micro_batch_size == "auto"
+    assert recipe.training.global_batch_size == check.OOM_GLOBAL_BATCH
+    assert recipe.runtime.devices == [gpu["one"]]

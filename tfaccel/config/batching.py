@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Optional, Union
 
 from tfaccel.errors import UserInputError
 
@@ -36,7 +37,7 @@ class BatchPlan:
 
 def plan_batches(*, global_batch_size: int, replicas: int,
                  accumulation_steps: Optional[int] = None,
-                 micro_batch_size: Optional[int] = None) -> BatchPlan:
+                 micro_batch_size: Union[int, str, None] = None) -> BatchPlan:
     """Derives and checks the batch plan.
 
     Args:
@@ -44,6 +45,8 @@ def plan_batches(*, global_batch_size: int, replicas: int,
         replicas: Number of replicas in sync (devices times workers).
         accumulation_steps: Micro-batches per optimizer step on each replica; default 1.
         micro_batch_size: Per-replica micro-batch; derives `accumulation_steps` instead.
+            ``"auto"``: the plan it starts from, `accumulation_steps`' (`smaller_micro_batch`
+            gives the next one when a step runs out of memory).
 
     Returns:
         The `BatchPlan`.
@@ -55,6 +58,8 @@ def plan_batches(*, global_batch_size: int, replicas: int,
         raise UserInputError(f"global_batch_size must be >= 1, got {global_batch_size!r}.")
     if replicas < 1:
         raise UserInputError(f"replicas must be >= 1, got {replicas!r}.")
+    if micro_batch_size == "auto":
+        micro_batch_size = None
     if accumulation_steps is not None and micro_batch_size is not None:
         raise UserInputError(f"set accumulation_steps ({accumulation_steps}) or "
                              f"micro_batch_size ({micro_batch_size}), not both.")
@@ -80,6 +85,25 @@ def plan_batches(*, global_batch_size: int, replicas: int,
     return BatchPlan(global_batch_size=global_batch_size, replicas=replicas,
                      accumulation_steps=steps, per_replica_batch_size=per_replica,
                      micro_batch_size=per_replica // steps)
+
+
+def smaller_micro_batch(plan: BatchPlan) -> Optional[BatchPlan]:
+    """The plan with the micro-batch halved (`micro_batch_size: auto` after out of memory).
+
+    The global and per-replica batches stay; the accumulation steps grow to the fewest that
+    divide the per-replica batch into micro-batches of at most half the current one (64 to
+    32 with twice the steps; an odd 3 to 1).
+
+    Returns:
+        The smaller plan, or None when the micro-batch is already 1.
+    """
+    if plan.micro_batch_size <= 1:
+        return None
+    per_replica, target = plan.per_replica_batch_size, plan.micro_batch_size // 2
+    steps = next(s for s in range(plan.accumulation_steps + 1, per_replica + 1)
+                 if per_replica % s == 0 and per_replica // s <= target)
+    return dataclasses.replace(plan, accumulation_steps=steps,
+                               micro_batch_size=per_replica // steps)
 
 
 # Keras runs `steps_per_execution` steps per call of its train function and calls the

@@ -50,6 +50,7 @@ def check_recipe(recipe: Recipe, *, source: str, own_model: bool = False) -> Non
     except UserInputError as error:
         raise RecipeError(f"{source}: training: {error}") from None
     _check_steps_per_execution(training, source=source)
+    _check_auto_micro_batch(recipe, source=source)
     _check_model_params(recipe.model, source=source, own_model=own_model)
     _check_service(recipe, source=source)
     _check_pipeline(recipe.runtime, source=source)
@@ -200,6 +201,22 @@ def _check_tokenizer(text: TextConfig, *, source: str) -> None:
         "KerasHub (the keras_hub package) is not installed in this Python; install it with "
         'pip install "tfaccel[hub]" (or pip install keras-hub), or use data.text.tokenizer: '
         "text_vectorization (Keras' own, nothing to install).")
+
+
+# Where training.micro_batch_size auto cannot retry a step: the pipeline has micro-batches of
+# its own, a parameter-server worker's step is one closure among others, and one worker of
+# several that changed its step alone would leave the others waiting in its collectives.
+_NO_AUTO_MICRO_BATCH = ("pipeline", "parameter_server", "multi_worker")
+
+
+def _check_auto_micro_batch(recipe, *, source: str) -> None:
+    strategy = recipe.runtime.strategy
+    if recipe.training.micro_batch_size == "auto" and strategy in _NO_AUTO_MICRO_BATCH:
+        raise RecipeError(
+            f"{source}: training.micro_batch_size auto cannot be used with runtime.strategy "
+            f"{strategy}: it retries the first step on one machine (one_device, mirrored, "
+            "or auto there). Set training.micro_batch_size or training.accumulation_steps "
+            "to a number.")
 
 
 def _check_pipeline(runtime: RuntimeConfig, *, source: str) -> None:

@@ -323,9 +323,12 @@ class TrainingConfig:
         128, "Examples per optimizer step, over all replicas and micro-batches.", minimum=1)
     accumulation_steps: Optional[int] = _key(
         None, "Micro-batches per optimizer step (gradient accumulation); default 1.", minimum=1)
-    micro_batch_size: Optional[int] = _key(
-        None, "Per-replica micro-batch; derives accumulation_steps instead (set one of the two).",
-        minimum=1)
+    micro_batch_size: Union[int, Literal["auto"], None] = _key(
+        None, "Per-replica micro-batch; derives accumulation_steps instead (set one of the two). "
+        "auto: start at the per-replica batch (or accumulation_steps' micro-batch) and, when "
+        "a step runs out of device memory before the first optimizer step, halve the "
+        "micro-batch and double the accumulation steps (same global batch, same result), "
+        "down to 1.", minimum=1)
     steps_per_epoch: Optional[int] = _key(
         None, "Optimizer steps per epoch; empty for one pass over the data.", minimum=1)
     validation_steps: Optional[int] = _key(

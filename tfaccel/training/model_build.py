@@ -39,7 +39,9 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, g
 
             trained_model = pipeline_from_recipe(model, recipe.runtime, plan.accumulation_steps)
             model = trained_model.inner  # the placed copy is what trains and is saved
-        elif plan.accumulation_steps > 1:
+        elif plan.accumulation_steps > 1 or training.micro_batch_size == "auto":
+            # micro_batch_size auto: wrapped even at one step (a plain Keras step then), so
+            # that running out of memory changes the wrapper's steps, not the model fitted.
             from tfaccel.engine.accumulation import accumulate
 
             trained_model = accumulate(model, plan.accumulation_steps)

@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Optional
 
+from tfaccel.config.batching import BatchPlan
 from tfaccel.config.cluster import WorkerRole
 from tfaccel.config.recipe import Recipe
 from tfaccel.training.execution import Choice
@@ -53,6 +54,10 @@ class Decisions:
             recipe's, or `auto`'s choice once made.
         execution_choice: `auto`'s choice and why, once made.
         pipeline: runtime.strategy pipeline: its schedule and stages.
+        plan: The batch plan in force when `micro_batch_size: auto` made the micro-batch
+            smaller (the session's plan otherwise: None).
+        micro_batch_retries: `auto`'s retries after running out of memory, in order:
+            ``{"micro_batch_size", "retried_with", "accumulation_steps", "error"}``.
     """
 
     keep: str = "last"
@@ -60,3 +65,5 @@ class Decisions:
     steps_per_execution: int = 1
     execution_choice: Optional[Choice] = None
     pipeline: Optional[dict] = None
+    plan: Optional[BatchPlan] = None
+    micro_batch_retries: tuple = ()

@@ -53,6 +53,11 @@ def train_on_cluster(ctx):
     """
     recipe, session = ctx.recipe, ctx.session
     training, strategy, plan = recipe.training, session.strategy, session.plan
+    if training.micro_batch_size == "auto":  # runtime.strategy auto resolved to it
+        raise UserInputError(
+            "training.micro_batch_size auto cannot be used with a parameter_server cluster "
+            "(runtime.strategy auto found one in TF_CONFIG): a worker's step cannot be "
+            "retried alone. Set training.micro_batch_size to a number.")
     if plan.accumulation_steps > 1:
         raise UserInputError(
             f"training.accumulation_steps {plan.accumulation_steps} cannot be used with "

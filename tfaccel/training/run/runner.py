@@ -8,6 +8,7 @@ is `summary`'s (all of `tfaccel.training.run`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import sys
@@ -56,6 +57,7 @@ from tfaccel.training.run.failures import (
     non_finite_loss_error,
     record_failure,
 )
+from tfaccel.training.run.micro_batch_retry import MicroBatchRetry
 from tfaccel.training.run.outputs import Outputs, make_callbacks
 from tfaccel.training.run.session import open_session
 from tfaccel.training.run.summary import RunResult, run_summary, write_summary
@@ -482,6 +484,10 @@ def _fit(ctx: RunContext, *, decisions: Decisions, trained_model, data: TrainDat
     # Around the run's callbacks (the epoch-end phase is theirs), one pair for all parts
     # (they tell a new train function from one an earlier part called).
     marks = [PhaseMarks(ctx.timings, edge="first"), PhaseMarks(ctx.timings, edge="last")]
+    # micro_batch_size auto: a first step out of memory is retried with a smaller micro-batch.
+    retry = MicroBatchRetry(auto=training.micro_batch_size == "auto", plan=ctx.session.plan,
+                            trained_model=trained_model, strategy=ctx.session.strategy,
+                            workers=ctx.role.count)
     try:
         with outputs.signals, warnings.catch_warnings():
             # Keras warns "Your input ran out of data; interrupting training" whenever an
@@ -497,31 +503,46 @@ def _fit(ctx: RunContext, *, decisions: Decisions, trained_model, data: TrainDat
                         outputs=outputs,
                         remaining_steps=steps_in_epoch * (end_epoch - first_epoch),
                         first_calls=marks[0].first_call_seconds)
-                # The data layer shards by the strategy in scope.
-                with ctx.session.strategy.scope():
-                    stream = data.make_stream(global_step)
-                ctx.timings.mark("steps_per_execution auto: the choice and the input stream"
-                                 if index and auto else "the input stream")
-                # Last in the list: it sees whether another callback stopped the run first.
-                stopper = StopAfterEpoch(end_epoch - 1)
-                trained_model.fit(
-                    stream, validation_data=data.validation,
-                    initial_epoch=first_epoch, epochs=training.epochs,
-                    steps_per_epoch=steps_in_epoch,
-                    validation_steps=training.validation_steps,
-                    callbacks=marks[:1] + outputs.all + marks[1:] + [stopper],
-                    verbose=fit_verbosity(ctx.recipe.runtime.verbose),
-                    shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
-                ctx.timings.mark("fit: Keras' end (progress bar, History)")
+                stopper = retry.fit(functools.partial(
+                    _fit_part, ctx, trained_model=trained_model, data=data, outputs=outputs,
+                    epochs=(first_epoch, end_epoch), steps_in_epoch=steps_in_epoch,
+                    global_step=global_step, marks=marks, also=(retry,),
+                    after_choice=bool(index and auto)))
                 if outputs.guard.failure is not None or stopper.stopped_by_others \
                         or not stopper.stopped:
                     break
     except BaseException as error:
-        record_failure(ctx, error, decisions=decisions, outputs=outputs,
+        record_failure(ctx, error, decisions=retry.decided(decisions), outputs=outputs,
                        plan=ctx.session.plan, data=data,
                        fit_seconds=time.perf_counter() - fit_started)
         raise
-    return decisions
+    return retry.decided(decisions)
+
+
+def _fit_part(ctx: RunContext, *, trained_model, data: TrainData, outputs: Outputs,
+              epochs: tuple, steps_in_epoch: int, global_step: int, marks: list,
+              also: tuple = (), after_choice: bool = False) -> StopAfterEpoch:
+    """One `fit` call of `_fit`'s parts, on a new stream from `global_step` (a retry after
+    running out of memory starts from the same examples); `marks`: the pair of
+    `PhaseMarks` around the run's callbacks; `also`: callbacks before the stopper."""
+    first_epoch, end_epoch = epochs
+    # The data layer shards by the strategy in scope.
+    with ctx.session.strategy.scope():
+        stream = data.make_stream(global_step)
+    ctx.timings.mark("steps_per_execution auto: the choice and the input stream"
+                     if after_choice else "the input stream")
+    # Last in the list: it sees whether another callback stopped the run first.
+    stopper = StopAfterEpoch(end_epoch - 1)
+    trained_model.fit(
+        stream, validation_data=data.validation,
+        initial_epoch=first_epoch, epochs=ctx.recipe.training.epochs,
+        steps_per_epoch=steps_in_epoch,
+        validation_steps=ctx.recipe.training.validation_steps,
+        callbacks=[*marks[:1], *outputs.all, *marks[1:], *also, stopper],
+        verbose=fit_verbosity(ctx.recipe.runtime.verbose),
+        shuffle=False)  # the tf.data pipeline shuffles; Keras would only warn
+    ctx.timings.mark("fit: Keras' end (progress bar, History)")
+    return stopper
 
 
 def fit_verbosity(verbose: Optional[int], *, stream=None) -> int:

@@ -123,6 +123,8 @@ class RunSummary:
     pipeline: Optional[dict] = None
     precision_choice: Optional[dict] = None
     steps_per_execution_choice: Optional[dict] = None
+    # training.micro_batch_size auto: each retry after running out of memory, in order.
+    micro_batch_retries: Optional[list] = None
     # parameter_server: THE step count (closures the coordinator saw complete), Keras'
     # own counter beside it, the servers, the loop's training seconds.
     steps_completed: Optional[int] = None
@@ -207,7 +209,10 @@ def run_summary(ctx: RunContext, *, decisions: Decisions, epochs: list, plan: Ba
         workers=ctx.role.count,
         precision=session.precision,
         precision_choice=session.precision_choice,
-        plan=plan.as_dict(),  # replicas, accumulation steps, global/per-replica/micro batch
+        # Replicas, accumulation steps, global/per-replica/micro batch: those in force at
+        # the end (micro_batch_size auto may have made the micro-batch smaller).
+        plan=(decisions.plan or plan).as_dict(),
+        micro_batch_retries=[dict(r) for r in decisions.micro_batch_retries] or None,
         steps_per_epoch=data.steps_per_epoch,
         jit_compile=recipe.training.jit_compile,
         # The steps per call in force at the end (`auto`'s choice, and why, beside it).
