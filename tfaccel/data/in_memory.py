@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Optional
 
@@ -9,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfaccel.data import cache_files, finite_values, order, sharding, splits, tail
+from tfaccel.data.tail.spec import UNSET
 from tfaccel.errors import DataError, UserInputError
 
 
@@ -31,7 +33,14 @@ def _content_digest(elements) -> str:
 def from_arrays(x, y=None, batch_size: Optional[int] = None, *,
                 shuffle_buffer: Optional[int] = None, seed: Optional[int] = None,
                 validation_split: Optional[float] = None, task: Optional[str] = None,
-                **options):
+                cache=None, augment=None, augment_on: str = "batch",
+                drop_remainder: Optional[bool] = None, deterministic: bool = False,
+                num_parallel_calls: int = tail.AUTOTUNE,
+                private_threads: Optional[int] = None,
+                ram_budget_bytes: Optional[int] = None, shard_policy: Optional[str] = "data",
+                image_dtype: Optional[str] = "float32", input_context=None,
+                sequential: bool = False, stream=None, service=None,
+                batch_by_length: bool = False, **unknown):
     """Builds batches from in-memory arrays.
 
     Example::
@@ -69,8 +78,23 @@ def from_arrays(x, y=None, batch_size: Optional[int] = None, *,
             (1..K, -1/1, strings) as ids 0..K-1, never an empty class; float labels under a
             classification task are refused. The datasets then carry ``class_names`` (id
             order) and ``task``.
-        **options: Any public keyword of `tfaccel.data.optimize` (augment, deterministic,
-            cache, private_threads, ...).
+        cache: None, ``"memory"`` or a file prefix: `tfaccel.data.optimize`'s `cache`.
+        augment: Augmentation names or a callable (`optimize`'s `augment`).
+        augment_on: Where a callable `augment` runs (`optimize`'s `augment_on`).
+        drop_remainder: None: True when more than one replica is in sync.
+        deterministic: Fix the element order (`optimize`'s `deterministic`).
+        num_parallel_calls: Parallelism of the maps (AUTOTUNE).
+        private_threads: As `optimize`'s.
+        ram_budget_bytes: As `optimize`'s.
+        shard_policy: ``"data"`` (default): in-memory data has no files to split among
+            workers; else as `optimize`'s.
+        image_dtype: uint8 images are cast to this dtype after the cache (None: kept uint8).
+        input_context: From ``distribute_datasets_from_function`` (`optimize`'s).
+        sequential: The benchmarks' truly sequential pipeline (`optimize`'s).
+        stream: An `EpochStream`: a resumable stream of passes (`optimize`'s).
+        service: A `ServiceTarget`: run the tail on a tf.data service (`optimize`'s).
+        batch_by_length: Batch texts and sequences of similar length together (`optimize`'s).
+        **unknown: Refused, naming the nearest keyword (`tail.refuse_unknown`).
 
     Returns:
         A `tf.data.Dataset` of ``(x_batch, y_batch)`` (or ``x_batch``) ready for `fit`;
@@ -83,7 +107,26 @@ def from_arrays(x, y=None, batch_size: Optional[int] = None, *,
         UserInputError: An unknown keyword, no `batch_size`, or a `validation_split` that
             leaves no example on one side (Keras' check).
     """
-    tail.check_builder_options(options, builder=from_arrays)
+    tail.refuse_unknown(unknown, builder=from_arrays)
+    options = tail.TailOptions(
+        seed=seed, cache=cache, augment=augment, augment_on=augment_on,
+        drop_remainder=drop_remainder, deterministic=deterministic,
+        num_parallel_calls=num_parallel_calls, private_threads=private_threads,
+        ram_budget_bytes=ram_budget_bytes, shard_policy=shard_policy, image_dtype=image_dtype,
+        input_context=input_context, sequential=sequential, stream=stream, service=service,
+        batch_by_length=batch_by_length)
+    return arrays_dataset(x, y, batch_size=batch_size, shuffle_buffer=shuffle_buffer,
+                          validation_split=validation_split, task=task, options=options)
+
+
+def arrays_dataset(x, y=None, *, batch_size: Optional[int], shuffle_buffer: Optional[int],
+                   options: tail.TailOptions, validation_split: Optional[float] = None,
+                   task: Optional[str] = None):
+    """`from_arrays` with its tail options as one `TailOptions` (what a `Source` calls);
+    an unset `shard_policy` is ``"data"``, as `from_arrays`' default."""
+    if options.shard_policy is UNSET:
+        options = dataclasses.replace(options, shard_policy="data")
+    seed = options.resolved().seed
     if batch_size is None:
         raise UserInputError("from_arrays() needs batch_size (the third argument, or "
                              "batch_size=), as fit(x, y, batch_size) takes it.")
@@ -131,7 +174,7 @@ def _planned(y, *, task: str, validation_split):
 
 
 def _with_validation(elements, validation_split, *, batch_size, shuffle_buffer, seed,
-                     options: dict):
+                     options: tail.TailOptions):
     """`from_arrays` with `fit`'s `validation_split`: ``(training, validation)``."""
     if isinstance(validation_split, bool) or not isinstance(validation_split, (int, float)) \
             or not 0 < validation_split < 1:
@@ -146,37 +189,39 @@ def _with_validation(elements, validation_split, *, batch_size, shuffle_buffer, 
             f"a validation and training set as specified by `validation_split="
             f"{validation_split}`. Either provide more data, or a different value for the "
             "`validation_split` argument.")
-    train_cache, validation_cache = cache_files.split_prefixes(options.get("cache"))
+    train_cache, validation_cache = cache_files.split_prefixes(options.resolved().cache)
     train = _batches(tf.nest.map_structure(lambda a: a[:split_at], elements),
                      batch_size=batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
-                     options={**options, "cache": train_cache})
+                     options=dataclasses.replace(options, cache=train_cache))
     validation = _batches(tf.nest.map_structure(lambda a: a[split_at:], elements),
                           batch_size=batch_size, shuffle_buffer=0, seed=seed,
-                          options={**tail.validation_options(options),
-                                   "cache": validation_cache})
+                          options=dataclasses.replace(tail.validation_options(options),
+                                                      cache=validation_cache))
     return train, validation
 
 
-def _batches(elements, *, batch_size, shuffle_buffer, seed, options: dict):
+def _batches(elements, *, batch_size, shuffle_buffer, seed, options: tail.TailOptions):
     """The checked `elements` (x, or (x, y)) through the standard tail."""
-    options = dict(options)
     n = len(tf.nest.flatten(elements)[0])
+    resolved = options.resolved()
     if shuffle_buffer is None:
         shuffle_buffer = n
     if 0 < shuffle_buffer < n:
         # A buffer smaller than the data mixes only neighbours: permute once, seeded, so
         # arrays sorted by label still mix (a whole-data buffer needs no help).
         permuted = order.permutation(n, order.resolve_seed(
-            seed, input_context=options.get("input_context")))
+            seed, input_context=resolved.input_context))
         elements = tf.nest.map_structure(lambda a: a[permuted], elements)
-    if cache_files.is_file_cache(options.get("cache")):
-        options["cache_fingerprint"] = {"builder": "from_arrays",
-                                        "examples": f"{n}: {_content_digest(elements)}",
-                                        **options.get("cache_fingerprint", {})}
+    fingerprint = None
+    if cache_files.is_file_cache(resolved.cache):
+        fingerprint = {"builder": "from_arrays",
+                       "examples": f"{n}: {_content_digest(elements)}"}
     dataset = tf.data.Dataset.from_tensor_slices(elements)
-    # In-memory data has no files to split: a multi-worker strategy must shard by element.
-    options.setdefault("shard_policy", "data")
-    sharding.fix_order_for_data_sharding(options)  # DATA sharding needs a fixed order
-    return tail.build_from_keywords(dataset, batch_size=batch_size,
-                                    keywords={**options, "seed": seed},
-                                    shuffle_buffer=shuffle_buffer)
+    if resolved.input_context is None and sharding.order_must_be_fixed():
+        # DATA sharding (in-memory data has no files to split) needs a fixed order
+        # (`sharding.fix_order_for_data_sharding`).
+        options = dataclasses.replace(options, deterministic=True)
+    return tail.build(dataset, batch_size=batch_size,
+                      source=tail.SourceStages(shuffle_buffer=shuffle_buffer,
+                                               cache_fingerprint=fingerprint),
+                      options=options)

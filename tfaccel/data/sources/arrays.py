@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from tfaccel.data import finite_values, splits
-from tfaccel.data.in_memory import from_arrays
+from tfaccel.data.in_memory import arrays_dataset
 from tfaccel.data.sources import array_files, base
 from tfaccel.errors import DataError
 from tfaccel.reading import labels
@@ -58,11 +58,12 @@ class ArraysSource(base.Source):
             train_idx, val_idx = splits.split_indices(len(x), config.validation_fraction,
                                                       self.seed)
             x, y, vx, vy = x[train_idx], y[train_idx], x[val_idx], y[val_idx]
-        val = None if vx is None else from_arrays(
-            vx, vy, batch_size=batch_size, shuffle_buffer=0, **common, **validation_options)
-        train = from_arrays(x, y, batch_size=batch_size,
-                            shuffle_buffer=min(config.shuffle_buffer, len(x)), **common,
-                            **train_options)
+        val = None if vx is None else arrays_dataset(
+            vx, vy, batch_size=batch_size, shuffle_buffer=0,
+            options=common.merged(validation_options))
+        train = arrays_dataset(x, y, batch_size=batch_size,
+                               shuffle_buffer=min(config.shuffle_buffer, len(x)),
+                               options=common.merged(train_options))
         return base.Built(train=train, validation=val, num_classes=plan.num_classes,
                           class_names=list(plan.class_names) if plan.class_names else None,
                           task=plan.task, num_outputs=plan.num_outputs, train_examples=len(x),

@@ -14,6 +14,7 @@ from tfaccel.data.tail.assemble import (
     build_from_keywords,
     check_builder_options,
     optimize,
+    refuse_unknown,
     validation_options,
 )
 from tfaccel.data.tail.counting import batch_only_context, batches_per_pass, drops_remainder
@@ -23,5 +24,5 @@ from tfaccel.data.tail.stream import EpochStream
 
 __all__ = ["AUTOTUNE", "EpochStream", "SourceStages", "TailOptions", "batch_only_context",
            "batches_per_pass", "build", "build_from_keywords", "check_builder_options",
-           "drops_remainder", "make_options", "optimize", "sequential_options",
+           "drops_remainder", "make_options", "optimize", "refuse_unknown", "sequential_options",
            "validation_options"]

@@ -354,6 +354,44 @@ def public_options(builder: Callable, *, refused: Mapping[str, str] = {}) -> lis
     return [name for name in own + tail if not name.startswith("_")]
 
 
+def refuse_unknown(unknown: Mapping, *, builder: Callable,
+                   refused: Mapping[str, str] = {}) -> None:
+    """Refuses the keywords a `from_*` builder (or `optimize`) does not name, as Python's
+    TypeError would, with the nearest of the builder's own keywords.
+
+    A builder names every keyword it takes (its own, then the tail's public options) and
+    gathers the rest in ``**unknown`` only to hand them here, first thing: the message
+    names the builder, the argument, the nearest keyword and the keywords it takes, read
+    from the builder's own signature (as Python's message would be).
+
+    Args:
+        unknown: The keywords `builder` received beyond its named ones.
+        builder: The function that received them.
+        refused: ``{option: why}``: tail options that mean nothing to `builder`.
+
+    Raises:
+        UserInputError: For the first unknown keyword: an argument of the Keras/tf.data
+            function `builder` replaces gets what tfaccel does instead
+            (`tfaccel.config.keras_names.KERAS_ARGUMENT_HINTS`), a refused one its reason,
+            any other the nearest keyword.
+    """
+    if not unknown:
+        return
+    public = [name for name in _parameters(builder) if not name.startswith("_")
+              and name not in refused]
+    replaced, hints = KERAS_ARGUMENT_HINTS.get(builder.__name__, ("", {}))
+    for name in unknown:
+        if name in hints:  # the replaced function's own name: what tfaccel does instead
+            raise UserInputError(f"{builder.__name__}() does not take {replaced}'s {name}="
+                                 f"{unknown[name]!r}: {hints[name]}.")
+        if name in refused:
+            raise UserInputError(f"{builder.__name__}() does not take {name}="
+                                 f"{unknown[name]!r}: {refused[name]}.")
+        raise UserInputError(
+            f"{builder.__name__}() got an unknown argument {name!r}"
+            f"{did_you_mean(name, public)}; it takes {', '.join(public)}.")
+
+
 def check_builder_options(options: Mapping, *, builder: Callable,
                           refused: Mapping[str, str] = {}) -> None:
     """Refuses a keyword `builder` does not take from users, naming the nearest public one.

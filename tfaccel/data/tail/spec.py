@@ -70,6 +70,13 @@ class TailOptions(Mapping):
         """The set fields' names (what ``**options`` passes)."""
         return self._given.keys()
 
+    def merged(self, other: "TailOptions") -> "TailOptions":
+        """A copy with `other`'s set fields over these (a split's own options over the
+        ones both splits share)."""
+        return dataclasses.replace(self, **{
+            field.name: getattr(other, field.name) for field in dataclasses.fields(other)
+            if getattr(other, field.name) is not UNSET})
+
     def without(self, names) -> "TailOptions":
         """A copy with the fields `names` unset (not passed: the builder's defaults hold)."""
         return dataclasses.replace(self, **{name: UNSET for name in names})
