@@ -837,7 +837,7 @@ def test_a_recipe_stopped_by_ctrl_c_mid_epoch_saves_exits_130_and_stops_the_work
         """))
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
-        "data: {source: python, path: ctrl_c_source.py:items, validation_split: null,\n"
+        "data: {source: python, path: ctrl_c_source.py:items, validation_split_name: null,\n"
         "       shuffle_buffer: 0, cache: null, workers: 2, num_classes: 2}\n"
         "model: {name: mlp, params: {normalization: none}}\n"
         "training: {epochs: 2, global_batch_size: 16, steps_per_execution: 1}\n"

@@ -99,7 +99,7 @@ def name_schemas() -> dict[str, dict]:
 
 # The arguments of the Keras/tf.data function a `from_*` builder replaces that the builder
 # does not take under the same name, by builder: (the function replaced, {argument: what
-# tfaccel does instead}). `tfaccel.data.tail.assemble.check_builder_options` answers them with
+# tfaccel does instead}). `tfaccel.data.tail.assemble.refuse_unknown` answers them with
 # this sentence rather than a did-you-mean, which would point at a look-alike with another
 # meaning (make_csv_dataset's shuffle_seed is not tfaccel's shuffle_buffer); a test keeps
 # each table equal to the function's signature minus the builder's own arguments.

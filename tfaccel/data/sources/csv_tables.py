@@ -474,7 +474,11 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
              shuffle_buffer: Optional[int] = None, seed: Optional[int] = None,
              cycle_length: Optional[int] = None, verify: bool = True,
              deterministic: Optional[bool] = None,
-             rows: Optional[files_stage.RowSplit] = None, **options) -> tf.data.Dataset:
+             rows: Optional[files_stage.RowSplit] = None,
+             cache=None, augment=None, augment_on="batch", drop_remainder=None,
+             num_parallel_calls=tail.AUTOTUNE, private_threads=None, ram_budget_bytes=None,
+             shard_policy=None, image_dtype="float32", input_context=None, sequential=False,
+             stream=None, service=None, batch_by_length=False, **unknown) -> tf.data.Dataset:
     """Builds ``(dict of column batches, label batch)`` from CSV files or a DataFrame.
 
     Example::
@@ -545,8 +549,21 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
             validation_fraction with too few files for whole ones,
             `files_stage.split_files`): only that side's rows are read, before any
             shuffle or worker split; the rows are then counted even without `verify`.
-        **options: Any other keyword of `tfaccel.data.optimize` (cache, drop_remainder,
-            input_context, ...).
+        cache: None, ``"memory"`` or a file prefix: `tfaccel.data.optimize`'s `cache`.
+        augment: Augmentation names or a callable (`optimize`'s `augment`).
+        augment_on: Where a callable `augment` runs (`optimize`'s `augment_on`).
+        drop_remainder: None: True when more than one replica is in sync.
+        num_parallel_calls: Parallelism of the maps (AUTOTUNE).
+        private_threads: As `optimize`'s.
+        ram_budget_bytes: As `optimize`'s.
+        shard_policy: As `optimize`'s.
+        image_dtype: uint8 images are cast to this dtype after the cache (None: kept uint8).
+        input_context: From ``distribute_datasets_from_function`` (`optimize`'s).
+        sequential: The benchmarks' truly sequential pipeline (`optimize`'s).
+        stream: An `EpochStream`: a resumable stream of passes (`optimize`'s).
+        service: A `ServiceTarget`: run the tail on a tf.data service (`optimize`'s).
+        batch_by_length: Batch texts and sequences of similar length together (`optimize`'s).
+        **unknown: Refused, naming the nearest keyword (`tail.refuse_unknown`).
 
     Returns:
         A `tf.data.Dataset` of ``(features, label)`` batches (features alone without a
@@ -562,7 +579,13 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
             line and column named).
         UserInputError: A bad argument value.
     """
-    tail.check_builder_options(options, builder=from_csv)
+    tail.refuse_unknown(unknown, builder=from_csv)
+    options = tail.given(cache=cache, augment=augment, augment_on=augment_on,
+                         drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls,
+                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
+                         shard_policy=shard_policy, image_dtype=image_dtype,
+                         input_context=input_context, sequential=sequential, stream=stream,
+                         service=service, batch_by_length=batch_by_length)
     if not isinstance(num_rows_for_inference, int) or num_rows_for_inference < 1:
         raise UserInputError(f"num_rows_for_inference must be a positive integer, got "
                              f"{num_rows_for_inference!r}.")
@@ -738,7 +761,6 @@ def from_table_plan(files: Sequence[str], row_counts: Sequence[int], *, columns:
     """
     from tfaccel.data import table_features
 
-    tail.check_builder_options(options, builder=from_csv)
     fmt = _Format(header=True, field_delim=plan.delimiter, use_quote_delim=True, na_value="",
                   encoding="utf-8", compression_type=compression_type)
     table = _LineTable(list(files), fmt, columns=list(columns),

@@ -362,7 +362,12 @@ def from_image_folder(directory, labels: Union[str, Sequence[int], None] = "infe
                       shuffle: Optional[bool] = None, jpeg_dct_scaling: bool = True,
                       deterministic: Optional[bool] = None,
                       random_resized_crop: Union[bool, dict, None] = None,
-                      verbose: bool = True, format: str = "tf", **options):
+                      verbose: bool = True, format: str = "tf",
+                      augment=None, augment_on="batch", drop_remainder=None,
+                      num_parallel_calls=tail.AUTOTUNE, private_threads=None,
+                      ram_budget_bytes=None, shard_policy=None, image_dtype="float32",
+                      input_context=None, sequential=False, stream=None, service=None,
+                      batch_by_length=False, **unknown):
     """Builds batches from ``directory/<class name>/<image>`` files.
 
     Example::
@@ -465,7 +470,20 @@ def from_image_folder(directory, labels: Union[str, Sequence[int], None] = "infe
             fraction is held out, its "Using N files for training." / "... for
             validation." lines.
         format: Keras' "tf" (a `tf.data.Dataset`, the only one made); "grain" is refused.
-        **options: Any other keyword of `tfaccel.data.optimize`.
+        augment: Augmentation names or a callable (`optimize`'s `augment`).
+        augment_on: Where a callable `augment` runs (`optimize`'s `augment_on`).
+        drop_remainder: None: True when more than one replica is in sync.
+        num_parallel_calls: Parallelism of the maps (AUTOTUNE).
+        private_threads: As `optimize`'s.
+        ram_budget_bytes: As `optimize`'s.
+        shard_policy: As `optimize`'s.
+        image_dtype: uint8 images are cast to this dtype after the cache (None: kept uint8).
+        input_context: From ``distribute_datasets_from_function`` (`optimize`'s).
+        sequential: The benchmarks' truly sequential pipeline (`optimize`'s).
+        stream: An `EpochStream`: a resumable stream of passes (`optimize`'s).
+        service: A `ServiceTarget`: run the tail on a tf.data service (`optimize`'s).
+        batch_by_length: Batch texts and sequences of similar length together (`optimize`'s).
+        **unknown: Refused, naming the nearest keyword (`tail.refuse_unknown`).
 
     Returns:
         A `tf.data.Dataset` of ``(images float32 [B, H, W, C] in [0, 255], labels)`` (no
@@ -479,7 +497,13 @@ def from_image_folder(directory, labels: Union[str, Sequence[int], None] = "infe
     """
     path = directory  # the name below; Keras calls the argument directory
     class_folder.check_format(format)
-    tail.check_builder_options(options, builder=from_image_folder)
+    tail.refuse_unknown(unknown, builder=from_image_folder)
+    options = tail.given(augment=augment, augment_on=augment_on, drop_remainder=drop_remainder,
+                         num_parallel_calls=num_parallel_calls,
+                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
+                         shard_policy=shard_policy, image_dtype=image_dtype,
+                         input_context=input_context, sequential=sequential, stream=stream,
+                         service=service, batch_by_length=batch_by_length)
     label_mode, labels, channels, interpolation, shuffle_buffer = _keras_arguments(
         label_mode=label_mode, labels=labels, color_mode=color_mode, channels=channels,
         interpolation=interpolation, shuffle=shuffle, shuffle_buffer=shuffle_buffer)

@@ -123,7 +123,11 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
                 output_signature=None, shuffle: bool = False, seed: Optional[int] = None,
                 deterministic: bool = False, chunk_size: int = 32,
                 start_method: Optional[str] = None,
-                cache_fingerprint: Optional[dict] = None, **options) -> tf.data.Dataset:
+                cache_fingerprint: Optional[dict] = None, shuffle_buffer: int = 0,
+                cache=None, augment=None, augment_on="batch", drop_remainder=None,
+                num_parallel_calls=tail.AUTOTUNE, private_threads=None, ram_budget_bytes=None,
+                shard_policy=None, image_dtype="float32", input_context=None, sequential=False,
+                stream=None, service=None, batch_by_length=False, **unknown) -> tf.data.Dataset:
     """Builds batches from a Python source whose per-example work runs in parallel workers.
 
     `tf.data.Dataset.from_generator` runs Python under the GIL, so a Python-heavy
@@ -175,8 +179,23 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
         cache_fingerprint: With a file `cache`: a JSON-able dict of what the data the
             source reads depends on (files, versions), which tfaccel cannot see; a change
             rebuilds the cache (the source's code, length and order are recorded anyway).
-        **options: Any other keyword of `tfaccel.data.optimize` (shuffle_buffer, augment,
-            cache, ...).
+        shuffle_buffer: Shuffle buffer in examples after the cache, 0 (default) for none
+            (`optimize`'s).
+        cache: None, ``"memory"`` or a file prefix: `tfaccel.data.optimize`'s `cache`.
+        augment: Augmentation names or a callable (`optimize`'s `augment`).
+        augment_on: Where a callable `augment` runs (`optimize`'s `augment_on`).
+        drop_remainder: None: True when more than one replica is in sync.
+        num_parallel_calls: Parallelism of the maps (AUTOTUNE).
+        private_threads: As `optimize`'s.
+        ram_budget_bytes: As `optimize`'s.
+        shard_policy: As `optimize`'s.
+        image_dtype: uint8 images are cast to this dtype after the cache (None: kept uint8).
+        input_context: From ``distribute_datasets_from_function`` (`optimize`'s).
+        sequential: The benchmarks' truly sequential pipeline (`optimize`'s).
+        stream: An `EpochStream`: a resumable stream of passes (`optimize`'s).
+        service: A `ServiceTarget`: run the tail on a tf.data service (`optimize`'s).
+        batch_by_length: Batch texts and sequences of similar length together (`optimize`'s).
+        **unknown: Refused, naming the nearest keyword (`tail.refuse_unknown`).
 
     Returns:
         A `tf.data.Dataset` of batches. A worker's exception surfaces while iterating as a
@@ -189,7 +208,15 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
     Raises:
         UserInputError: A bad argument, or an empty source.
     """
-    tail.check_builder_options(options, builder=from_python)
+    tail.refuse_unknown(unknown, builder=from_python)
+    options = tail.given(cache=cache, augment=augment, augment_on=augment_on,
+                         drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls,
+                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
+                         shard_policy=shard_policy, image_dtype=image_dtype,
+                         input_context=input_context, sequential=sequential, stream=stream,
+                         service=service, batch_by_length=batch_by_length)
+    if shuffle_buffer:
+        options["shuffle_buffer"] = shuffle_buffer
     if cache_fingerprint is not None:
         options["cache_fingerprint"] = cache_fingerprint
     if mode not in ("process", "thread"):

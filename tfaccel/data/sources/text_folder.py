@@ -82,7 +82,12 @@ def from_text_folder(directory, labels: Union[str, Sequence[int], None] = "infer
                      follow_links: bool = False, verbose: bool = True, format: str = "tf",
                      encoding: Optional[str] = "utf-8", verify: bool = True,
                      shuffle_buffer: Optional[int] = None, cache=None,
-                     deterministic: Optional[bool] = None, **options):
+                     deterministic: Optional[bool] = None,
+                     augment=None, augment_on="batch", drop_remainder=None,
+                     num_parallel_calls=tail.AUTOTUNE, private_threads=None,
+                     ram_budget_bytes=None, shard_policy=None, image_dtype="float32",
+                     input_context=None, sequential=False, stream=None, service=None,
+                     batch_by_length=False, **unknown):
     """Builds batches of ``(text, label)`` from ``directory/<class name>/<file>.txt``.
 
     Example::
@@ -140,7 +145,20 @@ def from_text_folder(directory, labels: Union[str, Sequence[int], None] = "infer
             read setting.
         deterministic: Keep the element order fixed (None: when a `seed` is given or not
             shuffling, as Keras' loader; otherwise texts are handed out as they are read).
-        **options: Any other keyword of `tfaccel.data.optimize`.
+        augment: Augmentation names or a callable (`optimize`'s `augment`).
+        augment_on: Where a callable `augment` runs (`optimize`'s `augment_on`).
+        drop_remainder: None: True when more than one replica is in sync.
+        num_parallel_calls: Parallelism of the maps (AUTOTUNE).
+        private_threads: As `optimize`'s.
+        ram_budget_bytes: As `optimize`'s.
+        shard_policy: As `optimize`'s.
+        image_dtype: uint8 images are cast to this dtype after the cache (None: kept uint8).
+        input_context: From ``distribute_datasets_from_function`` (`optimize`'s).
+        sequential: The benchmarks' truly sequential pipeline (`optimize`'s).
+        stream: An `EpochStream`: a resumable stream of passes (`optimize`'s).
+        service: A `ServiceTarget`: run the tail on a tf.data service (`optimize`'s).
+        batch_by_length: Batch texts and sequences of similar length together (`optimize`'s).
+        **unknown: Refused, naming the nearest keyword (`tail.refuse_unknown`).
 
     Returns:
         A `tf.data.Dataset` of ``(texts tf.string [B], labels)`` (texts alone with
@@ -153,7 +171,13 @@ def from_text_folder(directory, labels: Union[str, Sequence[int], None] = "infer
         UserInputError: A bad argument value.
     """
     class_folder.check_format(format)
-    tail.check_builder_options(options, builder=from_text_folder)
+    tail.refuse_unknown(unknown, builder=from_text_folder)
+    options = tail.given(augment=augment, augment_on=augment_on, drop_remainder=drop_remainder,
+                         num_parallel_calls=num_parallel_calls,
+                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
+                         shard_policy=shard_policy, image_dtype=image_dtype,
+                         input_context=input_context, sequential=sequential, stream=stream,
+                         service=service, batch_by_length=batch_by_length)
     label_mode, labels = class_folder.check_label_arguments(
         label_mode=label_mode, labels=labels, files="text files")
     shuffle_buffer = class_folder.keras_shuffle_buffer(

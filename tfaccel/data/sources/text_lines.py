@@ -155,7 +155,11 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
                     cache=None, deterministic: Optional[bool] = None,
                     input_context: Optional[tf.distribute.InputContext] = None,
                     rows: Optional[files_stage.RowSplit] = None,
-                    **options) -> tf.data.Dataset:
+                    augment=None, augment_on="batch", drop_remainder=None,
+                    num_parallel_calls=tail.AUTOTUNE, private_threads=None,
+                    ram_budget_bytes=None, shard_policy=None, image_dtype="float32",
+                    sequential=False, stream=None, service=None, batch_by_length=False,
+                    **unknown) -> tf.data.Dataset:
     """Builds batches from text files holding one example per line.
 
     Example::
@@ -219,7 +223,19 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
             `files_stage.split_files`): only that side's lines are read, before any
             shuffle or worker split. The files are then read up front even without
             `verify` (to count their lines).
-        **options: Any other keyword of `tfaccel.data.optimize`.
+        augment: Augmentation names or a callable (`optimize`'s `augment`).
+        augment_on: Where a callable `augment` runs (`optimize`'s `augment_on`).
+        drop_remainder: None: True when more than one replica is in sync.
+        num_parallel_calls: Parallelism of the maps (AUTOTUNE).
+        private_threads: As `optimize`'s.
+        ram_budget_bytes: As `optimize`'s.
+        shard_policy: As `optimize`'s.
+        image_dtype: uint8 images are cast to this dtype after the cache (None: kept uint8).
+        sequential: The benchmarks' truly sequential pipeline (`optimize`'s).
+        stream: An `EpochStream`: a resumable stream of passes (`optimize`'s).
+        service: A `ServiceTarget`: run the tail on a tf.data service (`optimize`'s).
+        batch_by_length: Batch texts and sequences of similar length together (`optimize`'s).
+        **unknown: Refused, naming the nearest keyword (`tail.refuse_unknown`).
 
     Returns:
         A `tf.data.Dataset` of ``(texts tf.string [B], labels)`` (texts alone without
@@ -233,7 +249,13 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
             not in `class_names`.
         UserInputError: A bad argument value.
     """
-    tail.check_builder_options(options, builder=from_text_lines)
+    tail.refuse_unknown(unknown, builder=from_text_lines)
+    options = tail.given(augment=augment, augment_on=augment_on, drop_remainder=drop_remainder,
+                         num_parallel_calls=num_parallel_calls,
+                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
+                         shard_policy=shard_policy, image_dtype=image_dtype,
+                         sequential=sequential, stream=stream, service=service,
+                         batch_by_length=batch_by_length)
     if isinstance(labels, np.ndarray):
         labels = labels.tolist()
     if labels is None or label_mode is None:

@@ -90,7 +90,10 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
               image_size: Optional[Sequence[int]] = None,
               shuffle_buffer: int = 0, seed: Optional[int] = None,
               input_context: Optional[tf.distribute.InputContext] = None,
-              **options) -> tf.data.Dataset:
+              cache=None, augment=None, augment_on="batch", drop_remainder=None,
+              deterministic=False, num_parallel_calls=tail.AUTOTUNE, private_threads=None,
+              ram_budget_bytes=None, shard_policy=None, image_dtype="float32",
+              sequential=False, stream=None, service=None, batch_by_length=False, **unknown) -> tf.data.Dataset:
     """Builds batches from a prepared TFDS dataset.
 
     Example::
@@ -118,7 +121,21 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
             ``data.shuffle_buffer``); the file order is shuffled too when > 0.
         seed: Seed for file order, shuffling and augmentation.
         input_context: From ``distribute_datasets_from_function``: TFDS shards by file.
-        **options: Any other keyword of `tfaccel.data.optimize`.
+        cache: None, ``"memory"`` or a file prefix: `tfaccel.data.optimize`'s `cache`.
+        augment: Augmentation names or a callable (`optimize`'s `augment`).
+        augment_on: Where a callable `augment` runs (`optimize`'s `augment_on`).
+        drop_remainder: None: True when more than one replica is in sync.
+        deterministic: Fix the element order (`optimize`'s `deterministic`).
+        num_parallel_calls: Parallelism of the maps (AUTOTUNE).
+        private_threads: As `optimize`'s.
+        ram_budget_bytes: As `optimize`'s.
+        shard_policy: As `optimize`'s.
+        image_dtype: uint8 images are cast to this dtype after the cache (None: kept uint8).
+        sequential: The benchmarks' truly sequential pipeline (`optimize`'s).
+        stream: An `EpochStream`: a resumable stream of passes (`optimize`'s).
+        service: A `ServiceTarget`: run the tail on a tf.data service (`optimize`'s).
+        batch_by_length: Batch texts and sequences of similar length together (`optimize`'s).
+        **unknown: Refused, naming the nearest keyword (`tail.refuse_unknown`).
 
     Returns:
         A `tf.data.Dataset` of batches, with attributes ``class_names`` (or None),
@@ -127,7 +144,14 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
     Raises:
         DataError: Unknown dataset or split, or a dataset that is not prepared.
     """
-    tail.check_builder_options(options, builder=from_tfds)
+    tail.refuse_unknown(unknown, builder=from_tfds)
+    options = tail.given(cache=cache, augment=augment, augment_on=augment_on,
+                         drop_remainder=drop_remainder, deterministic=deterministic,
+                         num_parallel_calls=num_parallel_calls,
+                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
+                         shard_policy=shard_policy, image_dtype=image_dtype,
+                         sequential=sequential, stream=stream, service=service,
+                         batch_by_length=batch_by_length)
     builder = load_builder(name, data_dir=data_dir, download=download)
     _check_split(builder, split)
     deterministic = options.get("deterministic", False)

@@ -159,7 +159,11 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
                    cycle_length: Optional[int] = None, verify: bool = True,
                    input_context: Optional[tf.distribute.InputContext] = None,
                    rows: Optional[files_stage.RowSplit] = None,
-                   **options) -> tf.data.Dataset:
+                   cache=None, augment=None, augment_on="batch", drop_remainder=None,
+                   deterministic=False, num_parallel_calls=tail.AUTOTUNE, private_threads=None,
+                   ram_budget_bytes=None, shard_policy=None, image_dtype="float32",
+                   sequential=False, stream=None, service=None, batch_by_length=False,
+                   **unknown) -> tf.data.Dataset:
     """Builds batches from TFRecord files of ``tf.train.Example`` protos.
 
     Example::
@@ -193,7 +197,21 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
             validation_fraction with too few files for whole ones): only that side's
             records are read, before any shuffle or worker split. The records are then
             counted even without `verify`.
-        **options: Any other keyword of `tfaccel.data.optimize`.
+        cache: None, ``"memory"`` or a file prefix: `tfaccel.data.optimize`'s `cache`.
+        augment: Augmentation names or a callable (`optimize`'s `augment`).
+        augment_on: Where a callable `augment` runs (`optimize`'s `augment_on`).
+        drop_remainder: None: True when more than one replica is in sync.
+        deterministic: Fix the element order (`optimize`'s `deterministic`).
+        num_parallel_calls: Parallelism of the maps (AUTOTUNE).
+        private_threads: As `optimize`'s.
+        ram_budget_bytes: As `optimize`'s.
+        shard_policy: As `optimize`'s.
+        image_dtype: uint8 images are cast to this dtype after the cache (None: kept uint8).
+        sequential: The benchmarks' truly sequential pipeline (`optimize`'s).
+        stream: An `EpochStream`: a resumable stream of passes (`optimize`'s).
+        service: A `ServiceTarget`: run the tail on a tf.data service (`optimize`'s).
+        batch_by_length: Batch texts and sequences of similar length together (`optimize`'s).
+        **unknown: Refused, naming the nearest keyword (`tail.refuse_unknown`).
 
     Returns:
         A `tf.data.Dataset` of ``(features, label)`` batches, with attributes ``files``,
@@ -204,7 +222,14 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         DataError: A glob matches nothing, or a file is truncated (named).
         UserInputError: A bad feature spec, label key or compression.
     """
-    tail.check_builder_options(options, builder=from_tfrecords)
+    tail.refuse_unknown(unknown, builder=from_tfrecords)
+    options = tail.given(cache=cache, augment=augment, augment_on=augment_on,
+                         drop_remainder=drop_remainder, deterministic=deterministic,
+                         num_parallel_calls=num_parallel_calls,
+                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
+                         shard_policy=shard_policy, image_dtype=image_dtype,
+                         sequential=sequential, stream=stream, service=service,
+                         batch_by_length=batch_by_length)
     if compression not in _COMPRESSIONS:
         raise UserInputError(f"compression must be None, 'GZIP' or 'ZLIB', got "
                              f"{compression!r}.")

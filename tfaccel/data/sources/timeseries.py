@@ -153,7 +153,13 @@ def from_timeseries(data, targets, sequence_length: int, *, sequence_stride: int
                     sampling_rate: int = 1, batch_size: Optional[int] = 128,
                     shuffle: bool = False, seed: Optional[int] = None,
                     start_index: Optional[int] = None, end_index: Optional[int] = None,
-                    **options) -> tf.data.Dataset:
+                    shuffle_buffer: Optional[int] = None, deterministic: bool = True,
+                    drop_remainder: Optional[bool] = None,
+                    num_parallel_calls: int = tail.AUTOTUNE,
+                    private_threads: Optional[int] = None,
+                    ram_budget_bytes: Optional[int] = None, shard_policy: Optional[str] = "data",
+                    input_context=None, sequential: bool = False, stream=None, service=None,
+                    batch_by_length: bool = False, **unknown) -> tf.data.Dataset:
     """Sliding windows over a time series: `keras.utils.timeseries_dataset_from_array`.
 
     The same arguments, checks and output as Keras' loader, window for window and target
@@ -184,9 +190,22 @@ def from_timeseries(data, targets, sequence_length: int, *, sequence_stride: int
             strategy, so every worker permutes alike).
         start_index: Timesteps before it are not used.
         end_index: Timesteps from it on are not used.
-        **options: Any keyword of `tfaccel.data.optimize` that applies (`deterministic`,
-            default True here, as in Keras; `shuffle_buffer` to replace Keras' buffer;
-            `input_context`, `stream`, `drop_remainder`, `private_threads`, ...).
+        shuffle_buffer: The windows' shuffle buffer, replacing Keras' ``8 * batch_size``
+            (only with ``shuffle=True``).
+        deterministic: Keep the windows' order (default True, as Keras' maps keep it).
+        drop_remainder: None: True when more than one replica is in sync.
+        num_parallel_calls: Parallelism of the maps (AUTOTUNE).
+        private_threads: As `tfaccel.data.optimize`'s.
+        ram_budget_bytes: As `optimize`'s.
+        shard_policy: ``"data"`` (default): in-memory windows have no files to split
+            among workers; else as `optimize`'s.
+        input_context: From ``distribute_datasets_from_function`` (`optimize`'s).
+        sequential: The benchmarks' truly sequential pipeline (`optimize`'s).
+        stream: An `EpochStream`: a resumable stream of passes (`optimize`'s).
+        service: A `ServiceTarget`: run the tail on a tf.data service (`optimize`'s).
+        batch_by_length: As `optimize`'s.
+        **unknown: Refused, naming the nearest keyword (`tail.refuse_unknown`); `cache`,
+            `augment`, `augment_on` and `image_dtype` with the reason they do not apply.
 
     Returns:
         A `tf.data.Dataset` of ``(windows, targets)`` batches (or windows alone), windows
@@ -200,6 +219,13 @@ def from_timeseries(data, targets, sequence_length: int, *, sequence_stride: int
             floating-point data or targets hold NaN or an infinite value (the first named
             with its timestep).
     """
+    tail.refuse_unknown(unknown, builder=from_timeseries, refused=_NOT_TAKEN)
+    options = dict(shuffle_buffer=shuffle_buffer, deterministic=deterministic,
+                   shard_policy=shard_policy, **tail.given(
+                       drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls,
+                       private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
+                       input_context=input_context, sequential=sequential, stream=stream,
+                       service=service, batch_by_length=batch_by_length))
     # Keras passes NaN on; here it is named (finite_values), as from_arrays names it.
     finite_values.check_array(np.asarray(data), name="data", unit="timestep")
     if targets is not None:
@@ -207,14 +233,13 @@ def from_timeseries(data, targets, sequence_length: int, *, sequence_stride: int
     return _windows(data, targets, sequence_length, sequence_stride=sequence_stride,
                     sampling_rate=sampling_rate, batch_size=batch_size, shuffle=shuffle,
                     seed=seed, start_index=start_index, end_index=end_index,
-                    options=options, builder=from_timeseries, where="data")
+                    options=options, where="data")
 
 
 def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, batch_size,
-             shuffle, seed, start_index, end_index, options: dict, builder,
+             shuffle, seed, start_index, end_index, options: dict,
              where: str) -> tf.data.Dataset:
     """`from_timeseries` with `where` naming the data in messages (a CSV file's name)."""
-    tail.check_builder_options(options, builder=builder, refused=_NOT_TAKEN)
     sequence_length = _check_int("sequence_length", sequence_length, minimum=1)
     sequence_stride = _check_int("sequence_stride", sequence_stride)  # ranges: Keras' checks
     sampling_rate = _check_int("sampling_rate", sampling_rate)
@@ -411,7 +436,15 @@ def from_timeseries_csv(path, *, sequence_length: int,
                         sequence_stride: int = 1, sampling_rate: int = 1,
                         batch_size: Optional[int] = 128, shuffle: bool = False,
                         seed: Optional[int] = None, start_index: Optional[int] = None,
-                        end_index: Optional[int] = None, **options) -> tf.data.Dataset:
+                        end_index: Optional[int] = None,
+                        shuffle_buffer: Optional[int] = None, deterministic: bool = True,
+                        drop_remainder: Optional[bool] = None,
+                        num_parallel_calls: int = tail.AUTOTUNE,
+                        private_threads: Optional[int] = None,
+                        ram_budget_bytes: Optional[int] = None,
+                        shard_policy: Optional[str] = "data",
+                        input_context=None, sequential: bool = False, stream=None, service=None,
+                        batch_by_length: bool = False, **unknown) -> tf.data.Dataset:
     """Sliding windows over columns of a CSV file: `from_timeseries` on those columns.
 
     The file has a header line naming its columns, then one line per timestep. The data
@@ -448,7 +481,19 @@ def from_timeseries_csv(path, *, sequence_length: int,
         seed: See `from_timeseries`.
         start_index: See `from_timeseries` (in rows).
         end_index: See `from_timeseries` (in rows).
-        **options: As for `from_timeseries`.
+        shuffle_buffer: See `from_timeseries`.
+        deterministic: See `from_timeseries`.
+        drop_remainder: See `from_timeseries`.
+        num_parallel_calls: See `from_timeseries`.
+        private_threads: See `from_timeseries`.
+        ram_budget_bytes: See `from_timeseries`.
+        shard_policy: See `from_timeseries`.
+        input_context: See `from_timeseries`.
+        sequential: See `from_timeseries`.
+        stream: See `from_timeseries`.
+        service: See `from_timeseries`.
+        batch_by_length: See `from_timeseries`.
+        **unknown: As for `from_timeseries`.
 
     Returns:
         A `tf.data.Dataset` of ``(windows, targets)`` batches (or windows alone), with the
@@ -461,7 +506,13 @@ def from_timeseries_csv(path, *, sequence_length: int,
         UserInputError: An argument with a bad value.
     """
     # Before the file is read: a misspelt keyword is named whatever the file holds.
-    tail.check_builder_options(options, builder=from_timeseries_csv, refused=_NOT_TAKEN)
+    tail.refuse_unknown(unknown, builder=from_timeseries_csv, refused=_NOT_TAKEN)
+    options = dict(shuffle_buffer=shuffle_buffer, deterministic=deterministic,
+                   shard_policy=shard_policy, **tail.given(
+                       drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls,
+                       private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
+                       input_context=input_context, sequential=sequential, stream=stream,
+                       service=service, batch_by_length=batch_by_length))
     target_offset = _check_int("target_offset", target_offset, minimum=0)
     data, target_array = read_timeseries_csv(path, columns=columns, targets=targets,
                                              delimiter=delimiter, dtype=dtype)
@@ -470,8 +521,7 @@ def from_timeseries_csv(path, *, sequence_length: int,
     return _windows(data, target_array, sequence_length, sequence_stride=sequence_stride,
                     sampling_rate=sampling_rate, batch_size=batch_size, shuffle=shuffle,
                     seed=seed, start_index=start_index, end_index=end_index,
-                    options=options, builder=from_timeseries_csv,
-                    where=f"Time series CSV file {os.fspath(path)!r}")
+                    options=options, where=f"Time series CSV file {os.fspath(path)!r}")
 
 
 # The tail options a window pipeline does not take: it gathers windows from the rows in
@@ -551,8 +601,7 @@ class TimeseriesSource(base.Source):
                 windows.sequence_length, sequence_stride=windows.sequence_stride,
                 sampling_rate=windows.sampling_rate, batch_size=batch_size,
                 shuffle=shuffle, seed=options.pop("seed"), start_index=None,
-                end_index=None, options=options, builder=from_timeseries_csv,
-                where=f"{what} of {where}")
+                end_index=None, options=options, where=f"{what} of {where}")
 
         # Shuffled among the training windows only: validation is its own later span.
         shuffled = config.shuffle_buffer > 0

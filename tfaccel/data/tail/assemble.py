@@ -253,7 +253,7 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
             to its own longest (`tfaccel.data.length_batches`: length-sorted windows after
             the shuffle, as many batches per pass as plain batching, seeded). Other
             examples are batched as usual.
-        **unknown: Refused, naming the nearest keyword (`check_builder_options`).
+        **unknown: Refused, naming the nearest keyword (`refuse_unknown`).
 
     Returns:
         A `tf.data.Dataset` of batches.
@@ -261,7 +261,7 @@ def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
     Raises:
         UserInputError: An argument has a bad value, or is not one of these.
     """
-    check_builder_options(unknown, builder=optimize)
+    refuse_unknown(unknown, builder=optimize)
     source = SourceStages(
         map_fn=map_fn, source_shuffle=source_shuffle, shuffle_buffer=shuffle_buffer,
         padded_batch=padded_batch, cache_fingerprint=cache_fingerprint)
@@ -307,13 +307,6 @@ def _check_service(service, *, sequential: bool, stream, seed, shuffle_buffer, a
             "'distributed_epoch'.")
 
 
-# optimize's arguments each builder decides for itself (its decode, its shuffle of cheap
-# references, its padding, the fingerprint of its cache): a builder takes one of these from
-# its caller only where its own signature names it (from_python's cache_fingerprint).
-SET_BY_BUILDERS = frozenset({"map_fn", "source_shuffle", "padded_batch",
-                             "cache_fingerprint"})
-
-
 # optimize's arguments that belong to training batches only: random augmentation, the
 # resumable stream, the tf.data service and the dropped last batch. A validation subset
 # built beside a training one (a builder's subset="both", fit's validation_split) leaves
@@ -338,20 +331,6 @@ def _parameters(function: Callable) -> list:
     """`function`'s named parameters, in order (no ``*args``/``**kwargs``)."""
     return [name for name, p in inspect.signature(function).parameters.items()
             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-
-
-def public_options(builder: Callable, *, refused: Mapping[str, str] = {}) -> list:
-    """THE keywords a user may give `builder`: its own, then `optimize`'s that apply.
-
-    Internals stay hidden: what a builder decodes at random or skips travels in its
-    `SourceStages`, never as a keyword, and `SET_BY_BUILDERS` are public only for
-    `optimize` itself or a builder that names one; `refused` are the builder's own "means
-    nothing here" options.
-    """
-    own = _parameters(builder)
-    tail = [] if builder is optimize else sorted(
-        set(_parameters(optimize)) - {"dataset"} - SET_BY_BUILDERS - set(own) - set(refused))
-    return [name for name in own + tail if not name.startswith("_")]
 
 
 def refuse_unknown(unknown: Mapping, *, builder: Callable,
@@ -390,39 +369,3 @@ def refuse_unknown(unknown: Mapping, *, builder: Callable,
         raise UserInputError(
             f"{builder.__name__}() got an unknown argument {name!r}"
             f"{did_you_mean(name, public)}; it takes {', '.join(public)}.")
-
-
-def check_builder_options(options: Mapping, *, builder: Callable,
-                          refused: Mapping[str, str] = {}) -> None:
-    """Refuses a keyword `builder` does not take from users, naming the nearest public one.
-
-    `options` are the keywords `builder` (a `from_*` builder, or `optimize`) received
-    beyond its own named ones: each must be a public `optimize` option (`public_options`),
-    else the message names the builder, the argument, the nearest public keyword and the
-    public keywords only. Without it, an argument a builder does not know reaches
-    `optimize` and fails there, naming the wrong function; an internal one would be used.
-
-    Args:
-        options: The keywords to check.
-        builder: The function that received them.
-        refused: ``{option: why}``: `optimize` options that mean nothing to `builder`.
-
-    Raises:
-        UserInputError: An unknown or internal keyword, or a refused one with its reason;
-            an argument of the Keras/tf.data function `builder` replaces with what tfaccel
-            does instead (`tfaccel.config.keras_names.KERAS_ARGUMENT_HINTS`).
-    """
-    public = public_options(builder, refused=refused)
-    replaced, hints = KERAS_ARGUMENT_HINTS.get(builder.__name__, ("", {}))
-    for name in options:
-        if name in hints:  # the replaced function's own name: what tfaccel does instead
-            raise UserInputError(f"{builder.__name__}() does not take {replaced}'s {name}="
-                                 f"{options[name]!r}: {hints[name]}.")
-        if name in refused:
-            raise UserInputError(f"{builder.__name__}() does not take {name}="
-                                 f"{options[name]!r}: {refused[name]}.")
-        if name not in public or name in _parameters(builder):
-            raise UserInputError(
-                f"{builder.__name__}() got an unknown argument {name!r}"
-                f"{did_you_mean(name, public)}; it takes {', '.join(public)}.")
-

@@ -97,6 +97,16 @@ DEFAULTS = dict(sequential=False, seed=None, deterministic=False, num_parallel_c
                 input_context=None, service=None, shard_policy=None, image_dtype="float32")
 
 
+def given(**values) -> dict:
+    """The tail options a `from_*` builder received by name, as the keywords its own stages
+    read: each one that differs from the tail's default (`DEFAULTS`); one equal to it is
+    left out, as if not given, so a builder's own choice (a shard policy, the dtype of a
+    crop) holds exactly where it held when the caller left the option out."""
+    return {name: value for name, value in values.items()
+            if not (value is DEFAULTS[name] or (type(value) is type(DEFAULTS[name])
+                                                and value == DEFAULTS[name]))}
+
+
 def culprit_of(map_fn: Optional[Callable]) -> str:
     """What made the examples a stage complains about: the decode function, by name."""
     if map_fn is None:
