@@ -223,13 +223,32 @@ def from_tfrecords(pattern: Union[str, Sequence[str]], *, features: Mapping,
         UserInputError: A bad feature spec, label key or compression.
     """
     tail.refuse_unknown(unknown, builder=from_tfrecords)
-    options = tail.given(cache=cache, augment=augment, augment_on=augment_on,
-                         drop_remainder=drop_remainder, deterministic=deterministic,
-                         num_parallel_calls=num_parallel_calls,
-                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
-                         shard_policy=shard_policy, image_dtype=image_dtype,
-                         sequential=sequential, stream=stream, service=service,
-                         batch_by_length=batch_by_length)
+    options = tail.TailOptions(
+        seed=seed, input_context=input_context, cache=cache, augment=augment,
+        augment_on=augment_on, drop_remainder=drop_remainder, deterministic=deterministic,
+        num_parallel_calls=num_parallel_calls, private_threads=private_threads,
+        ram_budget_bytes=ram_budget_bytes, shard_policy=shard_policy, image_dtype=image_dtype,
+        sequential=sequential, stream=stream, service=service,
+        batch_by_length=batch_by_length)
+    return tfrecords_dataset(pattern, features=features, batch_size=batch_size,
+                             label_key=label_key, input_key=input_key,
+                             compression=compression, image_size=image_size,
+                             channels=channels, shuffle_buffer=shuffle_buffer,
+                             cycle_length=cycle_length, verify=verify, rows=rows,
+                             options=options)
+
+
+def tfrecords_dataset(pattern, *, features: Mapping, batch_size: int,
+                      label_key: Optional[str], input_key: Optional[str],
+                      compression: Optional[str], image_size, channels: int,
+                      shuffle_buffer: int, cycle_length: Optional[int], verify: bool,
+                      rows: Optional[files_stage.RowSplit],
+                      options: tail.TailOptions) -> tf.data.Dataset:
+    """`from_tfrecords` with the tail's options as one `TailOptions` (what the source
+    calls); the arguments as `from_tfrecords`'."""
+    # The file stages read the options as keywords (`files_stage`): the set fields.
+    options = tail.given(**options.set_fields())
+    seed, input_context = options.pop("seed", None), options.pop("input_context", None)
     if compression not in _COMPRESSIONS:
         raise UserInputError(f"compression must be None, 'GZIP' or 'ZLIB', got "
                              f"{compression!r}.")
@@ -340,17 +359,19 @@ class TfrecordsSource(base.Source):
         kwargs = dict(features=config.features, label_key=label_key,
                       input_key=input_key, compression=config.compression,
                       image_size=config.image_size, channels=config.channels,
-                      verify=config.verify_records, **common)
+                      verify=config.verify_records, cycle_length=None)
         files, val_files, rows, val_rows = self.split()
-        train = from_tfrecords(files, batch_size=batch_size, rows=rows,
-                               shuffle_buffer=config.shuffle_buffer, **kwargs, **train_options)
+        train = tfrecords_dataset(files, batch_size=batch_size, rows=rows,
+                                  shuffle_buffer=config.shuffle_buffer, **kwargs,
+                                  options=common.merged(train_options))
         if val_rows is not None:
             # The same files: the counts the training split took.
             val_rows = train.kept_rows.counted(val_rows)
         val = None
         if val_files:
-            val = from_tfrecords(val_files, batch_size=batch_size, shuffle_buffer=0,
-                                 rows=val_rows, **kwargs, **validation_options)
+            val = tfrecords_dataset(val_files, batch_size=batch_size, shuffle_buffer=0,
+                                    rows=val_rows, **kwargs,
+                                    options=common.merged(validation_options))
         # Read now: the label check below wraps the datasets (attributes do not follow).
         counts = (train.num_examples, None if val is None else val.num_examples)
         where = f"data.label_key {label_key!r} of data.path {config.path!r}"

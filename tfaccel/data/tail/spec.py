@@ -70,6 +70,11 @@ class TailOptions(Mapping):
         """The set fields' names (what ``**options`` passes)."""
         return self._given.keys()
 
+    def set_fields(self) -> dict:
+        """The set fields as a new dict: the keywords of a builder's stages that still
+        read its options as a dict (`files_stage`)."""
+        return dict(self._given)
+
     def merged(self, other: "TailOptions") -> "TailOptions":
         """A copy with `other`'s set fields over these (a split's own options over the
         ones both splits share)."""
