@@ -93,7 +93,8 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
               cache=None, augment=None, augment_on="batch", drop_remainder=None,
               deterministic=False, num_parallel_calls=tail.AUTOTUNE, private_threads=None,
               ram_budget_bytes=None, shard_policy=None, image_dtype="float32",
-              sequential=False, stream=None, service=None, batch_by_length=False, **unknown) -> tf.data.Dataset:
+              sequential=False, stream=None, service=None, batch_by_length=False,
+              **unknown) -> tf.data.Dataset:
     """Builds batches from a prepared TFDS dataset.
 
     Example::
@@ -145,13 +146,27 @@ def from_tfds(name: str, *, split: str, batch_size: int, data_dir: Optional[str]
         DataError: Unknown dataset or split, or a dataset that is not prepared.
     """
     tail.refuse_unknown(unknown, builder=from_tfds)
-    options = tail.given(cache=cache, augment=augment, augment_on=augment_on,
-                         drop_remainder=drop_remainder, deterministic=deterministic,
-                         num_parallel_calls=num_parallel_calls,
-                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
-                         shard_policy=shard_policy, image_dtype=image_dtype,
-                         sequential=sequential, stream=stream, service=service,
-                         batch_by_length=batch_by_length)
+    options = tail.TailOptions(
+        seed=seed, input_context=input_context, cache=cache, augment=augment,
+        augment_on=augment_on, drop_remainder=drop_remainder, deterministic=deterministic,
+        num_parallel_calls=num_parallel_calls, private_threads=private_threads,
+        ram_budget_bytes=ram_budget_bytes, shard_policy=shard_policy, image_dtype=image_dtype,
+        sequential=sequential, stream=stream, service=service,
+        batch_by_length=batch_by_length)
+    return tfds_dataset(name, split=split, batch_size=batch_size, data_dir=data_dir,
+                        download=download, as_supervised=as_supervised, keys=keys,
+                        image_size=image_size, shuffle_buffer=shuffle_buffer, options=options)
+
+
+def tfds_dataset(name: str, *, split: str, batch_size: int, data_dir: Optional[str],
+                 download: bool, as_supervised: bool, keys: Optional[Sequence[str]],
+                 image_size: Optional[Sequence[int]], shuffle_buffer: int,
+                 options: tail.TailOptions) -> tf.data.Dataset:
+    """`from_tfds` with the tail's options as one `TailOptions` (what the source calls);
+    the arguments as `from_tfds`'."""
+    # The stages below read the options as keywords: the set fields.
+    options = tail.given(**options.set_fields())
+    seed, input_context = options.pop("seed", None), options.pop("input_context", None)
     builder = load_builder(name, data_dir=data_dir, download=download)
     _check_split(builder, split)
     deterministic = options.get("deterministic", False)
@@ -312,15 +327,15 @@ class TfdsSource(base.Source):
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         config, name = self.config, self.dataset_name
         train_split, val_split = self.splits()
-        kwargs = dict(data_dir=config.data_dir, download=config.download,
-                      image_size=config.image_size, keys=(self.input_key(), config.label_key),
-                      **common)
-        train = from_tfds(name, split=train_split, batch_size=batch_size,
-                          shuffle_buffer=config.shuffle_buffer, **kwargs, **train_options)
+        kwargs = dict(data_dir=config.data_dir, download=config.download, as_supervised=True,
+                      image_size=config.image_size, keys=(self.input_key(), config.label_key))
+        train = tfds_dataset(name, split=train_split, batch_size=batch_size,
+                             shuffle_buffer=config.shuffle_buffer, **kwargs,
+                             options=common.merged(train_options))
         val = None
         if val_split:
-            val = from_tfds(name, split=val_split, batch_size=batch_size, shuffle_buffer=0,
-                            **kwargs, **validation_options)
+            val = tfds_dataset(name, split=val_split, batch_size=batch_size, shuffle_buffer=0,
+                               **kwargs, options=common.merged(validation_options))
         label = train.info.features[config.label_key]
         num_classes = getattr(label, "num_classes", None) or getattr(config, "num_classes",
                                                                      None)

@@ -22,6 +22,6 @@ from tfaccel.data.tail.spec import SourceStages, TailOptions, given
 from tfaccel.data.tail.stream import EpochStream
 
 __all__ = ["AUTOTUNE", "EpochStream", "SourceStages", "TailOptions", "batch_only_context",
-           "batches_per_pass", "build", "build_from_keywords",
-           "drops_remainder", "given", "make_options", "optimize", "refuse_unknown", "sequential_options",
+           "batches_per_pass", "build", "build_from_keywords", "drops_remainder", "given",
+           "make_options", "optimize", "refuse_unknown", "sequential_options",
            "validation_options"]
