@@ -209,12 +209,31 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
         UserInputError: A bad argument, or an empty source.
     """
     tail.refuse_unknown(unknown, builder=from_python)
-    options = tail.given(cache=cache, augment=augment, augment_on=augment_on,
-                         drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls,
-                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
-                         shard_policy=shard_policy, image_dtype=image_dtype,
-                         input_context=input_context, sequential=sequential, stream=stream,
-                         service=service, batch_by_length=batch_by_length)
+    options = tail.TailOptions(
+        seed=seed, deterministic=deterministic, input_context=input_context, cache=cache,
+        augment=augment, augment_on=augment_on, drop_remainder=drop_remainder,
+        num_parallel_calls=num_parallel_calls, private_threads=private_threads,
+        ram_budget_bytes=ram_budget_bytes, shard_policy=shard_policy, image_dtype=image_dtype,
+        sequential=sequential, stream=stream, service=service,
+        batch_by_length=batch_by_length)
+    return python_dataset(source, batch_size=batch_size, workers=workers, mode=mode,
+                          transform=transform, output_signature=output_signature,
+                          shuffle=shuffle, chunk_size=chunk_size, start_method=start_method,
+                          cache_fingerprint=cache_fingerprint, shuffle_buffer=shuffle_buffer,
+                          options=options)
+
+
+def python_dataset(source, *, batch_size: int, workers: int = 2, mode: str = "process",
+                   transform: Optional[Callable] = None, output_signature=None,
+                   shuffle: bool = False, chunk_size: int = 32,
+                   start_method: Optional[str] = None,
+                   cache_fingerprint: Optional[dict] = None, shuffle_buffer: int = 0,
+                   options: tail.TailOptions) -> tf.data.Dataset:
+    """`from_python` with the tail's options as one `TailOptions` (what the source calls);
+    the arguments as `from_python`'s."""
+    # The stages below read the options as keywords: the set fields.
+    options = tail.given(**options.set_fields())
+    seed, deterministic = options.pop("seed", None), options.pop("deterministic", False)
     if shuffle_buffer:
         options["shuffle_buffer"] = shuffle_buffer
     if cache_fingerprint is not None:
@@ -435,7 +454,7 @@ class PythonSource(base.Source):
         config = self.config
         source = load_python_source(config.path)
         random_access = is_random_access(source)
-        kwargs = dict(workers=config.workers, mode=config.worker_mode, **common)
+        kwargs = dict(workers=config.workers, mode=config.worker_mode)
         if cache_files.is_file_cache(config.cache):
             # The recipe names the source by data.path: its module file is what can change
             # (a subset wrapper's own code would hide it), with the split that picks
@@ -457,12 +476,13 @@ class PythonSource(base.Source):
         # shuffled per pass (from the pass's seed in a resumable stream). The source's own
         # per-epoch permutation (`shuffle=True`) is not used here: it depends on how many
         # epochs this process has read, so a resumed run would continue in another order.
-        train = from_python(source, batch_size=batch_size, shuffle=False,
-                            shuffle_buffer=config.shuffle_buffer, **kwargs, **train_options)
+        train = python_dataset(source, batch_size=batch_size, shuffle=False,
+                               shuffle_buffer=config.shuffle_buffer, **kwargs,
+                               options=common.merged(train_options))
         val = None
         if val_source is not None:
-            val = from_python(val_source, batch_size=batch_size, **kwargs,
-                              **validation_options)
+            val = python_dataset(val_source, batch_size=batch_size, **kwargs,
+                                 options=common.merged(validation_options))
         original = source.source if isinstance(source, _Subset) else source
         where = f"python source {config.path!r}"
         counts = dict(train_examples=len(source) if random_access else None,
