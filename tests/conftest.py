@@ -21,7 +21,7 @@ def pytest_configure(config):
     )
 
 
-# The fast tier for the edit-test loop, `python3 -m pytest -q -m fast` (under 2 minutes on 2
+# The fast tier for the edit-test loop, `python3 -m pytest -q -n 2 -m fast` (under 2 minutes on 2
 # cores): the tests of every file that says `FAST_TIER = True` and are not marked slow, heavy
 # or multiworker. A file joins by its measured time (its unmarked tests adding up to a few
 # seconds) and leaves when it grows slow; the full suite (CI) runs everything anyway.

@@ -169,6 +169,7 @@ def test_export_is_quiet(trained, export_format, quantize):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # outside the 15-minute CI budget: the doctor's JSON is tested in test_doctor; quiet rule: train above
 def test_doctor_is_quiet_and_its_json_stdout_is_the_json(trained, tiny):
     folder, overrides = tiny
     done = tfaccel("doctor", RECIPE, *_sets(overrides), "--steps", "2", "--repeats", "1",
@@ -182,6 +183,7 @@ def test_doctor_is_quiet_and_its_json_stdout_is_the_json(trained, tiny):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # outside the 15-minute CI budget: the quiet rule is train's above; bench's output in test_bench
 def test_bench_is_quiet(trained, tiny):
     folder, overrides = tiny
     done = tfaccel("bench", RECIPE, *_sets(overrides), "--batches", "3", "--repeats", "1",
@@ -191,6 +193,7 @@ def test_bench_is_quiet(trained, tiny):
 
 @pytest.mark.slow
 @pytest.mark.multiworker
+@pytest.mark.heavy  # outside the 15-minute CI budget: ~40 s; train's quiet run above covers the rule
 def test_launch_of_two_workers_preparing_the_dataset_is_quiet(tmp_path):
     # A data folder of its own: the launcher prepares the dataset in a child first.
     overrides = [f"data.data_dir={tmp_path / 'tfds'}", f"runtime.runs_dir={tmp_path / 'runs'}",

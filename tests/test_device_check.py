@@ -160,6 +160,7 @@ def test_a_resnet_named_recipe_comes_first(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # outside the 15-minute CI budget: the whole benchmark script (~140 s); its pieces are tested above
 def test_quick_run_prints_one_table_on_two_logical_cpus(shapes_data_dir):
     # A fresh process: the logical-device split needs TensorFlow uninitialised.
     env = dict(os.environ, PYTHONPATH=str(ROOT))

@@ -305,6 +305,7 @@ def _finish(process, lines):
     return "".join(lines)
 
 
+@pytest.mark.heavy  # outside the 15-minute CI budget: ~30 s; the lost-peer message is tested in test_lost_peer
 def test_a_worker_killed_with_sigkill_stops_the_job_with_a_clear_error(tmp_path,
                                                                         shapes_data_dir):
     runs = tmp_path / "runs"
@@ -345,6 +346,7 @@ def _sigterm_in_epoch_2(process):
     return output
 
 
+@pytest.mark.heavy  # outside the 15-minute CI budget: ~65 s; single-process SIGTERM resume is in test_resume, the workers' equal weights here
 def test_sigterm_saves_on_every_worker_at_one_step_and_a_launched_resume_is_exact(
         tmp_path, shapes_data_dir):
     # SIGTERM to the launcher in epoch 2 of 3: all workers agree on one step (TensorFlow's

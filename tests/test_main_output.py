@@ -149,6 +149,7 @@ def _devices_stderr(*args, env_level=None):
     return result.stderr
 
 
+@pytest.mark.heavy  # outside the 15-minute CI budget: ~55 s; test_quiet_import and test_cli_quiet cover the rule
 def test_the_cli_hides_tensorflow_s_import_lines_unless_asked():
     import subprocess
     import sys

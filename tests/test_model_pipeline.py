@@ -143,6 +143,7 @@ def test_stages_balance_parameters_and_default_to_one_per_device(logical_cpus):
         split_model(model, stages=5, devices=logical_cpus)
 
 
+@pytest.mark.heavy  # outside the 15-minute CI budget: ~100 s; the pipeline's equality to a plain fit is tested by the quicker tests here
 def test_batch_norm_and_dropout_train_in_micro_batches(logical_cpus):
     def build():
         keras.utils.set_random_seed(3)

@@ -29,7 +29,7 @@ def _recipe(tmp_path, *, strategy="auto", epochs=2):
     path = tmp_path / "tiny.yaml"
     path.write_text(f"""
 name: tiny
-data: {{source: arrays, path: blobs.npz, validation_split: test}}
+data: {{source: arrays, path: blobs.npz, validation_split_name: test}}
 model: {{name: mlp, params: {{hidden_units: [16], normalization: none, dropout: 0.0}}}}
 optimizer: {{name: adam, learning_rate: 1e-2}}
 training: {{epochs: {epochs}, global_batch_size: 100, steps_per_execution: 1}}

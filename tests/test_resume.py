@@ -144,6 +144,7 @@ def test_image_folder_sigterm_resume_equals_uninterrupted(tmp_path, shapes_image
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # outside the 15-minute CI budget: ~55 s; the SIGTERM resumes below cover the same restore path
 def test_sigkill_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_data_dir,
                                                            exact_reference):
     # Compared with the module's uninterrupted run of the same recipe without step
