@@ -190,6 +190,7 @@ def test_a_resumed_table_run_equals_an_uninterrupted_one(tmp_path, table):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.heavy  # outside the 15-minute CI budget: ~27 s; accumulation under 2 replicas is test_accumulation's, tables the quicker runs here
 def test_a_table_run_on_two_replicas_with_accumulation_learns(tmp_path, table, logical_cpus):
     recipe = _recipe(tmp_path, table, table_keys=", table: {ignore: [row_id]}")
     result = _run("train", recipe, "--run-dir", tmp_path / "run",

@@ -100,6 +100,7 @@ WORKER = textwrap.dedent("""
 
 @pytest.mark.multiworker
 @pytest.mark.slow
+@pytest.mark.heavy  # outside the 15-minute CI budget: ~30 s; the patch's effect on a two-replica fit is tested in one process above
 def test_the_patch_fixes_keras_20585_on_two_real_workers(tmp_path):
     # Two processes on 127.0.0.1 (about 6 s each run): unpatched Keras fails at the
     # symbolic build (workaround 1), with that fixed alone it fails at the rank-0 log

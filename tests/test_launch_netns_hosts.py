@@ -76,6 +76,7 @@ def _losses(run_dir):
             (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.heavy  # outside the 15-minute CI budget: ~18 s; the same weights on 127.0.0.1 are test_launch_multiworker's
 def test_two_hosts_end_with_the_weights_of_one_process(network, tmp_path, shapes_data_dir):
     # The assertions of test_launch_multiworker's cluster form, across two addresses.
     runs = tmp_path / "runs"

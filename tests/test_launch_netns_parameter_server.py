@@ -65,6 +65,7 @@ def _read(run_dir):
     return summary, [(e["epoch"], e["step"]) for e in epochs]
 
 
+@pytest.mark.heavy  # outside the 15-minute CI budget: ~20 s; the same cluster on 127.0.0.1 is test_launch_parameter_server's
 def test_four_hosts_train_to_the_exact_step_count(network, tmp_path):
     run_dir = tmp_path / "runs" / "four-hosts"
     recipe = parameter_server_recipe(tmp_path, epochs=2)

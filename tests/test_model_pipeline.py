@@ -224,6 +224,7 @@ def test_the_summary_text_names_each_stage_s_device_and_parameters(logical_cpus)
         f"  stage 1 on {logical_cpus[1]}: 643 parameters, layers d2, out"]
 
 
+@pytest.mark.heavy  # outside the 15-minute CI budget: ~25 s; the pipeline's results are tested by the quicker tests here
 def test_the_micro_batches_of_a_step_are_independent_ops_on_both_devices(logical_cpus):
     # What lets the executor overlap them: stage 0's ops of micro-batch 2 do not wait for
     # stage 1's of micro-batch 1. Checked in the traced graph's device placement.

@@ -101,6 +101,7 @@ def test_a_split_at_layer_the_model_lacks_exits_2(tmp_path, shapes_data_dir, log
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # outside the 15-minute CI budget: ~25 s; SIGTERM resume is test_resume's, the pipeline's run the quicker tests here
 def test_sigterm_mid_epoch_then_resume_a_pipeline_equals_uninterrupted(tmp_path,
                                                                         shapes_data_dir):
     # The resume driver runs in a fresh process of one CPU device: both stages there, the

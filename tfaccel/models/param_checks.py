@@ -53,17 +53,12 @@ def check_param(model, key, value, default):
                 f"{did_you_mean(value, _CHOICES[key])}."
             )
         return value
-    if key == "dropout":
-        if not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and 0 <= value < 1):
-            raise UserInputError(f"{where} must be a number in [0, 1), got {value!r}.")
-        return float(value)
     if key == "l2":
         if not (isinstance(value, (int, float)) and not isinstance(value, bool)
                 and 0 <= value < math.inf):
             raise UserInputError(f"{where} must be a number >= 0, got {value!r}.")
         return float(value)
-    if key == "bn_momentum":
+    if key in ("dropout", "bn_momentum"):  # a rate and a momentum: both in [0, 1)
         if not (isinstance(value, (int, float)) and not isinstance(value, bool)
                 and 0 <= value < 1):
             raise UserInputError(f"{where} must be a number in [0, 1), got {value!r}.")
