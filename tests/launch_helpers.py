@@ -137,16 +137,35 @@ def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def parameter_server_recipe(tmp_path: Path, *, epochs: int) -> Path:
-    """A tiny runtime.strategy parameter_server recipe (an MLP on 1000 separable examples,
-    `PS_STEPS_PER_EPOCH` steps an epoch, a checkpoint every 20 steps) in `tmp_path`."""
+def write_blobs(tmp_path: Path) -> Path:
+    """`tmp_path/blobs.npz`: 1000 training and 200 test examples of 16 features in 3
+    linearly separable classes, Keras' x_train/y_train/x_test/y_test layout (seed 0)."""
     import numpy as np
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(1200, 16)).astype("float32")
     y = (x @ rng.normal(size=(16, 3))).argmax(1).astype("int64")
-    np.savez(tmp_path / "blobs.npz", x_train=x[:1000], y_train=y[:1000], x_test=x[1000:],
-             y_test=y[1000:])
+    path = tmp_path / "blobs.npz"
+    np.savez(path, x_train=x[:1000], y_train=y[:1000], x_test=x[1000:], y_test=y[1000:])
+    return path
+
+
+def outputs_of(processes) -> tuple:
+    """Each process's (return code, output) once all end; any still running after
+    `TIMEOUT_SECONDS` is killed with its children, so a hung collective fails the test."""
+    try:
+        outputs = [p.communicate(timeout=TIMEOUT_SECONDS)[0] for p in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                kill_tree(process.pid)
+    return [p.returncode for p in processes], outputs
+
+
+def parameter_server_recipe(tmp_path: Path, *, epochs: int) -> Path:
+    """A tiny runtime.strategy parameter_server recipe (an MLP on 1000 separable examples,
+    `PS_STEPS_PER_EPOCH` steps an epoch, a checkpoint every 20 steps) in `tmp_path`."""
+    write_blobs(tmp_path)
     path = tmp_path / "ps.yaml"
     path.write_text(f"""
 name: ps-tiny

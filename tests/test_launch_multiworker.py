@@ -18,6 +18,7 @@ from launch_helpers import (
     child_env,
     children,
     kill_tree,
+    outputs_of,
     read_json,
     run_tfaccel,
     short_default_args,
@@ -47,13 +48,8 @@ def _launch_as_cluster(train_args, *, tmp_path):
          str(index), "--", *map(str, train_args)], env=child_env(tmp_path),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
         start_new_session=True) for index in range(2)]
-    try:
-        outputs = [p.communicate(timeout=TIMEOUT_SECONDS)[0] for p in processes]
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                kill_tree(process.pid)
-    return [p.returncode for p in processes], "".join(outputs)
+    codes, outputs = outputs_of(processes)
+    return codes, "".join(outputs)
 
 
 # The cluster form without accumulation is outside the CI budget (heavy): the SIGTERM test

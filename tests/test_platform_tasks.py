@@ -8,9 +8,8 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-from launch_helpers import TIMEOUT_SECONDS, child_env, kill_tree
+from launch_helpers import child_env, outputs_of, write_blobs
 
 from tfaccel.cli.tf_configs import free_ports
 
@@ -21,11 +20,7 @@ STEPS_PER_EPOCH = 10  # 1000 examples, global batch 100
 
 def _recipe(tmp_path, *, strategy="auto", epochs=2):
     """A tiny MLP on 1000 separable examples (200 held out), float32, 2 epochs."""
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(1200, 16)).astype("float32")
-    y = (x @ rng.normal(size=(16, 3))).argmax(1).astype("int64")
-    np.savez(tmp_path / "blobs.npz", x_train=x[:1000], y_train=y[:1000], x_test=x[1000:],
-             y_test=y[1000:])
+    write_blobs(tmp_path)
     path = tmp_path / "tiny.yaml"
     path.write_text(f"""
 name: tiny
@@ -49,13 +44,7 @@ def _start_tasks(tasks, *, tmp_path):
             [sys.executable, "-m", "tfaccel.cli", *map(str, args)], env=env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
             start_new_session=True))
-    try:
-        outputs = [p.communicate(timeout=TIMEOUT_SECONDS)[0] for p in processes]
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                kill_tree(process.pid)
-    return [p.returncode for p in processes], outputs
+    return outputs_of(processes)
 
 
 def _records(path):
