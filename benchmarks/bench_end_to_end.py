@@ -198,7 +198,7 @@ def whole_processes(folder, root, *, rounds, epochs):
     with open(recipe_path, "w", encoding="utf-8") as out:
         json.dump({"seed": 0,
                    "data": {"source": "image_folder", "path": folder, "image_size": [32, 32],
-                            "validation_fraction": 0.2, "validation_split": None,
+                            "validation_fraction": 0.2, "validation_split_name": None,
                             "cache": "memory"},
                    "model": {"name": "small_cnn"},
                    "optimizer": {"name": "adam", "learning_rate": 2e-3},
