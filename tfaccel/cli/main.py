@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import glob
 import json
@@ -9,6 +10,7 @@ import os
 import shlex
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -150,12 +152,12 @@ def train(recipe, overrides, run_dir, resume_dir, profile, timings):
     checkpoint at the next step and exits (143 or 130); `--resume RUN_DIR` continues it.
     """
     # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
+    from tfaccel.config.recipe import load_recipe
     from tfaccel.training.timings import PhaseTimes, process_start
 
     started = process_start()
     clock = PhaseTimes(origin=started)
     clock.mark("start: Python and tfaccel's command line")
-    from tfaccel.config.recipe import load_recipe
 
     if recipe is None and resume_dir is None:
         raise click.UsageError("give a RECIPE to train, or --resume RUN_DIR to continue a run.")
@@ -212,9 +214,6 @@ def exit_without_teardown(code: int) -> None:
     Args:
         code: The process's exit code.
     """
-    import atexit
-    import threading
-
     main = threading.main_thread()
     if any(t.is_alive() and not t.daemon and t is not main for t in threading.enumerate()):
         return
@@ -229,6 +228,7 @@ def exit_without_teardown(code: int) -> None:
 
 def _print_timings(clock, summary: dict, *, returned: float, known_start: bool) -> None:
     """`train --timings`: the command's phases with the run's own (summary.json's) inside."""
+    # Deferred with train's own imports: --help loads click alone.
     from tfaccel.training.timings import timings_text
 
     run = summary.get("timings") or {"phases": []}

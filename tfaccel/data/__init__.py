@@ -1,5 +1,6 @@
 """Fast tf.data pipelines from arrays, image/text/audio folders, CSV, TFRecords, TFDS, time series, Python."""
 
+import importlib
 from typing import TYPE_CHECKING
 
 from tfaccel.data.augment import AUGMENTATIONS
@@ -38,7 +39,5 @@ _LAZY = {"from_tfds": "tfaccel.data.sources.tfds",
 
 def __getattr__(name):
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,7 @@ import tensorflow as tf
 from tfaccel.data import cache_files, finite_values, order, sharding, splits, tail
 from tfaccel.data.tail.spec import UNSET
 from tfaccel.errors import DataError, UserInputError
+from tfaccel.reading import labels
 
 
 def _length(x, name):
@@ -159,8 +160,6 @@ def arrays_dataset(x, y=None, *, batch_size: Optional[int], shuffle_buffer: Opti
 def _planned(y, *, task: str, validation_split):
     """``(targets, LabelPlan)``: THE label rule on the training part of `y` (all of it, or
     fit's first ``floor(n * (1 - validation_split))``), every label encoded by it."""
-    from tfaccel.reading import labels
-
     if y is None:
         raise UserInputError(f"task={task!r} needs labels: from_arrays(x, y, ...).")
     y = np.asarray(y)

@@ -17,6 +17,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from tfaccel.data import sharding
+
 
 def permutation(n: int, seed: int) -> np.ndarray:
     """The seeded permutation of ``range(n)``: Keras' own rule.
@@ -38,8 +40,6 @@ def resolve_seed(seed: Optional[int], *, input_context=None) -> int:
     """
     if seed is not None:
         return int(seed)
-    from tfaccel.data import sharding
-
     if (input_context is not None and input_context.num_input_pipelines > 1) \
             or sharding.multi_worker_in_scope():
         return 0

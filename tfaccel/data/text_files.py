@@ -38,7 +38,8 @@ def compression_of(path, declared: Optional[str] = None) -> Optional[str]:
 
 
 def _open_binary(path: str):
-    if "://" in path:  # gs://, hdfs://...: TensorFlow's file system (imported only then)
+    if "://" in path:  # gs://, hdfs://...: TensorFlow's file system
+        # Deferred: TensorFlow (seconds); this module reads local files TF-free (validate).
         import tensorflow as tf
 
         return tf.io.gfile.GFile(path, "rb")
@@ -187,6 +188,7 @@ def as_utf8(text, *, encoding: Optional[str], max_length: Optional[int]):
     The cut is in bytes, as Keras' loader cuts (``tf.strings.substr``): a character of
     several bytes can be split at the end.
     """
+    # Deferred: TensorFlow (seconds); this module reads local files TF-free (validate).
     import tensorflow as tf
 
     if encoding is not None:

@@ -18,6 +18,7 @@ import keras
 import tensorflow as tf
 
 from tfaccel.config.recipe import TOKENIZERS
+from tfaccel.data import wordpiece
 from tfaccel.errors import DataError, UserInputError, did_you_mean
 
 VOCABULARY_FILE = "vocabulary.txt"
@@ -163,8 +164,6 @@ def load_vectorizer(directory, *, tokenizer: str = "text_vectorization", ngrams:
         raise DataError(f"{path!r} does not exist: the run's vocabulary is needed to turn "
                         "texts into the token ids its model takes.") from None
     if tokenizer == "wordpiece":
-        from tfaccel.data import wordpiece
-
         return wordpiece.tokenizer_of(tokens)
     return _text_vectorization(vocabulary=tokens, ngrams=ngrams, char_ngrams=char_ngrams)
 
@@ -180,13 +179,9 @@ def with_vectorizer(model, layer, *, max_length: Optional[int] = None):
         max_length: The run's data.text.max_length: keep at most this many tokens of each
             text, as `vectorize` did in training (None: whole texts).
     """
-    import keras
-
     texts = keras.Input(shape=(), dtype="string", name="text")
     if not isinstance(layer, keras.layers.TextVectorization):
-        from tfaccel.data.wordpiece import PaddedTokenIds
-
-        layer = PaddedTokenIds(layer)
+        layer = wordpiece.PaddedTokenIds(layer)
     ids = layer(texts)
     if max_length is not None:
         ids = ids[:, :max_length]

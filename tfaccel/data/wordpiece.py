@@ -40,6 +40,7 @@ def adapt_wordpiece(texts: tf.data.Dataset, *, max_tokens: int):
         DataError: The texts hold no token at all.
         UserInputError: `max_tokens` is below 3.
     """
+    # Deferred: keras_hub (the hub extra, ~9 s beside TF): only a wordpiece run needs it.
     from keras_hub.tokenizers import compute_word_piece_vocabulary
 
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 3:
@@ -66,6 +67,7 @@ def tokenizer_of(vocabulary):
     Raises:
         DataError: The vocabulary does not start with ``[PAD]`` and ``[UNK]``.
     """
+    # Deferred: keras_hub (the hub extra, ~9 s beside TF): only a wordpiece run needs it.
     from keras_hub.tokenizers import WordPieceTokenizer
 
     vocabulary = list(vocabulary)

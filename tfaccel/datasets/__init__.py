@@ -14,6 +14,8 @@ The constants (kept in `catalog`) are importable without TensorFlow so that reci
 validation and the CLI's ``--help`` stay fast.
 """
 
+import os
+
 # The constants live in `catalog` (the builder modules import them from there, so the
 # package does not import its own submodules' importers); re-exported here for callers.
 from tfaccel.datasets.catalog import (
@@ -45,8 +47,6 @@ def is_prepared(data_dir=None, name: str = NAME) -> bool:
         ``~/tensorflow_datasets``).
       name: The built-in dataset's name.
     """
-    import os
-
     root = os.path.join(data_dir or os.environ.get("TFDS_DATA_DIR")
                         or os.path.expanduser("~/tensorflow_datasets"), name)
     versions = os.listdir(root) if os.path.isdir(root) else ()

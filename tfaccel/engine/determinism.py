@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
+import tensorflow as tf
+
+# TensorFlow 2.21 exports the setter only; the getter and the reverse live beside it.
+from tensorflow.python.framework import config as tf_config
+
 
 def op_determinism_enabled() -> bool:
     """Whether `tf.config.experimental.enable_op_determinism()` is in force."""
-    # TensorFlow 2.21 exports the setter only; the getter and the reverse live beside it.
-    from tensorflow.python.framework import config as tf_config
-
     return bool(getattr(tf_config, "is_op_determinism_enabled", lambda: False)())
 
 
 def set_op_determinism(enabled: bool) -> None:
     """Turns op determinism on or off (a run puts back what it found: library users share
     the process, and deterministic kernels change both speed and error messages)."""
-    import tensorflow as tf
-    from tensorflow.python.framework import config as tf_config
-
     if enabled:
         tf.config.experimental.enable_op_determinism()
     else:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import tensorflow as tf
+
 from tfaccel.errors import UserInputError
 
 KINDS = ("CPU", "GPU", "TPU")
@@ -16,8 +18,6 @@ def local_devices() -> list[str]:
     logical devices has /cpu:0 and /cpu:1) without initialising TensorFlow's runtime, so a
     later logical-device split or thread setting still works.
     """
-    import tensorflow as tf
-
     names = []
     for kind in KINDS:
         index = 0
@@ -49,8 +49,6 @@ def check_devices(devices: Optional[Sequence[str]], *, key: str = "devices") -> 
     """
     if not devices:
         return
-    import tensorflow as tf
-
     present = local_devices()
     missing = []
     for name in devices:

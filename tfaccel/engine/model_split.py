@@ -4,7 +4,9 @@ import dataclasses
 
 import keras
 import tensorflow as tf
+from keras.src.models.functional import Functional
 
+from tfaccel.engine.devices import check_devices
 from tfaccel.errors import UserInputError
 
 
@@ -46,8 +48,6 @@ def pipeline_devices(devices=None):
         UserInputError: A device this machine does not have.
     """
     if devices:
-        from tfaccel.engine.devices import check_devices
-
         check_devices(devices)
         return list(devices)
     found = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
@@ -135,8 +135,6 @@ def _as_functional(model):
 
 
 def _is_functional(model):
-    from keras.src.models.functional import Functional
-
     # A subclass of Functional made by keras.Model(inputs, outputs) is functional too;
     # `keras.Model.__new__` returns a Functional for that call.
     return isinstance(model, Functional) and type(model).call is Functional.call

@@ -5,8 +5,13 @@ import os
 import time
 import warnings
 
+import keras
+import tensorflow as tf
+
+from tfaccel.atomic import write_file
 from tfaccel.cache_dir import ENV as cache_dir_env
 from tfaccel.cache_dir import cache_dir
+from tfaccel.errors import UserInputError
 
 POLICIES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
@@ -57,8 +62,6 @@ def auto_choice(*, measure: bool = True) -> dict:
             decides by the flags alone (mixed_bfloat16): what several workers must do, as
             each would time its own machine and they must all train under one policy.
     """
-    import tensorflow as tf
-
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         capabilities = [_compute_capability(gpu) for gpu in gpus]
@@ -123,8 +126,6 @@ def measure_cpu_step(*, batch=32, repeats=3, steps=3):
     Returns:
         ``(float32_ms, bfloat16_ms)``.
     """
-    import tensorflow as tf
-
     def draw(shape, salt):
         return tf.random.stateless_normal(shape, seed=[salt, 0]) * 0.1
 
@@ -165,8 +166,6 @@ def measure_cpu_step(*, batch=32, repeats=3, steps=3):
 
 def _cpu_key(cpuinfo_path="/proc/cpuinfo"):
     """The cache key: the CPU's model name and TensorFlow's version (its kernels decide)."""
-    import tensorflow as tf
-
     name = "unknown CPU"
     try:
         with open(cpuinfo_path, encoding="utf-8", errors="replace") as handle:
@@ -200,8 +199,6 @@ def _valid(figures) -> bool:
 
 def _write_cache(path, data) -> None:
     # A cache that cannot be written (read-only home) only costs a measurement next time.
-    from tfaccel.atomic import write_file
-
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_file(path, json.dumps(data, indent=1, sort_keys=True))
@@ -236,8 +233,6 @@ def set_precision(policy="auto"):
             RuntimeWarning,
             stacklevel=2,
         )
-    import keras
-
     keras.mixed_precision.set_global_policy(resolved)
     return resolved
 
@@ -264,19 +259,13 @@ def cpu_has_bf16(cpuinfo_path="/proc/cpuinfo"):
 
 def _check(policy):
     if policy not in POLICIES:
-        from tfaccel.errors import UserInputError
-
         raise UserInputError(f"precision must be one of {', '.join(POLICIES)}; got {policy!r}")
 
 
 def _compute_capability(gpu):
-    import tensorflow as tf
-
     capability = tf.config.experimental.get_device_details(gpu).get("compute_capability")
     return tuple(capability) if capability else None
 
 
 def _cpu_only():
-    import tensorflow as tf
-
     return not tf.config.list_physical_devices("GPU") and not tf.config.list_physical_devices("TPU")

@@ -2,9 +2,14 @@
 
 
 import tensorflow as tf
+from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+from tensorflow.python.distribute import multi_worker_util
+from tensorflow.python.eager import context
 
 from tfaccel.config import cluster
 from tfaccel.engine.devices import check_devices
+from tfaccel.engine.precision import resolve_precision
+from tfaccel.engine.ps_cluster import make_parameter_server_strategy
 from tfaccel.errors import UserInputError
 
 STRATEGY_KINDS = ("auto", "one_device", "mirrored", "multi_worker", "parameter_server",
@@ -88,8 +93,6 @@ def make_strategy(kind="auto", *, devices=None, peer_timeout=None):
     if kind == "mirrored":
         return _mirrored(devices)
     if kind == "parameter_server":
-        from tfaccel.engine.ps_cluster import make_parameter_server_strategy
-
         return make_parameter_server_strategy(peer_timeout=peer_timeout)
     if peer_timeout is not None:
         _configure_heartbeat(peer_timeout)
@@ -103,10 +106,6 @@ def _configure_heartbeat(seconds):
     The strategy configures it only when nothing did before (and then with TensorFlow's
     default timeout): the same standalone service, led by the same task, over the same jobs.
     """
-    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
-    from tensorflow.python.distribute import multi_worker_util
-    from tensorflow.python.eager import context
-
     spec = tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec()
     if not spec.jobs or context.context().coordination_service is not None:
         return
@@ -150,8 +149,6 @@ def auto_choices():
          "strategy": "default" | "mirrored" | "multi_worker", "precision": policy name,
          "xla": `XLA_CHOICE`, "tf_config_tasks": number of tasks in TF_CONFIG (0 when unset)}.
     """
-    from tfaccel.engine.precision import resolve_precision
-
     counts = {kind: len(tf.config.list_physical_devices(kind)) for kind in ("CPU", "GPU", "TPU")}
     return {
         "devices": counts,
