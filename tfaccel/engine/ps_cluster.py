@@ -109,13 +109,23 @@ def _end_after_chief(chief: str, name: str, poll_seconds: float) -> None:
         time.sleep(poll_seconds)
 
 
-def per_worker_iterators(coordinator, make_dataset: Callable[[], tf.data.Dataset]):
+def per_worker_iterators(coordinator, make_dataset: Callable[[], tf.data.Dataset], *,
+                         positions: Optional[tf.Variable] = None):
     """One iterator per worker, worker i reading batches i, i + n, ... of one stream.
 
     The stream is built once here (the same tfaccel builders as any run) and its graph
     sent to every worker, each keeping its own share. TensorFlow's own
     `create_per_worker_dataset` gives every worker the same dataset (it has no worker
     index); this is its code with the index added.
+
+    Args:
+        coordinator: The `ClusterCoordinator`.
+        make_dataset: Builds the stream (called once, on the chief).
+        positions: A variable on the parameter servers holding, per worker, how many
+            batches of its share its steps have taken (the step adds them). Given, each
+            element is ``(batch, worker index)``, and an iterator that TensorFlow rebuilds
+            after its worker restarted skips the batches its worker already took: without
+            it the restarted worker would read its share again from the start.
 
     Returns:
         The `PerWorkerValues` of iterators to pass to `coordinator.schedule`.
@@ -129,17 +139,37 @@ def per_worker_iterators(coordinator, make_dataset: Callable[[], tf.data.Dataset
     serialized = values.serialize_dataset_to_graph(dataset)
     workers = coordinator._cluster.workers  # see the docstring
     count = len(workers)
+
+    def tagged(shard, index):
+        return tf.data.Dataset.zip(
+            (shard, tf.data.Dataset.from_tensors(tf.constant(index, tf.int32)).repeat()))
+
     results = []
     for index, worker in enumerate(workers):
         def make_iterator(index=index):
-            shard = values.deserialize_dataset_from_graph(serialized, spec)
-            return iter(shard.shard(count, index))
+            shard = values.deserialize_dataset_from_graph(serialized, spec).shard(count, index)
+            if positions is None:
+                return iter(shard)
+            # Read when TensorFlow (re)builds the iterator: 0 at the start, the batches
+            # already taken after the worker came back.
+            return iter(tagged(shard.skip(positions[index]), index))
 
         results.append(worker.create_resource(tf.function(make_iterator)))
-    iterator_spec = input_lib.get_iterator_spec_from_dataset(coordinator.strategy, dataset)
+    shown = dataset if positions is None else tagged(dataset, 0)
+    iterator_spec = input_lib.get_iterator_spec_from_dataset(coordinator.strategy, shown)
     for remote in results:
         remote._type_spec = iterator_spec  # as TensorFlow's own code does
     return values.PerWorkerDistributedIterator(tuple(results))
+
+
+def take_position(positions: tf.Variable, worker: tf.Tensor) -> None:
+    """Counts one batch taken by `worker` (inside a step; see `per_worker_iterators`).
+
+    A scatter add: one worker's count is never lost to another's concurrent update (unlike
+    Keras' ``assign(self + value)``), and only that worker's steps touch it.
+    """
+    positions.scatter_add(tf.IndexedSlices(tf.ones([1], positions.dtype),
+                                           tf.reshape(worker, [1])))
 
 
 class StepCounter:

@@ -31,6 +31,8 @@ from tfaccel.training.run.summary import RunResult, run_summary, write_summary
 # Steps scheduled before the coordinator waits for them: bounds how long a checkpoint or a
 # SIGTERM waits, and keeps every worker's queue full in between.
 SCHEDULE_CHUNK = 50
+# The step's output naming the worker that ran it (not a metric: taken out before means).
+WORKER_KEY = "_worker"
 
 
 def train_on_cluster(ctx):
@@ -88,12 +90,17 @@ def train_on_cluster(ctx):
     checkpoints = Path(ctx.directory) / run_files.CHECKPOINTS_DIR
     steps = data.steps_per_epoch
     total = steps * training.epochs
+    with strategy.scope():  # on a parameter server: it outlives any worker
+        positions = tf.Variable(tf.zeros([workers], tf.int64), trainable=False,
+                                name="tfaccel_worker_positions")
     iterator = ps_cluster.per_worker_iterators(
-        coordinator, lambda: data.make_stream(counter.completed))
+        coordinator, lambda: data.make_stream(counter.completed), positions=positions)
 
     @tf.function
     def train_step(iterator):
-        def replica(batch):
+        def replica(element):
+            batch, worker = element
+            ps_cluster.take_position(positions, worker)
             x, y = batch[0], batch[1]
             with tf.GradientTape() as tape:
                 predictions = model(x, training=True)
@@ -104,7 +111,7 @@ def train_on_cluster(ctx):
                 scaled = optimizer.scale_loss(loss)
             gradients = tape.gradient(scaled, model.trainable_variables)
             optimizer.apply(gradients, model.trainable_variables)
-            out = {"loss": tf.cast(loss, tf.float32)}
+            out = {"loss": tf.cast(loss, tf.float32), WORKER_KEY: worker}
             for name, fn in metric_fns:
                 out[name] = tf.reduce_mean(tf.cast(fn(y, predictions), tf.float32))
             return out
@@ -116,17 +123,19 @@ def train_on_cluster(ctx):
     partial = state.get("partial") or []
     epoch_seconds = 0.0
     try:
-        with PreemptionSignals() as signals, LostWorkers(cluster["worker"]):
+        with PreemptionSignals() as signals, LostWorkers(cluster["worker"]) as lost:
             while counter.completed < total:
                 epoch, done = divmod(counter.completed, steps)
                 # Scheduled in chunks: a checkpoint or a signal waits for one chunk at most.
                 chunk = min(every - counter.completed % every, steps - done, SCHEDULE_CHUNK)
                 chunk_started = time.perf_counter()
+                batch = lost.begin_batch()
                 values = [coordinator.schedule(train_step, args=(iterator,))
                           for _ in range(chunk)]
                 coordinator.join()
-                partial += [{k: float(np.mean(v)) for k, v in value.fetch().items()}
-                            for value in values]
+                fetched = [value.fetch() for value in values]
+                lost.ran(batch, [int(f.pop(WORKER_KEY)) for f in fetched])
+                partial += [{k: float(np.mean(v)) for k, v in f.items()} for f in fetched]
                 counter.add(chunk)
                 epoch_seconds += time.perf_counter() - chunk_started
                 if not np.isfinite(partial[-1]["loss"]):
@@ -173,6 +182,7 @@ def train_on_cluster(ctx):
             train_seconds=time.perf_counter() - started, status="failed",
             failure={"error": type(error).__name__, "message": str(lost)}))
         raise lost from None
+    say(lost.steps_line() + ".")
     summary = _summary(ctx, records=records, steps=counter.completed, workers=workers,
                        servers=servers, optimizer_iterations=int(optimizer.iterations.numpy()),
                        data=data, train_seconds=time.perf_counter() - started)
