@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import time
 from typing import Callable, List, Optional
@@ -82,17 +83,75 @@ def serve_task(*, poll_seconds: float = 2.0) -> None:
     """
     cluster, job, index = serving_task()
     bound_peer_silence()  # a worker's calls to a cut parameter server fail, not hang
+    told = _ChiefsRunDir()
     server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=job,
                                   task_index=index, protocol="grpc", start=True)
     name = f"{job} {index}"
     print(f"{name} serving on {cluster[job][index]} (pid {os.getpid()})", flush=True)
     chief = cluster["chief"][0]
-    threading.Thread(target=_end_after_chief, args=(chief, name, poll_seconds),
+    threading.Thread(target=_end_after_chief, args=(chief, name, poll_seconds, told),
                      daemon=True).start()
     server.join()
 
 
-def _end_after_chief(chief: str, name: str, poll_seconds: float) -> None:
+# How the chief's run directory reaches a serving task: a line the chief prints in the
+# task's own standard output (`tell_run_dir`), which the task takes out of its output.
+RUN_DIR_MARK = "tfaccel-chief-run-dir\t"
+
+
+def tell_run_dir(run_dir, devices) -> None:
+    """Tells each serving task the run directory the chief writes, for its closing line.
+
+    A ps or worker task runs no Python of the chief's, but runs the ops the chief places on
+    it: a `tf.print` placed there prints in that task's own output, where `serve_task`
+    takes it out. A task that does not answer is skipped (it names none).
+
+    Args:
+        run_dir: The chief's run directory.
+        devices: The tasks, as ``/job:ps/replica:0/task:0``, ...
+    """
+    for device in devices:
+        try:
+            with tf.device(device):
+                tf.print(RUN_DIR_MARK + str(run_dir), output_stream=sys.stdout)
+        except (tf.errors.OpError, ValueError):
+            pass
+
+
+class _ChiefsRunDir:
+    """This process's standard output through a pipe: every line passed on, except the
+    chief's `tell_run_dir` line, kept as `run_dir`."""
+
+    def __init__(self):
+        self.run_dir: Optional[str] = None
+        try:
+            sys.stdout.flush()
+            self._out = os.dup(1)
+            read, write = os.pipe()
+            os.dup2(write, 1)
+            os.close(write)
+        except OSError:  # no standard output to take lines from: the line names none
+            self._out = None
+            return
+        threading.Thread(target=self._copy, args=(read,), daemon=True).start()
+
+    def _copy(self, read: int) -> None:
+        mark = RUN_DIR_MARK.encode()
+        with os.fdopen(read, "rb") as pipe:
+            for line in pipe:
+                if line.startswith(mark):
+                    self.run_dir = line[len(mark):].decode("utf-8", "replace").strip()
+                else:
+                    os.write(self._out, line)
+
+    def say(self, text: str) -> None:
+        """`text` as a line of the real standard output (the copying thread may be gone)."""
+        sys.stdout.flush()
+        data = (text + "\n").encode("utf-8", "replace")
+        os.write(self._out if self._out is not None else 1, data)
+
+
+def _end_after_chief(chief: str, name: str, poll_seconds: float, told: _ChiefsRunDir) -> None:
     """Ends the process (exit 0) once `chief` answered and then stopped answering twice."""
     host, port = chief.rsplit(":", 1)
     host = host.strip("[]")
@@ -104,7 +163,9 @@ def _end_after_chief(chief: str, name: str, poll_seconds: float) -> None:
         except OSError:
             misses += 1
         if seen and misses >= 2:
-            print(f"{name}: the chief ({chief}) is gone; stopping.", flush=True)
+            wrote = f" The chief wrote the run directory: {told.run_dir}" if told.run_dir \
+                else " (the chief named no run directory to this task)"
+            told.say(f"{name}: the chief ({chief}) is gone; stopping.{wrote}")
             os._exit(0)  # the server thread blocks in C++ and cannot be asked to stop
         time.sleep(poll_seconds)
 

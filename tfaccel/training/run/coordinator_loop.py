@@ -80,6 +80,10 @@ def train_on_cluster(ctx):
                                        given=ctx.given_model)
     say(f"parameter servers: {servers}, workers: {workers}; "
         f"{sharding_report(model, servers=servers)}.")
+    # Their closing lines name it (a task's own --run-dir may be another, or none).
+    run_dir = Path(ctx.shown_dir or ctx.directory).resolve()
+    ps_cluster.tell_run_dir(run_dir, [f"/job:ps/replica:0/task:{i}" for i in range(servers)]
+                            + ps_cluster.worker_names(coordinator))
     optimizer = trained_model.optimizer
     with strategy.scope():
         optimizer.build(model.trainable_variables)
