@@ -165,7 +165,7 @@ def train_on_cluster(ctx):
                 def save(step=counter.completed, partial=partial):
                     return _save(checkpoints, model=model, optimizer=optimizer, step=step,
                                  steps_per_epoch=steps, records=records, partial=partial,
-                                 keep=training.keep_checkpoints)
+                                 keep=training.keep_checkpoints, servers=servers)
 
                 if counter.completed % every == 0 or counter.completed % steps == 0:
                     save()
@@ -265,9 +265,12 @@ def _variables(model, optimizer) -> list:
 
 
 def _save(folder: Path, *, model, optimizer, step: int, steps_per_epoch: int, records: list,
-          partial: list, keep: int) -> Path:
+          partial: list, keep: int, servers: int) -> Path:
     """One checkpoint (`checkpoints.write_checkpoint`, as every run's): every variable read
-    back from the servers, and the loop's state; all but the newest `keep` removed."""
+    back from the servers, and the loop's state; all but the newest `keep` removed.
+
+    `servers` is recorded: how the tables were sharded follows from it (an evaluator
+    rebuilds the same variables, `sidecar_evaluator`)."""
     def write_files(target: Path) -> None:
         arrays = {f"v{i}": np.asarray(v.numpy())
                   for i, v in enumerate(_variables(model, optimizer))}
@@ -279,7 +282,8 @@ def _save(folder: Path, *, model, optimizer, step: int, steps_per_epoch: int, re
     path = ckpt.write_checkpoint(
         folder, name=ckpt.checkpoint_name(kind="step", epoch=epoch, global_step=step),
         state={"global_step": step, "epoch": epoch, "step_in_epoch": step_in_epoch,
-               "records": records, "partial": partial, "strategy": "parameter_server"},
+               "records": records, "partial": partial, "strategy": "parameter_server",
+               "parameter_servers": servers},
         write_files=write_files)
     ckpt.prune_step_checkpoints(folder, keep=keep)
     return path
