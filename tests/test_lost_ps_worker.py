@@ -48,3 +48,15 @@ def test_a_worker_never_lost_is_never_said_back(monkeypatch):
     lost.ran(lost.begin_batch(), [0, 1])
     lost.ran(lost.begin_batch(), [1])
     assert said == [] and lost.steps == {0: 1, 1: 2}
+
+
+def test_a_worker_back_is_handed_on(monkeypatch):
+    monkeypatch.setattr(lost_ps_worker, "say", lambda line: None)
+    back = []
+    with lost_ps_worker.LostWorkers(WORKERS, on_back=back.append) as lost:
+        batch = lost.begin_batch()
+        _lose()
+        lost.ran(batch, [1])
+        assert back == []  # a step of the batch it was lost in proves nothing
+        lost.ran(lost.begin_batch(), [0, 1])
+    assert back == [1]

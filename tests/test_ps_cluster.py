@@ -82,6 +82,23 @@ def test_a_lost_server_is_said_and_the_chief_decides_the_exit_code():
     assert "failed: chief exited first with code 1" in out.getvalue()
 
 
+def test_restarts_go_with_a_local_parameter_server_cluster_and_reach_it(monkeypatch):
+    result = CliRunner().invoke(main, ["launch", "--workers", "2", "--restarts", "1", "--",
+                                       "train", str(DEFAULT_RECIPE)])
+    assert result.exit_code == 2
+    assert "--restarts goes with --ps and --workers" in result.output
+    given = {}
+    monkeypatch.setattr(launch, "run_parameter_server_local",
+                        lambda train, **kwargs: given.update(kwargs) or 0)
+    recipe = ["train", str(DEFAULT_RECIPE), "--set", "runtime.strategy=parameter_server",
+              "--run-dir", "unused"]
+    for extra, restarts in (([], worker_group.DEFAULT_RESTARTS), (["--restarts", "0"], 0)):
+        result = CliRunner().invoke(main, ["launch", "--ps", "1", "--workers", "2", *extra,
+                                           "--", *recipe])
+        assert result.exit_code == 0, result.output
+        assert given == {"ps": 1, "workers": 2, "restarts": restarts}
+
+
 def test_ps_with_a_recipe_of_another_strategy_is_refused(monkeypatch):
     result = CliRunner().invoke(main, ["launch", "--ps", "1", "--workers", "2", "--",
                                        "train", str(DEFAULT_RECIPE)])

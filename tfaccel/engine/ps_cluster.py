@@ -141,8 +141,11 @@ class _ChiefsRunDir:
             for line in pipe:
                 if line.startswith(mark):
                     self.run_dir = line[len(mark):].decode("utf-8", "replace").strip()
-                else:
+                    continue
+                try:
                     os.write(self._out, line)
+                except OSError:  # nobody reads our output any more: keep the pipe drained
+                    pass
 
     def say(self, text: str) -> None:
         """`text` as a line of the real standard output (the copying thread may be gone)."""

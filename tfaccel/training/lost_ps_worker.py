@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Dict, Iterable, Optional, Sequence
+from typing import Callable, Dict, Iterable, Optional, Sequence
 
 from tfaccel.messages import say
 
@@ -44,11 +44,14 @@ class LostWorkers(logging.Handler):
 
     Args:
         workers: The cluster's workers as HOST:PORT, in task order.
+        on_back: Called with a worker's index once it is back (after the line is said).
     """
 
-    def __init__(self, workers: Sequence[str]):
+    def __init__(self, workers: Sequence[str], *,
+                 on_back: Optional[Callable[[int], None]] = None):
         super().__init__(level=logging.ERROR)
         self.workers = list(workers)
+        self.on_back = on_back
         self.said = set()
         self.lost_in: Dict[int, int] = {}  # worker index -> the batch it was said lost in
         self.batch = 0  # of steps scheduled together (`begin_batch`)
@@ -85,6 +88,8 @@ class LostWorkers(logging.Handler):
                 del self.lost_in[index]
                 self.said.discard(index)
                 say(rejoined_line(index, self.workers))
+                if self.on_back is not None:
+                    self.on_back(index)
 
     def steps_line(self) -> str:
         """The steps each worker ran, as the chief's closing line says them."""

@@ -82,8 +82,9 @@ def train_on_cluster(ctx):
         f"{sharding_report(model, servers=servers)}.")
     # Their closing lines name it (a task's own --run-dir may be another, or none).
     run_dir = Path(ctx.shown_dir or ctx.directory).resolve()
+    worker_devices = ps_cluster.worker_names(coordinator)
     ps_cluster.tell_run_dir(run_dir, [f"/job:ps/replica:0/task:{i}" for i in range(servers)]
-                            + ps_cluster.worker_names(coordinator))
+                            + worker_devices)
     optimizer = trained_model.optimizer
     with strategy.scope():
         optimizer.build(model.trainable_variables)
@@ -122,12 +123,15 @@ def train_on_cluster(ctx):
 
         return strategy.run(replica, args=(next(iterator),))
 
+    # A worker back is a new process: it is told the run directory again.
+    lost = LostWorkers(cluster["worker"], on_back=lambda i: ps_cluster.tell_run_dir(
+        run_dir, [worker_devices[i]]))
     every = training.checkpoint_every_steps or steps
     started = time.perf_counter()
     partial = state.get("partial") or []
     epoch_seconds = 0.0
     try:
-        with PreemptionSignals() as signals, LostWorkers(cluster["worker"]) as lost:
+        with PreemptionSignals() as signals, lost:
             while counter.completed < total:
                 epoch, done = divmod(counter.completed, steps)
                 # Scheduled in chunks: a checkpoint or a signal waits for one chunk at most.
