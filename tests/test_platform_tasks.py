@@ -104,9 +104,13 @@ def test_a_parameter_server_cluster_started_task_by_task(tmp_path):
     chief, ps, worker = (f"127.0.0.1:{p}" for p in free_ports(3))
     spec = {"chief": [chief], "ps": [ps], "worker": [worker]}
     run_dir = tmp_path / "shared" / "ps1"
+    # The ps names another --run-dir and the worker none: their closing lines name the
+    # chief's, told by the chief.
+    own = {"chief": ["--run-dir", run_dir], "ps": ["--run-dir", tmp_path / "elsewhere"],
+           "worker": []}
     codes, (chief_out, ps_out, worker_out) = _start_tasks([
         ({"cluster": spec, "task": {"type": job, "index": 0}},
-         ["train", recipe, "--run-dir", run_dir]) for job in ("chief", "ps", "worker")],
+         ["train", recipe, *own[job]]) for job in ("chief", "ps", "worker")],
         tmp_path=tmp_path)
     assert codes == [0, 0, 0], f"{chief_out}\n---\n{ps_out}\n---\n{worker_out}"
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -114,4 +118,6 @@ def test_a_parameter_server_cluster_started_task_by_task(tmp_path):
     assert summary["steps_completed"] == STEPS_PER_EPOCH
     for out, name in ((ps_out, "ps 0"), (worker_out, "worker 0")):
         assert f"{name} of a parameter-server cluster: serving the chief at {chief}" in out
-        assert f"{name}: the chief ({chief}) is gone; stopping." in out
+        assert f"{name}: the chief ({chief}) is gone; stopping. The chief wrote the run " \
+            f"directory: {run_dir.resolve()}" in out, out
+        assert "tfaccel-chief-run-dir" not in out  # the chief's message taken out

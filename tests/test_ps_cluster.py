@@ -82,6 +82,23 @@ def test_a_lost_server_is_said_and_the_chief_decides_the_exit_code():
     assert "failed: chief exited first with code 1" in out.getvalue()
 
 
+def test_restarts_go_with_a_local_parameter_server_cluster_and_reach_it(monkeypatch):
+    result = CliRunner().invoke(main, ["launch", "--workers", "2", "--restarts", "1", "--",
+                                       "train", str(DEFAULT_RECIPE)])
+    assert result.exit_code == 2
+    assert "--restarts goes with --ps and --workers" in result.output
+    given = {}
+    monkeypatch.setattr(launch, "run_parameter_server_local",
+                        lambda train, **kwargs: given.update(kwargs) or 0)
+    recipe = ["train", str(DEFAULT_RECIPE), "--set", "runtime.strategy=parameter_server",
+              "--run-dir", "unused"]
+    for extra, restarts in (([], worker_group.DEFAULT_RESTARTS), (["--restarts", "0"], 0)):
+        result = CliRunner().invoke(main, ["launch", "--ps", "1", "--workers", "2", *extra,
+                                           "--", *recipe])
+        assert result.exit_code == 0, result.output
+        assert given == {"ps": 1, "workers": 2, "restarts": restarts}
+
+
 def test_ps_with_a_recipe_of_another_strategy_is_refused(monkeypatch):
     result = CliRunner().invoke(main, ["launch", "--ps", "1", "--workers", "2", "--",
                                        "train", str(DEFAULT_RECIPE)])
@@ -252,3 +269,70 @@ def test_the_keepalive_bounds_a_silent_peer_and_keeps_the_users_own(monkeypatch)
     monkeypatch.setenv(ps_cluster.GRPC_OPTIONS_VARIABLE, "grpc.keepalive_time_ms=60000")
     ps_cluster.bound_peer_silence(4)
     assert os.environ[ps_cluster.GRPC_OPTIONS_VARIABLE] == "grpc.keepalive_time_ms=60000"
+
+
+@pytest.mark.slow  # a chief, a ps and 2 workers on 127.0.0.1 (about 30-60 s on 2 loaded cores)
+@pytest.mark.multiworker
+def test_a_workers_iterator_starts_at_the_batches_its_steps_took(tmp_path, monkeypatch):
+    # TensorFlow rebuilds a restarted worker's iterator with the same function: given
+    # positions [3, 5] (what each worker's steps had taken), worker 0 reads its share
+    # 0, 2, 4, ... from its 4th batch and worker 1 its share 1, 3, 5, ... from its 6th.
+    import threading
+
+    from launch_helpers import TIMEOUT_SECONDS, child_env
+
+    for key, value in child_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(launch, "worker_command", lambda args: [sys.executable, __file__])
+    train = launch.TrainArgs(args=["train"], run_dir=None, resume=False)
+    out, result = io.StringIO(), {}
+    thread = threading.Thread(daemon=True, target=lambda: result.setdefault(
+        "code", launch.run_parameter_server_local(train, ps=1, workers=2, out=out)))
+    thread.start()
+    thread.join(TIMEOUT_SECONDS)
+    assert not thread.is_alive(), out.getvalue()[-4000:]
+    assert result["code"] == 0, out.getvalue()[-4000:]
+    (line,) = [l for l in out.getvalue().splitlines() if "RESULT " in l]
+    found = json.loads(line.split("RESULT ", 1)[1])
+    seen = {0: [], 1: []}
+    for value, worker in found["steps"]:
+        seen[worker].append(value)
+    # Each worker's batches in stream order (one worker runs one step at a time).
+    assert seen[0] == [2 * (3 + k) for k in range(len(seen[0]))], found
+    assert seen[1] == [2 * (5 + k) + 1 for k in range(len(seen[1]))], found
+    assert found["positions"] == [3 + len(seen[0]), 5 + len(seen[1])]  # each batch counted
+    assert len(found["steps"]) == 12
+
+
+def _iterator_chief():
+    """The chief of the test above (this file run as a script): 12 steps that return their
+    batch and worker, then the positions; prints RESULT and a JSON."""
+    import tensorflow as tf
+
+    from tfaccel.engine import ps_cluster
+
+    strategy = ps_cluster.make_parameter_server_strategy()
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    with strategy.scope():
+        positions = tf.Variable(tf.constant([3, 5], tf.int64), trainable=False)
+    iterators = ps_cluster.per_worker_iterators(
+        coordinator, lambda: tf.data.Dataset.range(100), positions=positions)
+
+    @tf.function
+    def step(iterator):
+        def replica(element):
+            value, worker = element
+            ps_cluster.take_position(positions, worker)
+            return value, worker
+
+        return strategy.run(replica, args=(next(iterator),))
+
+    values = [coordinator.schedule(step, args=(iterators,)) for _ in range(12)]
+    coordinator.join()
+    steps = [[int(v) for v in value.fetch()] for value in values]
+    print("RESULT " + json.dumps({"steps": steps,
+                                  "positions": positions.numpy().tolist()}), flush=True)
+
+
+if __name__ == "__main__":
+    _iterator_chief()

@@ -24,7 +24,13 @@ from tfaccel.cli.tf_configs import (
     parameter_server_tf_config,
     tf_config,
 )
-from tfaccel.cli.worker_group import DEFAULT_GRACE_SECONDS, WorkerGroup, worker_logs
+from tfaccel.cli.worker_group import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_RESTARTS,
+    RestartPolicy,
+    WorkerGroup,
+    worker_logs,
+)
 from tfaccel.config.recipe import load_recipe
 from tfaccel.errors import TrainingError, UserInputError
 from tfaccel.training.run_files import check_resume_target, create_run_dir
@@ -178,7 +184,8 @@ def _task_label(job: str, index: int) -> str:
 
 
 def run_parameter_server_local(train: TrainArgs, *, ps: int, workers: int,
-                               host: str = "127.0.0.1", out: IO[str] = sys.stdout) -> int:
+                               host: str = "127.0.0.1", out: IO[str] = sys.stdout,
+                               restarts: int = DEFAULT_RESTARTS) -> int:
     """A whole parameter-server cluster on this machine: chief, `ps` servers, `workers`.
 
     Args:
@@ -188,6 +195,8 @@ def run_parameter_server_local(train: TrainArgs, *, ps: int, workers: int,
         workers: Workers.
         host: The address every task is reached at (127.0.0.1; another for a test host).
         out: Where the prefixed output goes.
+        restarts: How many times each worker task that dies is started again at its
+            address (TensorFlow's coordinator then runs steps on it again); 0: never.
 
     Returns:
         The chief's exit code (a worker lost is tolerated; a ps lost ends the chief).
@@ -195,12 +204,18 @@ def run_parameter_server_local(train: TrainArgs, *, ps: int, workers: int,
     if workers < 1 or ps < 1:
         raise UserInputError(f"--ps and --workers must be at least 1; got --ps {ps} "
                              f"--workers {workers}.")
+    if restarts < 0:
+        raise UserInputError(f"--restarts must be 0 or more; got {restarts}.")
     hosts = [f"{host}:{port}" for port in free_ports(ps + workers + 1, host=host)]
     cluster = parameter_server_cluster(hosts, ps=ps)
-    group = _parameter_server_group(train, cluster=cluster, indices=range(len(hosts)), out=out)
+    group = _parameter_server_group(train, cluster=cluster, indices=range(len(hosts)), out=out,
+                                    restarts=restarts)
     where = f"run directory {train.run_dir}" if train.run_dir else "the run directory"
+    again = f"a worker that dies is started again at its address (up to {restarts} time(s) " \
+        "each)" if restarts else "a worker that dies is not started again (--restarts 0)"
     group.say(f"chief on {hosts[0]}, {ps} ps on {', '.join(cluster['ps'])}, {workers} "
-              f"worker(s) on {', '.join(cluster['worker'])}; the chief writes {where}.")
+              f"worker(s) on {', '.join(cluster['worker'])}; the chief writes {where}; "
+              f"{again}.")
     group.say(open_ports_note(server="the cluster's TensorFlow gRPC servers",
                               ports=[host_port(h) for h in hosts],
                               runs="they run any graph or op a peer sends"))
@@ -227,9 +242,10 @@ def run_parameter_server_node(train: TrainArgs, *, hosts: Sequence[str], index: 
 
 
 def _parameter_server_group(train: TrainArgs, *, cluster: dict, indices,
-                            out: IO[str]) -> WorkerGroup:
-    """The processes of `indices` (chief first, when it is one of them)."""
-    commands, envs, labels = [], [], []
+                            out: IO[str], restarts: int = 0) -> WorkerGroup:
+    """The processes of `indices` (chief first, when it is one of them); the worker tasks
+    restarted up to `restarts` times each when the chief is among them."""
+    commands, envs, labels, addresses = [], [], [], {}
     for index in indices:
         job, job_index = parameter_server_task(cluster, index)
         env = dict(os.environ)
@@ -237,7 +253,12 @@ def _parameter_server_group(train: TrainArgs, *, cluster: dict, indices,
         commands.append(worker_command(train.args) if job == "chief" else server_command())
         envs.append(env)
         labels.append(_task_label(job, job_index))
+        addresses[labels[-1]] = cluster[job][job_index]
     servers = sum(label != "chief" for label in labels)
+    # Only workers come back: a ps held variables that died with it (the chief stops).
+    policy = RestartPolicy([label for label in labels if label.startswith("w")],
+                           limit=restarts)
     # A node that runs only a server (--hosts) waits for it: it decides its own exit.
     return WorkerGroup(commands, envs, labels=labels, out=out,
-                       servers=servers if "chief" in labels else 0)
+                       servers=servers if "chief" in labels else 0, restarts=policy,
+                       addresses=addresses)

@@ -256,9 +256,12 @@ def _print_timings(clock, summary: dict, *, returned: float, known_start: bool) 
                    "many ps tasks. With --workers: chief, ps and workers on this machine; "
                    "with --hosts or SLURM the hosts are in the order chief, ps..., "
                    "workers....")
+@click.option("--restarts", type=click.IntRange(min=0), default=None,
+              help="With --ps and --workers: start a worker task that dies again at its "
+                   "address, up to this many times per worker (0: never). Default 3.")
 @click.argument("train_args", nargs=-1, type=click.UNPROCESSED, metavar="-- train ...")
 @handle_errors
-def launch(workers, hosts, index, port, ps, train_args):
+def launch(workers, hosts, index, port, ps, restarts, train_args):
     """Run `tfaccel train` as one job on several workers (MultiWorkerMirroredStrategy).
 
     \b
@@ -277,7 +280,8 @@ def launch(workers, hosts, index, port, ps, train_args):
     \b
     Parameter servers (asynchronous; recipe runtime.strategy parameter_server):
       tfaccel launch --ps 1 --workers 2 -- train RECIPE
-    A lost worker is tolerated (its steps are re-run elsewhere); a lost ps stops the run.
+    A lost worker is tolerated (its steps are re-run elsewhere) and started again at its
+    address (--restarts, default 3 per worker); a lost ps stops the run.
     """
     # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.cli import launch as launcher
@@ -290,6 +294,9 @@ def launch(workers, hosts, index, port, ps, train_args):
     if (hosts is None) != (index is None):
         raise click.UsageError("--hosts and --index go together (this machine's position "
                                "in the host list).")
+    if restarts is not None and (ps is None or workers is None):
+        raise click.UsageError("--restarts goes with --ps and --workers (a parameter-server "
+                               "cluster on this machine, whose worker tasks it restarts).")
     command = parse_train_command(train_args)
     if ps is not None and command.recipe is not None:
         strategy = load_recipe(command.recipe, command.overrides).runtime.strategy
@@ -301,7 +308,9 @@ def launch(workers, hosts, index, port, ps, train_args):
     if workers is not None:
         prepared = launcher.prepare_train_args(command, choose_run_dir=True)
         if ps is not None:
-            sys.exit(launcher.run_parameter_server_local(prepared, ps=ps, workers=workers))
+            sys.exit(launcher.run_parameter_server_local(
+                prepared, ps=ps, workers=workers,
+                restarts=launcher.DEFAULT_RESTARTS if restarts is None else restarts))
         sys.exit(launcher.run_local(prepared, workers=workers))
     if hosts is not None:
         host_list = tf_configs.parse_hosts(hosts)

@@ -15,6 +15,12 @@ from typing import IO, Dict, List, Optional, Sequence
 # After one worker fails, the others get this long to end on their own (TensorFlow's
 # coordination service reports the dead peer to them), then they are killed.
 DEFAULT_GRACE_SECONDS = 20.0
+# How many times a parameter-server cluster's worker task that died is started again (each
+# worker its own count): enough for a few preemptions, not a crash loop.
+DEFAULT_RESTARTS = 3
+# Before a restart: the dead process's port is freed by the kernel at once, but a worker
+# that dies at start (a port taken by another program) must not spin.
+RESTART_DELAY_SECONDS = 1.0
 
 
 def describe_exit(code: int) -> str:
@@ -47,6 +53,31 @@ class _Prefixer(threading.Thread):
         self.stream.close()
 
 
+class RestartPolicy:
+    """Which dead serving tasks are started again: `labels`, each at most `limit` times.
+
+    Args:
+        labels: The tasks that may be restarted (a parameter-server cluster's workers: the
+            coordinator takes back a worker that answers again at its address; a ps is
+            never among them, the variables it held are gone with it).
+        limit: Restarts allowed per task (0: none).
+    """
+
+    def __init__(self, labels: Sequence[str] = (), *, limit: int = 0):
+        if limit < 0:
+            raise ValueError(f"limit must be >= 0; got {limit}")
+        self.labels, self.limit = set(labels), int(limit)
+        self.used: Dict[str, int] = {}
+
+    def next_restart(self, label: str) -> Optional[int]:
+        """The number (1, 2, ...) of `label`'s next restart, counted as used; None when
+        `label` is not restartable or has used all its restarts."""
+        if label not in self.labels or self.used.get(label, 0) >= self.limit:
+            return None
+        self.used[label] = self.used.get(label, 0) + 1
+        return self.used[label]
+
+
 class WorkerGroup:
     """The worker processes of one launch, started together and stopped together.
 
@@ -54,14 +85,20 @@ class WorkerGroup:
     `grace_seconds` to end on their own (TensorFlow's coordination service tells them that
     a peer is gone), then they are killed, so nothing hangs. SIGTERM or SIGINT (Ctrl-C) sent
     to the launcher reaches every worker as SIGTERM (they save a checkpoint at the same
-    step and exit 143); a second one kills them.
+    step and exit 143); a second one kills them. A serving task that dies while the others
+    run is started again with the same command and environment (so at the same address)
+    when `restarts` allows it, said in one line naming it and `addresses[label]`.
     """
 
     def __init__(self, commands: Sequence[Sequence[str]], envs: Sequence[dict], *,
                  labels: Sequence[str], out: IO[str] = sys.stdout,
                  grace_seconds: float = DEFAULT_GRACE_SECONDS, servers: int = 0,
-                 logs: Optional[Dict[str, Path]] = None):
+                 logs: Optional[Dict[str, Path]] = None,
+                 restarts: Optional[RestartPolicy] = None,
+                 addresses: Optional[Dict[str, str]] = None):
         self.commands, self.envs, self.labels = list(commands), list(envs), list(labels)
+        self.restarts = restarts or RestartPolicy()
+        self.addresses = dict(addresses or {})  # label -> HOST:PORT, for the lines said
         # Labels whose output goes to a file of its own instead of `out` (a local launch's
         # workers other than the chief: they print the same epochs as the chief).
         self.logs = dict(logs or {})
@@ -92,19 +129,8 @@ class WorkerGroup:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 previous[signum] = signal.signal(signum, self._forward)
         try:
-            for command, env, label in zip(self.commands, self.envs, self.labels):
-                process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                           stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                           errors="replace", start_new_session=True)
-                self.processes.append(process)
-                if label in self.logs:
-                    log = open(self.logs[label], "a", encoding="utf-8")  # closed in `finally`
-                    self._files.append(log)
-                    thread = _Prefixer(process.stdout, "", log, threading.Lock())
-                else:
-                    thread = _Prefixer(process.stdout, f"[{label}] ", self.out, self._lock)
-                thread.start()
-                self._threads.append(thread)
+            for position in range(len(self.commands)):
+                self.processes.append(self._start(position))
             return self._watch()
         finally:
             self._kill_all()
@@ -114,6 +140,46 @@ class WorkerGroup:
                 log.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+
+    def _start(self, position: int) -> subprocess.Popen:
+        """Starts process `position` (its output copied by a thread of its own)."""
+        label = self.labels[position]
+        process = subprocess.Popen(self.commands[position], env=self.envs[position],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, bufsize=1, errors="replace",
+                                   start_new_session=True)
+        if label in self.logs:
+            log = open(self.logs[label], "a", encoding="utf-8")  # closed in `run`
+            self._files.append(log)
+            thread = _Prefixer(process.stdout, "", log, threading.Lock())
+        else:
+            thread = _Prefixer(process.stdout, f"[{label}] ", self.out, self._lock)
+        thread.start()
+        self._threads.append(thread)
+        return process
+
+    def _server_exited(self, position: int, code: int) -> bool:
+        """Says that serving task `position` ended; restarts it when the policy allows.
+
+        Returns:
+            True when it was started again (its new process watched from now on).
+        """
+        label = self.labels[position]
+        where = f" ({self.addresses[label]})" if label in self.addresses else ""
+        restart = None if self._signals_received else self.restarts.next_restart(label)
+        if restart is None:
+            used = self.restarts.used.get(label, 0)
+            spent = f" (its {used} restart(s) used)" if label in self.restarts.labels \
+                and self.restarts.limit else ""
+            self.say(f"{label}{where} exited with {describe_exit(code)}{spent}; the chief "
+                     "carries on without it (a lost ps stops it with a message).")
+            return False
+        self.say(f"{label}{where} exited with {describe_exit(code)}; restarting it at the "
+                 f"same address (restart {restart} of {self.restarts.limit}): the chief's "
+                 "coordinator runs steps on it again once it answers.")
+        time.sleep(RESTART_DELAY_SECONDS)
+        self.processes[position] = self._start(position)
+        return True
 
     def _forward(self, signum, frame):
         self._signals_received += 1
@@ -151,11 +217,14 @@ class WorkerGroup:
         deciding = len(self.processes) - self.servers
         while True:
             codes = [p.poll() for p in self.processes]
-            for label, code in zip(self.labels[deciding:], codes[deciding:]):
-                if code is not None and label not in reported:
+            for position in range(deciding, len(self.processes)):
+                label, code = self.labels[position], codes[position]
+                if code is None or label in reported:
+                    continue
+                if not any(c is None for c in codes[:deciding]):
+                    continue  # the chief has ended: the servers are stopped below anyway
+                if not self._server_exited(position, code):
                     reported.add(label)
-                    self.say(f"{label} exited with {describe_exit(code)}; the chief "
-                             "carries on without it (a lost ps stops it with a message).")
             codes = codes[:deciding]
             if first_failure is None:
                 for label, code in zip(self.labels, codes):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import time
 from typing import Callable, List, Optional
@@ -82,17 +83,78 @@ def serve_task(*, poll_seconds: float = 2.0) -> None:
     """
     cluster, job, index = serving_task()
     bound_peer_silence()  # a worker's calls to a cut parameter server fail, not hang
+    told = _ChiefsRunDir()
     server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=job,
                                   task_index=index, protocol="grpc", start=True)
     name = f"{job} {index}"
     print(f"{name} serving on {cluster[job][index]} (pid {os.getpid()})", flush=True)
     chief = cluster["chief"][0]
-    threading.Thread(target=_end_after_chief, args=(chief, name, poll_seconds),
+    threading.Thread(target=_end_after_chief, args=(chief, name, poll_seconds, told),
                      daemon=True).start()
     server.join()
 
 
-def _end_after_chief(chief: str, name: str, poll_seconds: float) -> None:
+# How the chief's run directory reaches a serving task: a line the chief prints in the
+# task's own standard output (`tell_run_dir`), which the task takes out of its output.
+RUN_DIR_MARK = "tfaccel-chief-run-dir\t"
+
+
+def tell_run_dir(run_dir, devices) -> None:
+    """Tells each serving task the run directory the chief writes, for its closing line.
+
+    A ps or worker task runs no Python of the chief's, but runs the ops the chief places on
+    it: a `tf.print` placed there prints in that task's own output, where `serve_task`
+    takes it out. A task that does not answer is skipped (it names none).
+
+    Args:
+        run_dir: The chief's run directory.
+        devices: The tasks, as ``/job:ps/replica:0/task:0``, ...
+    """
+    for device in devices:
+        try:
+            with tf.device(device):
+                tf.print(RUN_DIR_MARK + str(run_dir), output_stream=sys.stdout)
+        except (tf.errors.OpError, ValueError):
+            pass
+
+
+class _ChiefsRunDir:
+    """This process's standard output through a pipe: every line passed on, except the
+    chief's `tell_run_dir` line, kept as `run_dir`."""
+
+    def __init__(self):
+        self.run_dir: Optional[str] = None
+        try:
+            sys.stdout.flush()
+            self._out = os.dup(1)
+            read, write = os.pipe()
+            os.dup2(write, 1)
+            os.close(write)
+        except OSError:  # no standard output to take lines from: the line names none
+            self._out = None
+            return
+        threading.Thread(target=self._copy, args=(read,), daemon=True).start()
+
+    def _copy(self, read: int) -> None:
+        mark = RUN_DIR_MARK.encode()
+        with os.fdopen(read, "rb") as pipe:
+            for line in pipe:
+                if line.startswith(mark):
+                    self.run_dir = line[len(mark):].decode("utf-8", "replace").strip()
+                    continue
+                try:
+                    os.write(self._out, line)
+                except OSError:  # nobody reads our output any more: keep the pipe drained
+                    pass
+
+    def say(self, text: str) -> None:
+        """`text` as a line of the real standard output (the copying thread may be gone)."""
+        sys.stdout.flush()
+        data = (text + "\n").encode("utf-8", "replace")
+        os.write(self._out if self._out is not None else 1, data)
+
+
+def _end_after_chief(chief: str, name: str, poll_seconds: float, told: _ChiefsRunDir) -> None:
     """Ends the process (exit 0) once `chief` answered and then stopped answering twice."""
     host, port = chief.rsplit(":", 1)
     host = host.strip("[]")
@@ -104,18 +166,30 @@ def _end_after_chief(chief: str, name: str, poll_seconds: float) -> None:
         except OSError:
             misses += 1
         if seen and misses >= 2:
-            print(f"{name}: the chief ({chief}) is gone; stopping.", flush=True)
+            wrote = f" The chief wrote the run directory: {told.run_dir}" if told.run_dir \
+                else " (the chief named no run directory to this task)"
+            told.say(f"{name}: the chief ({chief}) is gone; stopping.{wrote}")
             os._exit(0)  # the server thread blocks in C++ and cannot be asked to stop
         time.sleep(poll_seconds)
 
 
-def per_worker_iterators(coordinator, make_dataset: Callable[[], tf.data.Dataset]):
+def per_worker_iterators(coordinator, make_dataset: Callable[[], tf.data.Dataset], *,
+                         positions: Optional[tf.Variable] = None):
     """One iterator per worker, worker i reading batches i, i + n, ... of one stream.
 
     The stream is built once here (the same tfaccel builders as any run) and its graph
     sent to every worker, each keeping its own share. TensorFlow's own
     `create_per_worker_dataset` gives every worker the same dataset (it has no worker
     index); this is its code with the index added.
+
+    Args:
+        coordinator: The `ClusterCoordinator`.
+        make_dataset: Builds the stream (called once, on the chief).
+        positions: A variable on the parameter servers holding, per worker, how many
+            batches of its share its steps have taken (the step adds them). Given, each
+            element is ``(batch, worker index)``, and an iterator that TensorFlow rebuilds
+            after its worker restarted skips the batches its worker already took: without
+            it the restarted worker would read its share again from the start.
 
     Returns:
         The `PerWorkerValues` of iterators to pass to `coordinator.schedule`.
@@ -129,17 +203,37 @@ def per_worker_iterators(coordinator, make_dataset: Callable[[], tf.data.Dataset
     serialized = values.serialize_dataset_to_graph(dataset)
     workers = coordinator._cluster.workers  # see the docstring
     count = len(workers)
+
+    def tagged(shard, index):
+        return tf.data.Dataset.zip(
+            (shard, tf.data.Dataset.from_tensors(tf.constant(index, tf.int32)).repeat()))
+
     results = []
     for index, worker in enumerate(workers):
         def make_iterator(index=index):
-            shard = values.deserialize_dataset_from_graph(serialized, spec)
-            return iter(shard.shard(count, index))
+            shard = values.deserialize_dataset_from_graph(serialized, spec).shard(count, index)
+            if positions is None:
+                return iter(shard)
+            # Read when TensorFlow (re)builds the iterator: 0 at the start, the batches
+            # already taken after the worker came back.
+            return iter(tagged(shard.skip(positions[index]), index))
 
         results.append(worker.create_resource(tf.function(make_iterator)))
-    iterator_spec = input_lib.get_iterator_spec_from_dataset(coordinator.strategy, dataset)
+    shown = dataset if positions is None else tagged(dataset, 0)
+    iterator_spec = input_lib.get_iterator_spec_from_dataset(coordinator.strategy, shown)
     for remote in results:
         remote._type_spec = iterator_spec  # as TensorFlow's own code does
     return values.PerWorkerDistributedIterator(tuple(results))
+
+
+def take_position(positions: tf.Variable, worker: tf.Tensor) -> None:
+    """Counts one batch taken by `worker` (inside a step; see `per_worker_iterators`).
+
+    A scatter add: one worker's count is never lost to another's concurrent update (unlike
+    Keras' ``assign(self + value)``), and only that worker's steps touch it.
+    """
+    positions.scatter_add(tf.IndexedSlices(tf.ones([1], positions.dtype),
+                                           tf.reshape(worker, [1])))
 
 
 class StepCounter:

@@ -85,15 +85,8 @@ def evaluate_alongside(recipe_or_path, overrides: Sequence[str] = (), *,
     directory = Path(run_dir)
     recipe = _recipe(recipe_or_path, overrides, directory=directory, poll_seconds=poll_seconds,
                      own_model=model is not None)
-    strategy = recipe.runtime.strategy
-    if strategy == "parameter_server":
-        raise UserInputError(
-            "an evaluator task evaluates the checkpoints a chief writes with Keras' fit "
-            "(runtime.strategy auto, multi_worker, mirrored, one_device); this recipe's "
-            "runtime.strategy is parameter_server, whose chief evaluates the validation "
-            "split itself after each epoch (metrics.jsonl's val_ figures): run the job "
-            "without an evaluator task.")
-    if strategy == "multi_worker":  # the cluster's strategy; the evaluator is no worker of it
+    if recipe.runtime.strategy in ("multi_worker", "parameter_server"):
+        # The cluster's strategy; the evaluator is no task of it and trains nothing.
         recipe = dataclasses.replace(
             recipe, runtime=dataclasses.replace(recipe.runtime, strategy="auto"))
     say(f"evaluator: evaluating the chief's checkpoints in {directory} as they appear.")
@@ -122,8 +115,8 @@ def _evaluate_until_done(recipe: Recipe, *, directory: Path, model,
                 "the evaluator task evaluates on the validation split, and this recipe has "
                 f"none (data.validation_split {recipe.data.validation_split!r}); give the "
                 "recipe a validation split, or run the job without an evaluator.")
-        trained_model, _ = build_model(recipe, strategy=session.strategy, plan=session.plan,
-                                       data=data, given=model)
+        trained_model, plain = build_model(recipe, strategy=session.strategy,
+                                           plan=session.plan, data=data, given=model)
         records, seen = [], set()
         while True:
             ended = _has_ended(directory, summary_at_start)
@@ -132,7 +125,12 @@ def _evaluate_until_done(recipe: Recipe, *, directory: Path, model,
                 seen.add(checkpoint.path.name)
                 try:
                     with session.strategy.scope():
-                        restore_state(trained_model, checkpoint)
+                        if ckpt.VARIABLES_FILE in checkpoint.state.get("files", {}):
+                            restore_parameter_server_weights(
+                                plain, checkpoint,
+                                min_shard_bytes=recipe.runtime.min_shard_bytes)
+                        else:
+                            restore_state(trained_model, checkpoint)
                 except (OSError, ValueError) as error:  # pruned while it was read
                     say(f"evaluator: checkpoint {checkpoint.path.name} is skipped: {error}.")
                     continue
@@ -143,6 +141,48 @@ def _evaluate_until_done(recipe: Recipe, *, directory: Path, model,
             if ended:
                 return EvaluationResult(run_dir=directory, records=records)
             time.sleep(poll_seconds)
+
+
+def restore_parameter_server_weights(model, checkpoint: ckpt.Checkpoint, *,
+                                     min_shard_bytes: Optional[int]) -> None:
+    """Puts a parameter-server checkpoint's model weights into `model` (built here).
+
+    The chief saved every variable of its model, then of its optimizer, in order
+    (`VARIABLES_FILE`); its large Embeddings were `ShardedEmbedding`s, sharded by
+    runtime.min_shard_bytes over the parameter servers the checkpoint records. The same
+    sharded copy is made here (on this machine's device), given the saved values, and its
+    whole tables put into `model`. The optimizer's values are not needed to evaluate.
+
+    Raises:
+        UserInputError: The checkpoint's variables do not fit the model (another recipe).
+    """
+    import numpy as np
+
+    from tfaccel.engine.sharded_embedding import copyable, shard_embeddings, unshard_embeddings
+
+    servers = int(checkpoint.state.get("parameter_servers") or 1)
+    target = model
+    if min_shard_bytes is not None and copyable(model):
+        target = shard_embeddings(model, min_shard_bytes=min_shard_bytes, max_shards=servers)
+    path = checkpoint.path / ckpt.VARIABLES_FILE
+    with np.load(path) as saved:
+        variables = list(target.variables)
+        if len(saved.files) < len(variables):
+            raise UserInputError(
+                f"{path} holds {len(saved.files)} variables, fewer than the "
+                f"{len(variables)} of the recipe's model: it is not this recipe's checkpoint.")
+        for i, variable in enumerate(variables):
+            value = saved[f"v{i}"]
+            if tuple(value.shape) != tuple(variable.shape):
+                raise UserInputError(
+                    f"{path}'s variable {i} has shape {tuple(value.shape)} but the recipe's "
+                    f"model's {variable.path} has {tuple(variable.shape)}: it is not this "
+                    "recipe's checkpoint.")
+            variable.assign(value)
+    if target is not model:  # the whole tables back into the model evaluated
+        for old, new in zip(model.variables, unshard_embeddings(target).variables,
+                            strict=True):
+            old.assign(new.numpy())
 
 
 def _evaluate(trained_model, checkpoint: ckpt.Checkpoint, *, data, steps,

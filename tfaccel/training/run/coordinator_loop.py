@@ -31,6 +31,8 @@ from tfaccel.training.run.summary import RunResult, run_summary, write_summary
 # Steps scheduled before the coordinator waits for them: bounds how long a checkpoint or a
 # SIGTERM waits, and keeps every worker's queue full in between.
 SCHEDULE_CHUNK = 50
+# The step's output naming the worker that ran it (not a metric: taken out before means).
+WORKER_KEY = "_worker"
 
 
 def train_on_cluster(ctx):
@@ -78,6 +80,11 @@ def train_on_cluster(ctx):
                                        given=ctx.given_model)
     say(f"parameter servers: {servers}, workers: {workers}; "
         f"{sharding_report(model, servers=servers)}.")
+    # Their closing lines name it (a task's own --run-dir may be another, or none).
+    run_dir = Path(ctx.shown_dir or ctx.directory).resolve()
+    worker_devices = ps_cluster.worker_names(coordinator)
+    ps_cluster.tell_run_dir(run_dir, [f"/job:ps/replica:0/task:{i}" for i in range(servers)]
+                            + worker_devices)
     optimizer = trained_model.optimizer
     with strategy.scope():
         optimizer.build(model.trainable_variables)
@@ -88,12 +95,17 @@ def train_on_cluster(ctx):
     checkpoints = Path(ctx.directory) / run_files.CHECKPOINTS_DIR
     steps = data.steps_per_epoch
     total = steps * training.epochs
+    with strategy.scope():  # on a parameter server: it outlives any worker
+        positions = tf.Variable(tf.zeros([workers], tf.int64), trainable=False,
+                                name="tfaccel_worker_positions")
     iterator = ps_cluster.per_worker_iterators(
-        coordinator, lambda: data.make_stream(counter.completed))
+        coordinator, lambda: data.make_stream(counter.completed), positions=positions)
 
     @tf.function
     def train_step(iterator):
-        def replica(batch):
+        def replica(element):
+            batch, worker = element
+            ps_cluster.take_position(positions, worker)
             x, y = batch[0], batch[1]
             with tf.GradientTape() as tape:
                 predictions = model(x, training=True)
@@ -104,29 +116,34 @@ def train_on_cluster(ctx):
                 scaled = optimizer.scale_loss(loss)
             gradients = tape.gradient(scaled, model.trainable_variables)
             optimizer.apply(gradients, model.trainable_variables)
-            out = {"loss": tf.cast(loss, tf.float32)}
+            out = {"loss": tf.cast(loss, tf.float32), WORKER_KEY: worker}
             for name, fn in metric_fns:
                 out[name] = tf.reduce_mean(tf.cast(fn(y, predictions), tf.float32))
             return out
 
         return strategy.run(replica, args=(next(iterator),))
 
+    # A worker back is a new process: it is told the run directory again.
+    lost = LostWorkers(cluster["worker"], on_back=lambda i: ps_cluster.tell_run_dir(
+        run_dir, [worker_devices[i]]))
     every = training.checkpoint_every_steps or steps
     started = time.perf_counter()
     partial = state.get("partial") or []
     epoch_seconds = 0.0
     try:
-        with PreemptionSignals() as signals, LostWorkers(cluster["worker"]):
+        with PreemptionSignals() as signals, lost:
             while counter.completed < total:
                 epoch, done = divmod(counter.completed, steps)
                 # Scheduled in chunks: a checkpoint or a signal waits for one chunk at most.
                 chunk = min(every - counter.completed % every, steps - done, SCHEDULE_CHUNK)
                 chunk_started = time.perf_counter()
+                batch = lost.begin_batch()
                 values = [coordinator.schedule(train_step, args=(iterator,))
                           for _ in range(chunk)]
                 coordinator.join()
-                partial += [{k: float(np.mean(v)) for k, v in value.fetch().items()}
-                            for value in values]
+                fetched = [value.fetch() for value in values]
+                lost.ran(batch, [int(f.pop(WORKER_KEY)) for f in fetched])
+                partial += [{k: float(np.mean(v)) for k, v in f.items()} for f in fetched]
                 counter.add(chunk)
                 epoch_seconds += time.perf_counter() - chunk_started
                 if not np.isfinite(partial[-1]["loss"]):
@@ -152,7 +169,7 @@ def train_on_cluster(ctx):
                 def save(step=counter.completed, partial=partial):
                     return _save(checkpoints, model=model, optimizer=optimizer, step=step,
                                  steps_per_epoch=steps, records=records, partial=partial,
-                                 keep=training.keep_checkpoints)
+                                 keep=training.keep_checkpoints, servers=servers)
 
                 if counter.completed % every == 0 or counter.completed % steps == 0:
                     save()
@@ -173,6 +190,7 @@ def train_on_cluster(ctx):
             train_seconds=time.perf_counter() - started, status="failed",
             failure={"error": type(error).__name__, "message": str(lost)}))
         raise lost from None
+    say(lost.steps_line() + ".")
     summary = _summary(ctx, records=records, steps=counter.completed, workers=workers,
                        servers=servers, optimizer_iterations=int(optimizer.iterations.numpy()),
                        data=data, train_seconds=time.perf_counter() - started)
@@ -251,9 +269,12 @@ def _variables(model, optimizer) -> list:
 
 
 def _save(folder: Path, *, model, optimizer, step: int, steps_per_epoch: int, records: list,
-          partial: list, keep: int) -> Path:
+          partial: list, keep: int, servers: int) -> Path:
     """One checkpoint (`checkpoints.write_checkpoint`, as every run's): every variable read
-    back from the servers, and the loop's state; all but the newest `keep` removed."""
+    back from the servers, and the loop's state; all but the newest `keep` removed.
+
+    `servers` is recorded: how the tables were sharded follows from it (an evaluator
+    rebuilds the same variables, `sidecar_evaluator`)."""
     def write_files(target: Path) -> None:
         arrays = {f"v{i}": np.asarray(v.numpy())
                   for i, v in enumerate(_variables(model, optimizer))}
@@ -265,7 +286,8 @@ def _save(folder: Path, *, model, optimizer, step: int, steps_per_epoch: int, re
     path = ckpt.write_checkpoint(
         folder, name=ckpt.checkpoint_name(kind="step", epoch=epoch, global_step=step),
         state={"global_step": step, "epoch": epoch, "step_in_epoch": step_in_epoch,
-               "records": records, "partial": partial, "strategy": "parameter_server"},
+               "records": records, "partial": partial, "strategy": "parameter_server",
+               "parameter_servers": servers},
         write_files=write_files)
     ckpt.prune_step_checkpoints(folder, keep=keep)
     return path
