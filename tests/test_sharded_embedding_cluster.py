@@ -119,7 +119,8 @@ def _chief():
     import tensorflow as tf
 
     from tfaccel.engine.ps_cluster import make_parameter_server_strategy
-    from tfaccel.engine.sharded_embedding import ShardedEmbedding, shard_embeddings, sharding_report
+    from tfaccel.engine.sharded_embedding import ShardedEmbedding
+    from tfaccel.engine.sharding import shard_layers, sharding_report
 
     def make_model():
         keras.utils.set_random_seed(0)
@@ -145,7 +146,7 @@ def _chief():
     built = make_model()  # on the chief; its copy below is made on the servers
     with strategy.scope():
         # 50 rows x 32 bytes = 1600 bytes: 2 shards of at least 512 bytes (max_shards 2).
-        model = shard_embeddings(built, min_shard_bytes=512, max_shards=2)
+        model = shard_layers(built, min_shard_bytes=512, max_shards=2)
         optimizer = keras.optimizers.Adam(0.05)
         optimizer.build(model.trainable_variables)
     kinds = {}
