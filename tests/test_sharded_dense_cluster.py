@@ -1,7 +1,7 @@
 """ShardedDense on a real parameter-server cluster on 127.0.0.1 (a chief, 2 ps, 1 worker):
 a large kernel's column blocks are dealt one per server, and after coordinator-scheduled
 Adam steps its weights equal the same model trained on the same cluster unsharded (its
-kernel whole on one server) within float noise; model.keras gets one plain Dense."""
+kernel whole on one server) within float noise; model.keras gets one plain Dense (heavy)."""
 
 import json
 import sys
@@ -24,6 +24,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.multiworker]
 TOLERANCE = 1e-5
 
 
+# heavy: a cluster of its own (40 s on 2 loaded cores); the blocks' placement and their
+# weights against the plain model stay in the suite in test_sharding_cluster.py, the layer
+# against Dense in test_sharded_dense.py.
+@pytest.mark.heavy
 def test_kernel_blocks_land_on_both_servers_and_train_as_the_unsharded_run(tmp_path,
                                                                           monkeypatch):
     for key, value in child_env(tmp_path).items():
