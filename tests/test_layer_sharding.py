@@ -5,9 +5,9 @@ import keras
 import numpy as np
 import pytest
 
+from tfaccel.engine.layer_sharding import copyable, shard_layers, sharding_report, unshard_layers
 from tfaccel.engine.sharded_dense import ShardedDense
 from tfaccel.engine.sharded_embedding import ShardedEmbedding
-from tfaccel.engine.sharding import copyable, shard_layers, sharding_report, unshard_layers
 
 VOCAB, WIDTH = 11, 4
 IDS = np.array([[0, 1, 4, 10, 10], [3, 7, 8, 0, 0]], dtype="int32")

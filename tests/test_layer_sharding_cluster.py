@@ -133,9 +133,9 @@ def _chief():
     import keras
     import tensorflow as tf
 
+    from tfaccel.engine.layer_sharding import shard_layers, sharding_report
     from tfaccel.engine.ps_cluster import make_parameter_server_strategy
     from tfaccel.engine.sharded_embedding import ShardedEmbedding
-    from tfaccel.engine.sharding import shard_layers, sharding_report
 
     def make_model():
         keras.utils.set_random_seed(0)

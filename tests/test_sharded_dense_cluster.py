@@ -25,8 +25,8 @@ TOLERANCE = 1e-5
 
 
 # heavy: a cluster of its own (40 s on 2 loaded cores); the blocks' placement and their
-# weights against the plain model stay in the suite in test_sharding_cluster.py, the layer
-# against Dense in test_sharded_dense.py.
+# weights against the plain model stay in the suite in test_layer_sharding_cluster.py,
+# the layer against Dense in test_sharded_dense.py.
 @pytest.mark.heavy
 def test_kernel_blocks_land_on_both_servers_and_train_as_the_unsharded_run(tmp_path,
                                                                           monkeypatch):
@@ -64,9 +64,9 @@ def _chief():
     import keras
     import tensorflow as tf
 
+    from tfaccel.engine.layer_sharding import shard_layers, sharding_report, unshard_layers
     from tfaccel.engine.ps_cluster import make_parameter_server_strategy
     from tfaccel.engine.sharded_dense import ShardedDense
-    from tfaccel.engine.sharding import shard_layers, sharding_report, unshard_layers
 
     def make_model():
         keras.utils.set_random_seed(0)

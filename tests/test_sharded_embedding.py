@@ -1,6 +1,6 @@
 """ShardedEmbedding against keras.layers.Embedding on one process: shard sizes, outputs,
 per-shard sparse gradients, weights after training, what is refused (the model swap:
-test_sharding.py)."""
+test_layer_sharding.py)."""
 
 import keras
 import numpy as np

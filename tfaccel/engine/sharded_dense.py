@@ -36,9 +36,15 @@ class ShardedDense(keras.layers.Layer):
         units: Output width, as Dense's.
         num_shards: How many variables hold the kernel (at most the split axis' length).
         split: ``"columns"`` (units) or ``"rows"`` (input features).
-        activation, use_bias, kernel_initializer, bias_initializer, kernel_regularizer,
-        bias_regularizer, activity_regularizer: As Dense's; the initializer draws the
-            whole kernel, split after; L1/L2 sum over the blocks to the whole kernel's.
+        activation: As Dense's.
+        use_bias: As Dense's.
+        kernel_initializer: Initializer of the whole kernel (split after): the same values
+            as a Dense's.
+        bias_initializer: As Dense's.
+        kernel_regularizer: Applied to each block; L1/L2 sum over the blocks to the value
+            on the whole kernel.
+        bias_regularizer: As Dense's.
+        activity_regularizer: As Dense's.
         **kwargs: `keras.layers.Layer` arguments (name, dtype, trainable).
 
     Example:

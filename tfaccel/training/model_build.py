@@ -71,7 +71,7 @@ def _parameter_server_model(recipe: Recipe, *, strategy, data: TrainData, given)
             strategy, tf.distribute.ParameterServerStrategy):
         return None
     from tfaccel.config.cluster import read_parameter_server_cluster
-    from tfaccel.engine.sharding import copyable, shard_layers
+    from tfaccel.engine.layer_sharding import copyable, shard_layers
 
     made = _make_model(recipe, data=data, given=given)
     if not copyable(made):

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tfaccel.config.cluster import read_parameter_server_cluster
 from tfaccel.engine import ps_cluster
-from tfaccel.engine.sharding import sharding_report, unshard_layers
+from tfaccel.engine.layer_sharding import sharding_report, unshard_layers
 from tfaccel.errors import Preempted, TrainingError, UserInputError
 from tfaccel.messages import say
 from tfaccel.training import checkpoints as ckpt
