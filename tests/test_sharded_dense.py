@@ -150,3 +150,17 @@ def test_what_a_split_kernel_cannot_keep_is_refused():
         ShardedDense(UNITS, split="diagonal")
     with pytest.raises(ValueError, match=r"input features \(7\) for split 'rows'; got 8"):
         ShardedDense(UNITS, num_shards=8, split="rows").build((None, FEATURES))
+
+
+def test_mixed_precision_keeps_float32_blocks_and_computes_as_dense():
+    plain = keras.layers.Dense(UNITS, dtype="mixed_bfloat16")
+    plain.build((None, FEATURES))
+    sharded = ShardedDense.from_dense(plain, num_shards=2)
+    assert [s.dtype for s in sharded.shards] == ["float32", "float32"]
+    x = _inputs(3)
+    got, want = sharded(x), plain(x)
+    assert (got.dtype, want.dtype) == ("bfloat16", "bfloat16")
+    # bfloat16 keeps 8 bits of mantissa: 1e-2 relative is its rounding of values of order 1.
+    np.testing.assert_allclose(np.asarray(got, "float32"), np.asarray(want, "float32"),
+                               rtol=1e-2, atol=1e-2)
+    assert sharded.to_dense().dtype_policy.name == "mixed_bfloat16"
