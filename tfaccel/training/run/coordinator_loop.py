@@ -292,8 +292,9 @@ def _restore(ctx, *, model, optimizer) -> dict:
             raise UserInputError(f"{path} holds {len(saved.files)} variables but the "
                                  f"model and optimizer have {len(variables)}; it is not "
                                  "this run's checkpoint, or it was written with another "
-                                 "number of parameter servers (a sharded table has one "
-                                 "variable per server): resume with the same --ps N.")
+                                 "number of parameter servers (a sharded table or Dense "
+                                 "kernel has one variable per server): resume with the "
+                                 "same --ps N.")
         for i, variable in enumerate(variables):
             variable.assign(saved[f"v{i}"])
     run_files.write_jsonl(Path(ctx.directory) / run_files.METRICS_FILE, state["records"])
