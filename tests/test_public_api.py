@@ -8,7 +8,7 @@ FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/co
 
 
 def test_top_level_names_resolve_to_the_implementations():
-    from tfaccel.engine import accumulation, precision, sharded_embedding, strategy
+    from tfaccel.engine import accumulation, precision, sharded_dense, sharded_embedding, strategy
     from tfaccel.training.run import runner
 
     assert tfaccel.accumulate is accumulation.accumulate
@@ -17,6 +17,7 @@ def test_top_level_names_resolve_to_the_implementations():
     assert tfaccel.set_precision is precision.set_precision
     assert tfaccel.train is runner.train
     assert tfaccel.ShardedEmbedding is sharded_embedding.ShardedEmbedding
+    assert tfaccel.ShardedDense is sharded_dense.ShardedDense
     assert set(tfaccel.__all__) >= {"accumulate", "AccumulatingModel", "make_strategy",
                                     "set_precision", "train", "data"}
 

@@ -1,20 +1,13 @@
 """ShardedEmbedding against keras.layers.Embedding on one process: shard sizes, outputs,
-per-shard sparse gradients, weights after training, save/load, the model swap both ways."""
+per-shard sparse gradients, weights after training, what is refused (the model swap:
+test_layer_sharding.py)."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfaccel.engine.sharded_embedding import (
-    ShardedEmbedding,
-    copyable,
-    shard_count,
-    shard_embeddings,
-    shard_rows,
-    sharding_report,
-    unshard_embeddings,
-)
+from tfaccel.engine.sharded_embedding import ShardedEmbedding, shard_count, shard_rows
 
 VOCAB, WIDTH = 11, 4
 
@@ -98,35 +91,6 @@ def test_a_seeded_initializer_gives_the_same_table_as_embedding():
     assert [tuple(s.shape) for s in sharded.shards] == [(6, WIDTH), (5, WIDTH)]
 
 
-def test_model_swap_shards_large_tables_only_and_unswap_restores_an_embedding(tmp_path):
-    ids = keras.Input((5,), dtype="int32")
-    big = keras.layers.Embedding(VOCAB, WIDTH, name="big")(ids)
-    small = keras.layers.Embedding(3, WIDTH, name="small")(keras.ops.minimum(ids, 2))
-    x = keras.layers.GlobalAveragePooling1D()(big + small)
-    model = keras.Model(ids, keras.layers.Dense(2, name="head")(x))
-    before = model(IDS)
-    # 11 rows x 16 bytes = 176 bytes: 3 shards of >= 48 bytes; the 48-byte table stays whole.
-    sharded = shard_embeddings(model, min_shard_bytes=48, max_shards=3)
-    layer = sharded.get_layer("big")
-    assert isinstance(layer, ShardedEmbedding) and layer.num_shards == 3
-    assert type(sharded.get_layer("small")) is keras.layers.Embedding
-    np.testing.assert_allclose(sharded(IDS), before, rtol=1e-6)
-    assert sharding_report(sharded, servers=3).startswith(
-        "sharded: big (11x4, 0.00 MiB) in 3 shards over 1 of 3 server(s) "
-        "[/job:localhost/replica:0/task:0/device:CPU:0]")  # no cluster: all on the chief
-    # model.keras keeps the layer (get_config, its shards) and loads back equal.
-    sharded.save(tmp_path / "sharded.keras")
-    loaded = keras.models.load_model(tmp_path / "sharded.keras")
-    assert isinstance(loaded.get_layer("big"), ShardedEmbedding)
-    np.testing.assert_allclose(loaded(IDS), before, rtol=1e-6)
-    # What a run saves: plain Embeddings holding the whole tables.
-    plain = unshard_embeddings(sharded)
-    assert type(plain.get_layer("big")) is keras.layers.Embedding
-    np.testing.assert_array_equal(plain.get_layer("big").embeddings.numpy(),
-                                  model.get_layer("big").embeddings.numpy())
-    np.testing.assert_allclose(plain(IDS), before, rtol=1e-6)
-
-
 def test_what_a_split_table_cannot_keep_is_refused():
     layer = keras.layers.Embedding(VOCAB, WIDTH, embeddings_constraint="max_norm",
                                    name="constrained")
@@ -136,27 +100,3 @@ def test_what_a_split_table_cannot_keep_is_refused():
     with pytest.raises(ValueError, match=r"num_shards must be between 1 and input_dim \(11\); "
                                          r"got 12"):
         ShardedEmbedding(VOCAB, WIDTH, num_shards=12)
-
-
-def test_a_subclassed_model_is_not_copied():
-    class Own(keras.Model):
-        def __init__(self):
-            super().__init__()
-            self.table = keras.layers.Embedding(VOCAB, WIDTH)
-
-        def call(self, ids):
-            return self.table(ids)
-
-    own, functional = Own(), _model()
-    assert (copyable(own), copyable(functional)) == (False, True)
-    with pytest.raises(ValueError, match="model 'own' is not functional or Sequential"):
-        shard_embeddings(own, min_shard_bytes=1, max_shards=2)
-
-
-def test_the_report_says_why_no_table_was_sharded():
-    model = _model()
-    assert sharding_report(model, servers=1).startswith(
-        "no table sharded (one parameter server); each other variable lives whole")
-    assert sharding_report(model, servers=2).startswith(
-        "no table sharded (runtime.min_shard_bytes: an Embedding shards once its table holds "
-        "2 shards' worth)")

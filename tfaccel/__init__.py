@@ -19,6 +19,7 @@ _LAZY_ATTRIBUTES = {
     "pipeline": "tfaccel.engine.model_pipeline",
     "PipelineModel": "tfaccel.engine.model_pipeline",
     "set_precision": "tfaccel.engine.precision",
+    "ShardedDense": "tfaccel.engine.sharded_dense",
     "ShardedEmbedding": "tfaccel.engine.sharded_embedding",
     "train": "tfaccel.training.run.runner",
     "export": "tfaccel.tools.export",

@@ -421,9 +421,10 @@ class RuntimeConfig:
         "progress bar on a terminal, one line per epoch otherwise (a log file, a scheduler).",
         minimum=0, maximum=2)
     min_shard_bytes: Optional[int] = _key(
-        262144, "parameter_server: an Embedding whose table holds at least twice this many "
-        "bytes is split into shards of at least this size, at most one per parameter server "
-        "(TensorFlow's MinSizePartitioner rule; 256 KiB); empty: no table is split.",
+        262144, "parameter_server: an Embedding table or a Dense kernel that holds at least "
+        "twice this many bytes is split into shards of at least this size, at most one per "
+        "parameter server (TensorFlow's MinSizePartitioner rule; 256 KiB); empty: nothing "
+        "is split.",
         minimum=1)
     peer_timeout: Optional[float] = _key(
         None, "multi_worker: seconds without a heartbeat after which a worker counts as "

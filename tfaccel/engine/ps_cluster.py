@@ -20,7 +20,7 @@ from tfaccel.errors import TrainingError
 # attribute 'handle'" in tape.gradient, for Embedding and Dense alike). Gradients taken of
 # the shards get past the tape, but Keras' optimizer updates through extended.update, which
 # refuses it: "ShardedVariable doesn't support being used as a reference". Large tables are
-# split by engine/sharded_embedding.py instead: K plain Keras variables, dealt round-robin.
+# split by engine/layer_sharding.py instead: K plain Keras variables, dealt round-robin.
 
 
 # TensorFlow reads gRPC's channel options from this variable once, at its first channel.
@@ -60,7 +60,7 @@ def make_parameter_server_strategy(*, peer_timeout: Optional[float] = None):
     Returns:
         The strategy; models built in its scope keep their variables on the parameter
         servers. No variable partitioner (the comment above says why; large
-        embedding tables are split by `ShardedEmbedding`).
+        tables and Dense kernels are split by engine/layer_sharding.py).
     """
     read_parameter_server_cluster()  # a clear error before TensorFlow's own
     bound_peer_silence(peer_timeout)

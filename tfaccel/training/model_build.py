@@ -57,12 +57,12 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, g
 
 
 def _parameter_server_model(recipe: Recipe, *, strategy, data: TrainData, given):
-    """Under ParameterServerStrategy: the model with its large Embeddings sharded, else None.
+    """Under ParameterServerStrategy: the model with its large layers sharded, else None.
 
-    The model is made on the chief, then copied into the strategy's scope, each Embedding of
-    at least 2 shards of runtime.min_shard_bytes becoming a ShardedEmbedding holding the same
-    table: only the copy's variables live on the parameter servers (a table is never placed
-    whole first). None (made in the scope as any model) when min_shard_bytes is empty or the
+    The model is made on the chief, then copied into the strategy's scope, each Embedding
+    table and Dense kernel of at least 2 shards of runtime.min_shard_bytes becoming a
+    ShardedEmbedding / ShardedDense holding the same weights: only the copy's variables
+    live on the parameter servers (a table or kernel is never placed whole first). None (made in the scope as any model) when min_shard_bytes is empty or the
     model cannot be copied layer by layer (a subclassed model).
     """
     import tensorflow as tf
@@ -71,14 +71,14 @@ def _parameter_server_model(recipe: Recipe, *, strategy, data: TrainData, given)
             strategy, tf.distribute.ParameterServerStrategy):
         return None
     from tfaccel.config.cluster import read_parameter_server_cluster
-    from tfaccel.engine.sharded_embedding import copyable, shard_embeddings
+    from tfaccel.engine.layer_sharding import copyable, shard_layers
 
     made = _make_model(recipe, data=data, given=given)
     if not copyable(made):
         return None
     with strategy.scope():
-        return shard_embeddings(made, min_shard_bytes=recipe.runtime.min_shard_bytes,
-                                max_shards=len(read_parameter_server_cluster()["ps"]))
+        return shard_layers(made, min_shard_bytes=recipe.runtime.min_shard_bytes,
+                            max_shards=len(read_parameter_server_cluster()["ps"]))
 
 
 def _make_model(recipe: Recipe, *, data: TrainData, given):

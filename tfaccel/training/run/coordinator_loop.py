@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tfaccel.config.cluster import read_parameter_server_cluster
 from tfaccel.engine import ps_cluster
-from tfaccel.engine.sharded_embedding import sharding_report, unshard_embeddings
+from tfaccel.engine.layer_sharding import sharding_report, unshard_layers
 from tfaccel.errors import Preempted, TrainingError, UserInputError
 from tfaccel.messages import say
 from tfaccel.training import checkpoints as ckpt
@@ -194,8 +194,8 @@ def train_on_cluster(ctx):
     summary = _summary(ctx, records=records, steps=counter.completed, workers=workers,
                        servers=servers, optimizer_iterations=int(optimizer.iterations.numpy()),
                        data=data, train_seconds=time.perf_counter() - started)
-    # The whole tables, as plain Embeddings: model.keras loads wherever Keras does.
-    unshard_embeddings(model).save(Path(ctx.directory) / run_files.MODEL_FILE)
+    # Whole tables and kernels, as plain Embedding and Dense: model.keras loads anywhere.
+    unshard_layers(model).save(Path(ctx.directory) / run_files.MODEL_FILE)
     return RunResult(run_dir=ctx.shown_dir, summary=write_summary(ctx.directory, summary),
                      epochs=records, chief=True)
 
@@ -314,8 +314,9 @@ def _restore(ctx, *, model, optimizer) -> dict:
             raise UserInputError(f"{path} holds {len(saved.files)} variables but the "
                                  f"model and optimizer have {len(variables)}; it is not "
                                  "this run's checkpoint, or it was written with another "
-                                 "number of parameter servers (a sharded table has one "
-                                 "variable per server): resume with the same --ps N.")
+                                 "number of parameter servers (a sharded table or Dense "
+                                 "kernel has one variable per server): resume with the "
+                                 "same --ps N.")
         for i, variable in enumerate(variables):
             variable.assign(saved[f"v{i}"])
     run_files.write_jsonl(Path(ctx.directory) / run_files.METRICS_FILE, state["records"])

@@ -1,6 +1,8 @@
-"""ShardedEmbedding on a real parameter-server cluster on 127.0.0.1 (a chief, 2 ps, 1 worker):
-its shards are dealt one per server, gradients are sparse per shard, and the weights after
-coordinator-scheduled steps equal keras.layers.Embedding's trained in one process; a text
+"""The swap on a real parameter-server cluster on 127.0.0.1 (a chief, 2 ps, 1 worker): a
+table's and a Dense kernel's shards are dealt one per server, the table's gradients are
+sparse per shard, and the weights after coordinator-scheduled steps equal the same plain
+model's (Embedding, Dense) trained in one process (test_sharded_dense_cluster.py compares
+with the model trained unsharded on the cluster, heavy); a text
 recipe under `tfaccel launch --ps 2 --workers 1` shards its table and trains, and resumes
 after a SIGTERM with its shards (heavy)."""
 
@@ -20,7 +22,14 @@ from tfaccel.cli import launch
 pytestmark = [pytest.mark.slow, pytest.mark.multiworker]
 
 
-def test_shards_land_on_both_servers_and_train_as_embedding(tmp_path, monkeypatch):
+# Float noise: the sharded model multiplies by each block of the Dense kernel, the plain one
+# by the whole (the matmuls may block and sum differently: about 1e-7 relative per step);
+# 5 Adam steps of lr 0.05 carry that along. 1e-5 is well above it (the Dense-only test
+# measured 4.1e-7 after 8 steps) and far below one step's change (lr 0.05).
+TOLERANCE = 1e-5
+
+
+def test_shards_land_on_both_servers_and_train_as_the_plain_model(tmp_path, monkeypatch):
     for key, value in child_env(tmp_path).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(launch, "worker_command", lambda args: [sys.executable, __file__])
@@ -38,11 +47,16 @@ def test_shards_land_on_both_servers_and_train_as_embedding(tmp_path, monkeypatc
     assert sorted(found["devices"]) == ["/job:ps/replica:0/task:0/device:CPU:0",
                                 "/job:ps/replica:0/task:1/device:CPU:0"]
     assert found["gradients"][:2] == ["IndexedSlices", "IndexedSlices"]
+    assert found["wide_blocks"] == [[8, 32], [8, 32]]
+    assert sorted(found["wide_devices"]) == sorted(found["devices"])  # one block per server
     assert found["iterations"] == 5
-    assert found["trained"] > 1e-3  # the table moved
-    assert found["table_diff"] < 1e-5 and found["head_diff"] < 1e-5
-    assert found["report"].startswith(
-        "sharded: embedding (50x8, 0.00 MiB) in 2 shards over 2 of 2 server(s) [ps 0, ps 1]")
+    assert found["trained"] > 1e-3 and found["wide_trained"] > 1e-3  # both moved
+    assert max(found["diffs"].values()) < TOLERANCE, found["diffs"]
+    assert found["report"] == (
+        "sharded: embedding (50x8, 0.00 MiB) in 2 shards over 2 of 2 server(s) [ps 0, ps 1]; "
+        "wide (Dense kernel 8x64, 0.00 MiB) in 2 column shards over 2 of 2 server(s) "
+        "[ps 0, ps 1]; each other variable lives whole on one parameter server (dealt "
+        "round-robin among them)")
 
 
 def _text_sets(tmp_path, *, epochs):
@@ -113,19 +127,22 @@ def test_a_sharded_run_stopped_by_sigterm_resumes_with_its_shards(tmp_path):
 
 # The chief of the first test runs this file as a script (the cluster's Python).
 def _chief():
-    """The chief's script: a ShardedEmbedding model trained on the servers by coordinator
-    steps beside keras.layers.Embedding trained on the chief; prints RESULT and a JSON."""
+    """The chief's script: a model with a ShardedEmbedding and a ShardedDense trained on the
+    servers by coordinator steps beside the plain model trained on the chief; prints RESULT
+    and a JSON."""
     import keras
     import tensorflow as tf
 
+    from tfaccel.engine.layer_sharding import shard_layers, sharding_report
     from tfaccel.engine.ps_cluster import make_parameter_server_strategy
-    from tfaccel.engine.sharded_embedding import ShardedEmbedding, shard_embeddings, sharding_report
+    from tfaccel.engine.sharded_embedding import ShardedEmbedding
 
     def make_model():
         keras.utils.set_random_seed(0)
         ids = keras.Input((6,), dtype="int32")
         x = keras.layers.Embedding(50, 8, name="embedding")(ids)
         x = keras.layers.GlobalAveragePooling1D()(x)
+        x = keras.layers.Dense(64, activation="tanh", name="wide")(x)
         return keras.Model(ids, keras.layers.Dense(3, name="head")(x))
 
     def step(model, optimizer, x, y):
@@ -144,8 +161,9 @@ def _chief():
     reference, reference_optimizer = make_model(), keras.optimizers.Adam(0.05)  # the chief's
     built = make_model()  # on the chief; its copy below is made on the servers
     with strategy.scope():
-        # 50 rows x 32 bytes = 1600 bytes: 2 shards of at least 512 bytes (max_shards 2).
-        model = shard_embeddings(built, min_shard_bytes=512, max_shards=2)
+        # 50 rows x 32 bytes = 1600 bytes: 2 shards of at least 512 bytes (max_shards 2);
+        # the 8 x 64 kernel (2 KiB): 2 column blocks; the head (768 bytes) stays whole.
+        model = shard_layers(built, min_shard_bytes=512, max_shards=2)
         optimizer = keras.optimizers.Adam(0.05)
         optimizer.build(model.trainable_variables)
     kinds = {}
@@ -162,17 +180,26 @@ def _chief():
         coordinator.schedule(train_step, args=(tf.constant(x), tf.constant(y)))
         coordinator.join()  # one step at a time: the same sequence as one process
         step(reference, reference_optimizer, x, y)
-    layer, initial = model.get_layer("embedding"), make_model().get_layer("embedding")
+    layer, initial = model.get_layer("embedding"), make_model()
+    wide, plain_wide = model.get_layer("wide"), reference.get_layer("wide")
     reference_table = reference.get_layer("embedding").embeddings.numpy()
+    pairs = {"table": (layer.table(), reference_table),
+             "wide_kernel": (wide.kernel(), plain_wide.kernel.numpy()),
+             "wide_bias": (wide.bias.numpy(), plain_wide.bias.numpy()),
+             "head_kernel": (model.get_layer("head").kernel.numpy(),
+                             reference.get_layer("head").kernel.numpy())}
     print("RESULT " + json.dumps({
         "is_sharded": isinstance(layer, ShardedEmbedding),
         "devices": [shard.value.device for shard in layer.shards],
         "rows": [int(shard.shape[0]) for shard in layer.shards],
         "gradients": kinds["gradients"],
-        "table_diff": float(np.abs(layer.table() - reference_table).max()),
-        "head_diff": float(np.abs(model.get_layer("head").kernel.numpy()
-                                  - reference.get_layer("head").kernel.numpy()).max()),
-        "trained": float(np.abs(layer.table() - initial.embeddings.numpy()).max()),
+        "wide_blocks": [list(map(int, shard.shape)) for shard in wide.shards],
+        "wide_devices": [shard.value.device for shard in wide.shards],
+        "diffs": {k: float(np.abs(a - b).max()) for k, (a, b) in pairs.items()},
+        "trained": float(np.abs(layer.table()
+                                - initial.get_layer("embedding").embeddings.numpy()).max()),
+        "wide_trained": float(np.abs(wide.kernel()
+                                     - initial.get_layer("wide").kernel.numpy()).max()),
         "iterations": int(optimizer.iterations.numpy()),
         "report": sharding_report(model, servers=2),
     }), flush=True)
