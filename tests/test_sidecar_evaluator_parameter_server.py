@@ -28,19 +28,20 @@ def _embedding_model(seed):
     keras.utils.set_random_seed(seed)
     ids = keras.Input((5,), dtype="int32")
     x = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(64, 8)(ids))
+    x = keras.layers.Dense(64)(x)  # an 8x64 kernel (2 KiB): sharded like the table
     return keras.Model(ids, keras.layers.Dense(3)(x))
 
 
-def test_sharded_tables_come_back_whole_into_the_evaluated_model(tmp_path):
-    from tfaccel.engine.sharded_embedding import (
-        ShardedEmbedding,
-        shard_embeddings,
-        unshard_embeddings,
-    )
+def test_sharded_tables_and_kernels_come_back_whole_into_the_evaluated_model(tmp_path):
+    from tfaccel.engine.layer_sharding import shard_layers, unshard_layers
+    from tfaccel.engine.sharded_dense import ShardedDense
+    from tfaccel.engine.sharded_embedding import ShardedEmbedding
 
-    # The chief's copy: its 64x8 table (2 KiB) in 2 shards of >= 512 bytes, then trained.
-    chief = shard_embeddings(_embedding_model(0), min_shard_bytes=512, max_shards=2)
+    # The chief's copy: its 64x8 table and 8x64 kernel (2 KiB each) in 2 shards of >= 512
+    # bytes, then trained.
+    chief = shard_layers(_embedding_model(0), min_shard_bytes=512, max_shards=2)
     assert sum(isinstance(layer, ShardedEmbedding) for layer in chief.layers) == 1
+    assert sum(isinstance(layer, ShardedDense) for layer in chief.layers) == 1
     rng = np.random.default_rng(1)
     for variable in chief.variables:
         variable.assign(rng.normal(size=variable.shape).astype(variable.dtype))
@@ -49,9 +50,9 @@ def test_sharded_tables_come_back_whole_into_the_evaluated_model(tmp_path):
     assert checkpoint.path == path and checkpoint.state["parameter_servers"] == 2
     fresh = _embedding_model(7)  # another initialisation, as an evaluator's
     evaluator.restore_parameter_server_weights(fresh, checkpoint, min_shard_bytes=512)
-    expected = unshard_embeddings(chief).get_weights()
+    expected = unshard_layers(chief).get_weights()
     got = fresh.get_weights()
-    assert [w.shape for w in got] == [(64, 8), (8, 3), (3,)]
+    assert [w.shape for w in got] == [(64, 8), (8, 64), (64,), (64, 3), (3,)]
     for a, b in zip(got, expected, strict=True):
         np.testing.assert_array_equal(a, b)  # copied values, no arithmetic
 

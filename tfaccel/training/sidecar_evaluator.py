@@ -148,22 +148,22 @@ def restore_parameter_server_weights(model, checkpoint: ckpt.Checkpoint, *,
     """Puts a parameter-server checkpoint's model weights into `model` (built here).
 
     The chief saved every variable of its model, then of its optimizer, in order
-    (`VARIABLES_FILE`); its large Embeddings were `ShardedEmbedding`s, sharded by
-    runtime.min_shard_bytes over the parameter servers the checkpoint records. The same
-    sharded copy is made here (on this machine's device), given the saved values, and its
-    whole tables put into `model`. The optimizer's values are not needed to evaluate.
+    (`VARIABLES_FILE`); its large Embeddings and Dense kernels were sharded
+    (`ShardedEmbedding`, `ShardedDense`) by runtime.min_shard_bytes over the parameter
+    servers the checkpoint records. The same sharded copy is made here (on this machine's
+    device), given the saved values, and its whole tables and kernels put into `model`. The optimizer's values are not needed to evaluate.
 
     Raises:
         UserInputError: The checkpoint's variables do not fit the model (another recipe).
     """
     import numpy as np
 
-    from tfaccel.engine.sharded_embedding import copyable, shard_embeddings, unshard_embeddings
+    from tfaccel.engine.layer_sharding import copyable, shard_layers, unshard_layers
 
     servers = int(checkpoint.state.get("parameter_servers") or 1)
     target = model
     if min_shard_bytes is not None and copyable(model):
-        target = shard_embeddings(model, min_shard_bytes=min_shard_bytes, max_shards=servers)
+        target = shard_layers(model, min_shard_bytes=min_shard_bytes, max_shards=servers)
     path = checkpoint.path / ckpt.VARIABLES_FILE
     with np.load(path) as saved:
         variables = list(target.variables)
@@ -179,8 +179,8 @@ def restore_parameter_server_weights(model, checkpoint: ckpt.Checkpoint, *,
                     f"model's {variable.path} has {tuple(variable.shape)}: it is not this "
                     "recipe's checkpoint.")
             variable.assign(value)
-    if target is not model:  # the whole tables back into the model evaluated
-        for old, new in zip(model.variables, unshard_embeddings(target).variables,
+    if target is not model:  # the whole tables and kernels back into the model evaluated
+        for old, new in zip(model.variables, unshard_layers(target).variables,
                             strict=True):
             old.assign(new.numpy())
 
