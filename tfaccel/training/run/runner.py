@@ -36,19 +36,18 @@ from tfaccel.data import table_features, text_vectors
 from tfaccel.data.length_batches import has_open_length, padding_fraction
 from tfaccel.errors import DataError, Preempted, Stopped, UserInputError
 from tfaccel.messages import say
-from tfaccel.training import checkpoints as ckpt
-from tfaccel.training import data_source, execution, model_source, run_files
-from tfaccel.training.best_epoch import keep_plan
-from tfaccel.training.callbacks import StopAfterEpoch
-from tfaccel.training.chief_run_dir import chief_run_dir
-from tfaccel.training.execution import initial_steps
-from tfaccel.training.inputs import TrainData
-from tfaccel.training.losses import check_loss_and_metrics
-from tfaccel.training.model_build import build_model
-from tfaccel.training.optimizers import check_optimizer
-from tfaccel.training.phase_marks import PhaseMarks
-from tfaccel.training.platform_tasks import run_other_task
-from tfaccel.training.resume import LOCK_FILE, RunLock, checkpoint_to_resume, plan_resume
+from tfaccel.training.distributed.chief_run_dir import chief_run_dir
+from tfaccel.training.distributed.stuck_signals import signals_end_the_wait
+from tfaccel.training.fit_callbacks.best_epoch import keep_plan
+from tfaccel.training.fit_callbacks.callbacks import StopAfterEpoch
+from tfaccel.training.fit_callbacks.phase_marks import PhaseMarks
+from tfaccel.training.fit_callbacks.timings import PhaseTimes
+from tfaccel.training.keras_objects.losses import check_loss_and_metrics
+from tfaccel.training.keras_objects.optimizers import check_optimizer
+from tfaccel.training.model_setup import execution
+from tfaccel.training.model_setup.execution import initial_steps
+from tfaccel.training.model_setup.inputs import TrainData
+from tfaccel.training.model_setup.model_build import build_model
 from tfaccel.training.run.context import Decisions, RunContext
 from tfaccel.training.run.coordinator_loop import train_on_cluster
 from tfaccel.training.run.failures import (
@@ -59,11 +58,13 @@ from tfaccel.training.run.failures import (
 )
 from tfaccel.training.run.micro_batch_retry import MicroBatchRetry
 from tfaccel.training.run.outputs import Outputs, make_callbacks
+from tfaccel.training.run.platform_tasks import run_other_task
 from tfaccel.training.run.session import open_session
 from tfaccel.training.run.summary import RunResult, run_summary, write_summary
-from tfaccel.training.stuck_signals import signals_end_the_wait
-from tfaccel.training.timings import PhaseTimes
-from tfaccel.training.training_state import restore_state
+from tfaccel.training.run_dir import checkpoints as ckpt
+from tfaccel.training.run_dir import data_source, model_source, run_files
+from tfaccel.training.run_dir.resume import LOCK_FILE, RunLock, checkpoint_to_resume, plan_resume
+from tfaccel.training.run_dir.training_state import restore_state
 
 
 def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
@@ -94,7 +95,7 @@ def train(recipe_or_path: Union[Recipe, str, os.PathLike, dict, None] = None,
 
     Returns:
         The `RunResult`; in TF_CONFIG's evaluator task a
-        `tfaccel.training.sidecar_evaluator.EvaluationResult` (it evaluates the chief's
+        `tfaccel.training.run.sidecar_evaluator.EvaluationResult` (it evaluates the chief's
         checkpoints in `run_dir` instead of training; a parameter-server cluster's ps and
         worker tasks serve the chief and end the process: `training.platform_tasks`).
 
