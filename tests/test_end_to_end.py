@@ -465,7 +465,7 @@ def test_fit_shows_a_bar_on_a_terminal_and_one_line_per_epoch_in_a_log():
     # redraws per epoch in a log file or a scheduler's output.
     import io
 
-    from tfaccel.training.run.runner import fit_verbosity
+    from tfaccel.training.run.fit_parts import fit_verbosity
 
     class Terminal(io.StringIO):
         def isatty(self):
