@@ -34,7 +34,7 @@ def _timed_writes() -> None:
     """
     import time
 
-    from tfaccel.training import checkpoints
+    from tfaccel.training.run_dir import checkpoints
 
     original = checkpoints.write_checkpoint
 

@@ -36,7 +36,7 @@ def _model(kind, monitored):
     import keras
 
     from tfaccel import models
-    from tfaccel.training.throughput import ThroughputMonitor
+    from tfaccel.training.fit_callbacks.throughput import ThroughputMonitor
 
     keras.utils.set_random_seed(0)
     if kind == "small_cnn":

@@ -8,7 +8,7 @@ devices, with mixed_bfloat16 as the mixed policy (float16 kernels are emulated o
 many times slower, tensorflow/tensorflow#45441; without avx512_bf16/amx_bf16 bfloat16 is
 emulated too, and the table says so). Every figure is `tfaccel doctor`'s (tools/doctor.py:
 the model alone on batches in memory, and `fit` on the recipe's pipeline, timed by
-training/throughput.py's monitor) on recipes/default.yaml with one setting changed:
+training/fit_callbacks/throughput.py's monitor) on recipes/default.yaml with one setting changed:
 
 - precision: model-alone examples/s, mixed policy over float32 (1 device);
 - XLA: model-alone examples/s, jit_compile on over off (1 device, float32);

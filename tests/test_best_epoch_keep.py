@@ -175,8 +175,8 @@ def checkpointed_run(tmp_path_factory, shapes_data_dir, request):
                                                       "mid-epoch-2-after-the-best"])
 def test_resumed_run_keeps_the_same_best_epoch(tmp_path, checkpointed_run, position):
     """A kill right after the checkpoint at global step `position`, then --resume."""
-    from tfaccel.training import checkpoints as ckpt
     from tfaccel.training.run import runner
+    from tfaccel.training.run_dir import checkpoints as ckpt
 
     cut = tmp_path / "cut"
     shutil.copytree(checkpointed_run, cut)

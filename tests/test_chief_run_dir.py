@@ -1,5 +1,5 @@
-"""Every worker learns the chief's run directory (tfaccel.training.chief_run_dir); across two
-real workers in tests/test_platform_tasks.py."""
+"""Every worker learns the chief's run directory (tfaccel.training.distributed.chief_run_dir);
+across two real workers in tests/test_platform_tasks.py."""
 
 from pathlib import Path
 
@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfaccel.config.cluster import WorkerRole
-from tfaccel.training import chief_run_dir as shared
+from tfaccel.training.distributed import chief_run_dir as shared
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 

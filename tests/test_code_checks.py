@@ -1,5 +1,5 @@
-"""training/code_checks.py: `tfaccel validate` checks own model, optimizer, loss and metric
-callables and their params, and the params of Keras' own classes, as `train` does (same
+"""training/keras_objects/code_checks.py: `tfaccel validate` checks own model, optimizer, loss and
+metric callables and their params, and the params of Keras' own classes, as `train` does (same
 message, exit 2), without importing them."""
 
 import inspect

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tfaccel.errors import UserInputError
-from tfaccel.training import checkpoints as ckpt
 from tfaccel.training.run import coordinator_loop
+from tfaccel.training.run_dir import checkpoints as ckpt
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 

@@ -1,9 +1,9 @@
-"""training/data_source.py: the fingerprint of a run's input paths (listing, sizes, times)."""
+"""training/run_dir/data_source.py: a run's input paths' fingerprint (listing, sizes, times)."""
 
 import os
 
 from tfaccel.config.recipe import recipe_from_dict
-from tfaccel.training import data_source
+from tfaccel.training.run_dir import data_source
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 

@@ -129,7 +129,7 @@ def test_existing_run_directory_is_never_clobbered(tmp_path, tfds_dir):
 
 
 def test_generated_run_directories_are_new_each_time(tmp_path):
-    from tfaccel.training.run_files import create_run_dir
+    from tfaccel.training.run_dir.run_files import create_run_dir
 
     first = create_run_dir(name="a b", runs_dir=str(tmp_path))
     second = create_run_dir(name="a b", runs_dir=str(tmp_path))
@@ -445,7 +445,7 @@ def test_multi_worker_runs_keep_a_fixed_input_order(logical_cpus, monkeypatch):
     import tensorflow as tf
 
     from tfaccel.config import cluster
-    from tfaccel.training.inputs import input_order_is_fixed
+    from tfaccel.training.model_setup.inputs import input_order_is_fixed
 
     strategy = tf.distribute.MirroredStrategy(logical_cpus)
     default = tf.distribute.get_strategy()
@@ -465,7 +465,7 @@ def test_fit_shows_a_bar_on_a_terminal_and_one_line_per_epoch_in_a_log():
     # redraws per epoch in a log file or a scheduler's output.
     import io
 
-    from tfaccel.training.run.runner import fit_verbosity
+    from tfaccel.training.run.fit_parts import fit_verbosity
 
     class Terminal(io.StringIO):
         def isatty(self):

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from tfaccel.cli.main import main
 from tfaccel.config import batching
 from tfaccel.errors import UserInputError
-from tfaccel.training import execution
+from tfaccel.training.model_setup import execution
 from tfaccel.training.run import runner
 
 # 64 examples, batch 32 and 5 steps per epoch: the data repeats inside an epoch, and 5 is
@@ -182,7 +182,7 @@ def test_auto_switches_only_when_the_rest_of_the_run_repays_the_retrace(
 
 
 def test_a_short_run_traces_the_train_step_once(tmp_path, shapes_data_dir, monkeypatch):
-    from tfaccel.training.throughput import ThroughputMonitor
+    from tfaccel.training.fit_callbacks.throughput import ThroughputMonitor
 
     # The measured cost asks for 5 steps per call (0.5 ms a call, 10% of a 5 ms step), but
     # 10 remaining steps save 4 ms: less than any retrace.
@@ -204,7 +204,7 @@ def test_a_short_run_traces_the_train_step_once(tmp_path, shapes_data_dir, monke
 
 def test_the_switch_keeps_the_weights_of_one_step_per_call(tmp_path, shapes_data_dir,
                                                           monkeypatch):
-    from tfaccel.training.throughput import ThroughputMonitor
+    from tfaccel.training.fit_callbacks.throughput import ThroughputMonitor
 
     # Op determinism (bit-equal runs) refuses the in-graph timer, so the measurement is
     # given: 0.5 ms a call on a 5 ms step makes the real choice 5 steps per call.

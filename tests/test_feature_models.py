@@ -54,7 +54,7 @@ def test_mlp_linear_path_adds_the_inputs_linear_map_and_l2_penalises_every_kerne
 def test_a_table_run_gives_the_mlp_a_linear_path_unless_its_recipe_says_otherwise():
     from tfaccel.config.recipe import recipe_from_dict
     from tfaccel.data.dataset_info import DatasetInfo, TableInfo
-    from tfaccel.training.model_build import _model_params
+    from tfaccel.training.model_setup.model_build import _model_params
 
     table = DatasetInfo(table=TableInfo(numeric=["a"], categorical=[], ignored=[],
                                         features=1))

@@ -1,4 +1,4 @@
-"""The training input of a run (training/inputs.py): the stream at any step, built once."""
+"""The training input (training/model_setup/inputs.py): the stream at any step, built once."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from tfaccel.config.batching import plan_batches
 from tfaccel.config.recipe import recipe_from_dict
 from tfaccel.data import from_recipe
-from tfaccel.training.inputs import build_data
+from tfaccel.training.model_setup.inputs import build_data
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 

@@ -16,8 +16,12 @@ from tfaccel.cli.main import main
 from tfaccel.config import keras_names
 from tfaccel.config.recipe import load_recipe, recipe_from_dict
 from tfaccel.errors import RecipeError, UserInputError
-from tfaccel.training.losses import make_loss, make_metrics
-from tfaccel.training.optimizers import check_optimizer, make_learning_rate, make_optimizer
+from tfaccel.training.keras_objects.losses import make_loss, make_metrics
+from tfaccel.training.keras_objects.optimizers import (
+    check_optimizer,
+    make_learning_rate,
+    make_optimizer,
+)
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 
@@ -95,8 +99,8 @@ def test_the_loss_and_metric_tables_are_what_keras_get_takes():
 def test_every_keras_optimizer_names_the_shortcut_arguments():
     # The check of optimizer.params is strict for Keras' classes (their **kwargs go to a
     # base class that takes only named arguments): each must name its base's arguments.
-    from tfaccel.training.arguments import accepted_arguments
-    from tfaccel.training.keras_classes import keras_class
+    from tfaccel.training.keras_objects.arguments import accepted_arguments
+    from tfaccel.training.keras_objects.keras_classes import keras_class
 
     for name in keras_names.OPTIMIZERS:
         cls = keras_class(keras.optimizers, keras.optimizers.Optimizer, name)

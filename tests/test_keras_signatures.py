@@ -8,8 +8,8 @@ import keras
 import pytest
 
 from tfaccel.config import keras_names, keras_signatures
-from tfaccel.training import keras_classes
-from tfaccel.training.arguments import accepted_arguments
+from tfaccel.training.keras_objects import keras_classes
+from tfaccel.training.keras_objects.arguments import accepted_arguments
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 
@@ -18,8 +18,8 @@ def test_the_table_module_is_what_the_installed_keras_generates():
     generated = keras_classes.render_table_module(keras_classes.signature_table())
     written = Path(keras_signatures.__file__).read_text()
     assert written == generated, (
-        "Keras' classes changed: run `python -m tfaccel.training.keras_classes` and review "
-        "the difference of tfaccel/config/keras_signatures.py")
+        "Keras' classes changed: run `python -m tfaccel.training.keras_objects.keras_classes` "
+        "and review the difference of tfaccel/config/keras_signatures.py")
 
 
 def test_the_table_names_every_recipe_name_and_a_class_behind_each():

@@ -132,7 +132,7 @@ import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()  # joins the cluster first
 from tfaccel.config.batching import plan_batches
 from tfaccel.config.recipe import recipe_from_dict
-from tfaccel.training.inputs import build_data
+from tfaccel.training.model_setup.inputs import build_data
 
 out, configs = sys.argv[1], json.loads(sys.argv[2])
 

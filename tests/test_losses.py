@@ -6,7 +6,7 @@ import pytest
 
 from tfaccel.config.recipe import recipe_from_dict
 from tfaccel.errors import RecipeError
-from tfaccel.training.losses import logged_metric_names, make_loss, make_metrics
+from tfaccel.training.keras_objects.losses import logged_metric_names, make_loss, make_metrics
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 

@@ -1,8 +1,8 @@
-"""training/lost_peer.py: TensorFlow's "peer stopped answering" errors as a message naming
-the unreachable HOST:PORT and how to resume (the texts are TF 2.21's own, seen in
+"""training/distributed/lost_peer.py: TensorFlow's "peer stopped answering" errors as a message
+naming the unreachable HOST:PORT and how to resume (the texts are TF 2.21's own, seen in
 tests/test_launch_netns_hosts.py's link cut)."""
 
-from tfaccel.training.lost_peer import lost_peer_message, unreachable_tasks
+from tfaccel.training.distributed.lost_peer import lost_peer_message, unreachable_tasks
 
 CLUSTER = {"worker": ["10.0.0.1:23456", "10.0.0.2:23456"]}
 # What the chief (the coordination service's leader) raised when worker 1's link went down.

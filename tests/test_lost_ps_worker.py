@@ -1,9 +1,9 @@
 """The chief's lines about a parameter-server worker it lost and got back
-(tfaccel.training.lost_ps_worker), and the steps each worker ran; no TensorFlow cluster."""
+(tfaccel.training.distributed.lost_ps_worker), and the steps each worker ran; no TensorFlow cluster."""
 
 import logging
 
-from tfaccel.training import lost_ps_worker
+from tfaccel.training.distributed import lost_ps_worker
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from tfaccel.cli.main import main
 from tfaccel.quiet_import import QUIET_TF_LOG_LEVEL
-from tfaccel.training.run.runner import fit_verbosity
+from tfaccel.training.run.fit_parts import fit_verbosity
 
 
 class _Terminal(io.StringIO):

@@ -1,5 +1,5 @@
 """`tfaccel train` with no launcher, each process started with its own TF_CONFIG on 127.0.0.1
-as Kubeflow's TFJob or Vertex AI start them (tfaccel/training/platform_tasks.py): chief +
+as Kubeflow's TFJob or Vertex AI start them (tfaccel/training/run/platform_tasks.py): chief +
 worker with an evaluator task, workers only, a parameter-server cluster; every closing
 line names the directory the chief wrote. The TF_CONFIG reading of every shape is tested
 without TensorFlow in tests/test_cluster_platforms.py."""

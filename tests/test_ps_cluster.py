@@ -234,7 +234,7 @@ def test_a_task_ends_by_itself_once_its_chief_is_gone(tmp_path):
 def test_a_lost_worker_is_said_once_by_host_and_port(monkeypatch):
     import logging
 
-    from tfaccel.training import lost_ps_worker
+    from tfaccel.training.distributed import lost_ps_worker
 
     said = []
     monkeypatch.setattr(lost_ps_worker, "say", said.append)

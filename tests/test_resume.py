@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from tfaccel.cli.main import main
 from tfaccel.errors import TrainingError, UserInputError
-from tfaccel.training import checkpoints as ckpt
-from tfaccel.training.resume import RunLock, plan_resume
+from tfaccel.training.run_dir import checkpoints as ckpt
+from tfaccel.training.run_dir.resume import RunLock, plan_resume
 
 HERE = Path(__file__).parent
 REPO = HERE.parent
@@ -281,7 +281,7 @@ def test_a_second_process_cannot_resume_a_run_in_use(tmp_path):
     (tmp_path / "run").mkdir()
     lock = RunLock(tmp_path / "run").acquire()
     try:
-        code = ("import sys; from tfaccel.training.resume import RunLock\n"
+        code = ("import sys; from tfaccel.training.run_dir.resume import RunLock\n"
                 "try:\n    RunLock(sys.argv[1]).acquire()\n"
                 "except Exception as e:\n    print(e); sys.exit(3)\n")
         other = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")],
@@ -416,7 +416,7 @@ def test_recipe_differences_name_recipe_keys_and_keep_model_params_whole():
     # One difference per recipe key (flatten_recipe): a changed model.params is one entry
     # holding both whole mappings, not one entry per parameter.
     from tfaccel.config.recipe import recipe_from_dict
-    from tfaccel.training.resume import recipe_differences
+    from tfaccel.training.run_dir.resume import recipe_differences
 
     saved = recipe_from_dict({"model": {"name": "mlp", "params": {"hidden_units": [32]}}})
     requested = recipe_from_dict({"model": {"name": "mlp", "params": {"hidden_units": [64]}},

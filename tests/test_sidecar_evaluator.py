@@ -1,5 +1,5 @@
 """The evaluator task's checks and its rule for when the chief's run has ended
-(tfaccel.training.sidecar_evaluator); a whole evaluator beside a chief and a worker runs in
+(tfaccel.training.run.sidecar_evaluator); a whole evaluator beside a chief and a worker runs in
 tests/test_platform_tasks.py."""
 
 import json
@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tfaccel.errors import UserInputError
-from tfaccel.training import sidecar_evaluator as evaluator
+from tfaccel.training.run import sidecar_evaluator as evaluator
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 

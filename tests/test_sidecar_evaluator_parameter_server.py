@@ -6,9 +6,9 @@ import json
 import numpy as np
 from launch_helpers import write_blobs
 
-from tfaccel.training import checkpoints as ckpt
-from tfaccel.training import sidecar_evaluator as evaluator
 from tfaccel.training.run import coordinator_loop
+from tfaccel.training.run import sidecar_evaluator as evaluator
+from tfaccel.training.run_dir import checkpoints as ckpt
 
 
 def _save(model, folder, *, servers):
@@ -75,7 +75,7 @@ def test_an_evaluator_evaluates_a_parameter_server_runs_checkpoint(tmp_path):
     # The chief's model trained here on one device, saved as the parameter-server chief
     # saves; the evaluator's record equals evaluating that model on the validation split.
     from tfaccel.config.recipe import recipe_from_dict
-    from tfaccel.training.model_build import build_model
+    from tfaccel.training.model_setup.model_build import build_model
     from tfaccel.training.run.session import open_session
 
     blobs = write_blobs(tmp_path)

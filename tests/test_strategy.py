@@ -148,7 +148,7 @@ def test_one_multi_worker_rule_for_data_engine_and_training(logical_cpus, monkey
     from tfaccel.config import cluster
     from tfaccel.data import sharding
     from tfaccel.engine import keras_compat
-    from tfaccel.training.throughput import ThroughputMonitor
+    from tfaccel.training.fit_callbacks.throughput import ThroughputMonitor
 
     workers = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]}
     cases = [

@@ -1,5 +1,5 @@
-"""training/stuck_signals.py: SIGTERM and Ctrl-C stop a worker waiting for a peer that never
-comes as they stop any run (it used to wait inside a TensorFlow call holding the GIL, deaf to
+"""training/distributed/stuck_signals.py: SIGTERM and Ctrl-C stop a worker waiting for a peer that
+never comes as they stop any run (it used to wait inside a TensorFlow call holding the GIL, deaf to
 both until kill -9)."""
 
 import json
@@ -18,7 +18,7 @@ from launch_helpers import child_env, children, kill_tree
 from tfaccel.cli.tf_configs import free_ports
 from tfaccel.engine.cluster_join import ClusterJoin
 from tfaccel.errors import Stopped
-from tfaccel.training.stuck_signals import signals_end_the_wait
+from tfaccel.training.distributed.stuck_signals import signals_end_the_wait
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 

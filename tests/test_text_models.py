@@ -191,7 +191,7 @@ def test_accumulating_two_micro_batches_of_padded_texts_is_exact():
 def test_a_recipe_sizes_the_transformer_positions_from_data_text_max_length():
     from tfaccel.config.recipe import recipe_from_dict
     from tfaccel.data.dataset_info import DatasetInfo, TextInfo
-    from tfaccel.training.model_build import _model_params
+    from tfaccel.training.model_setup.model_build import _model_params
 
     def text(max_length):
         return DatasetInfo(text=TextInfo(tokenizer="text_vectorization", vocabulary_size=10,

@@ -10,7 +10,7 @@ def _fit(*, slow_input: bool, steps_per_execution: int = 1, jit_compile: bool = 
     import keras
     import tensorflow as tf
 
-    from tfaccel.training.throughput import ThroughputMonitor
+    from tfaccel.training.fit_callbacks.throughput import ThroughputMonitor
 
     keras.utils.set_random_seed(0)
     x = np.random.rand(256, 16).astype("float32")
@@ -66,7 +66,7 @@ def test_the_timer_does_not_change_what_is_trained():
     import keras
     import tensorflow as tf
 
-    from tfaccel.training.throughput import ThroughputMonitor
+    from tfaccel.training.fit_callbacks.throughput import ThroughputMonitor
 
     def train(with_monitor):
         keras.utils.set_random_seed(1)

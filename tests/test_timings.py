@@ -8,7 +8,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from tfaccel.cli.main import main
-from tfaccel.training.timings import PhaseTimes, process_start, timings_text
+from tfaccel.training.fit_callbacks.timings import PhaseTimes, process_start, timings_text
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 

@@ -33,7 +33,7 @@ from tfaccel.cli.worker_group import (
 )
 from tfaccel.config.recipe import load_recipe
 from tfaccel.errors import TrainingError, UserInputError
-from tfaccel.training.run_files import check_resume_target, create_run_dir
+from tfaccel.training.run_dir.run_files import check_resume_target, create_run_dir
 
 
 @dataclasses.dataclass(frozen=True)

@@ -153,7 +153,7 @@ def train(recipe, overrides, run_dir, resume_dir, profile, timings):
     """
     # Deferred: the recipe layer and yaml (~0.05-0.2 s); --help loads click alone.
     from tfaccel.config.recipe import load_recipe
-    from tfaccel.training.timings import PhaseTimes, process_start
+    from tfaccel.training.fit_callbacks.timings import PhaseTimes, process_start
 
     started = process_start()
     clock = PhaseTimes(origin=started)
@@ -162,7 +162,7 @@ def train(recipe, overrides, run_dir, resume_dir, profile, timings):
     if recipe is None and resume_dir is None:
         raise click.UsageError("give a RECIPE to train, or --resume RUN_DIR to continue a run.")
     # Deferred: ~2 ms; --help loads click alone.
-    from tfaccel.training.run_files import check_resume_target
+    from tfaccel.training.run_dir.run_files import check_resume_target
 
     check_resume_target(run_dir=run_dir, resume=resume_dir)
     loaded = load_recipe(recipe, overrides) if recipe is not None else None
@@ -173,8 +173,8 @@ def train(recipe, overrides, run_dir, resume_dir, profile, timings):
         check_input_paths(loaded, source=recipe)  # before TensorFlow: a missing path is quick
     clock.mark("read and check the recipe")
     # Deferred: TensorFlow (seconds); --help loads click alone.
+    from tfaccel.training.distributed.stuck_signals import exit_when_stuck
     from tfaccel.training.run import runner
-    from tfaccel.training.stuck_signals import exit_when_stuck
 
     clock.mark("import TensorFlow, Keras and tfaccel's trainer")
     # A signal that finds the run blocked inside TensorFlow ends it cleanly (not kill -9).
@@ -229,7 +229,7 @@ def exit_without_teardown(code: int) -> None:
 def _print_timings(clock, summary: dict, *, returned: float, known_start: bool) -> None:
     """`train --timings`: the command's phases with the run's own (summary.json's) inside."""
     # Deferred with train's own imports: --help loads click alone.
-    from tfaccel.training.timings import timings_text
+    from tfaccel.training.fit_callbacks.timings import timings_text
 
     run = summary.get("timings") or {"phases": []}
     clock.extend([[p["phase"], p["seconds"]] for p in run["phases"]], prefix="train: ",
@@ -403,7 +403,7 @@ def validate(recipe, overrides, show):
     from tfaccel.config.input_paths import check_input_paths
     from tfaccel.config.recipe import dump_recipe, load_recipe
     from tfaccel.config.split_check import check_split
-    from tfaccel.training.code_checks import check_own_code
+    from tfaccel.training.keras_objects.code_checks import check_own_code
 
     loaded = load_recipe(recipe, overrides)
     check_input_paths(loaded, source=recipe)

@@ -70,7 +70,8 @@ _METRIC_NAMES = METRICS + tuple(m for m in COMPILE_METRICS if m not in METRICS)
 OPTIMIZER_SHORTCUTS = ("learning_rate", "momentum", "weight_decay", "clipnorm")
 OWN_OPTIMIZER_ARGUMENTS = {"gradient_accumulation_steps": "training.accumulation_steps"}
 METRIC_MAPPING_KEYS = ("name", "params")
-# training.loss and training.metrics: the task's own (tfaccel.training.losses.TASK_LOSSES).
+# training.loss and training.metrics: the task's own
+# (tfaccel.training.keras_objects.losses.TASK_LOSSES).
 AUTO = "auto"
 # `is_callable_spec` as a JSON Schema pattern (for editors).
 CALLABLE_PATTERN = ":"
@@ -154,7 +155,8 @@ def check_keras_names(optimizer, training, *, source: str) -> None:
 
     TF-free: names against the copies of Keras' names above, and the rules between keys (a
     shortcut key set twice, params for a name that takes none). Keyword arguments are checked against the real signatures when
-    training starts (`tfaccel.training.optimizers`, `tfaccel.training.losses`), where each
+    training starts (`tfaccel.training.keras_objects.optimizers`,
+    `tfaccel.training.keras_objects.losses`), where each
     ``module:callable`` is imported too.
 
     Args:

@@ -1,7 +1,8 @@
 """Keras' optimizer, schedule, loss and metric classes: which class each recipe name is, and its
 parameters (TF-free, for `tfaccel validate`).
 
-Generated from the installed Keras by `python -m tfaccel.training.keras_classes`; do not edit.
+Generated from the installed Keras by
+`python -m tfaccel.training.keras_objects.keras_classes`; do not edit.
 tests/test_keras_signatures.py regenerates it and compares, so a Keras that adds, removes or
 renames a parameter fails there. Parameters are written as Python writes a signature, without
 the default values: ``("a", "b=", "*", "c=", "**kwargs")`` is ``(a, b=..., *, c=..., **kwargs)``.

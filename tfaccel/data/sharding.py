@@ -23,7 +23,8 @@ def order_must_be_fixed(strategy=None) -> bool:
     paths, Python sources) is split by element: each worker keeps every k-th element of the
     same pipeline, which TensorFlow documents as unsafe with a non-deterministic order
     (workers could overlap or miss examples). Builders ask it through
-    `fix_order_for_data_sharding`, the runner through `training.inputs.input_order_is_fixed`.
+    `fix_order_for_data_sharding`, the runner through
+    `training.model_setup.inputs.input_order_is_fixed`.
 
     Args:
         strategy: The `tf.distribute` strategy the input is built for; None: the one in

@@ -11,7 +11,7 @@ import yaml
 
 from tfaccel.config.recipe import flatten_recipe
 from tfaccel.errors import UserInputError
-from tfaccel.training import data_source, model_source, run_files
+from tfaccel.training.run_dir import data_source, model_source, run_files
 
 SPEED_KEYS = ("examples_per_sec", "input_wait_fraction", "step_time_ms", "wall_seconds")
 # Settings that say where a run was written, not how it was trained.

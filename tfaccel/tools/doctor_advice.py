@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from tfaccel.config.recipe import Recipe
-from tfaccel.training.execution import choose_from_cost
-from tfaccel.training.throughput import available_cores
+from tfaccel.training.fit_callbacks.throughput import available_cores
+from tfaccel.training.model_setup.execution import choose_from_cost
 
 # The TensorFlow profiler's input-bound thresholds (share of step time waiting for input).
 MODERATE, HIGH = 0.05, 0.20

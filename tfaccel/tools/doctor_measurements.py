@@ -12,9 +12,9 @@ from tfaccel.config.recipe import Recipe, recipe_from_dict, recipe_to_dict
 from tfaccel.engine.precision import cpu_has_bf16, set_precision
 from tfaccel.errors import TfaccelError
 from tfaccel.tools.bench import time_batches
-from tfaccel.training.execution import initial_steps
-from tfaccel.training.model_build import build_model as build_run_model
-from tfaccel.training.throughput import ThroughputMonitor
+from tfaccel.training.fit_callbacks.throughput import ThroughputMonitor
+from tfaccel.training.model_setup.execution import initial_steps
+from tfaccel.training.model_setup.model_build import build_model as build_run_model
 
 
 class Measurements:

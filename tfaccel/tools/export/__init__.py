@@ -42,7 +42,7 @@ from tfaccel.tools.export.prepare import prepare
 from tfaccel.tools.export.report import format_report, make_report
 from tfaccel.tools.export.text_runs import check_text_export, is_text_run, text_tokenizer
 from tfaccel.tools.native_output import native_output_kept
-from tfaccel.training import run_files
+from tfaccel.training.run_dir import run_files
 
 # The package's public face: what the CLI and `tfaccel.export` callers use.
 __all__ = ["export", "check_arguments", "check_dependencies", "check_out_is_free",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tfaccel.training import run_files
+from tfaccel.training.run_dir import run_files
 
 # Written beside every export: what the model's outputs mean (task, classes or names).
 LABELS_FILE = "labels.json"

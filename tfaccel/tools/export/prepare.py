@@ -11,7 +11,7 @@ from tfaccel.tools.export.examples import calibration_arrays, validation_arrays
 from tfaccel.tools.export.keras_model import load_float32_model, run_keras, split_preprocessing
 from tfaccel.tools.export.options import PREPROCESSING_FILE, ExportOptions
 from tfaccel.tools.export.text_runs import is_text_run
-from tfaccel.training import model_source, run_files
+from tfaccel.training.run_dir import model_source, run_files
 
 
 @dataclasses.dataclass

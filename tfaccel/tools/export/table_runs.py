@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfaccel.training import run_files
+from tfaccel.training.run_dir import run_files
 
 
 def model_on_raw_columns(directory):

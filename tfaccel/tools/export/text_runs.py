@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfaccel.errors import UserInputError, did_you_mean
-from tfaccel.training import run_files
+from tfaccel.training.run_dir import run_files
 
 
 def is_text_run(directory: Path) -> bool:

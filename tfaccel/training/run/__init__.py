@@ -1,2 +1,3 @@
-"""One training run, whatever the strategy: its order, its session, its frozen context, its
-outputs, its typed summary and its failures (`runner.train` is `tfaccel.train`)."""
+"""One training run, whatever the strategy: its order, opening, session, frozen context, fit,
+outputs, typed summary and failures, and the cluster's tasks that run no training loop
+(`runner.train` is `tfaccel.train`)."""

@@ -9,9 +9,9 @@ from typing import Optional
 from tfaccel.config.batching import BatchPlan
 from tfaccel.config.cluster import WorkerRole
 from tfaccel.config.recipe import Recipe
-from tfaccel.training.execution import Choice
+from tfaccel.training.fit_callbacks.timings import PhaseTimes
+from tfaccel.training.model_setup.execution import Choice
 from tfaccel.training.run.session import Session
-from tfaccel.training.timings import PhaseTimes
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,16 +17,16 @@ from tfaccel.engine import ps_cluster
 from tfaccel.engine.layer_sharding import sharding_report, unshard_layers
 from tfaccel.errors import Preempted, TrainingError, UserInputError
 from tfaccel.messages import say
-from tfaccel.training import checkpoints as ckpt
-from tfaccel.training import run_files
-from tfaccel.training.callbacks import PreemptionSignals
-from tfaccel.training.inputs import build_data
-from tfaccel.training.losses import logged_metric_names, make_loss, make_metrics
-from tfaccel.training.lost_ps_worker import LostWorkers
-from tfaccel.training.model_build import build_model
-from tfaccel.training.resume import checkpoint_to_resume
+from tfaccel.training.distributed.lost_ps_worker import LostWorkers
+from tfaccel.training.fit_callbacks.callbacks import PreemptionSignals
+from tfaccel.training.keras_objects.losses import logged_metric_names, make_loss, make_metrics
+from tfaccel.training.model_setup.inputs import build_data
+from tfaccel.training.model_setup.model_build import build_model
 from tfaccel.training.run.context import Decisions
 from tfaccel.training.run.summary import RunResult, run_summary, write_summary
+from tfaccel.training.run_dir import checkpoints as ckpt
+from tfaccel.training.run_dir import run_files
+from tfaccel.training.run_dir.resume import checkpoint_to_resume
 
 # Steps scheduled before the coordinator waits for them: bounds how long a checkpoint or a
 # SIGTERM waits, and keeps every worker's queue full in between.

@@ -11,8 +11,8 @@ import tensorflow as tf
 from tfaccel.config.batching import BatchPlan
 from tfaccel.data.from_recipe import damaged_file
 from tfaccel.errors import DataError, Preempted, TrainingError
-from tfaccel.training.inputs import TrainData
-from tfaccel.training.lost_peer import cluster_of, lost_peer_message
+from tfaccel.training.distributed.lost_peer import cluster_of, lost_peer_message
+from tfaccel.training.model_setup.inputs import TrainData
 from tfaccel.training.run.context import Decisions, RunContext
 from tfaccel.training.run.outputs import Outputs
 from tfaccel.training.run.summary import run_summary, write_summary

@@ -10,21 +10,21 @@ import keras
 from tfaccel.config.batching import BatchPlan
 from tfaccel.errors import UserInputError
 from tfaccel.messages import say
-from tfaccel.training import checkpoints as ckpt
-from tfaccel.training import run_files
-from tfaccel.training.best_epoch import BestEpoch, can_judge
-from tfaccel.training.callbacks import (
+from tfaccel.training.fit_callbacks.best_epoch import BestEpoch, can_judge
+from tfaccel.training.fit_callbacks.callbacks import (
     CoordinatedPreemption,
     EpochMetricsLogger,
     NonFiniteLossGuard,
     PreemptionSignals,
     ResumableCheckpoints,
 )
-from tfaccel.training.execution import initial_steps
-from tfaccel.training.inputs import TrainData
-from tfaccel.training.losses import logged_metric_names
+from tfaccel.training.fit_callbacks.throughput import ProfileSteps, SpeedLine, ThroughputMonitor
+from tfaccel.training.keras_objects.losses import logged_metric_names
+from tfaccel.training.model_setup.execution import initial_steps
+from tfaccel.training.model_setup.inputs import TrainData
 from tfaccel.training.run.context import RunContext
-from tfaccel.training.throughput import ProfileSteps, SpeedLine, ThroughputMonitor
+from tfaccel.training.run_dir import checkpoints as ckpt
+from tfaccel.training.run_dir import run_files
 
 
 @dataclasses.dataclass

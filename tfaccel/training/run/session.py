@@ -61,7 +61,7 @@ class Session:
         Returns:
             The `TrainData`.
         """
-        from tfaccel.training.inputs import build_data, input_order_is_fixed
+        from tfaccel.training.model_setup.inputs import build_data, input_order_is_fixed
 
         recipe = recipe or self.recipe
         with self.strategy.scope():

@@ -14,11 +14,11 @@ import tensorflow as tf
 
 from tfaccel._version import __version__
 from tfaccel.config.batching import BatchPlan
-from tfaccel.training import run_files
-from tfaccel.training.inputs import TrainData
-from tfaccel.training.losses import logged_metric_names
+from tfaccel.training.fit_callbacks.throughput import THROUGHPUT_KEYS, available_cores
+from tfaccel.training.keras_objects.losses import logged_metric_names
+from tfaccel.training.model_setup.inputs import TrainData
 from tfaccel.training.run.context import Decisions, RunContext
-from tfaccel.training.throughput import THROUGHPUT_KEYS, available_cores
+from tfaccel.training.run_dir import run_files
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,8 +22,8 @@ from typing import List, Optional, Sequence
 from tfaccel.config.recipe import Recipe, load_recipe, recipe_from_dict, recipe_to_dict
 from tfaccel.errors import UserInputError
 from tfaccel.messages import say
-from tfaccel.training import checkpoints as ckpt
-from tfaccel.training import run_files
+from tfaccel.training.run_dir import checkpoints as ckpt
+from tfaccel.training.run_dir import run_files
 
 EVALUATION_DIR = "evaluation"  # inside the chief's run directory: the evaluator's files
 # A resumed chief keeps the interrupted run's summary.json until it ends: a summary of
@@ -97,9 +97,9 @@ def evaluate_alongside(recipe_or_path, overrides: Sequence[str] = (), *,
 
 def _evaluate_until_done(recipe: Recipe, *, directory: Path, model,
                          poll_seconds: float) -> EvaluationResult:
-    from tfaccel.training.model_build import build_model
+    from tfaccel.training.model_setup.model_build import build_model
     from tfaccel.training.run.session import open_session
-    from tfaccel.training.training_state import restore_state
+    from tfaccel.training.run_dir.training_state import restore_state
 
     summary_at_start = _summary_state(directory)
     # The session waits for the first checkpoint: by then the chief has recorded the

@@ -30,7 +30,7 @@ def run_other_task(recipe_or_path, overrides: Sequence[str] = (), *, run_dir=Non
     """
     task = cluster.cluster_task()
     if task.kind == cluster.EVALUATOR:
-        from tfaccel.training.sidecar_evaluator import evaluate_alongside
+        from tfaccel.training.run.sidecar_evaluator import evaluate_alongside
 
         return evaluate_alongside(recipe_or_path, () if resume is not None and
                                   recipe_or_path is None else overrides,

@@ -12,10 +12,10 @@ from typing import Optional
 import keras
 
 from tfaccel.errors import Preempted
-from tfaccel.training import checkpoints as ckpt
-from tfaccel.training.best_epoch import BestEpoch
-from tfaccel.training.run_files import append_jsonl
-from tfaccel.training.training_state import add_metric_state, global_step, write_state_files
+from tfaccel.training.fit_callbacks.best_epoch import BestEpoch
+from tfaccel.training.run_dir import checkpoints as ckpt
+from tfaccel.training.run_dir.run_files import append_jsonl
+from tfaccel.training.run_dir.training_state import add_metric_state, global_step, write_state_files
 
 
 class NonFiniteLossGuard(keras.callbacks.Callback):
@@ -287,9 +287,9 @@ def _quiet_peer_watcher() -> None:
 class ResumableCheckpoints(keras.callbacks.Callback):
     """Saves resumable checkpoints at epoch ends, every N steps or minutes, and on a signal.
 
-    A checkpoint (see `tfaccel.training.checkpoints`) holds the weights and optimizer state, the RNG
-    states Keras' weights file leaves out, the epoch and the step within it, the metric sums
-    of an unfinished epoch, the finished epochs' metrics and the best epoch's progress
+    A checkpoint (see `tfaccel.training.run_dir.checkpoints`) holds the weights and optimizer
+    state, the RNG states Keras' weights file leaves out, the epoch and the step within it, the
+    metric sums of an unfinished epoch, the finished epochs' metrics and the best epoch's progress
     (`BestEpoch`: its value, epoch and weights, early stopping's patience). The
     input position is the step count itself: the input pipeline is a pure function of
     (seed, pass), so the runner rebuilds it at any step. Nothing is saved once the loss went

@@ -8,7 +8,7 @@ from typing import Optional
 import numpy as np
 
 from tfaccel.errors import TrainingError
-from tfaccel.training.checkpoints import EXTRA_FILE, WEIGHTS_FILE, Checkpoint
+from tfaccel.training.run_dir.checkpoints import EXTRA_FILE, WEIGHTS_FILE, Checkpoint
 
 
 def global_step(model) -> int:

@@ -12,7 +12,7 @@ from typing import Optional
 from tfaccel import python_refs
 from tfaccel.config import sources
 from tfaccel.config.input_paths import is_remote
-from tfaccel.training import run_files
+from tfaccel.training.run_dir import run_files
 
 SOURCE_FILE = "data_source.json"
 # What the digest covers, said beside it: cheap (a listing and a stat per file, the files

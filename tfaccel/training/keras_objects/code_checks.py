@@ -28,8 +28,8 @@ def check_own_code(recipe: Recipe) -> None:
             missing; the message is `train`'s.
     """
     from tfaccel.models.own_builder import check_builder_params
-    from tfaccel.training.losses import check_loss_and_metrics
-    from tfaccel.training.optimizers import check_optimizer
+    from tfaccel.training.keras_objects.losses import check_loss_and_metrics
+    from tfaccel.training.keras_objects.optimizers import check_optimizer
 
     model = recipe.model
     if model.path is None and python_refs.is_reference(model.name):

@@ -12,8 +12,8 @@ from typing import Optional, Sequence
 from tfaccel.config.recipe import Recipe, flatten_recipe, load_recipe, recipe_to_dict
 from tfaccel.errors import UserInputError
 from tfaccel.messages import say
-from tfaccel.training import checkpoints as ckpt
-from tfaccel.training import run_files
+from tfaccel.training.run_dir import checkpoints as ckpt
+from tfaccel.training.run_dir import run_files
 
 # The one key a resume may change: more epochs extend a run. Anything else would make the
 # continued run a different experiment than the one its checkpoints belong to.

@@ -13,9 +13,13 @@ from tfaccel.config.keras_names import (
 )
 from tfaccel.config.recipe import OptimizerConfig
 from tfaccel.errors import UserInputError
-from tfaccel.training.arguments import accepted_arguments, call_checked, check_arguments
-from tfaccel.training.keras_classes import live_class, recorded_class
-from tfaccel.training.user_code import import_callable
+from tfaccel.training.keras_objects.arguments import (
+    accepted_arguments,
+    call_checked,
+    check_arguments,
+)
+from tfaccel.training.keras_objects.keras_classes import live_class, recorded_class
+from tfaccel.training.keras_objects.user_code import import_callable
 
 
 @dataclasses.dataclass(frozen=True)

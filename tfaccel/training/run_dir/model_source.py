@@ -13,7 +13,7 @@ from typing import Optional
 from tfaccel import python_refs
 from tfaccel.config.recipe import DEFAULT_MODEL, Recipe
 from tfaccel.errors import UserInputError
-from tfaccel.training import run_files
+from tfaccel.training.run_dir import run_files
 
 SOURCE_FILE = "model_source.json"
 # A copy of an own model's module file, for reading (and importing when the original is gone).

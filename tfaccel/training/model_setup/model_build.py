@@ -5,8 +5,8 @@ from __future__ import annotations
 from tfaccel.config.batching import BatchPlan
 from tfaccel.config.recipe import Recipe
 from tfaccel.errors import UserInputError
-from tfaccel.training.execution import initial_steps
-from tfaccel.training.inputs import TrainData
+from tfaccel.training.model_setup.execution import initial_steps
+from tfaccel.training.model_setup.inputs import TrainData
 
 
 def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, given=None):
@@ -22,8 +22,8 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, g
         accumulating) and the plain Keras model inside it.
     """
     from tfaccel.engine.keras_compat import patch_for_multi_worker
-    from tfaccel.training.losses import make_loss, make_metrics
-    from tfaccel.training.optimizers import make_optimizer
+    from tfaccel.training.keras_objects.losses import make_loss, make_metrics
+    from tfaccel.training.keras_objects.optimizers import make_optimizer
 
     training = recipe.training
     model = _parameter_server_model(recipe, strategy=strategy, data=data, given=given)
@@ -85,7 +85,7 @@ def _make_model(recipe: Recipe, *, data: TrainData, given):
     """The uncompiled model, made in the caller's strategy scope and precision policy."""
     from tfaccel import python_refs
     from tfaccel.models.registry import build_model
-    from tfaccel.training import own_models
+    from tfaccel.training.model_setup import own_models
 
     info = data.info
     # A builder's num_classes: the classes (2 for binary), else the labels or targets.

@@ -9,9 +9,9 @@ from typing import Any, Callable, Optional
 from tfaccel.config.keras_names import AUTO, is_callable_spec, metric_entries
 from tfaccel.config.recipe import TrainingConfig
 from tfaccel.errors import UserInputError
-from tfaccel.training.arguments import call_checked, check_arguments
-from tfaccel.training.keras_classes import live_class, recorded_class
-from tfaccel.training.user_code import import_callable
+from tfaccel.training.keras_objects.arguments import call_checked, check_arguments
+from tfaccel.training.keras_objects.keras_classes import live_class, recorded_class
+from tfaccel.training.keras_objects.user_code import import_callable
 
 # training.loss auto: Keras' usual loss of each task (tfaccel.reading.labels.TASKS).
 TASK_LOSSES = {"classification": "sparse_categorical_crossentropy",

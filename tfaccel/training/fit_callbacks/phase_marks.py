@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from tfaccel.training.timings import PhaseTimes
+from tfaccel.training.fit_callbacks.timings import PhaseTimes
 
 
 class PhaseMarks(keras.callbacks.Callback):

@@ -46,7 +46,8 @@ KINDS = {"optimizer": ("optimizers", "Optimizer"),
          "schedule": ("optimizers.schedules", "LearningRateSchedule"),
          "loss": ("losses", "Loss"),
          "metric": ("metrics", "Metric")}
-# The generated module `recorded_class` reads (`python -m tfaccel.training.keras_classes`).
+# The generated module `recorded_class` reads
+# (`python -m tfaccel.training.keras_objects.keras_classes`).
 TABLE_MODULE = "tfaccel/config/keras_signatures.py"
 
 
@@ -187,8 +188,8 @@ def render_table_module(table: dict) -> str:
         "is, and its",
         "parameters (TF-free, for `tfaccel validate`).",
         "",
-        "Generated from the installed Keras by `python -m tfaccel.training.keras_classes`; do "
-        "not edit.",
+        "Generated from the installed Keras by",
+        "`python -m tfaccel.training.keras_objects.keras_classes`; do not edit.",
         "tests/test_keras_signatures.py regenerates it and compares, so a Keras that adds, "
         "removes or",
         "renames a parameter fails there. Parameters are written as Python writes a "
