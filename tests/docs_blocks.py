@@ -9,11 +9,13 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # The languages a block is run in; any other block needs a skip marker with its reason.
 RUNNABLE = ("python", "bash", "yaml")
-KINDS = ("skip", "slow", "setup", "manifest")
+KINDS = ("skip", "slow", "heavy", "setup", "manifest")
 # `<!-- docs-test: skip (reason) -->` on the line before a block (blank lines between
-# allowed): skip needs a reason, slow may give one, setup runs before the page's later
-# blocks (a python setup block also gives them its names), manifest marks a platform's
-# manifest (a Kubeflow TFJob), parsed and checked by the docs test instead of run.
+# allowed): skip needs a reason, slow may give one, heavy names the cheaper tests that
+# cover what the block runs (it is marked `heavy`: left out of CI's `-m "not heavy"`, run
+# with `-m heavy`), setup runs before the page's later blocks (a python setup block also
+# gives them its names), manifest marks a platform's manifest (a Kubeflow TFJob), parsed
+# and checked by the docs test instead of run.
 MARKER = re.compile(r"^\s*<!-- docs-test: (\w+)(?: \((.+)\))? -->\s*$")
 # The figure a training example reaches, stated in one of its comments for the reader and
 # checked by the docs test against the last value of that metric the block printed (Keras'

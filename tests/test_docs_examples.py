@@ -5,7 +5,8 @@ this interpreter's), a yaml block is a recipe checked by `tfaccel validate`. Eac
 in a folder of its own (a copy of `recipes/` and the small files of `_write_fixtures`, the
 folders and files the examples name); a block marked `<!-- docs-test: setup -->` runs
 before the page's later blocks, and a python one gives them its names. A block marked
-`<!-- docs-test: skip (reason) -->` is not run; `slow` ones are marked `slow`.
+`<!-- docs-test: skip (reason) -->` is not run; `slow` ones are marked `slow`, `heavy` ones
+(the reason names the cheaper tests covering them) `heavy`.
 """
 
 import os
@@ -85,8 +86,9 @@ def test_every_block_is_run_or_skipped_with_a_reason():
             problems.append(f"{block.name}: no language after ``` (python, bash, yaml, text)")
         if block.kind is not None and block.kind not in KINDS:
             problems.append(f"{block.name}: unknown marker {block.kind!r}; one of {KINDS}")
-        if block.kind == "skip" and not block.reason:
-            problems.append(f"{block.name}: a skip needs its reason: skip (why)")
+        if block.kind in ("skip", "heavy") and not block.reason:
+            problems.append(f"{block.name}: a {block.kind} needs its reason: "
+                            f"{block.kind} (why{'' if block.kind == 'skip' else ', what covers it'})")
         if block.lang not in RUNNABLE and block.kind != "skip":
             problems.append(f"{block.name}: a {block.lang or 'plain'} block is not run; mark "
                             "it <!-- docs-test: skip (why) -->")
@@ -314,7 +316,7 @@ def _page_folder(block, docs_env):
 
 
 @pytest.mark.parametrize("block", [pytest.param(b, id=b.name, marks=(
-    [pytest.mark.slow] if b.kind == "slow" else [])) for b in RUN])
+    [getattr(pytest.mark, b.kind)] if b.kind in ("slow", "heavy") else [])) for b in RUN])
 def test_block_runs_as_written(block, docs_env):
     folder, setup_code = _page_folder(block, docs_env)
     if block.line in docs_env["pages"][block.page]["done"]:

@@ -222,8 +222,9 @@ def test_a_regression_run_resumes_exactly(tmp_path):
                        "shuffle_buffer": 64},
               "model": {"name": "mlp", "params": {"hidden_units": [16],
                                                   "normalization": "none"}},
-              "training": {"epochs": 3, "global_batch_size": 32, "checkpoint_every_steps": 1,
-                           "steps_per_execution": 1},
+              # No periodic checkpoints: the one SIGTERM saves at the next step boundary is
+              # what the resume starts from (a checkpoint every step wrote 24 more).
+              "training": {"epochs": 3, "global_batch_size": 32, "steps_per_execution": 1},
               "runtime": {**RUNTIME, "deterministic": True, "runs_dir": str(tmp_path / "runs")}}
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(recipe))
@@ -236,6 +237,7 @@ def test_a_regression_run_resumes_exactly(tmp_path):
     assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(lines[-1][len("RESULT "):])
     assert report["preempted"] and report["weights_max_diff"] == 0.0
+    assert report["checkpoint"] == "step-0000012"  # SIGTERM after step 11: the next boundary
     for full, resumed in zip(report["epochs_full"], report["epochs_resumed"]):
         assert full["val_mae"] == resumed["val_mae"] and full["loss"] == resumed["loss"]
     assert len(report["epochs_resumed"]) == 3

@@ -352,14 +352,13 @@ def test_cli_dispatcher_and_workers_serve_and_stop_cleanly(tmp_path):
                                   stdout=subprocess.PIPE, text=True, env=env)
         processes.append(worker)
         _wait_for_line(worker, r"worker .* listening on")
-        # A client in another process reads one distributed epoch through them.
-        code = ("import numpy as np, tensorflow as tf\n"
-                "d = tf.data.Dataset.range(30).apply(tf.data.experimental.service.distribute("
-                f"'distributed_epoch', 'grpc://localhost:{port}'))\n"
-                "print(sorted(int(v) for v in d.as_numpy_iterator()) == list(range(30)))\n")
-        client = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                env=env, timeout=120)
-        assert client.stdout.strip() == "True", client.stderr[-2000:]
+        # This process reads one distributed epoch through them (a client of its own would
+        # be one more TensorFlow start-up; the servers are the processes under test).
+        import tensorflow as tf
+
+        epoch = tf.data.Dataset.range(30).apply(tf.data.experimental.service.distribute(
+            "distributed_epoch", f"grpc://localhost:{port}"))
+        assert sorted(int(v) for v in epoch.as_numpy_iterator()) == list(range(30))
         for process, signum in zip(processes[::-1], (signal.SIGTERM, signal.SIGINT)):
             process.send_signal(signum)
             assert process.wait(timeout=30) == 0
