@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Optional
 
 import keras
+import tensorflow as tf
 
 from tfaccel.errors import Preempted
 from tfaccel.training.fit_callbacks.best_epoch import BestEpoch
@@ -206,9 +209,6 @@ class CoordinatedPreemption:
         self._previous = None
 
     def __enter__(self):
-        import tempfile
-
-        import tensorflow as tf
 
         _quiet_peer_watcher()
         _quiet_deprecation(tf.get_logger())
@@ -224,7 +224,6 @@ class CoordinatedPreemption:
         return self
 
     def __exit__(self, *exc):
-        import shutil
 
         self._handler = None
         if threading.current_thread() is threading.main_thread():

@@ -8,8 +8,10 @@ import time
 from typing import Optional
 
 import keras
+import tensorflow as tf
 
 from tfaccel.config import cluster
+from tfaccel.engine.determinism import op_determinism_enabled
 from tfaccel.messages import say
 
 # Keys this callback adds to each epoch's logs (metrics.jsonl, TensorBoard, summary.json).
@@ -70,12 +72,10 @@ class ThroughputMonitor(keras.callbacks.Callback):
             model: The Keras model `fit` is called on (the accumulation wrapper if any).
             strategy: The distribution strategy the model was built under (None: default).
         """
-        import tensorflow as tf
 
         if model.jit_compile:
             self.unavailable_reason = "jit_compile (XLA has no timestamp op)"
             return
-        from tfaccel.engine.determinism import op_determinism_enabled
 
         if op_determinism_enabled():
             # TensorFlow refuses to run a timestamp op under op determinism.
@@ -147,7 +147,6 @@ class ThroughputMonitor(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self._reset_epoch()
         if self._compute is not None:
-            import tensorflow as tf
 
             # An epoch starts a new call into the train function: restart the count of
             # steps per call too (a finite dataset may have ended the last call early).
@@ -312,7 +311,6 @@ class SpeedLine(keras.callbacks.Callback):
 
 def peak_device_memory_mb() -> Optional[float]:
     """Peak memory of the accelerators TensorFlow reports it for (GPUs), summed; else None."""
-    import tensorflow as tf
 
     total, seen = 0.0, False
     for device in tf.config.list_logical_devices("GPU"):
@@ -347,7 +345,6 @@ class ProfileSteps(keras.callbacks.Callback):
     def on_train_batch_begin(self, batch, logs=None):
         first, last = self._done + 1, self._done + self.per_call
         if not self.active and not self.recorded and first <= self.end and last >= self.start:
-            import tensorflow as tf
 
             tf.profiler.experimental.start(self.logdir)
             self.active = True
@@ -362,7 +359,6 @@ class ProfileSteps(keras.callbacks.Callback):
             self._stop()
 
     def _stop(self):
-        import tensorflow as tf
 
         tf.profiler.experimental.stop()
         self.active = False

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from tfaccel import python_refs
 from tfaccel.config.recipe import Recipe
+from tfaccel.models.own_builder import check_builder_params
+from tfaccel.training.keras_objects.losses import check_loss_and_metrics
+from tfaccel.training.keras_objects.optimizers import check_optimizer
 
 
 def check_own_code(recipe: Recipe) -> None:
@@ -27,9 +30,6 @@ def check_own_code(recipe: Recipe) -> None:
             did-you-mean), an unknown parameter (with a did-you-mean) or a required one
             missing; the message is `train`'s.
     """
-    from tfaccel.models.own_builder import check_builder_params
-    from tfaccel.training.keras_objects.losses import check_loss_and_metrics
-    from tfaccel.training.keras_objects.optimizers import check_optimizer
 
     model = recipe.model
     if model.path is None and python_refs.is_reference(model.name):

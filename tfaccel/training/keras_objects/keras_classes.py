@@ -3,9 +3,15 @@ from the TF-free table of their signatures it generates (config/keras_signatures
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import json
+import textwrap
 import types
 from typing import Optional
+
+from tfaccel.config import keras_names
+from tfaccel.config import keras_signatures as table
 
 
 def _plain(name: str) -> str:
@@ -53,7 +59,6 @@ TABLE_MODULE = "tfaccel/config/keras_signatures.py"
 
 def live_class(kind: str, name: str) -> Optional[type]:
     """The Keras class behind a recipe's `name` of `kind` (a `KINDS` key), from Keras itself."""
-    import importlib
 
     path, base = KINDS[kind]
     module = importlib.import_module(f"keras.{path}")
@@ -64,7 +69,6 @@ def recorded_class(kind: str, name: str) -> Optional[type]:
     """What `live_class` returns, as a stand-in read from `tfaccel.config.keras_signatures`
     (no Keras import, for `tfaccel validate`): a class of the same name whose signature is
     the Keras class's (defaults shown as ``...``). It cannot be called."""
-    from tfaccel.config import keras_signatures as table
 
     class_name = table.CLASSES[kind][name]
     if class_name is None:
@@ -86,7 +90,6 @@ def signature_table() -> dict:
         {class name: encode_parameters(its signature)}}}`` for every name of
         `tfaccel.config.keras_names` (optimizers, Keras schedules, losses, metrics).
     """
-    from tfaccel.config import keras_names
 
     names = {"optimizer": keras_names.OPTIMIZERS, "schedule": keras_names.KERAS_SCHEDULES,
              "loss": keras_names.LOSSES, "metric": keras_names.METRICS}
@@ -161,8 +164,6 @@ def decode_parameters(encoded: tuple) -> inspect.Signature:
 
 def render_table_module(table: dict) -> str:
     """The source of `tfaccel.config.keras_signatures` for `table` (`signature_table()`)."""
-    import json
-    import textwrap
 
     def entries(mapping: dict, render) -> list:
         lines = []

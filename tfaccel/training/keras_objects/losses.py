@@ -113,6 +113,7 @@ def make_metrics(training: TrainingConfig, *, task: str = "classification",
 
 
 def _task_metrics(task: str, num_outputs: Optional[int]) -> list:
+    # Deferred: Keras (seconds); validate imports this module TF-free for its checks.
     import keras
 
     if task == "classification":
@@ -183,6 +184,7 @@ def _bound_function(function, params: dict):
 
 
 def _mean_metric(function, params: dict):
+    # Deferred: Keras (seconds); validate imports this module TF-free for its checks.
     import keras
 
     return keras.metrics.MeanMetricWrapper(function, name=function.__name__, **params)

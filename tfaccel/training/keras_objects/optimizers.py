@@ -69,6 +69,7 @@ def make_optimizer(config: OptimizerConfig, *, total_steps: int, steps_per_epoch
     Raises:
         UserInputError: As `check_optimizer`, or Keras refused an argument's value.
     """
+    # Deferred: Keras (seconds); validate imports this module TF-free for its checks.
     import keras
 
     target = _optimizer_target(config)
@@ -90,6 +91,7 @@ def make_learning_rate(config: OptimizerConfig, *, total_steps: int, steps_per_e
         total_steps: Optimizer steps in the whole run (for the cosine schedule).
         steps_per_epoch: Optimizer steps per epoch (for warm-up given in epochs).
     """
+    # Deferred: Keras (seconds); validate imports this module TF-free for its checks.
     import keras
 
     if config.schedule == "constant":

@@ -5,8 +5,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Callable
 
+import tensorflow as tf
+
 from tfaccel.config.batching import BatchPlan
 from tfaccel.config.recipe import Recipe
+from tfaccel.data import from_recipe, sharding
+from tfaccel.data.tail import EpochStream
+from tfaccel.data.tail.counting import count_pass, drops_remainder
 from tfaccel.errors import DataError
 from tfaccel.messages import say
 
@@ -37,7 +42,6 @@ def input_order_is_fixed(*, deterministic: bool, strategy) -> bool:
         deterministic: `runtime.deterministic`.
         strategy: The `tf.distribute` strategy the run trains under.
     """
-    from tfaccel.data import sharding
 
     return deterministic or sharding.order_must_be_fixed(strategy)
 
@@ -51,12 +55,9 @@ def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool,
     each worker reads only its own files, through `distribute_datasets_from_function`.
     Any other source gives the strategy one stream of global batches to split by element.
     """
-    from tfaccel.data.from_recipe import build_datasets
-    from tfaccel.data.tail import EpochStream
-    from tfaccel.data.tail.counting import count_pass, drops_remainder
 
     def build(stream, input_context=None):
-        return build_datasets(recipe.data, global_batch_size=plan.global_batch_size,
+        return from_recipe.build_datasets(recipe.data, global_batch_size=plan.global_batch_size,
                               num_replicas=plan.replicas, seed=recipe.seed,
                               deterministic=deterministic, stream=stream,
                               input_context=input_context)
@@ -117,20 +118,17 @@ def _file_sharding(recipe: Recipe, plan: BatchPlan, *, strategy):
     """This worker's input context when the training files are divided by file, else None."""
     if strategy is None:
         return None
-    from tfaccel.data import sharding
-    from tfaccel.data.from_recipe import worker_file_shares
 
     index, workers = sharding.worker_of(strategy)
     if workers < 2:
         return None
-    shares = worker_file_shares(recipe.data, workers=workers,
+    shares = from_recipe.worker_file_shares(recipe.data, workers=workers,
                                 global_batch_size=plan.global_batch_size, seed=recipe.seed)
     if shares is None:
         return None  # arrays, image folders, Python sources: by element
     say(shares.describe(index))
     if not shares.by_file:
         return None
-    import tensorflow as tf
 
     # The context distribute_datasets_from_function gives this worker (TF's numbering).
     return tf.distribute.InputContext(num_input_pipelines=workers, input_pipeline_id=index,
@@ -140,7 +138,6 @@ def _file_sharding(recipe: Recipe, plan: BatchPlan, *, strategy):
 def _build_data_by_file(build: Callable, *, recipe: Recipe, strategy, plan: BatchPlan,
                         context) -> TrainData:
     """`build_data` for a stream split by file: one per-worker stream per resume point."""
-    from tfaccel.data.tail import EpochStream
 
     _, validation, info = build(EpochStream(), context)
     per_pass = info.steps_per_epoch  # the same on every worker

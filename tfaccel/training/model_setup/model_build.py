@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import tensorflow as tf
+
+from tfaccel import python_refs
 from tfaccel.config.batching import BatchPlan
+from tfaccel.config.cluster import read_parameter_server_cluster
 from tfaccel.config.recipe import Recipe
+from tfaccel.engine.accumulation import accumulate
+from tfaccel.engine.keras_compat import patch_for_multi_worker
+from tfaccel.engine.layer_sharding import copyable, shard_layers
+from tfaccel.engine.model_pipeline import pipeline_from_recipe
 from tfaccel.errors import UserInputError
+from tfaccel.models import registry
+from tfaccel.training.keras_objects.losses import make_loss, make_metrics
+from tfaccel.training.keras_objects.optimizers import make_optimizer
+from tfaccel.training.model_setup import own_models
 from tfaccel.training.model_setup.execution import initial_steps
 from tfaccel.training.model_setup.inputs import TrainData
 
@@ -21,9 +33,6 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, g
         ``(trained_model, model)``: the model `fit` runs (the accumulation wrapper when
         accumulating) and the plain Keras model inside it.
     """
-    from tfaccel.engine.keras_compat import patch_for_multi_worker
-    from tfaccel.training.keras_objects.losses import make_loss, make_metrics
-    from tfaccel.training.keras_objects.optimizers import make_optimizer
 
     training = recipe.training
     model = _parameter_server_model(recipe, strategy=strategy, data=data, given=given)
@@ -35,14 +44,12 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, g
                                    steps_per_epoch=data.steps_per_epoch)
         trained_model = model
         if recipe.runtime.strategy == "pipeline":
-            from tfaccel.engine.model_pipeline import pipeline_from_recipe
 
             trained_model = pipeline_from_recipe(model, recipe.runtime, plan.accumulation_steps)
             model = trained_model.inner  # the placed copy is what trains and is saved
         elif plan.accumulation_steps > 1 or training.micro_batch_size == "auto":
             # micro_batch_size auto: wrapped even at one step (a plain Keras step then), so
             # that running out of memory changes the wrapper's steps, not the model fitted.
-            from tfaccel.engine.accumulation import accumulate
 
             trained_model = accumulate(model, plan.accumulation_steps)
         info = data.info
@@ -65,13 +72,10 @@ def _parameter_server_model(recipe: Recipe, *, strategy, data: TrainData, given)
     live on the parameter servers (a table or kernel is never placed whole first). None (made in the scope as any model) when min_shard_bytes is empty or the
     model cannot be copied layer by layer (a subclassed model).
     """
-    import tensorflow as tf
 
     if recipe.runtime.min_shard_bytes is None or not isinstance(
             strategy, tf.distribute.ParameterServerStrategy):
         return None
-    from tfaccel.config.cluster import read_parameter_server_cluster
-    from tfaccel.engine.layer_sharding import copyable, shard_layers
 
     made = _make_model(recipe, data=data, given=given)
     if not copyable(made):
@@ -83,9 +87,6 @@ def _parameter_server_model(recipe: Recipe, *, strategy, data: TrainData, given)
 
 def _make_model(recipe: Recipe, *, data: TrainData, given):
     """The uncompiled model, made in the caller's strategy scope and precision policy."""
-    from tfaccel import python_refs
-    from tfaccel.models.registry import build_model
-    from tfaccel.training.model_setup import own_models
 
     info = data.info
     # A builder's num_classes: the classes (2 for binary), else the labels or targets.
@@ -105,8 +106,8 @@ def _make_model(recipe: Recipe, *, data: TrainData, given):
         return own_models.call_builder(builder, where=f"model.name {name!r}",
                                        input_shape=shape, num_classes=classes,
                                        params=dict(recipe.model.params), **head)
-    return build_model(name, input_shape=shape, num_classes=classes, **head,
-                       **_model_params(recipe, info))
+    return registry.build_model(name, input_shape=shape, num_classes=classes, **head,
+                                **_model_params(recipe, info))
 
 
 def _outputs(info):
@@ -117,11 +118,10 @@ def _outputs(info):
 def _model_params(recipe: Recipe, info) -> dict:
     """`model.params`, with a token model's `vocab_size` taken from the adapted vocabulary
     and its `max_length` (positions, text_transformer) from data.text.max_length when set."""
-    from tfaccel.models.registry import model_params
 
     params = dict(recipe.model.params)
     text = info.text
-    defaults = model_params(recipe.model.name)
+    defaults = registry.model_params(recipe.model.name)
     if info.table is not None and "normalization" in defaults:
         # FeatureSpace already normalised the numbers and one-hot encoded the categories:
         # a pixel rescaling (mlp's default) would shrink them 255-fold.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import keras
+
 from tfaccel.errors import UserInputError
 from tfaccel.messages import say
 from tfaccel.models.model_checks import check_model_fits
@@ -29,7 +31,6 @@ def load_saved(path: str, *, input_shape, num_classes: int, task: str = "classif
                num_outputs=None):
     """Loads model.path (a .keras file) uncompiled, and checks it fits the data's inputs
     and the task's output width."""
-    import keras
 
     where = f"model.path {path!r}"
     try:
@@ -56,7 +57,6 @@ def from_given(given, *, input_shape, num_classes: int, params: dict,
         return call_builder(given, where=f"train(model=...) builder {name}",
                             input_shape=input_shape, num_classes=num_classes, params=params,
                             task=task, num_outputs=num_outputs)
-    import keras
 
     where = f"train(model=...) model {given.name!r}"
     if params:
@@ -76,7 +76,6 @@ def from_given(given, *, input_shape, num_classes: int, params: dict,
 
 
 def _is_model(value) -> bool:
-    import keras
 
     return isinstance(value, keras.Model)
 

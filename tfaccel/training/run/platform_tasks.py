@@ -13,7 +13,9 @@ from typing import Optional, Sequence
 
 from tfaccel.config import cluster
 from tfaccel.config.recipe import Recipe, load_recipe, recipe_from_dict
+from tfaccel.engine.ps_cluster import serve_task
 from tfaccel.messages import say
+from tfaccel.training.run.sidecar_evaluator import evaluate_alongside
 
 
 def run_other_task(recipe_or_path, overrides: Sequence[str] = (), *, run_dir=None,
@@ -30,7 +32,6 @@ def run_other_task(recipe_or_path, overrides: Sequence[str] = (), *, run_dir=Non
     """
     task = cluster.cluster_task()
     if task.kind == cluster.EVALUATOR:
-        from tfaccel.training.run.sidecar_evaluator import evaluate_alongside
 
         return evaluate_alongside(recipe_or_path, () if resume is not None and
                                   recipe_or_path is None else overrides,
@@ -41,7 +42,6 @@ def run_other_task(recipe_or_path, overrides: Sequence[str] = (), *, run_dir=Non
     if recipe_or_path is not None:  # a resume names no recipe: the chief checks its own
         recipe = _recipe(recipe_or_path, overrides, own_model=model is not None)
         cluster.check_strategy_for_cluster(task, recipe.runtime.strategy)
-    from tfaccel.engine.ps_cluster import serve_task
 
     say(f"{task.job} {task.index} of a parameter-server cluster: serving the chief at "
         f"{task.chief_address}, which runs the training loop and writes the run directory.")

@@ -13,8 +13,20 @@ import dataclasses
 import random
 from typing import Callable, Iterator, Optional
 
+import keras
+import numpy as np
+import tensorflow as tf
+
 from tfaccel.config.batching import BatchPlan, plan_batches
+from tfaccel.config.cluster import is_multi_worker
 from tfaccel.config.recipe import Recipe
+from tfaccel.engine.determinism import op_determinism_enabled, set_op_determinism
+from tfaccel.engine.devices import check_devices
+from tfaccel.engine.model_split import pipeline_devices
+from tfaccel.engine.precision import auto_choice, set_precision
+from tfaccel.engine.strategy import describe_strategy, make_strategy
+from tfaccel.engine.threads import configure_threads, thread_settings
+from tfaccel.training.model_setup.inputs import build_data, input_order_is_fixed
 
 # The strategies that place work on runtime.devices (the others refuse the key).
 DEVICE_STRATEGIES = ("one_device", "mirrored", "pipeline")
@@ -61,7 +73,6 @@ class Session:
         Returns:
             The `TrainData`.
         """
-        from tfaccel.training.model_setup.inputs import build_data, input_order_is_fixed
 
         recipe = recipe or self.recipe
         with self.strategy.scope():
@@ -96,19 +107,11 @@ def open_session(recipe: Recipe, *, precision: Optional[str] = None,
     Yields:
         The `Session`.
     """
-    import numpy as np
-
-    from tfaccel.engine.threads import configure_threads, thread_settings
 
     runtime = recipe.runtime
     previous_threads = thread_settings()
     threads = configure_threads(intra_op=runtime.intra_op_threads,
                                 inter_op=runtime.inter_op_threads)
-    import keras
-
-    from tfaccel.engine.determinism import op_determinism_enabled, set_op_determinism
-    from tfaccel.engine.precision import set_precision
-    from tfaccel.engine.strategy import describe_strategy, make_strategy
 
     previous_random = random.getstate(), np.random.get_state()
     keras.utils.set_random_seed(recipe.seed)
@@ -118,7 +121,6 @@ def open_session(recipe: Recipe, *, precision: Optional[str] = None,
     previous_policy = keras.mixed_precision.global_policy().name
     try:
         if runtime.strategy in DEVICE_STRATEGIES:
-            from tfaccel.engine.devices import check_devices
 
             # Before any strategy exists: one on absent devices hangs in its first step.
             check_devices(runtime.devices, key="runtime.devices")
@@ -127,13 +129,10 @@ def open_session(recipe: Recipe, *, precision: Optional[str] = None,
                                      peer_timeout=runtime.peer_timeout)
         info = describe_strategy(strategy)
         if runtime.strategy == "pipeline":  # one replica; the stages place themselves
-            from tfaccel.engine.model_split import pipeline_devices
 
             info = {**info, "strategy": "pipeline", "devices": pipeline_devices(runtime.devices)}
         choice = None
         if runtime.precision == "auto":
-            from tfaccel.config.cluster import is_multi_worker
-            from tfaccel.engine.precision import auto_choice
 
             # Several workers each timing their own machine could disagree: flags decide.
             choice = auto_choice(measure=not is_multi_worker(strategy)) \
@@ -159,11 +158,9 @@ def open_session(recipe: Recipe, *, precision: Optional[str] = None,
 
 
 def _restore_threads(previous: dict) -> None:
-    import tensorflow as tf
 
     setters = {"intra_op": tf.config.threading.set_intra_op_parallelism_threads,
                "inter_op": tf.config.threading.set_inter_op_parallelism_threads}
-    from tfaccel.engine.threads import thread_settings
 
     current = thread_settings()
     for name, value in previous.items():

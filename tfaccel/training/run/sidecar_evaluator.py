@@ -19,11 +19,17 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+import numpy as np
+
 from tfaccel.config.recipe import Recipe, load_recipe, recipe_from_dict, recipe_to_dict
+from tfaccel.engine.layer_sharding import copyable, shard_layers, unshard_layers
 from tfaccel.errors import UserInputError
 from tfaccel.messages import say
+from tfaccel.training.model_setup.model_build import build_model
+from tfaccel.training.run.session import open_session
 from tfaccel.training.run_dir import checkpoints as ckpt
 from tfaccel.training.run_dir import run_files
+from tfaccel.training.run_dir.training_state import restore_state
 
 EVALUATION_DIR = "evaluation"  # inside the chief's run directory: the evaluator's files
 # A resumed chief keeps the interrupted run's summary.json until it ends: a summary of
@@ -97,9 +103,6 @@ def evaluate_alongside(recipe_or_path, overrides: Sequence[str] = (), *,
 
 def _evaluate_until_done(recipe: Recipe, *, directory: Path, model,
                          poll_seconds: float) -> EvaluationResult:
-    from tfaccel.training.model_setup.model_build import build_model
-    from tfaccel.training.run.session import open_session
-    from tfaccel.training.run_dir.training_state import restore_state
 
     summary_at_start = _summary_state(directory)
     # The session waits for the first checkpoint: by then the chief has recorded the
@@ -156,9 +159,6 @@ def restore_parameter_server_weights(model, checkpoint: ckpt.Checkpoint, *,
     Raises:
         UserInputError: The checkpoint's variables do not fit the model (another recipe).
     """
-    import numpy as np
-
-    from tfaccel.engine.layer_sharding import copyable, shard_layers, unshard_layers
 
     servers = int(checkpoint.state.get("parameter_servers") or 1)
     target = model

@@ -116,7 +116,6 @@ def kept_epoch(summary: dict) -> Optional[str]:
 def recorded_precision(directory: Path) -> Optional[str]:
     """The policy `precision.json` in a run directory names, or None (no file, unreadable:
     a run from before it was written)."""
-    import json
 
     try:
         policy = json.loads((Path(directory) / PRECISION_FILE).read_text()).get("policy")
