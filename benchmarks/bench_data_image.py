@@ -25,6 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import tensorflow as tf
 from alternate import best_epochs, epoch_seconds  # benchmarks/alternate.py
+from machine import describe_cpu  # benchmarks/machine.py
 
 from tfaccel import data
 from tfaccel.data import augment as augment_lib
@@ -33,8 +34,9 @@ BATCH = 64
 AUGMENT = ["flip", "crop"]
 
 
-def write_jpegs(root, n, *, source_size=96, seed=0):
-    """Writes n smooth-plus-noise square JPEGs (realistic compression) into 4 class folders."""
+def write_jpegs(root, n, *, source_size=96, seed=0, image_format="jpg"):
+    """Writes n smooth-plus-noise square JPEGs (realistic compression) into 4 class folders
+    (PNGs with ``image_format="png"``)."""
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:source_size, 0:source_size] / source_size
     for i in range(n):
@@ -45,8 +47,10 @@ def write_jpegs(root, n, *, source_size=96, seed=0):
         image = (base + 80 * np.sin(6 * (xx * (label + 1)) + yy * 3)[..., None]
                  + rng.normal(0, 12, (source_size, source_size, 3)))
         image = np.clip(image, 0, 255).astype(np.uint8)
-        with open(os.path.join(folder, f"{i:05d}.jpg"), "wb") as f:
-            f.write(tf.io.encode_jpeg(image, quality=90).numpy())
+        encoded = (tf.io.encode_png(image) if image_format == "png"
+                   else tf.io.encode_jpeg(image, quality=90))
+        with open(os.path.join(folder, f"{i:05d}.{image_format}"), "wb") as f:
+            f.write(encoded.numpy())
 
 
 def keras_pipeline(root, *, image_size, cache):
@@ -96,6 +100,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=6, help="Timed epochs per contender.")
     parser.add_argument("--source", type=int, default=96, help="Side of the square JPEGs.")
     parser.add_argument("--size", type=int, default=64, help="Side they are resized to.")
+    parser.add_argument("--format", choices=("jpg", "png"), default="jpg",
+                        help="Image files written (png: e.g. --source 32 --size 32).")
     parser.add_argument("--bound", action="store_true",
                         help="Also time tfaccel with its corrupt-image net taken out (a bound).")
     args = parser.parse_args()
@@ -104,7 +110,7 @@ def main():
 
     root = tempfile.mkdtemp(prefix="tfaccel_bench_jpeg_")
     try:
-        write_jpegs(root, n, source_size=args.source)
+        write_jpegs(root, n, source_size=args.source, image_format=args.format)
         uncached = {  # rebuilt before every timed epoch
             "truly sequential tf.data (same pipeline)": lambda: ours(
                 root, image_size=size, sequential=True),
@@ -133,14 +139,17 @@ def main():
     seq = rate["truly sequential tf.data (same pipeline)"]
     keras_plain = rate["keras image_dataset_from_directory + parallel augment"]
     keras_cache = rate["keras image_dataset_from_directory + .cache()"]
-    print(f"\n{n} JPEGs {args.source}x{args.source} -> {size}, batch {BATCH}, augment "
-          f"{AUGMENT}, best of {repeats} epochs, {os.cpu_count()} CPUs\n")
-    print("| pipeline | img/s | vs sequential | vs keras (same cache) | cores used |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print(f"\n{n} {args.format.upper()}s {args.source}x{args.source} -> {size}, batch {BATCH}, "
+          f"augment {AUGMENT}, best of {repeats} epochs, {describe_cpu()}\n")
+    # CPU ms: the process's CPU time in the best epoch (what a loaded machine distorts
+    # least: the work a pipeline does, whatever share of the cores it got).
+    print("| pipeline | img/s | vs sequential | vs keras (same cache) | cores used | CPU ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, r in rate.items():
         peer = keras_cache if "cache" in name else keras_plain
         vs_keras = f"{r / peer:.2f}x" if name.startswith("tfaccel") else ""
-        print(f"| {name} | {r:,.0f} | {r / seq:.2f}x | {vs_keras} | {cores[name]:.2f} |")
+        print(f"| {name} | {r:,.0f} | {r / seq:.2f}x | {vs_keras} | {cores[name]:.2f} | "
+              f"{1000 * best[name] * cores[name]:.0f} |")
     print(f"\nload average during the run: {os.getloadavg()[0]:.1f} (other processes share "
           "the cores; a parallel pipeline cannot beat the CPU share it gets)")
 

@@ -161,3 +161,80 @@ def test_the_validation_subset_of_both_is_never_augmented(tmp_path, augmentation
         sorted_x, sorted_y = in_pixel_order(validation)
         np.testing.assert_array_equal(sorted_y, expected_y)
         np.testing.assert_array_equal(sorted_x, expected_x)
+
+
+def _photos(root, *, size, count=6):
+    """`count` noisy JPEGs of one `size` (height, width) in two class folders."""
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        path = root / ("a" if i % 2 else "b") / f"{i}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pixels = rng.integers(0, 256, (*size, 3), dtype=np.uint8)
+        path.write_bytes(tf.io.encode_jpeg(pixels, quality=90).numpy())
+    return root
+
+
+def _with_and_without_batch_resize(monkeypatch, make):
+    """``(images, labels)`` of `make()` resized a batch at a time, then image by image."""
+    from tfaccel.data.sources import image_folder
+
+    used = []
+    original = image_folder._batch_resize
+
+    def spy(**kwargs):
+        used.append(original(**kwargs) is not None)
+        return original(**kwargs)
+
+    monkeypatch.setattr(image_folder, "_batch_resize", spy)
+    batched = _all(make())
+    monkeypatch.setattr(image_folder, "_batch_resize", lambda **kwargs: None)
+    return batched, _all(make()), used
+
+
+@pytest.mark.parametrize("size, interpolation", [((37, 50), "bilinear"),
+                                                 ((37, 50), "nearest"),
+                                                 ((97, 65), "bilinear")])  # DCT 1/2 decode
+def test_a_one_size_jpeg_folder_is_resized_a_batch_at_a_time_with_the_same_output(
+        tmp_path, monkeypatch, size, interpolation):
+    root = _photos(tmp_path / "photos", size=size)
+
+    def make():
+        return data.from_image_folder(root, batch_size=4, image_size=(20, 24), shuffle=False,
+                                      interpolation=interpolation, verbose=False)
+
+    (images, labels), (reference, reference_labels), used = _with_and_without_batch_resize(
+        monkeypatch, make)
+    assert used == [True]
+    assert images.shape == (6, 20, 24, 3) and images.dtype == reference.dtype
+    np.testing.assert_array_equal(labels, reference_labels)
+    np.testing.assert_allclose(images, reference, atol=1e-4)
+    if size == (37, 50):  # a full-scale decode: Keras' loader gives the same images
+        import keras
+
+        theirs = keras.utils.image_dataset_from_directory(
+            root, batch_size=4, image_size=(20, 24), shuffle=False,
+            interpolation=interpolation, verbose=False)
+        np.testing.assert_allclose(images, _all(theirs)[0], atol=1e-4)
+
+
+def test_batch_resize_keeps_seeded_augmentation_and_skips_caches_and_sizes(
+        tmp_path, monkeypatch):
+    root = _photos(tmp_path / "photos", size=(40, 30))
+
+    def make():
+        return data.from_image_folder(root, batch_size=3, image_size=(16, 16), seed=1,
+                                      augment=["flip", "crop"], verbose=False)
+
+    (images, _), (reference, _), used = _with_and_without_batch_resize(monkeypatch, make)
+    assert used == [True]
+    np.testing.assert_allclose(images, reference, atol=1e-4)
+    # Resized images cached, or files of two sizes: image by image.
+    monkeypatch.undo()
+    from tfaccel.data.sources import image_folder
+
+    assert image_folder._batch_resize(
+        listing=image_folder.list_image_folder(str(root)), jpeg_plan=1, cache="memory",
+        crop=None, channels=3, image_size=(16, 16), interpolation="bilinear",
+        crop_to_aspect_ratio=False, pad_to_aspect_ratio=False, options={}) is None
+    _photos(root, size=(41, 30), count=1)  # b/0.jpg now 41 px high
+    assert image_folder._one_decoded_size(image_folder.list_image_folder(str(root)), 1) is None

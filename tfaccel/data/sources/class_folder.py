@@ -551,7 +551,8 @@ def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, labe
                   seed: Optional[int], shuffled: bool, deterministic: Optional[bool],
                   shuffle_buffer: int, cache, per_file: Optional[Dict[str, list]] = None,
                   random_decode: Optional[Callable] = None, ignore_decode_errors: bool = False,
-                  padded_batch: bool = False, **options) -> tf.data.Dataset:
+                  padded_batch: bool = False, batch_map_fn: Optional[Callable] = None,
+                  **options) -> tf.data.Dataset:
     """One subset's chosen files (and Keras' labels) read by `map_fn`, then the standard tail.
 
     `fingerprint` names the builder and its read settings for a file cache; the label mode
@@ -559,7 +560,8 @@ def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, labe
     e.g. where a file's samples start) `map_fn` gets ``{"path": ..., **per_file}`` instead
     of the path. The dataset gets Keras' ``class_names`` and tfaccel's ``file_paths`` and
     ``skipped_files``. `random_decode`, `ignore_decode_errors` and `padded_batch` are the
-    builder's own stages (`tail.SourceStages`); `options` the caller's tail options.
+    builder's own stages (`tail.SourceStages`), as is `batch_map_fn`; `options` the caller's
+    tail options.
     """
     class_names = listing.class_names
     elements = tf.constant(paths, tf.string)
@@ -578,7 +580,8 @@ def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, labe
     stages = tail.SourceStages(
         map_fn=map_fn, source_shuffle=source_shuffle, shuffle_buffer=shuffle_buffer,
         ignore_decode_errors=ignore_decode_errors, random_decode=random_decode,
-        padded_batch=padded_batch, cache_fingerprint=options.pop("cache_fingerprint", None))
+        padded_batch=padded_batch, cache_fingerprint=options.pop("cache_fingerprint", None),
+        batch_map_fn=batch_map_fn)
     dataset = tail.build(tf.data.Dataset.from_tensor_slices(elements), batch_size=batch_size,
                          source=stages, options=tail.TailOptions(cache=cache, seed=seed,
                                                                  **options))

@@ -92,7 +92,8 @@ def build(dataset: tf.data.Dataset, *, batch_size: Optional[int], source: Source
                                                      stream=stream is not None),
                        image_dtype=o.image_dtype, sequential=o.sequential,
                        random_decode=source.random_decode, pad=source.padded_batch,
-                       by_length=o.batch_by_length, culprit=source.culprit)
+                       by_length=o.batch_by_length, culprit=source.culprit,
+                       batch_map=source.batch_map_fn)
 
     cast_on_arrival = None
     if service is not None and stages.uint8_on_the_wire(plan):

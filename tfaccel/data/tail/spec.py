@@ -147,6 +147,10 @@ class SourceStages:
             once per file cache, which is then reused as it is).
         culprit: What made the examples, for messages about their shapes (None: the
             `map_fn`, by name).
+        batch_map_fn: ``fn(images) -> images``: the rest of the decode, run on each
+            batch of images right after the batch stage, before augmentation (an image
+            folder's resize when every file decodes to one size: one resize op a batch);
+            with ``batch_size=None`` on each image. None: nothing.
     """
 
     map_fn: Optional[Callable] = None
@@ -157,6 +161,7 @@ class SourceStages:
     padded_batch: bool = False
     cache_fingerprint: Optional[dict] = None
     culprit: Optional[str] = None
+    batch_map_fn: Optional[Callable] = None
 
     def __post_init__(self):
         if self.culprit is None:

@@ -135,6 +135,7 @@ class Plan:
     pad: bool = False
     by_length: bool = False
     culprit: str = "the dataset's images"  # what made the examples, for messages
+    batch_map: Optional[Callable] = None  # SourceStages.batch_map_fn
 
     @property
     def batch_det(self) -> Optional[bool]:
@@ -242,6 +243,12 @@ def _batch(dataset, plan: Plan, seeds=None):
             return dataset.padded_batch(plan.batch, drop_remainder=plan.drop)
         # Variable-length features (e.g. TFRecord `kind: var`) batch as RaggedTensors.
         return dataset.ragged_batch(plan.batch, drop_remainder=plan.drop)
+    if plan.batch_map is not None:
+        # The source's decode map comes right before (`SourceStages.batch_map_fn`): a plain
+        # batch lets tf.data fuse the two (map_and_batch_fusion) into one parallel stage
+        # that decodes into the batch, as in Keras' loader; with the batch resize, 1.04x-
+        # 1.07x less CPU than Keras on 256 -> 160 px JPEGs (a parallel batch: 0.98x).
+        return dataset.batch(plan.batch, drop_remainder=plan.drop)
     if _only_scalars(dataset.element_spec):
         # Examples of scalars (a text and its label, a table row) are cheap to stack: a
         # parallel batch only adds its overhead (measured: 15,300 -> 17,500 texts/s on 2
@@ -318,5 +325,20 @@ def after_shuffle(dataset, plan: Plan, *, example_seeds, batch_seeds):
         dataset = _decode_at_random(dataset, plan, example_seeds)
     if plan.custom is not None and plan.augment_on == "example":
         dataset = _augment_examples(dataset, plan, example_seeds)
-    return _finish_batches(_batch(dataset, plan, batch_seeds), plan, batch_seeds)
+    return _finish_batches(_map_batches(_batch(dataset, plan, batch_seeds), plan), plan,
+                           batch_seeds)
+
+
+def _map_batches(dataset, plan: Plan):
+    """Stage 5b: the source's `batch_map_fn` on each batch's images (e.g. a whole batch
+    resized by one op: measured 163 vs about 225 µs an image for 256 -> 160 px alone)."""
+    if plan.batch_map is None:
+        return dataset
+
+    def per_batch(*element):
+        features, label, has_label = _split(element if len(element) > 1 else element[0])
+        return _join(_map_images(features, plan.batch_map), label, has_label)
+
+    return dataset.map(per_batch, num_parallel_calls=plan.parallel,
+                       deterministic=plan.batch_det)
 
