@@ -75,7 +75,7 @@ def test_mlp_members_average_several_hidden_stacks_beside_the_linear_path():
         models.check_params("mlp", {"members": 0})
 
 
-def test_a_table_run_gives_the_mlp_a_linear_path_unless_its_recipe_says_otherwise():
+def test_a_table_run_gives_the_mlp_a_linear_path_and_five_members_unless_its_recipe_says_otherwise():
     from tfaccel.config.recipe import recipe_from_dict
     from tfaccel.data.dataset_info import DatasetInfo, TableInfo
     from tfaccel.training.model_build import _model_params
@@ -87,6 +87,13 @@ def test_a_table_run_gives_the_mlp_a_linear_path_unless_its_recipe_says_otherwis
         return _model_params(recipe_from_dict({"model": {"name": "mlp", "params": given}}),
                              info)
 
-    assert params(table) == {"normalization": "none", "linear_path": True}
+    assert params(table) == {"normalization": "none", "linear_path": True, "members": 5}
     assert params(table, linear_path=False)["linear_path"] is False
+    assert params(table, members=1)["members"] == 1
+    # The model a table run builds: five stacks of the recipe's units and the wide path.
+    model = models.build_model("mlp", input_shape=(6,), num_classes=1, task="binary",
+                               **params(table, hidden_units=[3], dropout=0.0))
+    assert [layer.name for layer in model.layers if layer.name.startswith(("deep", "wide"))] \
+        == [f"deep_{m}" for m in range(5)] + ["deep", "wide", "wide_and_deep"]
+    assert model.count_params() == 5 * (6 * 3 + 3 + 3 + 1) + 6 + 1
     assert params(DatasetInfo()) == {}  # not a table: mlp's own defaults

@@ -41,6 +41,7 @@ CANDIDATES = {
     # Session 17: each beside the linear path (the default they would join).
     "members_3": ({"linear_path": True, "members": 3}, {}),
     "members_5": ({"linear_path": True, "members": 5}, {}),
+    "members_10": ({"linear_path": True, "members": 10}, {}),
     "linear_path_cosine": ({"linear_path": True}, {"schedule": "cosine"}),
     "linear_path_lr_third": ({"linear_path": True}, {"lr_factor": 1 / 3}),
     "linear_path_smooth_0.1": ({"linear_path": True}, {"label_smoothing": 0.1}),
