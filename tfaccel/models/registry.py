@@ -38,7 +38,8 @@ MODELS = {
          "linear_path": False, "members": 1},
         "Flatten + Dense layers; a baseline for tiny images or plain feature vectors "
         "(normalization: none); linear_path adds the inputs' linear map to the head (on by "
-        "default for tables), l2 an L2 penalty on every kernel.",
+        "default for tables), members averages that many hidden stacks (5 by default for "
+        "tables), l2 an L2 penalty on every kernel.",
         inputs="features",
     ),
     "text_cnn": ModelSpec(
