@@ -75,7 +75,9 @@ def test_mlp_members_average_several_hidden_stacks_beside_the_linear_path():
         models.check_params("mlp", {"members": 0})
 
 
-def test_a_table_run_gives_the_mlp_a_linear_path_and_five_members_unless_its_recipe_says_otherwise():
+def test_a_table_run_gives_the_mlp_a_linear_path_and_five_members_when_classifying():
+    from dataclasses import replace
+
     from tfaccel.config.recipe import recipe_from_dict
     from tfaccel.data.dataset_info import DatasetInfo, TableInfo
     from tfaccel.training.model_build import _model_params
@@ -90,6 +92,8 @@ def test_a_table_run_gives_the_mlp_a_linear_path_and_five_members_unless_its_rec
     assert params(table) == {"normalization": "none", "linear_path": True, "members": 5}
     assert params(table, linear_path=False)["linear_path"] is False
     assert params(table, members=1)["members"] == 1
+    for task, members in (("binary", 5), ("multi_label", 5), ("regression", 1)):
+        assert params(replace(table, task=task))["members"] == members, task
     # The model a table run builds: five stacks of the recipe's units and the wide path.
     model = models.build_model("mlp", input_shape=(6,), num_classes=1, task="binary",
                                **params(table, hidden_units=[3], dropout=0.0))

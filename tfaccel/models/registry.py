@@ -39,7 +39,7 @@ MODELS = {
         "Flatten + Dense layers; a baseline for tiny images or plain feature vectors "
         "(normalization: none); linear_path adds the inputs' linear map to the head (on by "
         "default for tables), members averages that many hidden stacks (5 by default for "
-        "tables), l2 an L2 penalty on every kernel.",
+        "classification tables), l2 an L2 penalty on every kernel.",
         inputs="features",
     ),
     "text_cnn": ModelSpec(
