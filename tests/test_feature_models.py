@@ -51,7 +51,33 @@ def test_mlp_linear_path_adds_the_inputs_linear_map_and_l2_penalises_every_kerne
         models.check_params("mlp", {"l2": -1})
 
 
-def test_a_table_run_gives_the_mlp_a_linear_path_unless_its_recipe_says_otherwise():
+def test_mlp_members_average_several_hidden_stacks_beside_the_linear_path():
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = models.build_model("mlp", input_shape=(3,), num_classes=1, task="regression",
+                               hidden_units=[4, 2], dropout=0.1, normalization="none",
+                               linear_path=True, members=3)
+    stacks = [model.get_layer(f"deep_{m}") for m in range(3)]
+    dense = [layer for layer in model.layers if isinstance(layer, keras.layers.Dense)]
+    # Three stacks of 4-2 units, each with its own output unit, and the wide unit.
+    assert sorted(layer.units for layer in dense) == [1, 1, 1, 1, 2, 2, 2, 4, 4, 4]
+    assert model.count_params() == 3 * (3 * 4 + 4 + 4 * 2 + 2 + 2 + 1) + (3 + 1)
+    x = np.array([[1.0, 2.0, -0.5], [0.3, -1.0, 0.0]], "float32")
+    stack_outputs = [np.asarray(keras.Model(model.input, s.output)(x)) for s in stacks]
+    assert not np.allclose(stack_outputs[0], stack_outputs[1])  # their own random starts
+    wide = np.asarray(keras.Model(model.input, model.get_layer("wide").output)(x))
+    # The prediction: the inputs' linear map plus the stacks' mean (a linear head).
+    np.testing.assert_allclose(np.asarray(model(x)), wide + np.mean(stack_outputs, axis=0),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(UserInputError, match="parameter 'members' must be an integer >= 1, "
+                                             "got 0"):
+        models.check_params("mlp", {"members": 0})
+
+
+def test_a_table_run_gives_the_mlp_a_linear_path_and_five_members_when_classifying():
+    from dataclasses import replace
+
     from tfaccel.config.recipe import recipe_from_dict
     from tfaccel.data.dataset_info import DatasetInfo, TableInfo
     from tfaccel.training.model_setup.model_build import _model_params
@@ -63,6 +89,15 @@ def test_a_table_run_gives_the_mlp_a_linear_path_unless_its_recipe_says_otherwis
         return _model_params(recipe_from_dict({"model": {"name": "mlp", "params": given}}),
                              info)
 
-    assert params(table) == {"normalization": "none", "linear_path": True}
+    assert params(table) == {"normalization": "none", "linear_path": True, "members": 5}
     assert params(table, linear_path=False)["linear_path"] is False
+    assert params(table, members=1)["members"] == 1
+    for task, members in (("binary", 5), ("multi_label", 5), ("regression", 1)):
+        assert params(replace(table, task=task))["members"] == members, task
+    # The model a table run builds: five stacks of the recipe's units and the wide path.
+    model = models.build_model("mlp", input_shape=(6,), num_classes=1, task="binary",
+                               **params(table, hidden_units=[3], dropout=0.0))
+    assert [layer.name for layer in model.layers if layer.name.startswith(("deep", "wide"))] \
+        == [f"deep_{m}" for m in range(5)] + ["deep", "wide", "wide_and_deep"]
+    assert model.count_params() == 5 * (6 * 3 + 3 + 3 + 1) + 6 + 1
     assert params(DatasetInfo()) == {}  # not a table: mlp's own defaults

@@ -45,7 +45,7 @@ def test_model_params_returns_defaults_as_a_fresh_dict():
     assert models.model_params("small_cnn")["filters"] == (16, 32, 64)
     assert models.model_params("mlp") == {"hidden_units": (256, 128), "dropout": 0.2,
                                           "normalization": "rescale", "l2": 0.0,
-                                          "linear_path": False}
+                                          "linear_path": False, "members": 1}
     assert models.model_params("resnet50") == {"image_size": None, "dropout": 0.0,
                                                "normalization": "per_image", "bn_momentum": 0.9}
 

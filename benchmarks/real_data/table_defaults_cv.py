@@ -38,6 +38,14 @@ CANDIDATES = {
     "linear_path": ({"linear_path": True}, {}),
     "early_stop_inner": ({}, {"early_stop": True}),
     "linear_path_l2_1e-2": ({"linear_path": True, "l2": 1e-2}, {}),
+    # Session 17: each beside the linear path (the default they would join).
+    "members_3": ({"linear_path": True, "members": 3}, {}),
+    "members_5": ({"linear_path": True, "members": 5}, {}),
+    "members_10": ({"linear_path": True, "members": 10}, {}),
+    "linear_path_cosine": ({"linear_path": True}, {"schedule": "cosine"}),
+    "linear_path_lr_third": ({"linear_path": True}, {"lr_factor": 1 / 3}),
+    "linear_path_smooth_0.1": ({"linear_path": True}, {"label_smoothing": 0.1}),
+    "members_5_cosine": ({"linear_path": True, "members": 5}, {"schedule": "cosine"}),
 }
 
 
@@ -60,10 +68,16 @@ def fit_score(table, recipe, *, x_tr, y_tr, x_va, y_va, params, settings, seed):
                                num_classes=outputs, **model_params)
     loss = {"binary": "binary_crossentropy", "regression": "mse",
             "classification": "sparse_categorical_crossentropy"}[task]
-    model.compile(optimizer=keras.optimizers.Adam(float(recipe["optimizer"]["learning_rate"])),
-                  loss=loss)
+    if settings.get("label_smoothing") and task == "binary":
+        loss = keras.losses.BinaryCrossentropy(label_smoothing=settings["label_smoothing"])
     epochs = recipe["training"]["epochs"]
     batch = recipe["training"]["global_batch_size"]
+    rate = float(recipe["optimizer"]["learning_rate"]) * settings.get("lr_factor", 1.0)
+    if settings.get("schedule") == "cosine":
+        # To zero over the run's steps, as the recipe key optimizer.schedule: cosine does.
+        steps = epochs * -(-len(x_tr) // batch)
+        rate = keras.optimizers.schedules.CosineDecay(rate, decay_steps=steps)
+    model.compile(optimizer=keras.optimizers.Adam(rate), loss=loss)
     if settings.get("early_stop"):
         # An inner 20% of this fold's training rows judges the epochs; the best restored.
         order = np.random.RandomState(seed).permutation(len(x_tr))

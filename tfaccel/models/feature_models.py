@@ -8,7 +8,7 @@ from tfaccel.models.task_head import HEAD_ACTIVATIONS, output_head
 
 def build_mlp(*, input_shape, num_classes,
               task="classification", hidden_units, dropout, normalization, l2=0.0,
-              linear_path=False):
+              linear_path=False, members=1):
     inputs = keras.Input(shape=input_shape)
     x = keras.layers.Flatten()(inputs)
     if normalization == "rescale":
@@ -18,15 +18,21 @@ def build_mlp(*, input_shape, num_classes,
         x = keras.layers.LayerNormalization(center=False, scale=False, epsilon=1e-3)(x)
     # An L2 penalty on every kernel (Keras' kernel_regularizer) when l2 > 0.
     penalty = keras.regularizers.L2(l2) if l2 else None
-    h = x
-    for units in hidden_units:
-        h = keras.layers.Dense(units, activation="relu", kernel_regularizer=penalty)(h)
-        if dropout:
-            h = keras.layers.Dropout(dropout)(h)
-    if not linear_path and not l2:
+    if members == 1 and not linear_path and not l2:
+        h = _hidden(x, hidden_units=hidden_units, dropout=dropout, penalty=None)
         outputs = output_head(h, task=task, num_outputs=num_classes, dropout=0.0)
         return keras.Model(inputs, outputs, name="mlp")
-    z = keras.layers.Dense(num_classes, kernel_regularizer=penalty, name="deep")(h)
+    if members == 1:
+        z = keras.layers.Dense(num_classes, kernel_regularizer=penalty, name="deep")(
+            _hidden(x, hidden_units=hidden_units, dropout=dropout, penalty=penalty))
+    else:
+        # Several hidden stacks from their own random starts, their outputs (before the
+        # head's activation) averaged: an ensemble inside one model, which evens out what
+        # one start's stack fits to a small table's noise.
+        z = keras.layers.Average(name="deep")([
+            keras.layers.Dense(num_classes, kernel_regularizer=penalty, name=f"deep_{m}")(
+                _hidden(x, hidden_units=hidden_units, dropout=dropout, penalty=penalty))
+            for m in range(members)])
     if linear_path:
         # "Wide and deep": the inputs' own linear map added to the deep part's, so the
         # model holds a logistic / linear regression on its features (tables' default).
@@ -35,3 +41,12 @@ def build_mlp(*, input_shape, num_classes,
     outputs = keras.layers.Activation(HEAD_ACTIVATIONS[task] or "linear", dtype="float32",
                                       name="predictions")(z)
     return keras.Model(inputs, outputs, name="mlp")
+
+
+def _hidden(x, *, hidden_units, dropout, penalty):
+    """The ReLU Dense layers (each followed by dropout when > 0)."""
+    for units in hidden_units:
+        x = keras.layers.Dense(units, activation="relu", kernel_regularizer=penalty)(x)
+        if dropout:
+            x = keras.layers.Dropout(dropout)(x)
+    return x

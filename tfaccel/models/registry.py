@@ -35,10 +35,11 @@ MODELS = {
     "mlp": ModelSpec(
         "tfaccel.models.feature_models:build_mlp",
         {"hidden_units": (256, 128), "dropout": 0.2, "normalization": "rescale", "l2": 0.0,
-         "linear_path": False},
+         "linear_path": False, "members": 1},
         "Flatten + Dense layers; a baseline for tiny images or plain feature vectors "
         "(normalization: none); linear_path adds the inputs' linear map to the head (on by "
-        "default for tables), l2 an L2 penalty on every kernel.",
+        "default for tables), members averages that many hidden stacks (5 by default for "
+        "classification tables), l2 an L2 penalty on every kernel.",
         inputs="features",
     ),
     "text_cnn": ModelSpec(
