@@ -14,6 +14,7 @@ from tfaccel.engine.layer_sharding import copyable, shard_layers
 from tfaccel.engine.model_pipeline import pipeline_from_recipe
 from tfaccel.errors import UserInputError
 from tfaccel.models import registry
+from tfaccel.models.defaults import TABLE_MEMBERS
 from tfaccel.training.keras_objects.losses import make_loss, make_metrics
 from tfaccel.training.keras_objects.optimizers import make_optimizer
 from tfaccel.training.model_setup import own_models
@@ -136,8 +137,6 @@ def _model_params(recipe: Recipe, info) -> dict:
         # And, for the classification tasks, several hidden stacks averaged (an ensemble
         # inside one model): one stack fits a small table's noise its own way, their mean
         # less so (same CV; it did not help the regression table).
-        from tfaccel.models.defaults import TABLE_MEMBERS
-
         params.setdefault("members", TABLE_MEMBERS.get(info.task, 1))
     series = info.series
     if series is not None:
