@@ -600,7 +600,8 @@ def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, labe
 def build_keras_splits(builder: Callable, config, *, batch_size: int,
                        common: tail.TailOptions, train_options: tail.TailOptions,
                        validation_options: tail.TailOptions, **kwargs):
-    """A recipe's two splits of a class folder through its Keras drop-in `builder`.
+    """A recipe's two splits of a class folder through `builder`, the function under its
+    Keras drop-in.
 
     THE recipe rule of the class-folder sources: `data.validation_fraction` holds out
     Keras' files (``validation_split`` with the recipe's seed, ``subset="both"``), so the
