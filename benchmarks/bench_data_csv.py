@@ -109,6 +109,7 @@ def recipe_path(pattern, *, lookup=True):
 
     from tfaccel.config.recipe import recipe_from_dict
     from tfaccel.data.sources import csv_tables
+    from tfaccel.data.tail import TailOptions
 
     config = recipe_from_dict({"data": {"source": "csv", "path": pattern, "label_key": "label",
                                         "validation_fraction": 0.0}}).data
@@ -116,7 +117,7 @@ def recipe_path(pattern, *, lookup=True):
     if not lookup:
         plan = dataclasses.replace(plan, label_keys=None)
     return csv_tables.from_table_plan(files, scan.row_counts, columns=scan.columns, plan=plan,
-                                      batch_size=BATCH, seed=0)
+                                      batch_size=BATCH, options=TailOptions(seed=0))
 
 
 # Each tfaccel contender and the Keras-side peer its ratio is taken against.

@@ -233,3 +233,29 @@ def test_the_length_is_the_true_count_of_a_worker_s_batches(loader, pipeline_id)
     kept = ours(path, batch_size=4, seed=0, verbose=False, input_context=context,
                 drop_remainder=False, **kwargs)
     assert len(kept) == len(list(kept)) == 4
+
+
+def test_a_loaders_own_defaults_hold_whether_the_tails_default_is_passed_or_not(loader):
+    # Paths in memory shard by element (DATA) unless the caller chose a policy; a caller
+    # passing the tail's default (None) by name, or a recipe's TailOptions that leave it
+    # unset, choose nothing (`TailOptions.chosen`). Checked through the front door and the
+    # typed function under it, which a recipe's source calls.
+    from tfaccel.data.sources import audio_folder, image_folder, text_folder
+    from tfaccel.data.tail import TailOptions
+
+    name, path, ours, _, kwargs = loader
+    internal = {"image": image_folder.image_folder_dataset,
+                "text": text_folder.text_folder_dataset,
+                "audio": audio_folder.audio_folder_dataset}[name]
+    policy = tf.data.experimental.AutoShardPolicy
+
+    def shard_policy(dataset):
+        return policy(dataset.options().experimental_distribute.auto_shard_policy)
+
+    kw = dict(batch_size=4, verbose=False, **kwargs)
+    assert shard_policy(ours(path, **kw)) == policy.DATA
+    assert shard_policy(ours(path, shard_policy=None, **kw)) == policy.DATA
+    assert shard_policy(ours(path, shard_policy="off", **kw)) == policy.OFF
+    assert shard_policy(internal(path, options=TailOptions(seed=1), **kw)) == policy.DATA
+    assert shard_policy(internal(path, options=TailOptions(shard_policy="file"),
+                                 **kw)) == policy.FILE

@@ -112,21 +112,24 @@ def test_time_based_checkpoints_are_refused_on_several_workers(monkeypatch, tmp_
 
 def test_file_sources_shard_by_file_only_when_every_worker_gets_one(monkeypatch):
     from tfaccel.data import sharding
+    from tfaccel.data.tail import TailOptions
 
     monkeypatch.setattr(sharding, "workers_in_scope", lambda: 4)
     monkeypatch.setattr(sharding, "multi_worker_in_scope", lambda: True)
-    assert sharding.choose_file_policy({}, num_files=8) == {"shard_policy": "auto"}
-    assert sharding.choose_file_policy({}, num_files=3) == {"shard_policy": "data",
-                                                            "deterministic": True}
-    assert sharding.choose_file_policy({"shard_policy": "off"}, num_files=1) == {
-        "shard_policy": "off"}  # the caller's choice is kept
+    none = TailOptions()
+    assert sharding.choose_file_policy(none, num_files=8) == TailOptions(shard_policy="auto")
+    assert sharding.choose_file_policy(none, num_files=3) == TailOptions(shard_policy="data",
+                                                                         deterministic=True)
+    assert sharding.choose_file_policy(TailOptions(shard_policy="off"), num_files=1) == \
+        TailOptions(shard_policy="off")  # the caller's choice is kept
     # A resumable stream holds no reader TF could split: by element, said so.
-    assert sharding.choose_file_policy({"stream": 1}, num_files=8)["shard_policy"] == "data"
+    assert sharding.choose_file_policy(TailOptions(stream=1),
+                                       num_files=8).shard_policy == "data"
     # The source kept its own files already (an input context): not split again.
-    assert sharding.choose_file_policy({}, num_files=8, sharded=True) == {
-        "shard_policy": "off"}
+    assert sharding.choose_file_policy(none, num_files=8, sharded=True) == TailOptions(
+        shard_policy="off")
     monkeypatch.setattr(sharding, "workers_in_scope", lambda: 1)
-    assert sharding.choose_file_policy({}, num_files=1) == {"shard_policy": "auto"}
+    assert sharding.choose_file_policy(none, num_files=1) == TailOptions(shard_policy="auto")
 
 
 def _open_port_lines(text):

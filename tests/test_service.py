@@ -202,9 +202,9 @@ def test_a_named_job_is_joined_so_a_resumed_stream_gets_its_own_name(service):
     assert 1000 <= int(next(iter(named(5000, 50)))) < 1100
     del first
     config = DataConfig(service=ServiceConfig(dispatcher=service, job_name="j"))
-    assert _train_tail(config, 1, stream=EpochStream())["service"].job_name == "j"
+    assert _train_tail(config, 1, stream=EpochStream()).service.job_name == "j"
     resumed = _train_tail(config, 1, stream=EpochStream(first_pass=2, skip_batches=5))
-    assert resumed["service"].job_name == "j-resume-pass2-batch5"
+    assert resumed.service.job_name == "j-resume-pass2-batch5"
 
 
 @pytest.mark.parametrize("address, expected", [

@@ -24,20 +24,33 @@ def test_options_are_never_changed_a_variant_is_a_replace():
     assert variant.without(["augment"]).augment is UNSET and variant.augment == ["flip"]
 
 
-def test_only_set_fields_spread_into_a_builder_call():
-    # An unset field is not passed (the builder's default holds); None is passed as None.
+def test_options_travel_whole_never_spread_into_keywords():
+    # Not a mapping: `**options` fails loudly instead of passing some fields somewhere.
     options = TailOptions(seed=3, cache=None)
 
     def builder(**kwargs):
         return kwargs
 
-    assert builder(**options) == {"seed": 3, "cache": None}
-    assert dict(options) == {"seed": 3, "cache": None} and len(options) == 2
-    assert options.get("augment", "absent") == "absent" and "cache" in options
-    with pytest.raises(KeyError, match="augment"):
-        options["augment"]
-    with pytest.raises(KeyError, match="items"):  # a method is not an option
-        options["items"]
+    with pytest.raises(TypeError, match="must be a mapping"):
+        builder(**options)
+    with pytest.raises(TypeError):
+        options["seed"]
+
+
+def test_chosen_unsets_what_holds_the_tails_default_and_keeps_the_rest():
+    # A front door names every keyword: a default passed by name is not a choice, so a
+    # source's own default (a shard policy, uint8 for nearest) still holds; None where the
+    # default is not None, 0 and False where it is not, stay chosen.
+    options = TailOptions(seed=None, shard_policy=None, image_dtype="float32",
+                          deterministic=True, augment_on="example", drop_remainder=False,
+                          num_parallel_calls=-1, cache="memory", sequential=False)
+    chosen = options.chosen()
+    assert [getattr(chosen, name) for name in ("seed", "shard_policy", "image_dtype",
+                                               "num_parallel_calls", "sequential")] == \
+        [UNSET] * 5
+    assert (chosen.deterministic, chosen.augment_on, chosen.drop_remainder, chosen.cache) \
+        == (True, "example", False, "memory")
+    assert TailOptions(image_dtype=None).chosen().image_dtype is None
 
 
 def test_every_field_is_an_optimize_keyword_a_user_may_pass():
@@ -54,10 +67,7 @@ def test_validation_options_of_tail_options_drop_the_training_only_ones():
                         drop_remainder=True, stream=object(), service=object())
     validation = assemble.validation_options(train)
     assert isinstance(validation, TailOptions)
-    assert dict(validation) == {"seed": 1, "cache": "c", "drop_remainder": False}
-    # A builder's own keywords (a dict) give a dict, as before.
-    assert assemble.validation_options({"seed": 1, "augment": ["flip"]}) == {
-        "seed": 1, "drop_remainder": False}
+    assert validation == TailOptions(seed=1, cache="c", drop_remainder=False)
 
 
 def test_an_unset_field_means_optimizes_default_once_resolved():

@@ -191,98 +191,100 @@ def read_order(files: list, *columns, shuffled: bool, seed: Optional[int],
             *(None if c is None else [c[i] for i in chosen] for c in columns))
 
 
-def split_for_workers(files: list, *columns, options: dict) -> tuple:
+def split_for_workers(files: list, *columns,
+                      options: tail.TailOptions) -> Tuple[tail.TailOptions, tuple]:
     """This input pipeline's share, by THE one rule of the file sources.
 
-    With an input context of n > 1 pipelines (``options["input_context"]``):
+    With an input context of n > 1 pipelines (`options.input_context`):
 
     - at least n files: pipeline i reads files i, i + n, ... (TensorFlow's and TFDS's
-      round-robin), so no file is read twice; `optimize` then only batches.
+      round-robin), so no file is read twice; the tail then only batches.
     - fewer files than pipelines: every pipeline reads every file in ONE fixed order and
-      keeps every n-th example (`optimize` shards by position); the order is made
+      keeps every n-th example (the tail shards by position); the order is made
       deterministic for it. Every example is still read by exactly one pipeline, which a
       refusal would not buy and an unequal file split could not promise.
 
     Args:
         files: The files in read order (`read_order`).
         *columns: Per-file lists split alike (labels, row counts), or None.
-        options: The keyword options for the tail (`tail.build_from_keywords`) (changed in place: the
-            context `optimize` gets, and ``deterministic`` when split by example).
+        options: The tail options of the source.
 
     Returns:
-        ``(files, *columns)`` of this pipeline.
+        ``(options, (files, *columns))``: the options the tail gets (the batch-only
+        context when split by file, ``deterministic=True`` when split by example) and
+        this pipeline's files and columns.
     """
-    ctx = options.get("input_context")
+    ctx = options.resolved().input_context
     if ctx is None or ctx.num_input_pipelines <= 1:
-        return (files, *columns)
+        return options, (files, *columns)
     n, i = ctx.num_input_pipelines, ctx.input_pipeline_id
     if len(files) >= n:
-        options["input_context"] = tail.batch_only_context(ctx)
-        return (files[i::n], *(None if c is None else c[i::n] for c in columns))
-    options["deterministic"] = True
-    return (files, *columns)
+        return (dataclasses.replace(options, input_context=tail.batch_only_context(ctx)),
+                (files[i::n], *(None if c is None else c[i::n] for c in columns)))
+    return dataclasses.replace(options, deterministic=True), (files, *columns)
 
 
-def choose_shard_policy(options: dict, *, num_files: int, file_readers: bool = True) -> None:
-    """The auto-shard policy a multi-worker strategy applies to this pipeline.
+def choose_shard_policy(options: tail.TailOptions, *, num_files: int,
+                        file_readers: bool = True) -> tail.TailOptions:
+    """`options` with the auto-shard policy a multi-worker strategy applies to this pipeline.
 
     `file_readers`: whether TensorFlow's FILE auto-sharding can find the readers (TFRecord
     and text-line readers; not CsvDataset, whose pipelines are split by DATA with the
     fixed order it needs). An input context (the recipe's runner) decides the share
     itself: OFF. See `sharding.choose_file_policy`.
     """
-    if file_readers or options.get("input_context") is not None:
-        sharding.choose_file_policy(options, num_files=num_files)
-        return
-    options.setdefault("shard_policy", "data")
-    sharding.fix_order_for_data_sharding(options)
+    if file_readers or options.resolved().input_context is not None:
+        return sharding.choose_file_policy(options, num_files=num_files)
+    if options.chosen().shard_policy is tail.UNSET:
+        options = dataclasses.replace(options, shard_policy="data")
+    return sharding.fix_order_for_data_sharding(options)
 
 
-def fingerprint_cache(options: dict, *, cache, builder: str, files: Sequence[str],
-                      seed: Optional[int], shuffled: bool, **settings) -> None:
-    """Sets ``options["cache_fingerprint"]`` when `cache` is a file cache.
+def fingerprint_cache(*, cache, builder: str, files: Sequence[str], seed: Optional[int],
+                      shuffled: bool, **settings) -> Optional[dict]:
+    """The `SourceStages.cache_fingerprint` of a file source: None unless `cache` is a
+    file cache.
 
     The fingerprint holds everything cached examples depend on: the files read (names,
     sizes, times), their order, and the builder's `settings` (parse, decode, labels).
     """
     if not cache_files.is_file_cache(cache):
-        return
-    options["cache_fingerprint"] = {
-        "builder": builder, "source files": cache_files.files_digest(files),
-        "order": order.describe(files, seed=seed, shuffled=shuffled), **settings,
-        **options.get("cache_fingerprint", {})}
+        return None
+    return {"builder": builder, "source files": cache_files.files_digest(files),
+            "order": order.describe(files, seed=seed, shuffled=shuffled), **settings}
 
 
 def shuffle_each_pass(file_ds: tf.data.Dataset, *, num_files: int, seed: Optional[int],
-                      options: dict) -> tf.data.Dataset:
+                      options: tail.TailOptions) -> tf.data.Dataset:
     """The file order reshuffled every pass (after the one permutation of `read_order`).
 
-    In a resumable stream (``options["stream"]``) the order is the same every pass, so
+    In a resumable stream (`options.stream`) the order is the same every pass, so
     pass p does not depend on how many passes came before (the pass-seeded example
     shuffle reorders the examples). Pipelines that split examples by position must all
     draw alike: the seed is then `order.resolve_seed`'s.
     """
-    if seed is None and options.get("input_context") is not None:
+    resolved = options.resolved()
+    if seed is None and resolved.input_context is not None:
         # Split by example (`split_for_workers`): 0 in every pipeline; else still None.
-        ctx = options["input_context"]
-        seed = 0 if ctx.num_input_pipelines > 1 else None
+        seed = 0 if resolved.input_context.num_input_pipelines > 1 else None
     return file_ds.shuffle(num_files, seed=seed,
-                           reshuffle_each_iteration=options.get("stream") is None)
+                           reshuffle_each_iteration=resolved.stream is None)
 
 
 def interleave(file_ds: tf.data.Dataset, reader: Callable, *, num_files: int,
-               cycle_length: Optional[int], options: dict,
+               cycle_length: Optional[int], options: tail.TailOptions,
                deterministic: Optional[bool] = None) -> tf.data.Dataset:
     """Several files read at once (a parallel interleave of `reader`), so one slow file
     (or a remote object store's latency) does not stall the pipeline.
 
-    `cycle_length` None: min(files, 16). `deterministic` None: ``options["deterministic"]``.
+    `cycle_length` None: min(files, 16). `deterministic` None: `options.deterministic`.
     """
+    resolved = options.resolved()
     if deterministic is None:
-        deterministic = options.get("deterministic")
+        deterministic = resolved.deterministic
     return file_ds.interleave(
         reader, cycle_length=cycle_length or min(num_files, 16),
-        num_parallel_calls=None if options.get("sequential") else tail.AUTOTUNE,
+        num_parallel_calls=None if resolved.sequential else tail.AUTOTUNE,
         # None when free: the pipeline's option decides (a resumable stream fixes it).
         deterministic=deterministic or None)
 

@@ -8,6 +8,7 @@ from typing import Optional, Sequence, Tuple
 import tensorflow as tf
 
 from tfaccel.config import cluster
+from tfaccel.data.tail.spec import UNSET, TailOptions
 
 
 def multi_worker_in_scope() -> bool:
@@ -35,7 +36,7 @@ def order_must_be_fixed(strategy=None) -> bool:
     return cluster.is_multi_worker(strategy)
 
 
-def fix_order_for_data_sharding(options: dict) -> dict:
+def fix_order_for_data_sharding(options: TailOptions) -> TailOptions:
     """Forces ``deterministic=True`` when a multi-worker strategy will shard by element.
 
     `experimental_distribute_dataset` under MultiWorkerMirroredStrategy gives each worker every
@@ -45,11 +46,13 @@ def fix_order_for_data_sharding(options: dict) -> dict:
     the caller's choice holds there.
 
     Args:
-        options: The keyword options a builder passes to the tail (changed in
-            place and returned).
+        options: The tail options a source hands the tail.
+
+    Returns:
+        `options`, or a copy with ``deterministic=True``.
     """
-    if options.get("input_context") is None and order_must_be_fixed():
-        options["deterministic"] = True
+    if options.resolved().input_context is None and order_must_be_fixed():
+        return dataclasses.replace(options, deterministic=True)
     return options
 
 
@@ -78,12 +81,13 @@ def worker_in_scope() -> Tuple[int, int]:
     return worker_of(tf.distribute.get_strategy())
 
 
-def choose_file_policy(options: dict, *, num_files: int, sharded: bool = False) -> dict:
+def choose_file_policy(options: TailOptions, *, num_files: int,
+                       sharded: bool = False) -> TailOptions:
     """The auto-shard policy of a file source: OFF, FILE (AUTO) or DATA.
 
     - `sharded`: the source already kept only this worker's files (an input context):
       OFF, so TensorFlow does not split the share a second time.
-    - A resumable stream (``options["stream"]``): DATA. TensorFlow's rewrite finds no
+    - A resumable stream (`options.stream`): DATA. TensorFlow's rewrite finds no
       reader it can split inside the stream's per-pass ``flat_map``; a stream is split by
       file before it is built (the runner's input context), or by element here.
     - Fewer files than workers: DATA. TensorFlow's AUTO policy does not fall back by
@@ -92,23 +96,24 @@ def choose_file_policy(options: dict, *, num_files: int, sharded: bool = False) 
     - Otherwise AUTO (FILE: a reader dataset is there to split).
 
     Args:
-        options: The keyword options a file source passes to the tail
-            (changed in place and returned); an explicit ``shard_policy`` is kept.
+        options: The tail options a file source hands the tail; a shard policy the
+            caller chose (`TailOptions.chosen`) is kept.
         num_files: Files the source reads.
         sharded: Whether the source already split its files by an input context.
+
+    Returns:
+        `options` with the policy (and with DATA, the order `fix_order_for_data_sharding`
+        needs).
     """
-    if "shard_policy" in options:
+    if options.chosen().shard_policy is not UNSET:
         return options
-    if sharded or options.get("input_context") is not None:
-        options["shard_policy"] = "off"
-        return options
+    resolved = options.resolved()
+    if sharded or resolved.input_context is not None:
+        return dataclasses.replace(options, shard_policy="off")
     workers = workers_in_scope()
-    if workers > 1 and (num_files < workers or options.get("stream") is not None):
-        options["shard_policy"] = "data"
-        fix_order_for_data_sharding(options)
-    else:
-        options["shard_policy"] = "auto"
-    return options
+    if workers > 1 and (num_files < workers or resolved.stream is not None):
+        return fix_order_for_data_sharding(dataclasses.replace(options, shard_policy="data"))
+    return dataclasses.replace(options, shard_policy="auto")
 
 
 @dataclasses.dataclass(frozen=True)

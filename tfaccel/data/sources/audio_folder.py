@@ -403,12 +403,38 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
     """
     class_folder.check_format(format)
     tail.refuse_unknown(unknown, builder=from_audio_folder)
-    options = tail.given(augment=augment, augment_on=augment_on, drop_remainder=drop_remainder,
-                         num_parallel_calls=num_parallel_calls,
-                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
-                         shard_policy=shard_policy, image_dtype=image_dtype,
-                         input_context=input_context, sequential=sequential, stream=stream,
-                         service=service, batch_by_length=batch_by_length)
+    options = tail.TailOptions(
+        seed=seed, cache=cache, deterministic=deterministic, augment=augment,
+        augment_on=augment_on, drop_remainder=drop_remainder,
+        num_parallel_calls=num_parallel_calls, private_threads=private_threads,
+        ram_budget_bytes=ram_budget_bytes, shard_policy=shard_policy, image_dtype=image_dtype,
+        input_context=input_context, sequential=sequential, stream=stream, service=service,
+        batch_by_length=batch_by_length)
+    return audio_folder_dataset(
+        directory, labels, label_mode=label_mode, class_names=class_names,
+        batch_size=batch_size, sampling_rate=sampling_rate,
+        output_sequence_length=output_sequence_length, ragged=ragged, shuffle=shuffle,
+        validation_split=validation_split, subset=subset, follow_links=follow_links,
+        verbose=verbose, verify=verify, shuffle_buffer=shuffle_buffer, options=options)
+
+
+def audio_folder_dataset(directory, labels: Union[str, Sequence[int], None] = "inferred", *,
+                         options: tail.TailOptions, label_mode: Optional[str] = "int",
+                         class_names: Optional[Sequence[str]] = None,
+                         batch_size: Optional[int] = 32, sampling_rate: Optional[int] = None,
+                         output_sequence_length: Optional[int] = None, ragged: bool = False,
+                         shuffle: bool = True, validation_split: Optional[float] = None,
+                         subset: Optional[str] = None, follow_links: bool = False,
+                         verbose: bool = True, verify: bool = True,
+                         shuffle_buffer: Optional[int] = None):
+    """`from_audio_folder` with the tail's options as one `TailOptions` (what the source
+    calls; ``deterministic`` None or unset: as `from_audio_folder`'s None); the other
+    arguments and their defaults as `from_audio_folder`'s."""
+    # The caller's own order switch (None: decided per subset), then only what the caller
+    # chose: the loader decides the rest (the shard policy).
+    deterministic = None if options.deterministic is tail.UNSET else options.deterministic
+    options = options.without(["deterministic"]).chosen()
+    seed, cache = options.resolved().seed, options.resolved().cache
     label_mode, labels = class_folder.check_label_arguments(
         label_mode=label_mode, labels=labels, files="audio files")
     _check_audio_arguments(sampling_rate=sampling_rate,
@@ -421,7 +447,6 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
                               follow_links=follow_links, labels=labels)
     listing = audio.listing
     _check_rates(audio, path=directory)
-    class_folder.labels_fingerprint(labels, cache, options)
     class_folder.check_binary(listing, label_mode=label_mode, path=directory)
     _warn_skipped(audio, path=directory)
     if verbose:
@@ -435,8 +460,9 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
                         headers_known=verify, rates=resampled),
         fingerprint={"builder": "from_audio_folder",
                      "output_sequence_length": output_sequence_length, "ragged": ragged,
-                     **({"resampled": list(resampled)} if resampled else {})},
-        seed=seed, shuffled=shuffle_buffer != 0, deterministic=deterministic,
+                     **({"resampled": list(resampled)} if resampled else {}),
+                     **class_folder.labels_fingerprint(labels, cache)},
+        shuffled=shuffle_buffer != 0, deterministic=deterministic,
         sample_rate=sampling_rate or (rates.pop() if rates else None),
         channels=channels.pop() if channels else None,
         headers=audio.headers if verify else None,
@@ -448,7 +474,7 @@ def from_audio_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         padded_batch=not ragged)
     return class_folder.keras_subsets(listing, read, subset=subset,
                                       validation_split=validation_split, seed=seed,
-                                      shuffle_buffer=shuffle_buffer, cache=cache,
+                                      shuffle_buffer=shuffle_buffer,
                                       noun="audio files", options=options,
                                       verbose=verbose)
 
@@ -509,7 +535,7 @@ class AudioFolderSource(base.Source):
 
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         built = class_folder.build_keras_splits(
-            from_audio_folder, self.config, batch_size=batch_size, common=common,
+            audio_folder_dataset, self.config, batch_size=batch_size, common=common,
             train_options=train_options, validation_options=validation_options,
             output_sequence_length=self.config.audio.output_sequence_length,
             sampling_rate=self.config.audio.sampling_rate)

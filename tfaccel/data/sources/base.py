@@ -1,9 +1,10 @@
 """The one interface a recipe's `data.source` implements, and the label rule all sources share.
 
 In the spirit of big_vision's `DataSource`: a source knows its examples (how many, in which
-files, which labels) and builds each split with its `from_*` builder; the pipeline's tail
-options (cache, augmentation, stream, service) come from the caller, `data.from_recipe`,
-which is the only place that reads the recipe's other sections.
+files, which labels) and builds each split with the internal builder under its `from_*`
+front door; the pipeline's tail options (cache, augmentation, stream, service) come from
+the caller, `data.from_recipe`, which is the only place that reads the recipe's other
+sections.
 """
 
 from __future__ import annotations
@@ -74,8 +75,10 @@ class Source(abc.ABC):
                 input context, service).
             validation_options: The validation split's own tail options.
 
-        Each is a frozen `TailOptions`, spread into the `from_*` builder's keywords
-        (``**common, **train_options``); a variant is a new dict or `dataclasses.replace`.
+        Each is a frozen `TailOptions`; a source hands a split's
+        ``common.merged(train_options)`` whole to its internal builder (the one under its
+        `from_*` front door), which hands it on to `tail.build`; a variant is
+        `dataclasses.replace`.
         """
 
     def plain_training(self, built: Built, *, batch_size: int) -> Optional[tf.data.Dataset]:

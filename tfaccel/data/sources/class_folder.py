@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import operator
@@ -335,16 +336,16 @@ def labels_as(labels: List[int], *, label_mode: Optional[str], num_classes: int)
     return tf.reshape(tf.constant(labels, tf.float32), [-1, 1])  # binary
 
 
-def labels_fingerprint(labels, cache, options: dict) -> None:
-    """Adds given labels (Keras' ``labels=[...]``) to a file cache's fingerprint.
+def labels_fingerprint(labels, cache) -> dict:
+    """Given labels (Keras' ``labels=[...]``) as a part of a file cache's fingerprint ({}
+    for inferred labels, or without a file cache).
 
     They are cached with the examples; inferred ones follow from the files and class
     names, which the cache records already.
     """
     if isinstance(labels, (list, tuple)) and cache_files.is_file_cache(cache):
-        options["cache_fingerprint"] = {
-            "labels": hashlib.sha256(repr(list(labels)).encode()).hexdigest()[:16],
-            **options.get("cache_fingerprint", {})}
+        return {"labels": hashlib.sha256(repr(list(labels)).encode()).hexdigest()[:16]}
+    return {}
 
 
 def check_split_arguments(*, validation_split, validation_fraction: Optional[float], subset,
@@ -443,26 +444,32 @@ def choose_files(listing: Listing, *, subset: Optional[str], validation_fraction
     return permuted(paths, labels)
 
 
-def reference_pipeline_options(paths: List[str], *, shuffle_buffer: int, cache, seed,
-                               shuffled: bool, deterministic: Optional[bool],
-                               fingerprint: dict, options: dict) -> Tuple[int, int]:
+def reference_pipeline_options(paths: List[str], *, shuffle_buffer: int, shuffled: bool,
+                               deterministic: Optional[bool], fingerprint: dict,
+                               options: tail.TailOptions
+                               ) -> Tuple[tail.TailOptions, int, int, Optional[dict]]:
     """The tail settings of a dataset of file paths read by a parallel map.
 
     Decides where the shuffle goes and the element order, fingerprints a file cache with
     `fingerprint` (plus the files and their order: `shuffled` says whether `paths` were
-    permuted), and sets the sharding policy, in `options` (changed in place).
+    permuted), and sets the sharding policy.
+
+    Args:
+        options: What the caller chose (`TailOptions.chosen`), the cache and seed among them.
 
     Returns:
-        ``(source_shuffle, shuffle_buffer)`` for its `tail.SourceStages`.
+        ``(options, source_shuffle, shuffle_buffer, cache_fingerprint)``: the tail options
+        with the order and the shard policy decided, and the rest of its `tail.SourceStages`.
     """
+    cache, seed = options.resolved().cache, options.resolved().seed
     if deterministic is None:
         # Unshuffled, examples come in the order of `file_paths` (as Keras' loaders with
         # shuffle=False), so predictions can be matched to their files; with a seed, the
         # same seed gives the same order, as a Keras user expects. Otherwise parallel
         # stages hand out whichever example is ready first (faster).
         deterministic = shuffle_buffer == 0 or seed is not None
-    options["deterministic"] = deterministic
-    source_shuffle = 0
+    options = dataclasses.replace(options, deterministic=deterministic)
+    source_shuffle, cache_fingerprint = 0, None
     if not cache:
         # Without a cache the buffer holds paths, not contents: shuffling N paths before
         # reading is the same N-example buffer for a few bytes per file.
@@ -470,16 +477,16 @@ def reference_pipeline_options(paths: List[str], *, shuffle_buffer: int, cache, 
     elif cache_files.is_file_cache(cache):
         # Everything the cached examples depend on: the files (names, sizes, times), the
         # order they were permuted into, and every setting of the read before the cache.
-        options["cache_fingerprint"] = {
+        cache_fingerprint = {
             "source files": cache_files.files_digest(paths),
-            "order": order.describe(paths, seed=seed, shuffled=shuffled),
-            **fingerprint, **options.get("cache_fingerprint", {})}
+            "order": order.describe(paths, seed=seed, shuffled=shuffled), **fingerprint}
     # Paths are in memory (no reader dataset for FILE sharding to find), so a multi-worker
     # strategy shards by element; distribute_datasets_from_function (input_context) shards
     # the path list before reading, which is cheaper.
-    options.setdefault("shard_policy", "data")
-    sharding.fix_order_for_data_sharding(options)  # DATA sharding needs a fixed order
-    return source_shuffle, shuffle_buffer
+    if options.shard_policy is tail.UNSET:
+        options = dataclasses.replace(options, shard_policy="data")
+    options = sharding.fix_order_for_data_sharding(options)  # DATA needs a fixed order
+    return options, source_shuffle, shuffle_buffer, cache_fingerprint
 
 
 def keras_shuffle_buffer(*, shuffle, shuffle_buffer: Optional[int], batch_size: Optional[int],
@@ -499,26 +506,26 @@ def keras_shuffle_buffer(*, shuffle, shuffle_buffer: Optional[int], batch_size: 
 
 def keras_subsets(listing: Listing, make: Callable, *, subset: Optional[str],
                   validation_split: Optional[float], seed, shuffle_buffer: Optional[int],
-                  cache, noun: str, options: dict,
+                  noun: str, options: tail.TailOptions,
                   validation_fraction: Optional[float] = None,
                   validation_only: Optional[dict] = None, verbose: bool = False):
     """The dataset of `subset`, or Keras' ``(training, validation)`` pair.
 
     Args:
         listing: The listed folder.
-        make: ``make(paths, labels, *, shuffle_buffer, cache, **options)``: the dataset of
-            one subset's chosen files.
+        make: ``make(paths, labels, *, shuffle_buffer, options)``: the dataset of one
+            subset's chosen files, with the tail's `options`.
         subset: None, "training", "validation" or "both".
         validation_split: Keras' held-out fraction: Keras' files (None: see
             `validation_fraction`).
         seed: The listing's permutation seed.
         shuffle_buffer: The shuffle buffer (0: files in listing order).
-        cache: The cache of the dataset; "both" caches each subset into its own files.
         noun: The files in messages, e.g. "audio files".
-        options: The other keywords of `make`.
+        options: The tail's options of the dataset; "both" caches each subset into its
+            own files, and its validation subset takes `tail.validation_options`.
         validation_fraction: tfaccel's held-out fraction, when `validation_split` is None
             (`choose_files`; None: every file).
-        validation_only: Keywords of `make` that replace its `options` for the
+        validation_only: Keywords of `make` of its own (not the tail's) for the
             validation subset of "both" (e.g. no random crop).
         verbose: Print Keras' "Using N files for training." / "Using M files for
             validation." line of each subset returned ("both": the two), as Keras'
@@ -528,7 +535,7 @@ def keras_subsets(listing: Listing, make: Callable, *, subset: Optional[str],
     choose = dict(validation_fraction=(validation_split if keras_split
                                        else validation_fraction) or 0.0,
                   keras_split=keras_split, shuffled=shuffle_buffer != 0,
-                  seed=seed, noun=noun, input_context=options.get("input_context"))
+                  seed=seed, noun=noun, input_context=options.resolved().input_context)
     def chosen(name):
         paths, labels = choose_files(listing, subset=name, **choose)
         if verbose and name is not None and choose["validation_fraction"]:
@@ -536,23 +543,25 @@ def keras_subsets(listing: Listing, make: Callable, *, subset: Optional[str],
         return paths, labels
 
     if subset != "both":
-        return make(*chosen(subset), shuffle_buffer=shuffle_buffer, cache=cache, **options)
+        return make(*chosen(subset), shuffle_buffer=shuffle_buffer, options=options)
     # Keras' pair, from one listing; the validation subset is neither shuffled nor augmented
     # (tail.validation_options), but its files are chosen from the same permuted listing.
-    train_cache, validation_cache = cache_files.split_prefixes(cache)
-    return (make(*chosen("training"), shuffle_buffer=shuffle_buffer, cache=train_cache,
-                 **options),
-            make(*chosen("validation"), shuffle_buffer=0, cache=validation_cache,
-                 **{**tail.validation_options(options), **(validation_only or {})}))
+    train_cache, validation_cache = cache_files.split_prefixes(options.resolved().cache)
+    return (make(*chosen("training"), shuffle_buffer=shuffle_buffer,
+                 options=dataclasses.replace(options, cache=train_cache)),
+            make(*chosen("validation"), shuffle_buffer=0,
+                 options=dataclasses.replace(tail.validation_options(options),
+                                             cache=validation_cache),
+                 **(validation_only or {})))
 
 
 def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, label_mode,
                   batch_size: Optional[int], map_fn: Callable, fingerprint: dict,
-                  seed: Optional[int], shuffled: bool, deterministic: Optional[bool],
-                  shuffle_buffer: int, cache, per_file: Optional[Dict[str, list]] = None,
+                  shuffled: bool, deterministic: Optional[bool], shuffle_buffer: int,
+                  options: tail.TailOptions, per_file: Optional[Dict[str, list]] = None,
                   random_decode: Optional[Callable] = None, ignore_decode_errors: bool = False,
-                  padded_batch: bool = False, batch_map_fn: Optional[Callable] = None,
-                  **options) -> tf.data.Dataset:
+                  padded_batch: bool = False,
+                  batch_map_fn: Optional[Callable] = None) -> tf.data.Dataset:
     """One subset's chosen files (and Keras' labels) read by `map_fn`, then the standard tail.
 
     `fingerprint` names the builder and its read settings for a file cache; the label mode
@@ -560,8 +569,8 @@ def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, labe
     e.g. where a file's samples start) `map_fn` gets ``{"path": ..., **per_file}`` instead
     of the path. The dataset gets Keras' ``class_names`` and tfaccel's ``file_paths`` and
     ``skipped_files``. `random_decode`, `ignore_decode_errors` and `padded_batch` are the
-    builder's own stages (`tail.SourceStages`), as is `batch_map_fn`; `options` the caller's
-    tail options.
+    builder's own stages (`tail.SourceStages`), as is `batch_map_fn`; `options` what the
+    caller chose of the tail (`TailOptions.chosen`: the cache and the seed among them).
     """
     class_names = listing.class_names
     elements = tf.constant(paths, tf.string)
@@ -571,8 +580,8 @@ def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, labe
     if label_mode is not None:
         elements = (elements, labels_as(labels, label_mode=label_mode,
                                         num_classes=len(class_names)))
-    source_shuffle, shuffle_buffer = reference_pipeline_options(
-        paths, shuffle_buffer=shuffle_buffer, cache=cache, seed=seed, shuffled=shuffled,
+    options, source_shuffle, shuffle_buffer, cache_fingerprint = reference_pipeline_options(
+        paths, shuffle_buffer=shuffle_buffer, shuffled=shuffled,
         deterministic=deterministic, options=options, fingerprint={
             "label_mode": label_mode,
             "class_names": None if class_names is None else list(class_names),
@@ -580,20 +589,21 @@ def paths_dataset(paths: List[str], labels: List[int], *, listing: Listing, labe
     stages = tail.SourceStages(
         map_fn=map_fn, source_shuffle=source_shuffle, shuffle_buffer=shuffle_buffer,
         ignore_decode_errors=ignore_decode_errors, random_decode=random_decode,
-        padded_batch=padded_batch, cache_fingerprint=options.pop("cache_fingerprint", None),
+        padded_batch=padded_batch, cache_fingerprint=cache_fingerprint,
         batch_map_fn=batch_map_fn)
     dataset = tail.build(tf.data.Dataset.from_tensor_slices(elements), batch_size=batch_size,
-                         source=stages, options=tail.TailOptions(cache=cache, seed=seed,
-                                                                 **options))
+                         source=stages, options=options)
     dataset.class_names = class_names if label_mode is not None else None  # as Keras
     dataset.file_paths = paths
     dataset.skipped_files = listing.skipped
     return dataset
 
 
-def build_keras_splits(builder: Callable, config, *, batch_size: int, common: dict,
-                       train_options: dict, validation_options: dict, **kwargs):
-    """A recipe's two splits of a class folder through its Keras drop-in `builder`.
+def build_keras_splits(builder: Callable, config, *, batch_size: int,
+                       common: tail.TailOptions, train_options: tail.TailOptions,
+                       validation_options: tail.TailOptions, **kwargs):
+    """A recipe's two splits of a class folder through `builder`, the function under its
+    Keras drop-in.
 
     THE recipe rule of the class-folder sources: `data.validation_fraction` holds out
     Keras' files (``validation_split`` with the recipe's seed, ``subset="both"``), so the
@@ -601,7 +611,8 @@ def build_keras_splits(builder: Callable, config, *, batch_size: int, common: di
     is not shuffled.
 
     Args:
-        builder: `from_text_folder`, `from_audio_folder`, ...
+        builder: The loader's internal builder (`text_folder_dataset`, ...: its Keras
+            drop-in's arguments, the tail's as one `TailOptions`).
         config: The recipe's `DataConfig` (path, validation_fraction, shuffle_buffer).
         batch_size: The global batch size.
         common: The tail options both splits take.
@@ -616,14 +627,13 @@ def build_keras_splits(builder: Callable, config, *, batch_size: int, common: di
     split = dict(validation_split=fraction, subset="both") if fraction else {}
 
     def build(options, which):
-        options = {k: v for k, v in options.items() if k != "augment" or v}
         # The same shuffle_buffer in both calls: it decides whether the listing is
         # permuted before the split, so the validation call must hold out the same files
         # (with 0 here it held out the unpermuted tail, files the training call kept);
         # the validation subset of "both" is never shuffled itself.
         built = builder(config.path, batch_size=batch_size,
                         shuffle_buffer=config.shuffle_buffer,
-                        verbose=False, **split, **kwargs, **common, **options)
+                        verbose=False, **split, **kwargs, options=common.merged(options))
         return built[which] if fraction else built
 
     train = build(train_options, 0)

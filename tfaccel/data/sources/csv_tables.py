@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import numbers
 import os
 import re
@@ -443,9 +444,9 @@ def _frame_column(frame, key, default):
 
 
 def _from_frame(frame, *, label_name, column_defaults, select_columns, batch_size,
-                shuffle_buffer, seed, **options) -> tf.data.Dataset:
-    """A DataFrame's columns through `from_arrays`: what ``from_tensor_slices((dict(df),
-    labels))`` gives, with the guards of `from_arrays`."""
+                shuffle_buffer, options: tail.TailOptions) -> tf.data.Dataset:
+    """A DataFrame's columns through `from_arrays`' `in_memory.arrays_dataset`: what
+    ``from_tensor_slices((dict(df), labels))`` gives, with the guards of `from_arrays`."""
     keys = list(frame.columns)
     columns = [str(c) for c in keys]  # feature names are strings, whatever the frame's
     _label_check(label_name, columns, "the DataFrame")
@@ -453,8 +454,8 @@ def _from_frame(frame, *, label_name, column_defaults, select_columns, batch_siz
     data = {columns[i]: _frame_column(frame, keys[i], defaults.get(columns[i]))
             for i in _selected(columns, select_columns, label_name)}
     label = None if label_name is None else data.pop(label_name)
-    dataset = in_memory.from_arrays(data, label, batch_size=batch_size,
-                                 shuffle_buffer=shuffle_buffer, seed=seed, **options)
+    dataset = in_memory.arrays_dataset(data, label, batch_size=batch_size,
+                                       shuffle_buffer=shuffle_buffer, options=options)
     dataset.files, dataset.row_counts = [], []
     dataset.num_examples = len(next(iter(data.values()))) if data else len(label)
     dataset.column_types = {name: tf.as_dtype(a.dtype).name
@@ -580,21 +581,49 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
         UserInputError: A bad argument value.
     """
     tail.refuse_unknown(unknown, builder=from_csv)
-    options = tail.given(cache=cache, augment=augment, augment_on=augment_on,
-                         drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls,
-                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
-                         shard_policy=shard_policy, image_dtype=image_dtype,
-                         input_context=input_context, sequential=sequential, stream=stream,
-                         service=service, batch_by_length=batch_by_length)
+    options = tail.TailOptions(
+        seed=seed, deterministic=deterministic, cache=cache, augment=augment,
+        augment_on=augment_on, drop_remainder=drop_remainder,
+        num_parallel_calls=num_parallel_calls, private_threads=private_threads,
+        ram_budget_bytes=ram_budget_bytes, shard_policy=shard_policy, image_dtype=image_dtype,
+        input_context=input_context, sequential=sequential, stream=stream, service=service,
+        batch_by_length=batch_by_length)
+    return csv_dataset(source, batch_size, label_name=label_name, column_names=column_names,
+                       column_types=column_types, column_defaults=column_defaults,
+                       select_columns=select_columns, header=header, field_delim=field_delim,
+                       use_quote_delim=use_quote_delim, na_value=na_value,
+                       num_rows_for_inference=num_rows_for_inference,
+                       compression_type=compression_type, encoding=encoding,
+                       shuffle_buffer=shuffle_buffer, cycle_length=cycle_length,
+                       verify=verify, rows=rows, options=options)
+
+
+def csv_dataset(source, batch_size: Optional[int], *, label_name: Optional[str],
+                column_names: Optional[Sequence[str]], column_types: Optional[Mapping],
+                column_defaults: Optional[Mapping],
+                select_columns: Optional[Sequence[Union[str, int]]], header: bool,
+                field_delim: str, use_quote_delim: bool, na_value: str,
+                num_rows_for_inference: int, compression_type: Optional[str],
+                encoding: str, shuffle_buffer: Optional[int], cycle_length: Optional[int],
+                verify: bool, rows: Optional[files_stage.RowSplit],
+                options: tail.TailOptions) -> tf.data.Dataset:
+    """`from_csv` with the tail's options as one `TailOptions` (``deterministic`` None or
+    unset: fixed when a seed is given or when not shuffling); the arguments as
+    `from_csv`'s."""
+    # The caller's own order switch (None: decided here), then only what the caller chose:
+    # this source decides the rest (a shard policy, DATA for a DataFrame).
+    deterministic = None if options.deterministic is tail.UNSET else options.deterministic
+    options = options.without(["deterministic"]).chosen()
+    seed = options.resolved().seed
     if not isinstance(num_rows_for_inference, int) or num_rows_for_inference < 1:
         raise UserInputError(f"num_rows_for_inference must be a positive integer, got "
                              f"{num_rows_for_inference!r}.")
     if is_data_frame(source):
         if deterministic is not None:
-            options["deterministic"] = deterministic
+            options = dataclasses.replace(options, deterministic=deterministic)
         return _from_frame(source, label_name=label_name, column_defaults=column_defaults,
                            select_columns=select_columns, batch_size=batch_size,
-                           shuffle_buffer=shuffle_buffer, seed=seed, **options)
+                           shuffle_buffer=shuffle_buffer, options=options)
     fmt = _Format(header=header, field_delim=field_delim, use_quote_delim=use_quote_delim,
                   na_value=na_value, encoding=encoding, compression_type=compression_type)
     files = files_stage.list_files(source, what="CSV")
@@ -616,11 +645,11 @@ def from_csv(source, batch_size: Optional[int], *, label_name: Optional[str] = N
         counts = kept.counts(files)
     files, counts, shuffle_buffer, shuffled, deterministic = _read_plan(
         files, counts, shuffle_buffer=shuffle_buffer, seed=seed, deterministic=deterministic,
-        input_context=options.get("input_context"))
+        input_context=options.resolved().input_context)
     dataset = _table_dataset(table, files, batch_size=batch_size, label_name=label_name,
-                             shuffle_buffer=shuffle_buffer, seed=seed, shuffled=shuffled,
+                             shuffle_buffer=shuffle_buffer, shuffled=shuffled,
                              deterministic=deterministic, cycle_length=cycle_length,
-                             counts=counts, kept=kept, **options)
+                             counts=counts, kept=kept, options=options)
     dataset.kept_rows = kept  # with `rows`: the rows kept of each file
     return dataset
 
@@ -650,21 +679,25 @@ def read_order(files: list, counts: Optional[list], *, shuffled: bool, seed: Opt
 
 
 def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffle_buffer,
-                   seed, shuffled, deterministic, cycle_length, counts, kept=None, **options):
-    """The pipeline of `files` in this order (see `from_csv`)."""
-    options["deterministic"] = deterministic
+                   shuffled, deterministic: bool, cycle_length, counts, kept=None,
+                   options: tail.TailOptions):
+    """The pipeline of `files` in this order (see `from_csv`): `options` are what the
+    caller chose (`TailOptions.chosen`), `deterministic` the order decided."""
+    options = dataclasses.replace(options, deterministic=deterministic)
+    seed = options.resolved().seed
     # The one worker split of the file sources (files_stage): by file, or by row in one
     # fixed order when there are fewer files than pipelines.
-    files, counts = files_stage.split_for_workers(files, counts, options=options)
+    options, (files, counts) = files_stage.split_for_workers(files, counts, options=options)
     # TensorFlow's FILE auto-sharding finds TFRecord, TextLine and fixed-length readers,
     # not CsvDataset (tensorflow/core/grappler/optimizers/data/auto_shard.cc): without an
     # input context a multi-worker strategy splits the rows (DATA) in a fixed order.
-    files_stage.choose_shard_policy(options, num_files=len(files), file_readers=False)
-    deterministic = options["deterministic"]
-    files_stage.fingerprint_cache(options, cache=options.get("cache"), builder="from_csv",
-                                  files=files, seed=seed, shuffled=shuffled,
-                                  label_name=label_name, **table.fingerprint(),
-                                  **(kept.describe() if kept is not None else {}))
+    options = files_stage.choose_shard_policy(options, num_files=len(files),
+                                              file_readers=False)
+    deterministic = options.deterministic
+    fingerprint = files_stage.fingerprint_cache(
+        cache=options.resolved().cache, builder="from_csv", files=files, seed=seed,
+        shuffled=shuffled, label_name=label_name, **table.fingerprint(),
+        **(kept.describe() if kept is not None else {}))
     names = table.names
 
     def to_example(*values):
@@ -691,11 +724,11 @@ def _table_dataset(table: _Table, files: list, *, batch_size, label_name, shuffl
     # label) once per batch, as in make_csv_dataset: a map per row costs more than parsing
     # the row (measured on 2 cores: 21,000 rows/s against 57,000). An augmentation sees
     # examples as dicts, so with one the map stays per row, before it.
-    per_row = bool(options.get("augment"))
-    dataset = tail.build_from_keywords(rows, batch_size=batch_size,
-                                       keywords={**options, "seed": seed},
-                                       map_fn=to_example if per_row else None,
-                                       shuffle_buffer=shuffle_buffer)
+    per_row = bool(options.resolved().augment)
+    dataset = tail.build(rows, batch_size=batch_size, options=options,
+                         source=tail.SourceStages(map_fn=to_example if per_row else None,
+                                                  shuffle_buffer=shuffle_buffer,
+                                                  cache_fingerprint=fingerprint))
     if not per_row:
         dataset = dataset.map(to_example)
     dataset.files = files
@@ -728,10 +761,9 @@ class _LineTable(_Table):
 
 def from_table_plan(files: Sequence[str], row_counts: Sequence[int], *, columns: Sequence[str],
                     plan, batch_size: Optional[int], shuffle_buffer: Optional[int] = None,
-                    seed: Optional[int] = None, deterministic: Optional[bool] = None,
                     compression_type: Optional[str] = None, cycle_length=None,
                     kept: Optional[files_stage.KeptRows] = None,
-                    **options) -> tf.data.Dataset:
+                    options: tail.TailOptions = tail.TailOptions()) -> tf.data.Dataset:
     """A table's files as ``(features, targets)`` batches by its column plan.
 
     The rows of `files` (their counts from `table_plan.scan_files`) are read in parallel
@@ -746,14 +778,12 @@ def from_table_plan(files: Sequence[str], row_counts: Sequence[int], *, columns:
         plan: The `tfaccel.reading.table_plan.TablePlan`.
         batch_size: The global batch size.
         shuffle_buffer: As `from_csv`.
-        seed: As `from_csv`.
-        deterministic: As `from_csv`.
         compression_type: None (by file name) or "GZIP".
         cycle_length: As `from_csv`.
         kept: One side of a split of the rows of these files (`files_stage.kept_rows`):
             only its rows are read, before any shuffle, cache or worker split; then
             `row_counts` are the kept rows of each file.
-        **options: Any other keyword of `tfaccel.data.optimize`.
+        options: The tail's options (`seed` and `deterministic` as `from_csv`'s).
 
     Returns:
         The dataset, with ``files``, ``row_counts``, ``num_examples``, ``kept_rows`` and
@@ -767,13 +797,16 @@ def from_table_plan(files: Sequence[str], row_counts: Sequence[int], *, columns:
                        wanted=list(range(len(columns))), types=["string"] * len(columns),
                        defaults={name: "" for name in columns}, inferred=set(),
                        inference_rows=0)
+    deterministic = None if options.deterministic is tail.UNSET else options.deterministic
+    options = options.without(["deterministic"]).chosen()
+    resolved = options.resolved()
     files, counts, shuffle_buffer, shuffled, deterministic = _read_plan(
-        list(files), list(row_counts), shuffle_buffer=shuffle_buffer, seed=seed,
-        deterministic=deterministic, input_context=options.get("input_context"))
+        list(files), list(row_counts), shuffle_buffer=shuffle_buffer, seed=resolved.seed,
+        deterministic=deterministic, input_context=resolved.input_context)
     rows = _table_dataset(table, files, batch_size=batch_size, label_name=None,
-                          shuffle_buffer=shuffle_buffer, seed=seed, shuffled=shuffled,
+                          shuffle_buffer=shuffle_buffer, shuffled=shuffled,
                           deterministic=deterministic, cycle_length=cycle_length,
-                          counts=counts, kept=kept, **options)
+                          counts=counts, kept=kept, options=options)
     dataset = rows.map(table_features.converter(plan),
                        num_parallel_calls=tail.AUTOTUNE, deterministic=deterministic)
     dataset.files, dataset.row_counts = rows.files, rows.row_counts
@@ -847,17 +880,16 @@ class CsvSource(base.Source):
         config = self.config
         files, val_files, scan, val_scan, plan = self.plan()
         kept, val_kept = self._kept
-        kwargs = dict(columns=scan.columns, plan=plan, compression_type=config.compression,
-                      **common)
+        kwargs = dict(columns=scan.columns, plan=plan, compression_type=config.compression)
         # With a row split, the scans counted each side's kept rows of every file.
         train = from_table_plan(files, scan.row_counts, batch_size=batch_size,
                                 shuffle_buffer=config.shuffle_buffer, kept=kept, **kwargs,
-                                **train_options)
+                                options=common.merged(train_options))
         val = None
         if val_files:
             val = from_table_plan(val_files, val_scan.row_counts, batch_size=batch_size,
                                   shuffle_buffer=0, kept=val_kept, **kwargs,
-                                  **validation_options)
+                                  options=common.merged(validation_options))
         labels = plan.labels
         return base.Built(train=train, validation=val, num_classes=labels.num_classes,
                           class_names=list(labels.class_names) if labels.class_names
@@ -872,7 +904,8 @@ class CsvSource(base.Source):
         return from_table_plan(files, scan.row_counts, columns=scan.columns, plan=plan,
                                batch_size=batch_size, shuffle_buffer=0,
                                compression_type=self.config.compression,
-                               kept=self._kept[0], drop_remainder=False)
+                               kept=self._kept[0],
+                               options=tail.TailOptions(drop_remainder=False))
 
     def file_counts(self):
         files, _, scan, _, _ = self.plan()

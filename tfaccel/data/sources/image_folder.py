@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -335,7 +336,7 @@ def _one_decoded_size(listing: Listing, plan) -> Optional[Tuple[int, int]]:
 
 def _batch_resize(*, listing: Listing, jpeg_plan, cache, crop, channels: int, image_size,
                   interpolation: str, crop_to_aspect_ratio: bool, pad_to_aspect_ratio: bool,
-                  options: dict):
+                  options: tail.TailOptions):
     """``(per-image decode, batch resize)`` for an uncached folder of one image size, or None.
 
     The resize then runs once a batch (`SourceStages.batch_map_fn`), bit-identical to
@@ -343,10 +344,10 @@ def _batch_resize(*, listing: Listing, jpeg_plan, cache, crop, channels: int, im
     AMD EPYC Zen 5 (docs/performance.md). Not with a cache (it holds resized images), a
     random crop, the aspect-ratio options, or per-example work before the batch.
     """
-    per_example = (callable(options.get("augment"))
-                   and options.get("augment_on", "batch") == "example")
+    chosen = options.resolved()
+    per_example = callable(chosen.augment) and chosen.augment_on == "example"
     if (cache or crop is not None or crop_to_aspect_ratio or pad_to_aspect_ratio
-            or per_example or options.get("batch_by_length")):
+            or per_example or chosen.batch_by_length):
         return None
     decoded = _one_decoded_size(listing, jpeg_plan)
     if decoded is None:
@@ -546,15 +547,50 @@ def from_image_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         DataError: Missing path, not a folder, no class sub-folders, no usable image.
         UserInputError: A bad argument value.
     """
-    path = directory  # the name below; Keras calls the argument directory
     class_folder.check_format(format)
     tail.refuse_unknown(unknown, builder=from_image_folder)
-    options = tail.given(augment=augment, augment_on=augment_on, drop_remainder=drop_remainder,
-                         num_parallel_calls=num_parallel_calls,
-                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
-                         shard_policy=shard_policy, image_dtype=image_dtype,
-                         input_context=input_context, sequential=sequential, stream=stream,
-                         service=service, batch_by_length=batch_by_length)
+    options = tail.TailOptions(
+        seed=seed, cache=cache, deterministic=deterministic, augment=augment,
+        augment_on=augment_on, drop_remainder=drop_remainder,
+        num_parallel_calls=num_parallel_calls, private_threads=private_threads,
+        ram_budget_bytes=ram_budget_bytes, shard_policy=shard_policy, image_dtype=image_dtype,
+        input_context=input_context, sequential=sequential, stream=stream, service=service,
+        batch_by_length=batch_by_length)
+    return image_folder_dataset(
+        directory, labels, batch_size=batch_size, image_size=image_size, channels=channels,
+        validation_fraction=validation_fraction, subset=subset,
+        shuffle_buffer=shuffle_buffer, verify=verify, listing=listing,
+        label_mode=label_mode, class_names=class_names, interpolation=interpolation,
+        crop_to_aspect_ratio=crop_to_aspect_ratio, pad_to_aspect_ratio=pad_to_aspect_ratio,
+        follow_links=follow_links, color_mode=color_mode, validation_split=validation_split,
+        shuffle=shuffle, jpeg_dct_scaling=jpeg_dct_scaling,
+        random_resized_crop=random_resized_crop, verbose=verbose, options=options)
+
+
+def image_folder_dataset(directory, labels: Union[str, Sequence[int], None] = "inferred", *,
+                         options: tail.TailOptions, batch_size: Optional[int] = 32,
+                         image_size: Union[int, Sequence[int]] = (256, 256),
+                         channels: int = 3, validation_fraction: float = 0.0,
+                         subset: Optional[str] = None, shuffle_buffer: Optional[int] = None,
+                         verify: bool = True, listing: Optional[tuple] = None,
+                         label_mode: Optional[str] = "int",
+                         class_names: Optional[Sequence[str]] = None,
+                         interpolation: str = "bilinear", crop_to_aspect_ratio: bool = False,
+                         pad_to_aspect_ratio: bool = False, follow_links: bool = True,
+                         color_mode: Optional[str] = None,
+                         validation_split: Optional[float] = None,
+                         shuffle: Optional[bool] = None, jpeg_dct_scaling: bool = True,
+                         random_resized_crop: Union[bool, dict, None] = None,
+                         verbose: bool = True):
+    """`from_image_folder` with the tail's options as one `TailOptions` (what the source
+    calls; ``deterministic`` None or unset: as `from_image_folder`'s None); the other
+    arguments and their defaults as `from_image_folder`'s."""
+    path = directory  # the name below; Keras calls the argument directory
+    # The caller's own order switch (None: decided per subset), then only what the caller
+    # chose: the loader decides the rest (the shard policy, uint8 for nearest).
+    deterministic = None if options.deterministic is tail.UNSET else options.deterministic
+    options = options.without(["deterministic"]).chosen()
+    seed, cache = options.resolved().seed, options.resolved().cache
     label_mode, labels, channels, interpolation, shuffle_buffer = _keras_arguments(
         label_mode=label_mode, labels=labels, color_mode=color_mode, channels=channels,
         interpolation=interpolation, shuffle=shuffle, shuffle_buffer=shuffle_buffer)
@@ -573,7 +609,6 @@ def from_image_folder(directory, labels: Union[str, Sequence[int], None] = "infe
                            shuffled=shuffled, seed=seed)
     listing = listing or list_image_folder(path, verify=verify, class_names=class_names,
                                            follow_links=follow_links, labels=labels)
-    class_folder.labels_fingerprint(labels, cache, options)
     class_folder.check_binary(listing, label_mode=label_mode, path=path)
     class_folder.warn_skipped(logger, listing, path=path, extension="/".join(IMAGE_EXTENSIONS),
                               unreadable="not readable JPEG/PNG/GIF/BMP images")
@@ -583,15 +618,15 @@ def from_image_folder(directory, labels: Union[str, Sequence[int], None] = "infe
         _folder_dataset, listing=listing, batch_size=batch_size, image_size=(height, width),
         channels=channels, label_mode=label_mode, interpolation=interpolation,
         crop_to_aspect_ratio=crop_to_aspect_ratio, pad_to_aspect_ratio=pad_to_aspect_ratio,
-        jpeg_dct_scaling=jpeg_dct_scaling, verified=verify, seed=seed, shuffled=shuffled,
-        deterministic=deterministic)
+        jpeg_dct_scaling=jpeg_dct_scaling, verified=verify, shuffled=shuffled,
+        deterministic=deterministic, crop=crop,
+        given_labels=class_folder.labels_fingerprint(labels, cache))
     # Each subset of "both" caches into its own files, by the same rule as a recipe's
     # splits; the validation subset resizes whole images (no random crop).
     return class_folder.keras_subsets(
         listing, make, subset=subset, validation_split=validation_split,
         validation_fraction=validation_fraction, seed=seed, shuffle_buffer=shuffle_buffer,
-        cache=cache, noun="images", options={**options, "crop": crop},
-        validation_only={"crop": None}, verbose=verbose)
+        noun="images", options=options, validation_only={"crop": None}, verbose=verbose)
 
 
 def _read_bytes(path, label=None, *, read=tf.io.read_file):
@@ -628,11 +663,13 @@ def _random_crop_decoder(option, *, image_size, channels: int, interpolation: st
 def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int],
                     image_size, channels: int, label_mode, interpolation: str,
                     crop_to_aspect_ratio: bool, pad_to_aspect_ratio: bool,
-                    jpeg_dct_scaling: bool, verified: bool, seed: Optional[int],
-                    shuffled: bool, deterministic: Optional[bool],
-                    shuffle_buffer: Optional[int], cache, crop=None, **options):
+                    jpeg_dct_scaling: bool, verified: bool, shuffled: bool,
+                    deterministic: Optional[bool], shuffle_buffer: Optional[int],
+                    options: tail.TailOptions, crop=None, given_labels: dict):
     """The pipeline of one subset's chosen files (see `from_image_folder`): the image
-    decode, then `class_folder.paths_dataset`."""
+    decode, then `class_folder.paths_dataset`. `options`: what the caller chose
+    (`TailOptions.chosen`); `given_labels`: their part of a cache's fingerprint."""
+    cache = options.resolved().cache
     # A listing not checked up front (a cold big folder): each file is checked as it is
     # read, and a bad one stops the run naming it (no decode error is skipped unnamed).
     check_files = verified and listing.deferred
@@ -649,7 +686,8 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
         shuffle_buffer = min(len(paths), _CACHED_SHUFFLE_CAP) if cache else len(paths)
     if interpolation == "nearest":
         # Keras' loader keeps the decoder's uint8 for nearest-neighbour resizing.
-        options.setdefault("image_dtype", None)
+        if options.image_dtype is tail.UNSET:
+            options = dataclasses.replace(options, image_dtype=None)
     batch_map_fn = None
     batched = _batch_resize(listing=listing, jpeg_plan=jpeg_plan, cache=cache, crop=crop,
                             channels=channels, image_size=image_size,
@@ -690,8 +728,8 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
     # is named (`_named_decode`).
     return class_folder.paths_dataset(
         paths, labels, listing=listing, label_mode=label_mode, batch_size=batch_size,
-        map_fn=map_fn, seed=seed, shuffled=shuffled, deterministic=deterministic,
-        shuffle_buffer=shuffle_buffer, cache=cache,
+        map_fn=map_fn, shuffled=shuffled, deterministic=deterministic,
+        shuffle_buffer=shuffle_buffer, options=options,
         per_file=None if per_file is None else {"jpeg_plan": per_file},
         random_decode=random_decode, batch_map_fn=batch_map_fn,
         fingerprint={
@@ -700,8 +738,8 @@ def _folder_dataset(paths, labels, *, listing: Listing, batch_size: Optional[int
             "crop_to_aspect_ratio": crop_to_aspect_ratio,
             "pad_to_aspect_ratio": pad_to_aspect_ratio, "jpeg_dct_scaling": jpeg_dct_scaling,
             # A random crop caches the files' bytes, not decoded images.
-            "cached": "file bytes" if crop is not None else "decoded images"},
-        **options)
+            "cached": "file bytes" if crop is not None else "decoded images",
+            **given_labels})
 
 
 class ImageFolderSource(base.Source):
@@ -713,22 +751,25 @@ class ImageFolderSource(base.Source):
         config = self.config
         listing = list_image_folder(config.path)
         kwargs = dict(image_size=config.image_size, channels=config.channels, listing=listing,
-                      jpeg_dct_scaling=config.jpeg_dct_scaling, verbose=False, **common)
+                      jpeg_dct_scaling=config.jpeg_dct_scaling, verbose=False)
         fraction = config.validation_fraction
-        augment = train_options.get("augment") or []
+        train_options = common.merged(train_options)
+        augment = train_options.resolved().augment or []
+        crop = None
         if "random_resized_crop" in augment:  # made while decoding (data.crops), not after
-            train_options = {**train_options, "random_resized_crop": True,
-                             "augment": [a for a in augment if a != "random_resized_crop"]
-                             or None}
-        train = from_image_folder(
+            crop = True
+            train_options = dataclasses.replace(train_options, augment=[
+                a for a in augment if a != "random_resized_crop"] or None)
+        train = image_folder_dataset(
             config.path, batch_size=batch_size, validation_fraction=fraction,
-            subset="training" if fraction else None,
-            shuffle_buffer=config.shuffle_buffer, **kwargs, **train_options)
+            subset="training" if fraction else None, shuffle_buffer=config.shuffle_buffer,
+            random_resized_crop=crop, **kwargs, options=train_options)
         val = None
         if fraction:
-            val = from_image_folder(
+            val = image_folder_dataset(
                 config.path, batch_size=batch_size, validation_fraction=fraction,
-                subset="validation", shuffle_buffer=0, **kwargs, **validation_options)
+                subset="validation", shuffle_buffer=0, **kwargs,
+                options=common.merged(validation_options))
         return base.Built(train=train, validation=val, num_classes=len(train.class_names),
                           class_names=train.class_names, train_examples=len(train.file_paths),
                           validation_examples=None if val is None else len(val.file_paths))

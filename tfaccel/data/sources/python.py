@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import itertools
 import logging
@@ -40,15 +41,15 @@ def _code_of(obj) -> str:
     return f"{name} ({cache_files.files_digest([file]) if file else 'no source file'})"
 
 
-def _cache_fingerprint(source, transform, *, indices, seed, shuffled, options) -> dict:
+def _cache_fingerprint(source, transform, *, indices, seed, shuffled, cache,
+                       given: Optional[dict]) -> dict:
     """What a file cache of a Python source can know it depends on (see `from_python`)."""
-    given = options.get("cache_fingerprint")
     if given is None:
         logger.warning(
             "from_python(cache=%r): the cache is rebuilt when the source's or transform's "
             "code, its length or the order changes, but tfaccel cannot see the data the "
             "source reads; pass cache_fingerprint={...} naming it (files, versions) to have "
-            "the cache rebuilt when that changes.", options.get("cache"))
+            "the cache rebuilt when that changes.", cache)
     return {"builder": "from_python", "source": _code_of(source),
             "transform": None if transform is None else _code_of(transform),
             "examples": None if indices is None else len(indices),
@@ -231,13 +232,9 @@ def python_dataset(source, *, batch_size: int, workers: int = 2, mode: str = "pr
                    options: tail.TailOptions) -> tf.data.Dataset:
     """`from_python` with the tail's options as one `TailOptions` (what the source calls);
     the arguments as `from_python`'s."""
-    # The stages below read the options as keywords: the set fields.
-    options = tail.given(**options.set_fields())
-    seed, deterministic = options.pop("seed", None), options.pop("deterministic", False)
-    if shuffle_buffer:
-        options["shuffle_buffer"] = shuffle_buffer
-    if cache_fingerprint is not None:
-        options["cache_fingerprint"] = cache_fingerprint
+    options = options.chosen()  # what the caller chose; this source decides the rest
+    resolved = options.resolved()
+    seed = resolved.seed
     if mode not in ("process", "thread"):
         raise UserInputError(f"mode must be 'process' or 'thread', got {mode!r}.")
     if not isinstance(workers, int) or workers < 1:
@@ -260,19 +257,20 @@ def python_dataset(source, *, batch_size: int, workers: int = 2, mode: str = "pr
     chunk_signature = tf.nest.map_structure(
         lambda s: tf.TensorSpec([None, *s.shape], s.dtype), output_signature)
     epochs = itertools.count()
-    buffer = options.get("shuffle_buffer", 0)
+    buffer = shuffle_buffer = shuffle_buffer or 0  # None: no buffer, as 0
     # A random-access source indexed in a sorted order (by class) is read in one seeded
     # permutation when a shuffle buffer smaller than it follows (data.order), so a cache
     # before that buffer holds a mixed order; `shuffle=True` permutes anew every epoch.
     fixed_order = None
     if random_access and not shuffle and 0 < buffer < len(source):
         fixed_order = order.permutation(len(source), order.resolve_seed(
-            seed, input_context=options.get("input_context")))
-    if cache_files.is_file_cache(options.get("cache")):
-        options["cache_fingerprint"] = _cache_fingerprint(
+            seed, input_context=resolved.input_context))
+    if cache_files.is_file_cache(resolved.cache):
+        cache_fingerprint = _cache_fingerprint(
             source, transform, indices=fixed_order if random_access else None,
-            seed=seed, shuffled=fixed_order is not None, options=options)
-    ctx = options.pop("input_context", None)
+            seed=seed, shuffled=fixed_order is not None, cache=resolved.cache,
+            given=cache_fingerprint)
+    ctx = resolved.input_context
     share = (0, 1)
     if ctx is not None and ctx.num_input_pipelines > 1:
         # Each input pipeline (worker machine) computes only its own share: its indices, or
@@ -283,11 +281,11 @@ def python_dataset(source, *, batch_size: int, workers: int = 2, mode: str = "pr
             raise UserInputError("shuffle=True with several input pipelines needs a seed, so "
                                  "that all pipelines permute alike and their shares stay "
                                  "disjoint.")
-    options["input_context"] = ctx
-    options["deterministic"] = deterministic
     # A multi-worker strategy splits this dataset by element (below): every worker must
     # then see the same order, the workers' chunks included.
-    deterministic = sharding.fix_order_for_data_sharding(options)["deterministic"]
+    options = sharding.fix_order_for_data_sharding(dataclasses.replace(
+        options, input_context=ctx, deterministic=resolved.deterministic))
+    deterministic = options.deterministic
 
     def epoch_order(epoch):
         indices = np.arange(len(source)) if fixed_order is None else fixed_order
@@ -311,7 +309,7 @@ def python_dataset(source, *, batch_size: int, workers: int = 2, mode: str = "pr
                                         _as_tf_structure(example))
 
     pool = None
-    if not options.get("sequential"):
+    if not resolved.sequential:
         # Started here, in the caller's thread and before tf.data runs anything, never from
         # inside the pipeline: one pool serves every epoch (and every iterator) of this
         # dataset, and is closed when the dataset is collected or the interpreter exits.
@@ -353,9 +351,11 @@ def python_dataset(source, *, batch_size: int, workers: int = 2, mode: str = "pr
         size = len(range(share[0], len(source), share[1]))
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(size))
     # A generator cannot be split by files; a multi-worker strategy must shard by element.
-    options.setdefault("shard_policy", "data")
-    return tail.build_from_keywords(dataset, batch_size=batch_size,
-                                    keywords={**options, "seed": seed})
+    if options.shard_policy is tail.UNSET:
+        options = dataclasses.replace(options, shard_policy="data")
+    return tail.build(dataset, batch_size=batch_size, options=options,
+                      source=tail.SourceStages(shuffle_buffer=shuffle_buffer,
+                                               cache_fingerprint=cache_fingerprint))
 
 
 def _check_finite_chunk(arrays, *, first, order) -> None:

@@ -172,12 +172,37 @@ def from_text_folder(directory, labels: Union[str, Sequence[int], None] = "infer
     """
     class_folder.check_format(format)
     tail.refuse_unknown(unknown, builder=from_text_folder)
-    options = tail.given(augment=augment, augment_on=augment_on, drop_remainder=drop_remainder,
-                         num_parallel_calls=num_parallel_calls,
-                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
-                         shard_policy=shard_policy, image_dtype=image_dtype,
-                         input_context=input_context, sequential=sequential, stream=stream,
-                         service=service, batch_by_length=batch_by_length)
+    options = tail.TailOptions(
+        seed=seed, cache=cache, deterministic=deterministic, augment=augment,
+        augment_on=augment_on, drop_remainder=drop_remainder,
+        num_parallel_calls=num_parallel_calls, private_threads=private_threads,
+        ram_budget_bytes=ram_budget_bytes, shard_policy=shard_policy, image_dtype=image_dtype,
+        input_context=input_context, sequential=sequential, stream=stream, service=service,
+        batch_by_length=batch_by_length)
+    return text_folder_dataset(
+        directory, labels, label_mode=label_mode, class_names=class_names,
+        batch_size=batch_size, max_length=max_length, shuffle=shuffle,
+        validation_split=validation_split, subset=subset, follow_links=follow_links,
+        verbose=verbose, encoding=encoding, verify=verify, shuffle_buffer=shuffle_buffer,
+        options=options)
+
+
+def text_folder_dataset(directory, labels: Union[str, Sequence[int], None] = "inferred", *,
+                        options: tail.TailOptions, label_mode: Optional[str] = "int",
+                        class_names: Optional[Sequence[str]] = None,
+                        batch_size: Optional[int] = 32, max_length: Optional[int] = None,
+                        shuffle: bool = True, validation_split: Optional[float] = None,
+                        subset: Optional[str] = None, follow_links: bool = False,
+                        verbose: bool = True, encoding: Optional[str] = "utf-8",
+                        verify: bool = True, shuffle_buffer: Optional[int] = None):
+    """`from_text_folder` with the tail's options as one `TailOptions` (what the source
+    calls; ``deterministic`` None or unset: as `from_text_folder`'s None); the other
+    arguments and their defaults as `from_text_folder`'s."""
+    # The caller's own order switch (None: decided per subset), then only what the caller
+    # chose: the loader decides the rest (the shard policy).
+    deterministic = None if options.deterministic is tail.UNSET else options.deterministic
+    options = options.without(["deterministic"]).chosen()
+    seed, cache = options.resolved().seed, options.resolved().cache
     label_mode, labels = class_folder.check_label_arguments(
         label_mode=label_mode, labels=labels, files="text files")
     shuffle_buffer = class_folder.keras_shuffle_buffer(
@@ -191,7 +216,6 @@ def from_text_folder(directory, labels: Union[str, Sequence[int], None] = "infer
     listing = list_text_folder(directory, encoding=encoding, verify=verify,
                                class_names=class_names, follow_links=follow_links,
                                labels=labels)
-    class_folder.labels_fingerprint(labels, cache, options)
     class_folder.check_binary(listing, label_mode=label_mode, path=directory)
     _warn_skipped(listing, path=directory, encoding=encoding)
     if verbose:
@@ -200,13 +224,13 @@ def from_text_folder(directory, labels: Union[str, Sequence[int], None] = "infer
         class_folder.paths_dataset, listing=listing, label_mode=label_mode,
         batch_size=batch_size, map_fn=_reader(encoding=encoding, max_length=max_length),
         fingerprint={"builder": "from_text_folder", "max_length": max_length,
-                     "encoding": encoding},
-        seed=seed, shuffled=shuffle_buffer != 0, deterministic=deterministic)
+                     "encoding": encoding, **class_folder.labels_fingerprint(labels, cache)},
+        shuffled=shuffle_buffer != 0, deterministic=deterministic)
     # No ignore_errors stage: every file decoded in the up-front check, and that stage cost
     # a quarter of the throughput (measured, benchmarks/bench_data_text.py).
     return class_folder.keras_subsets(listing, read, subset=subset,
                                       validation_split=validation_split, seed=seed,
-                                      shuffle_buffer=shuffle_buffer, cache=cache,
+                                      shuffle_buffer=shuffle_buffer,
                                       noun="text files", options=options,
                                       verbose=verbose)
 
@@ -222,7 +246,7 @@ class TextFolderSource(base.Source):
 
     def build(self, *, batch_size, common, train_options, validation_options) -> base.Built:
         return class_folder.build_keras_splits(
-            from_text_folder, self.config, batch_size=batch_size, common=common,
+            text_folder_dataset, self.config, batch_size=batch_size, common=common,
             train_options=train_options, validation_options=validation_options)
 
     def plain_training(self, built, *, batch_size):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import reprlib
@@ -250,12 +251,39 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
         UserInputError: A bad argument value.
     """
     tail.refuse_unknown(unknown, builder=from_text_lines)
-    options = tail.given(augment=augment, augment_on=augment_on, drop_remainder=drop_remainder,
-                         num_parallel_calls=num_parallel_calls,
-                         private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
-                         shard_policy=shard_policy, image_dtype=image_dtype,
-                         sequential=sequential, stream=stream, service=service,
-                         batch_by_length=batch_by_length)
+    options = tail.TailOptions(
+        seed=seed, cache=cache, deterministic=deterministic, input_context=input_context,
+        augment=augment, augment_on=augment_on, drop_remainder=drop_remainder,
+        num_parallel_calls=num_parallel_calls, private_threads=private_threads,
+        ram_budget_bytes=ram_budget_bytes, shard_policy=shard_policy, image_dtype=image_dtype,
+        sequential=sequential, stream=stream, service=service,
+        batch_by_length=batch_by_length)
+    return text_lines_dataset(
+        paths, batch_size=batch_size, labels=labels, separator=separator,
+        class_names=class_names, label_mode=label_mode, max_length=max_length,
+        shuffle=shuffle, shuffle_buffer=shuffle_buffer, skip_header_lines=skip_header_lines,
+        encoding=encoding, compression=compression, verify=verify, cycle_length=cycle_length,
+        rows=rows, options=options)
+
+
+def text_lines_dataset(paths, *, batch_size: Optional[int], options: tail.TailOptions,
+                       labels: Union[None, str, Sequence[int]] = None, separator: str = "\t",
+                       class_names: Optional[Sequence[str]] = None,
+                       label_mode: Optional[str] = "int", max_length: Optional[int] = None,
+                       shuffle: bool = True, shuffle_buffer: Optional[int] = None,
+                       skip_header_lines: int = 0, encoding: Optional[str] = "utf-8",
+                       compression: Optional[str] = None, verify: bool = True,
+                       cycle_length: Optional[int] = None,
+                       rows: Optional[files_stage.RowSplit] = None) -> tf.data.Dataset:
+    """`from_text_lines` with the tail's options as one `TailOptions` (what the source
+    calls; ``deterministic`` None or unset: fixed when a seed is given or when not
+    shuffling); the other arguments and their defaults as `from_text_lines`'."""
+    # The caller's own order switch (None: decided here), then only what the caller chose:
+    # this source decides the rest (the shard policy).
+    deterministic = None if options.deterministic is tail.UNSET else options.deterministic
+    options = options.without(["deterministic"]).chosen()
+    resolved = options.resolved()
+    seed, cache, input_context = resolved.seed, resolved.cache, resolved.input_context
     if isinstance(labels, np.ndarray):
         labels = labels.tolist()
     if labels is None or label_mode is None:
@@ -341,18 +369,17 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
                              f"classes; got class_names={names}.")
     listed = files  # ds.files: the order `labels` counts in
     shuffled = shuffle_buffer != 0
-    ctx = options["input_context"] = input_context
     # The one seeded permutation (files_stage.read_order), the same in every worker.
     files, file_labels = files_stage.read_order(files, file_labels, shuffled=shuffled,
-                                                seed=seed, input_context=ctx)
+                                                seed=seed, input_context=input_context)
     if shuffle_buffer is None:
         shuffle_buffer = min(num_examples or _DEFAULT_SHUFFLE, _DEFAULT_SHUFFLE) or 1
     if deterministic is None:
         deterministic = not shuffled or seed is not None
-    options["deterministic"] = deterministic
-    files, file_labels = files_stage.split_for_workers(files, file_labels, options=options)
-    files_stage.fingerprint_cache(
-        options, cache=cache, builder="from_text_lines", files=files, seed=seed,
+    options, (files, file_labels) = files_stage.split_for_workers(
+        files, file_labels, options=dataclasses.replace(options, deterministic=deterministic))
+    fingerprint = files_stage.fingerprint_cache(
+        cache=cache, builder="from_text_lines", files=files, seed=seed,
         shuffled=shuffled,
         labels=labels if not isinstance(labels, (list, tuple)) else file_labels,
         separator=separator, class_names=names, label_mode=label_mode,
@@ -368,10 +395,10 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
         parse=_parser(labels=labels, names=names, separator=separator,
                       label_mode=label_mode, encoding=encoding, max_length=max_length),
         options=options)
-    files_stage.choose_shard_policy(options, num_files=len(files))
-    dataset = tail.build_from_keywords(examples, batch_size=batch_size,
-                                       keywords={**options, "cache": cache, "seed": seed},
-                                       shuffle_buffer=shuffle_buffer)
+    options = files_stage.choose_shard_policy(options, num_files=len(files))
+    dataset = tail.build(examples, batch_size=batch_size, options=options,
+                         source=tail.SourceStages(shuffle_buffer=shuffle_buffer,
+                                                  cache_fingerprint=fingerprint))
     dataset.files = listed
     dataset.class_names = names if label_mode is not None else None
     dataset.num_examples = num_examples
@@ -381,7 +408,8 @@ def from_text_lines(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLi
 
 
 def _read_lines(files, file_labels, *, shuffle_files: bool, seed, skip_header_lines: int,
-                compression, strip_bom: bool, cycle_length, options: dict, kept=None):
+                compression, strip_bom: bool, cycle_length, options: tail.TailOptions,
+                kept=None):
     """The lines of `files` (with their file's label, given `file_labels`), several files
     read at once; with `kept` (a row split) only its examples: the non-empty lines, the
     ones it keeps (`files_stage.keep_rows`)."""
@@ -418,17 +446,17 @@ def _read_lines(files, file_labels, *, shuffle_files: bool, seed, skip_header_li
                                   cycle_length=cycle_length, options=options)
 
 
-def _examples(lines, *, parse, options: dict):
+def _examples(lines, *, parse, options: tail.TailOptions):
     """Examples from lines, parsed 256 at a time.
 
     Per line, a map (or a filter) is a function call of tf.data's: ~100 us on these
     machines, more than parsing a line. On batches of lines the same ops run once per
     256 (measured: 8,200 -> 100,000 lines/s on 2 cores, benchmarks/bench_data_text.py).
     """
-    sequential = options.get("sequential")
+    resolved = options.resolved()
     return lines.batch(_PARSE_BATCH).map(
-        parse, num_parallel_calls=None if sequential else tail.AUTOTUNE,
-        deterministic=options.get("deterministic") or None).unbatch()
+        parse, num_parallel_calls=None if resolved.sequential else tail.AUTOTUNE,
+        deterministic=resolved.deterministic or None).unbatch()
 
 
 def _parser(*, labels, names, separator: str, label_mode, encoding, max_length):
@@ -502,11 +530,10 @@ class TextLinesSource(base.Source):
         files, val_files, rows, val_rows = self.split()
 
         def build(chosen, *, shuffle_buffer, options, rows, class_names=None):
-            options = {k: v for k, v in options.items() if k != "augment" or v}
-            return from_text_lines(chosen, batch_size=batch_size, labels=FIRST_FIELD,
-                                   class_names=class_names, shuffle_buffer=shuffle_buffer,
-                                   compression=config.compression, rows=rows, **common,
-                                   **options)
+            return text_lines_dataset(chosen, batch_size=batch_size, labels=FIRST_FIELD,
+                                      class_names=class_names, shuffle_buffer=shuffle_buffer,
+                                      compression=config.compression, rows=rows,
+                                      options=common.merged(options))
 
         train = build(files, shuffle_buffer=config.shuffle_buffer, options=train_options,
                       rows=rows)
@@ -529,8 +556,9 @@ class TextLinesSource(base.Source):
         # The training files and classes `build` found: no second scan of the files.
         # Not training batches: no strategy in scope may drop the last partial one.
         kept = built.train.kept_rows  # a row split: the training lines only
-        return from_text_lines(built.train.files, batch_size=batch_size, labels=FIRST_FIELD,
-                               class_names=built.train.class_names, verify=False,
-                               shuffle=False, compression=self.config.compression,
-                               drop_remainder=False,
-                               rows=None if kept is None else kept.counted(self.split()[2]))
+        return text_lines_dataset(
+            built.train.files, batch_size=batch_size, labels=FIRST_FIELD,
+            class_names=built.train.class_names, verify=False, shuffle=False,
+            compression=self.config.compression,
+            rows=None if kept is None else kept.counted(self.split()[2]),
+            options=tail.TailOptions(drop_remainder=False))

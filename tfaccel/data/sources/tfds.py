@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import warnings
@@ -164,14 +165,14 @@ def tfds_dataset(name: str, *, split: str, batch_size: int, data_dir: Optional[s
                  options: tail.TailOptions) -> tf.data.Dataset:
     """`from_tfds` with the tail's options as one `TailOptions` (what the source calls);
     the arguments as `from_tfds`'."""
-    # The stages below read the options as keywords: the set fields.
-    options = tail.given(**options.set_fields())
-    seed, input_context = options.pop("seed", None), options.pop("input_context", None)
+    options = options.chosen()  # what the caller chose; this source decides the rest
+    resolved = options.resolved()
+    seed, input_context = resolved.seed, resolved.input_context
     builder = load_builder(name, data_dir=data_dir, download=download)
     _check_split(builder, split)
-    deterministic = options.get("deterministic", False)
+    deterministic = resolved.deterministic
     parallel = {}
-    if options.get("sequential"):
+    if resolved.sequential:
         # TFDS's own interleave and decode map, made sequential too (None = no parallelism).
         parallel = {"num_parallel_calls_for_decode": None,
                     "num_parallel_calls_for_interleave_files": None,
@@ -183,7 +184,7 @@ def tfds_dataset(name: str, *, split: str, batch_size: int, data_dir: Optional[s
         # In a resumable stream every pass must read the files in the same order (the
         # pass-seeded shuffle after the cache does the rest), or pass p would depend on how
         # many passes this process read before.
-        shuffle_reshuffle_each_iteration=False if options.get("stream") else None,
+        shuffle_reshuffle_each_iteration=False if resolved.stream else None,
         # Our tail owns caching (after decode, before shuffle) and prefetching.
         try_autocache=False,
         skip_prefetch=True,
@@ -205,11 +206,12 @@ def tfds_dataset(name: str, *, split: str, batch_size: int, data_dir: Optional[s
     num_examples = _split_size(builder, split, dataset)
     if keys is not None:
         dataset = dataset.map(lambda ex: (ex[input_key], ex[label_key]))
-    if cache_files.is_file_cache(options.get("cache")):
-        options["cache_fingerprint"] = _cache_fingerprint(
+    fingerprint = None
+    if cache_files.is_file_cache(resolved.cache):
+        fingerprint = _cache_fingerprint(
             builder, split=split, keys=keys, as_supervised=as_supervised,
             image_size=image_size, seed=seed, shuffled=bool(shuffle_buffer),
-            input_context=input_context, given=options.get("cache_fingerprint"))
+            input_context=input_context)
     map_fn = None
     if image_size is not None:
         size = [int(v) for v in image_size]
@@ -224,12 +226,14 @@ def tfds_dataset(name: str, *, split: str, batch_size: int, data_dir: Optional[s
         map_fn = resize
     # One file per split (the built-in dataset) cannot be split by FILE among workers; with
     # an input context TFDS already kept this pipeline's files (OFF: not split again).
-    sharding.choose_file_policy(options, num_files=_file_count(builder, split),
-                                sharded=input_context is not None)
-    dataset = tail.build_from_keywords(
-        dataset, batch_size=batch_size, map_fn=map_fn, shuffle_buffer=shuffle_buffer,
-        keywords={**options, "seed": seed,
-                  "input_context": tail.batch_only_context(input_context)})
+    options = sharding.choose_file_policy(options, num_files=_file_count(builder, split),
+                                          sharded=input_context is not None)
+    dataset = tail.build(
+        dataset, batch_size=batch_size,
+        source=tail.SourceStages(map_fn=map_fn, shuffle_buffer=shuffle_buffer,
+                                 cache_fingerprint=fingerprint),
+        options=dataclasses.replace(
+            options, input_context=tail.batch_only_context(input_context)))
     dataset.class_names = class_names(builder.info)
     dataset.num_examples = num_examples
     dataset.info = builder.info
@@ -237,7 +241,7 @@ def tfds_dataset(name: str, *, split: str, batch_size: int, data_dir: Optional[s
 
 
 def _cache_fingerprint(builder, *, split, keys, as_supervised, image_size, seed, shuffled,
-                       input_context, given) -> dict:
+                       input_context) -> dict:
     """Everything a file cache of `split` depends on: the prepared files and the settings."""
     info = builder.info
     directory = str(getattr(info, "data_dir", "") or "")
@@ -251,8 +255,7 @@ def _cache_fingerprint(builder, *, split, keys, as_supervised, image_size, seed,
             # TFDS shuffles the file order (seeded) before the cache when shuffling.
             "order": f"files shuffled with seed {seed}" if shuffled else "file order",
             "input share": None if input_context is None else [
-                input_context.input_pipeline_id, input_context.num_input_pipelines],
-            **(given or {})}
+                input_context.input_pipeline_id, input_context.num_input_pipelines]}
 
 
 def _split_size(builder, split: str, dataset) -> Optional[int]:

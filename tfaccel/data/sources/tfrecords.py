@@ -246,9 +246,8 @@ def tfrecords_dataset(pattern, *, features: Mapping, batch_size: int,
                       options: tail.TailOptions) -> tf.data.Dataset:
     """`from_tfrecords` with the tail's options as one `TailOptions` (what the source
     calls); the arguments as `from_tfrecords`'."""
-    # The file stages read the options as keywords (`files_stage`): the set fields.
-    options = tail.given(**options.set_fields())
-    seed, input_context = options.pop("seed", None), options.pop("input_context", None)
+    options = options.chosen()  # what the caller chose; this source decides the rest
+    seed, input_context = options.resolved().seed, options.resolved().input_context
     if compression not in _COMPRESSIONS:
         raise UserInputError(f"compression must be None, 'GZIP' or 'ZLIB', got "
                              f"{compression!r}.")
@@ -270,16 +269,15 @@ def tfrecords_dataset(pattern, *, features: Mapping, batch_size: int,
     num_examples = (sum(kept.counts(files)) if kept is not None
                     else None if file_counts is None else sum(file_counts))
     shuffled = bool(shuffle_buffer)
-    options["input_context"] = input_context
     # The one seeded file order (files named by class still mix before any cache), then
     # this pipeline's share of it (the runner plans the shares in the same order).
     (files,) = files_stage.read_order(files, shuffled=shuffled, seed=seed,
                                       input_context=input_context)
-    (files,) = files_stage.split_for_workers(files, options=options)
+    options, (files,) = files_stage.split_for_workers(files, options=options)
     # The files this pipeline reads (names, sizes, times), their order and the parse
     # and decode settings: everything the cached examples depend on.
-    files_stage.fingerprint_cache(
-        options, cache=options.get("cache"), builder="from_tfrecords", files=files,
+    fingerprint = files_stage.fingerprint_cache(
+        cache=options.resolved().cache, builder="from_tfrecords", files=files,
         seed=seed, shuffled=shuffled, features={k: repr(v) for k, v in spec.items()},
         label_key=label_key, input_key=input_key, compression=compression,
         image_size=None if image_size is None else [int(v) for v in image_size],
@@ -315,10 +313,10 @@ def tfrecords_dataset(pattern, *, features: Mapping, batch_size: int,
     # split them by FILE (each worker reads only its files) when there are at least as many
     # files as workers; by element (DATA) otherwise; not again (OFF) when an input context
     # already gave this pipeline its share.
-    files_stage.choose_shard_policy(options, num_files=len(files))
-    dataset = tail.build_from_keywords(records, batch_size=batch_size,
-                                       keywords={**options, "seed": seed}, map_fn=parse,
-                                       shuffle_buffer=shuffle_buffer)
+    options = files_stage.choose_shard_policy(options, num_files=len(files))
+    dataset = tail.build(records, batch_size=batch_size, options=options,
+                         source=tail.SourceStages(map_fn=parse, shuffle_buffer=shuffle_buffer,
+                                                  cache_fingerprint=fingerprint))
     dataset.files = files
     dataset.num_examples = num_examples
     dataset.kept_rows = kept

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import operator
 import os
@@ -130,23 +131,24 @@ def window_starts(length: int, *, targets_length: Optional[int], sequence_length
     return np.arange(0, count, sequence_stride, dtype=np.int64)
 
 
-def _shuffle_rule(options: dict, *, shuffle: bool, seed, batch_size) -> Optional[int]:
+def _shuffle_rule(*, shuffle: bool, shuffle_buffer: Optional[int], seed, batch_size,
+                  input_context) -> Tuple[Optional[int], int]:
     """Keras' shuffle: the starts permuted once (seeded), then a local buffer each epoch.
 
-    Returns the seed both use (drawn as Keras draws it when None), or None without shuffle.
+    Returns ``(seed, shuffle_buffer)``: the seed both use (drawn as Keras draws it when
+    None; None without shuffle) and the windows' buffer (0 without shuffle).
     """
     if not shuffle:
-        if options.get("shuffle_buffer"):
-            raise UserInputError(f"shuffle_buffer={options['shuffle_buffer']!r} needs "
+        if shuffle_buffer:
+            raise UserInputError(f"shuffle_buffer={shuffle_buffer!r} needs "
                                  "shuffle=True (windows come in chronological order).")
-        options["shuffle_buffer"] = 0
-        return None
-    seed = order.resolve_seed(seed, input_context=options.get("input_context"))
-    if options.get("shuffle_buffer") is None:
+        return None, 0
+    seed = order.resolve_seed(seed, input_context=input_context)
+    if shuffle_buffer is None:
         # Keras' own buffers, so the same seed gives Keras' order, epoch after epoch.
-        options["shuffle_buffer"] = (batch_size * 8 if batch_size is not None
-                                     else _KERAS_SHUFFLE_BUFFER_UNBATCHED)
-    return seed
+        shuffle_buffer = (batch_size * 8 if batch_size is not None
+                          else _KERAS_SHUFFLE_BUFFER_UNBATCHED)
+    return seed, shuffle_buffer
 
 
 def from_timeseries(data, targets, sequence_length: int, *, sequence_stride: int = 1,
@@ -220,26 +222,30 @@ def from_timeseries(data, targets, sequence_length: int, *, sequence_stride: int
             with its timestep).
     """
     tail.refuse_unknown(unknown, builder=from_timeseries, refused=_NOT_TAKEN)
-    options = dict(shuffle_buffer=shuffle_buffer, deterministic=deterministic,
-                   shard_policy=shard_policy, **tail.given(
-                       drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls,
-                       private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
-                       input_context=input_context, sequential=sequential, stream=stream,
-                       service=service, batch_by_length=batch_by_length))
+    options = tail.TailOptions(
+        seed=seed, deterministic=deterministic, shard_policy=shard_policy,
+        drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls,
+        private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
+        input_context=input_context, sequential=sequential, stream=stream, service=service,
+        batch_by_length=batch_by_length)
     # Keras passes NaN on; here it is named (finite_values), as from_arrays names it.
     finite_values.check_array(np.asarray(data), name="data", unit="timestep")
     if targets is not None:
         finite_values.check_array(np.asarray(targets), name="targets", unit="timestep")
-    return _windows(data, targets, sequence_length, sequence_stride=sequence_stride,
-                    sampling_rate=sampling_rate, batch_size=batch_size, shuffle=shuffle,
-                    seed=seed, start_index=start_index, end_index=end_index,
-                    options=options, where="data")
+    return windows_dataset(data, targets, sequence_length, sequence_stride=sequence_stride,
+                           sampling_rate=sampling_rate, batch_size=batch_size,
+                           shuffle=shuffle, shuffle_buffer=shuffle_buffer,
+                           start_index=start_index, end_index=end_index, options=options,
+                           where="data")
 
 
-def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, batch_size,
-             shuffle, seed, start_index, end_index, options: dict,
-             where: str) -> tf.data.Dataset:
-    """`from_timeseries` with `where` naming the data in messages (a CSV file's name)."""
+def windows_dataset(data, targets, sequence_length, *, sequence_stride, sampling_rate,
+                    batch_size, shuffle, shuffle_buffer: Optional[int], start_index,
+                    end_index, options: tail.TailOptions, where: str) -> tf.data.Dataset:
+    """`from_timeseries` with the tail's options as one `TailOptions` (what the source
+    calls: unset ``deterministic`` is True, unset ``shard_policy`` "data", as
+    `from_timeseries`' defaults) and `where` naming the data in messages (a CSV file's
+    name)."""
     sequence_length = _check_int("sequence_length", sequence_length, minimum=1)
     sequence_stride = _check_int("sequence_stride", sequence_stride)  # ranges: Keras' checks
     sampling_rate = _check_int("sampling_rate", sampling_rate)
@@ -264,17 +270,23 @@ def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, 
                            else int(targets.shape[0]), sequence_length=sequence_length,
                            sequence_stride=sequence_stride, sampling_rate=sampling_rate,
                            start_index=start_index, end_index=end_index, where=where)
-    seed = _shuffle_rule(options, shuffle=shuffle, seed=seed, batch_size=batch_size)
+    seed, shuffle_buffer = _shuffle_rule(
+        shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=options.resolved().seed,
+        batch_size=batch_size, input_context=options.resolved().input_context)
     count = len(starts)
     if seed is not None:
         starts = starts[order.permutation(len(starts), seed)]
-    options.setdefault("deterministic", True)  # Keras' order (its maps keep order)
-    # In-memory data has no files to split: a multi-worker strategy must shard by element.
-    options.setdefault("shard_policy", "data")
-    sharding.fix_order_for_data_sharding(options)
-    starts = tail.build_from_keywords(
-        tf.data.Dataset.from_tensor_slices(starts + (start_index or 0)),
-        batch_size=batch_size, keywords={**options, "seed": seed, "image_dtype": None})
+    if options.deterministic is tail.UNSET:
+        options = dataclasses.replace(options, deterministic=True)  # Keras' order
+    if options.shard_policy is tail.UNSET:
+        # In-memory data has no files to split: a multi-worker strategy shards by element.
+        options = dataclasses.replace(options, shard_policy="data")
+    options = sharding.fix_order_for_data_sharding(
+        dataclasses.replace(options, seed=seed, image_dtype=None))
+    starts = tail.build(tf.data.Dataset.from_tensor_slices(starts + (start_index or 0)),
+                        batch_size=batch_size, options=options,
+                        source=tail.SourceStages(shuffle_buffer=shuffle_buffer))
+    resolved = options.resolved()
     steps = tf.range(sequence_length, dtype=tf.int64) * sampling_rate
 
     def gather(first):
@@ -282,13 +294,11 @@ def _windows(data, targets, sequence_length, *, sequence_stride, sampling_rate, 
         windows = tf.gather(data, first[..., tf.newaxis] + steps)
         return windows if targets is None else (windows, tf.gather(targets, first))
 
-    if options.get("sequential"):  # the benchmarks' baseline: no parallel call, no prefetch
+    if resolved.sequential:  # the benchmarks' baseline: no parallel call, no prefetch
         windows = starts.map(gather)
     else:
-        windows = starts.map(gather, num_parallel_calls=options.get("num_parallel_calls",
-                                                                    tail.AUTOTUNE),
-                             deterministic=options["deterministic"]).prefetch(
-                                 tail.AUTOTUNE)
+        windows = starts.map(gather, num_parallel_calls=resolved.num_parallel_calls,
+                             deterministic=resolved.deterministic).prefetch(tail.AUTOTUNE)
     windows.num_windows = count
     return windows
 
@@ -507,21 +517,23 @@ def from_timeseries_csv(path, *, sequence_length: int,
     """
     # Before the file is read: a misspelt keyword is named whatever the file holds.
     tail.refuse_unknown(unknown, builder=from_timeseries_csv, refused=_NOT_TAKEN)
-    options = dict(shuffle_buffer=shuffle_buffer, deterministic=deterministic,
-                   shard_policy=shard_policy, **tail.given(
-                       drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls,
-                       private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
-                       input_context=input_context, sequential=sequential, stream=stream,
-                       service=service, batch_by_length=batch_by_length))
+    options = tail.TailOptions(
+        seed=seed, deterministic=deterministic, shard_policy=shard_policy,
+        drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls,
+        private_threads=private_threads, ram_budget_bytes=ram_budget_bytes,
+        input_context=input_context, sequential=sequential, stream=stream, service=service,
+        batch_by_length=batch_by_length)
     target_offset = _check_int("target_offset", target_offset, minimum=0)
     data, target_array = read_timeseries_csv(path, columns=columns, targets=targets,
                                              delimiter=delimiter, dtype=dtype)
     if target_array is not None:
         target_array = target_array[target_offset:]
-    return _windows(data, target_array, sequence_length, sequence_stride=sequence_stride,
-                    sampling_rate=sampling_rate, batch_size=batch_size, shuffle=shuffle,
-                    seed=seed, start_index=start_index, end_index=end_index,
-                    options=options, where=f"Time series CSV file {os.fspath(path)!r}")
+    return windows_dataset(data, target_array, sequence_length,
+                           sequence_stride=sequence_stride, sampling_rate=sampling_rate,
+                           batch_size=batch_size, shuffle=shuffle,
+                           shuffle_buffer=shuffle_buffer, start_index=start_index,
+                           end_index=end_index, options=options,
+                           where=f"Time series CSV file {os.fspath(path)!r}")
 
 
 # The tail options a window pipeline does not take: it gathers windows from the rows in
@@ -587,30 +599,29 @@ class TimeseriesSource(base.Source):
             data[:boundary], targets["train"] if plan.task == "regression" else None,
             anchor=anchor, last_step=last_step)
 
-        def split(name, options, *, shuffle, what):
+        def split(name, options, *, shuffle, shuffle_buffer, what):
             first, last = spans[name]
-            options = {k: v for k, v in {**common, **options}.items()
-                       if k not in _RECIPE_OPTIONS_LEFT_OUT}
+            options = common.merged(options).without(_RECIPE_OPTIONS_LEFT_OUT)
             try:
                 encoded = plan.encode(targets[name])
             except DataError as error:  # a class first seen in the validation rows
                 raise DataError(f"{where}, {what}, data.label_key {config.label_key!r}: "
                                 f"{error}") from None
-            return _windows(
+            return windows_dataset(
                 data[first:last], encoded,
                 windows.sequence_length, sequence_stride=windows.sequence_stride,
                 sampling_rate=windows.sampling_rate, batch_size=batch_size,
-                shuffle=shuffle, seed=options.pop("seed"), start_index=None,
+                shuffle=shuffle, shuffle_buffer=shuffle_buffer, start_index=None,
                 end_index=None, options=options, where=f"{what} of {where}")
 
         # Shuffled among the training windows only: validation is its own later span.
         shuffled = config.shuffle_buffer > 0
-        train = split("train", {**train_options, "shuffle_buffer": config.shuffle_buffer
-                                if shuffled else None}, shuffle=shuffled,
+        train = split("train", train_options, shuffle=shuffled,
+                      shuffle_buffer=config.shuffle_buffer if shuffled else None,
                       what=f"the training rows (0 to {boundary - 1})")
         val = None
         if boundary < rows:
-            val = split("val", validation_options, shuffle=False,
+            val = split("val", validation_options, shuffle=False, shuffle_buffer=None,
                         what=f"the validation rows (the last {rows - boundary}, from row "
                              f"{boundary})")
         return base.Built(train=train, validation=val, num_classes=plan.num_classes,

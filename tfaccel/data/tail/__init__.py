@@ -11,17 +11,16 @@ two types).
 from tfaccel.data.tail.assemble import (
     AUTOTUNE,
     build,
-    build_from_keywords,
     optimize,
     refuse_unknown,
     validation_options,
 )
 from tfaccel.data.tail.counting import batch_only_context, batches_per_pass, drops_remainder
 from tfaccel.data.tail.data_options import make_options, sequential_options
-from tfaccel.data.tail.spec import SourceStages, TailOptions, given
+from tfaccel.data.tail.spec import UNSET, SourceStages, TailOptions
 from tfaccel.data.tail.stream import EpochStream
 
-__all__ = ["AUTOTUNE", "EpochStream", "SourceStages", "TailOptions", "batch_only_context",
-           "batches_per_pass", "build", "build_from_keywords", "drops_remainder", "given",
+__all__ = ["AUTOTUNE", "UNSET", "EpochStream", "SourceStages", "TailOptions",
+           "batch_only_context", "batches_per_pass", "build", "drops_remainder",
            "make_options", "optimize", "refuse_unknown", "sequential_options",
            "validation_options"]

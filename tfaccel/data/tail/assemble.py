@@ -134,23 +134,6 @@ def build(dataset: tf.data.Dataset, *, batch_size: Optional[int], source: Source
     return dataset.with_options(tf_options)
 
 
-def build_from_keywords(dataset: tf.data.Dataset, *, batch_size: Optional[int],
-                        keywords: Mapping, **stages) -> tf.data.Dataset:
-    """`build` for a `from_*` builder that received its caller's tail options as keywords.
-
-    The one place such keywords become the typed pair: the source's own fields among them
-    (`shuffle_buffer`, and `cache_fingerprint`, which a builder computes beside them) and
-    `stages` make its `SourceStages`, the rest its `TailOptions` (an unknown name fails
-    there, naming it).
-    """
-    keywords = dict(keywords)
-    source = SourceStages(
-        **{name: keywords.pop(name) for name in ("shuffle_buffer", "cache_fingerprint")
-           if name in keywords}, **stages)
-    return build(dataset, batch_size=batch_size, source=source,
-                 options=TailOptions(**keywords))
-
-
 def optimize(dataset: tf.data.Dataset, *, batch_size: Optional[int],
              map_fn: Optional[Callable] = None,
              cache=None,
@@ -316,16 +299,11 @@ def _check_service(service, *, sequential: bool, stream, seed, shuffle_buffer, a
 TRAINING_ONLY = frozenset({"augment", "augment_on", "stream", "service", "drop_remainder"})
 
 
-def validation_options(options: Mapping) -> Mapping:
+def validation_options(options: TailOptions) -> TailOptions:
     """THE options of a validation subset built beside a training one: `options` without
-    `TRAINING_ONLY`, and the last partial batch kept (Keras evaluates uneven batches).
-
-    A `TailOptions` gives a `TailOptions` (those fields unset), a builder's keywords a dict.
-    """
-    if isinstance(options, TailOptions):
-        return dataclasses.replace(options.without(TRAINING_ONLY), drop_remainder=False)
-    return {**{k: v for k, v in options.items() if k not in TRAINING_ONLY},
-            "drop_remainder": False}
+    `TRAINING_ONLY` (unset), and the last partial batch kept (Keras evaluates uneven
+    batches)."""
+    return dataclasses.replace(options.without(TRAINING_ONLY), drop_remainder=False)
 
 
 def _parameters(function: Callable) -> list:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 
 class _Unset:
-    """The value of a field nobody set: it is not passed, the builder's own default holds."""
+    """The value of a field nobody set: the tail's default holds (or a source's own, `chosen`)."""
 
     def __repr__(self) -> str:
         return "UNSET"
@@ -18,19 +17,18 @@ UNSET: Any = _Unset()
 
 
 @dataclasses.dataclass(frozen=True)
-class TailOptions(Mapping):
+class TailOptions:
     """The caller's options of the standard tail (`tfaccel.data.optimize`) for one split.
 
     Built once by `data.from_recipe` (the options both splits share, and each split's own)
-    and never changed: a variant is `dataclasses.replace(options, field=value)`, and an
-    unknown field fails at construction (`TypeError` naming it), where a dict grew or lost
-    a key anywhere it was passed. Each field means what `optimize`'s keyword of the same
-    name means; a field left `UNSET` is not passed at all, so a `from_*` builder's own
-    default holds, exactly as when a dict did not hold the key.
+    or by a `from_*` front door from its keywords, and never changed: a variant is
+    `dataclasses.replace(options, field=value)`, and an unknown field fails at construction
+    (`TypeError` naming it). Each field means what `optimize`'s keyword of the same name
+    means; a field left `UNSET` holds the tail's default (`DEFAULTS`, read through
+    `resolved`), unless the source that reads it has its own (`chosen`).
 
-    It is a read-only mapping of its set fields because the `from_*` builders, like
-    Keras' loaders they replace, take keywords: a source spreads it into its builder call
-    (``from_tfrecords(..., **common, **train_options)``).
+    Not a mapping: it travels whole, from a `Source` (or a front door) to the source's
+    internal builder and on to `tail.build`, never spread into keywords.
     """
 
     sequential: Any = UNSET
@@ -50,31 +48,6 @@ class TailOptions(Mapping):
     shard_policy: Any = UNSET
     image_dtype: Any = UNSET
 
-    def __post_init__(self):
-        # The set fields, once: `**options` reads keys() and every value, per builder call.
-        object.__setattr__(self, "_given", {
-            field.name: getattr(self, field.name) for field in dataclasses.fields(self)
-            if getattr(self, field.name) is not UNSET})
-
-    def __getitem__(self, name: str):
-        """The value of a set field; `KeyError` for an unset or unknown one, as a dict's."""
-        return self._given[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._given)
-
-    def __len__(self) -> int:
-        return len(self._given)
-
-    def keys(self):
-        """The set fields' names (what ``**options`` passes)."""
-        return self._given.keys()
-
-    def set_fields(self) -> dict:
-        """The set fields as a new dict: the keywords of a builder's stages that still
-        read its options as a dict (`files_stage`)."""
-        return dict(self._given)
-
     def merged(self, other: "TailOptions") -> "TailOptions":
         """A copy with `other`'s set fields over these (a split's own options over the
         ones both splits share)."""
@@ -83,8 +56,19 @@ class TailOptions(Mapping):
             if getattr(other, field.name) is not UNSET})
 
     def without(self, names) -> "TailOptions":
-        """A copy with the fields `names` unset (not passed: the builder's defaults hold)."""
+        """A copy with the fields `names` unset (their defaults hold)."""
         return dataclasses.replace(self, **{name: UNSET for name in names})
+
+    def chosen(self) -> "TailOptions":
+        """A copy in which every field that holds the tail's default (`DEFAULTS`) is unset:
+        what the caller chose. A source with a choice of its own where the caller left an
+        option to the tail (a shard policy, the dtype of a nearest-neighbour resize) makes
+        it where this copy's field is `UNSET`, whether the caller left the field unset or
+        passed the default by name (a front door names every keyword)."""
+        return dataclasses.replace(self, **{
+            name: UNSET for name, default in DEFAULTS.items()
+            if getattr(self, name) is default or (type(getattr(self, name)) is type(default)
+                                                  and getattr(self, name) == default)})
 
     def resolved(self) -> "TailOptions":
         """A copy in which every unset field holds the tail's default (`DEFAULTS`): what
@@ -100,16 +84,6 @@ DEFAULTS = dict(sequential=False, seed=None, deterministic=False, num_parallel_c
                 private_threads=None, ram_budget_bytes=None, cache=None, augment=None,
                 augment_on="batch", drop_remainder=None, batch_by_length=False, stream=None,
                 input_context=None, service=None, shard_policy=None, image_dtype="float32")
-
-
-def given(**values) -> dict:
-    """The tail options a `from_*` builder received by name, as the keywords its own stages
-    read: each one that differs from the tail's default (`DEFAULTS`); one equal to it is
-    left out, as if not given, so a builder's own choice (a shard policy, the dtype of a
-    crop) holds exactly where it held when the caller left the option out."""
-    return {name: value for name, value in values.items()
-            if not (value is DEFAULTS[name] or (type(value) is type(DEFAULTS[name])
-                                                and value == DEFAULTS[name]))}
 
 
 def culprit_of(map_fn: Optional[Callable]) -> str:
