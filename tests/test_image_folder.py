@@ -9,6 +9,7 @@ import tensorflow as tf
 from PIL import Image
 
 from tfaccel import data
+from tfaccel.data.tail import TailOptions
 from tfaccel.errors import DataError, UserInputError
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
@@ -235,6 +236,7 @@ def test_batch_resize_keeps_seeded_augmentation_and_skips_caches_and_sizes(
     assert image_folder._batch_resize(
         listing=image_folder.list_image_folder(str(root)), jpeg_plan=1, cache="memory",
         crop=None, channels=3, image_size=(16, 16), interpolation="bilinear",
-        crop_to_aspect_ratio=False, pad_to_aspect_ratio=False, options={}) is None
+        crop_to_aspect_ratio=False, pad_to_aspect_ratio=False,
+        options=TailOptions()) is None
     _photos(root, size=(41, 30), count=1)  # b/0.jpg now 41 px high
     assert image_folder._one_decoded_size(image_folder.list_image_folder(str(root)), 1) is None
