@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from tfaccel.data import cache_files, chunked, order, sharding, splits, tail
 from tfaccel.errors import DataError, UserInputError
+from tfaccel.reading import split_rule
 
 
 def list_files(pattern, *, what: str) -> List[str]:
@@ -151,7 +152,6 @@ def split_files(pattern, *, fraction: float, seed: int, what: str,
     Raises:
         DataError: A file in both patterns, or a glob that matches nothing.
     """
-    from tfaccel.reading import split_rule
 
     files = list_files(pattern, what=what)
     if validation_pattern:

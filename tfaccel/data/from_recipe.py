@@ -9,7 +9,7 @@ from typing import Iterator, Mapping, Optional, Tuple
 import tensorflow as tf
 
 from tfaccel.config import sources
-from tfaccel.data import cache_files, sharding, tail
+from tfaccel.data import cache_files, sharding, table_features, tail, text_vectors, wordpiece
 from tfaccel.data.dataset_info import DatasetInfo, TableInfo, TextInfo
 from tfaccel.data.service import ServiceTarget
 from tfaccel.data.sources import base
@@ -180,15 +180,12 @@ def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batc
     Returns:
         ``(train, val, text_info, layer)``, text_info a `TextInfo`.
     """
-    from tfaccel.data import text_vectors
 
     texts = config.text
     train, val = built.train, built.validation
     adapt_on = _plain_training(source, built, global_batch_size=global_batch_size,
                                common=common)
     if texts.tokenizer == "wordpiece":
-        from tfaccel.data import wordpiece
-
         layer = wordpiece.adapt_wordpiece(adapt_on, max_tokens=texts.max_tokens)
     else:
         layer = text_vectors.adapt_vectorizer(adapt_on, max_tokens=texts.max_tokens,
@@ -213,7 +210,6 @@ def _table_to_vectors(config, source: base.Source, built: base.Built, *,
     Returns:
         ``(train, val, table_info, feature_space)``, table_info a `TableInfo`.
     """
-    from tfaccel.data import table_features
 
     plan = built.train.table_plan  # the source's column plan (tfaccel.reading.table_plan)
     adapt_on = _plain_training(source, built, global_batch_size=global_batch_size,

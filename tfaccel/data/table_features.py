@@ -20,6 +20,7 @@ import os
 import re
 from typing import Dict, Iterable
 
+import keras
 import tensorflow as tf
 
 from tfaccel.reading import table_plan
@@ -185,7 +186,6 @@ def _float32_layers():
     The FeatureSpace runs in the input pipeline, not in the model: under mixed_bfloat16 its
     Normalization would otherwise compute in bfloat16 (and fail adding its float32 input).
     """
-    import keras
 
     previous = keras.mixed_precision.global_policy().name
     keras.mixed_precision.set_global_policy("float32")
@@ -207,7 +207,6 @@ def adapt_feature_space(tables: tf.data.Dataset, plan: table_plan.TablePlan):
         numbers and years normalised, indicators and sines/cosines as they are,
         categories one-hot with one out-of-vocabulary slot.
     """
-    import keras
 
     space = keras.utils.FeatureSpace
     makers = {"normalized": space.float_normalized, "passthrough": space.float,
@@ -254,7 +253,6 @@ def with_feature_space(model, feature_space):
         A `keras.Model` taking ``{column: values}`` (numbers as float32, categories as
         their strings or integers) and giving `model`'s outputs.
     """
-    import keras
 
     with _float32_layers():
         inputs = feature_space.get_inputs()
@@ -267,7 +265,6 @@ def _raw_columns_layer():
     global _RAW_COLUMNS
     if _RAW_COLUMNS is not None:
         return _RAW_COLUMNS
-    import keras
 
     @keras.saving.register_keras_serializable(package="tfaccel")
     class RawColumns(keras.layers.Layer):
@@ -318,7 +315,6 @@ def with_raw_columns(model, feature_space, plan: table_plan.TablePlan):
         `model`'s outputs. It saves to one ``.keras`` file; loading it needs
         ``import tfaccel.data.table_features`` and a call of `register_layers` first.
     """
-    import keras
 
     layer = _raw_columns_layer()
     kept = plan.kept

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 import threading
@@ -10,6 +11,8 @@ import time
 from typing import Callable, List, Optional
 
 import tensorflow as tf
+from tensorflow.python.distribute import input_lib
+from tensorflow.python.distribute.coordinator import values
 
 from tfaccel.config.cluster import read_parameter_server_cluster, serving_task
 from tfaccel.errors import TrainingError
@@ -195,8 +198,6 @@ def per_worker_iterators(coordinator, make_dataset: Callable[[], tf.data.Dataset
         The `PerWorkerValues` of iterators to pass to `coordinator.schedule`.
     """
     # The private parts are the ones create_per_worker_dataset itself uses.
-    from tensorflow.python.distribute import input_lib
-    from tensorflow.python.distribute.coordinator import values
 
     dataset = make_dataset()
     spec = dataset.element_spec
@@ -256,7 +257,6 @@ class StepCounter:
 
 def lost_ps_task(error: BaseException) -> Optional[str]:
     """The ``/job:ps/replica:0/task:N`` a TensorFlow error names, or None."""
-    import re
 
     message = getattr(error, "message", None) or str(error)
     match = re.search(r"/job:ps/replica:\d+/task:\d+", message)

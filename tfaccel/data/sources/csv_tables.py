@@ -12,10 +12,10 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from tfaccel.data import files_stage, finite_values, in_memory, tail, text_files
+from tfaccel.data import files_stage, finite_values, in_memory, table_features, tail, text_files
 from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError, did_you_mean
-from tfaccel.reading import csv_files
+from tfaccel.reading import csv_files, table_plan
 
 # The types CsvDataset parses, in the order type inference widens a column through them:
 # `tf.data.experimental.make_csv_dataset`'s own rule (int32, int64, float32, float64, string).
@@ -789,7 +789,6 @@ def from_table_plan(files: Sequence[str], row_counts: Sequence[int], *, columns:
         The dataset, with ``files``, ``row_counts``, ``num_examples``, ``kept_rows`` and
         ``table_plan``.
     """
-    from tfaccel.data import table_features
 
     fmt = _Format(header=True, field_delim=plan.delimiter, use_quote_delim=True, na_value="",
                   encoding="utf-8", compression_type=compression_type)
@@ -860,8 +859,6 @@ class CsvSource(base.Source):
         training rows only.
         """
         if getattr(self, "_planned", None) is None:
-            from tfaccel.reading import table_plan
-
             files, val_files, rows, val_rows = self.split()
             kept = val_kept = None
             if rows is not None:

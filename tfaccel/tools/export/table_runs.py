@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import keras
+
+from tfaccel.config.recipe import load_recipe
+from tfaccel.data import table_features
+from tfaccel.data.sources.csv_tables import CsvSource
 from tfaccel.training.run_dir import run_files
 
 
@@ -24,11 +29,6 @@ def model_on_raw_columns(directory):
         A `keras.Model` taking ``{column: [B] strings}`` (`table_features.keras_names` of
         the columns), float32 outputs as model.keras'.
     """
-    import keras
-
-    from tfaccel.config.recipe import load_recipe
-    from tfaccel.data import table_features
-    from tfaccel.data.sources.csv_tables import CsvSource
 
     directory = Path(directory)
     recipe = load_recipe(directory / run_files.RECIPE_FILE)

@@ -209,7 +209,6 @@ class CoordinatedPreemption:
         self._previous = None
 
     def __enter__(self):
-
         _quiet_peer_watcher()
         _quiet_deprecation(tf.get_logger())
         self._folder = tempfile.mkdtemp(prefix="tfaccel-preemption-")
@@ -224,7 +223,6 @@ class CoordinatedPreemption:
         return self
 
     def __exit__(self, *exc):
-
         self._handler = None
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._previous or signal.SIG_DFL)

@@ -147,7 +147,6 @@ class ThroughputMonitor(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self._reset_epoch()
         if self._compute is not None:
-
             # An epoch starts a new call into the train function: restart the count of
             # steps per call too (a finite dataset may have ended the last call early).
             self._compute.assign(tf.zeros([4], tf.float64))
@@ -345,7 +344,6 @@ class ProfileSteps(keras.callbacks.Callback):
     def on_train_batch_begin(self, batch, logs=None):
         first, last = self._done + 1, self._done + self.per_call
         if not self.active and not self.recorded and first <= self.end and last >= self.start:
-
             tf.profiler.experimental.start(self.logdir)
             self.active = True
 
@@ -359,7 +357,6 @@ class ProfileSteps(keras.callbacks.Callback):
             self._stop()
 
     def _stop(self):
-
         tf.profiler.experimental.stop()
         self.active = False
         self.recorded = True

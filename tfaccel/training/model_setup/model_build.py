@@ -45,7 +45,6 @@ def build_model(recipe: Recipe, *, strategy, plan: BatchPlan, data: TrainData, g
                                    steps_per_epoch=data.steps_per_epoch)
         trained_model = model
         if recipe.runtime.strategy == "pipeline":
-
             trained_model = pipeline_from_recipe(model, recipe.runtime, plan.accumulation_steps)
             model = trained_model.inner  # the placed copy is what trains and is saved
         elif plan.accumulation_steps > 1 or training.micro_batch_size == "auto":

@@ -32,7 +32,6 @@ def run_other_task(recipe_or_path, overrides: Sequence[str] = (), *, run_dir=Non
     """
     task = cluster.cluster_task()
     if task.kind == cluster.EVALUATOR:
-
         return evaluate_alongside(recipe_or_path, () if resume is not None and
                                   recipe_or_path is None else overrides,
                                   run_dir=run_dir if run_dir is not None else resume,

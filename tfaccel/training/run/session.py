@@ -121,7 +121,6 @@ def open_session(recipe: Recipe, *, precision: Optional[str] = None,
     previous_policy = keras.mixed_precision.global_policy().name
     try:
         if runtime.strategy in DEVICE_STRATEGIES:
-
             # Before any strategy exists: one on absent devices hangs in its first step.
             check_devices(runtime.devices, key="runtime.devices")
         with around_strategy() if around_strategy is not None else contextlib.nullcontext():
@@ -133,7 +132,6 @@ def open_session(recipe: Recipe, *, precision: Optional[str] = None,
             info = {**info, "strategy": "pipeline", "devices": pipeline_devices(runtime.devices)}
         choice = None
         if runtime.precision == "auto":
-
             # Several workers each timing their own machine could disagree: flags decide.
             choice = auto_choice(measure=not is_multi_worker(strategy)) \
                 if precision is None else {
