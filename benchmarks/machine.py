@@ -17,6 +17,15 @@ def describe_cpu(cpuinfo_path: str = "/proc/cpuinfo") -> str:
     lines = text.splitlines()
     name = next((line.split(":", 1)[1].strip() for line in lines
                  if line.startswith("model name")), "unknown CPU")
+    # A virtual machine may name only the vendor ("AMD EPYC"): family and model say which
+    # generation it is (AMD family 25 is Zen 3/4, 26 Zen 5), so a table's label is read, not
+    # guessed.
+    family = next((line.split(":", 1)[1].strip() for line in lines
+                   if line.startswith("cpu family")), None)
+    model = next((line.split(":", 1)[1].strip() for line in lines
+                  if line.split(":", 1)[0].strip() == "model"), None)
+    if family is not None and model is not None:
+        name = f"{name} (family {family} model {model})"
     flags = set(next((line.split(":", 1)[1].split() for line in lines
                       if line.startswith("flags")), []))
     listed = ", ".join(f"{f} {'yes' if f in flags else 'no'}" for f in FEATURES)

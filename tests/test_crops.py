@@ -174,7 +174,7 @@ def test_bad_random_crop_options_are_named(tmp_path, kwargs, words):
     (True, False), ({"scale": (0.1, 0.3)}, False), ({"dct_scaling": True}, True)])
 def test_windows_decode_at_full_scale_unless_asked(tmp_path, monkeypatch, option, expected):
     # Measured: the DCT-scaled window was 5-12% slower than the full-scale one on an AMD
-    # EPYC Zen 5 (4 runs) and no faster on an AVX2 EPYC (docs/performance.md), so crops do
+    # EPYC Zen 4 (4 runs) and no faster on an AVX2 EPYC (docs/performance.md), so crops do
     # not follow jpeg_dct_scaling; the dict asks for it.
     from tfaccel.data import from_image_folder
 

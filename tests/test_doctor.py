@@ -68,7 +68,7 @@ def test_cached_data_with_a_convolutional_model_is_compute_bound(tmp_path, shape
         f"data: {{source: builtin, data_dir: {shapes_data_dir}, train_split: 'train[:1024]',\n"
         "       validation_split_name: null, cache: memory, shuffle_buffer: 1024}\n"
         # Wide enough that the step clearly dominates on a fast CPU too: with [32, 64, 128]
-        # an AMD EPYC Zen 5 ran a step in a few ms, and one full-suite run of five measured
+        # an AMD EPYC Zen 4 ran a step in a few ms, and one full-suite run of five measured
         # >= 5% input wait (which stall caused it was not measured).
         "model: {name: small_cnn, params: {filters: [64, 128, 256], dense_units: 128}}\n"
         "training: {global_batch_size: 64}\n"

@@ -150,7 +150,7 @@ def _measured(monkeypatch, tmp_path, float32_ms, bfloat16_ms):
 
 
 @pytest.mark.parametrize("float32_ms, bfloat16_ms, expected", [
-    (10.0, 6.0, "mixed_bfloat16"),  # bf16 1.67x faster (AMX, Zen 5)
+    (10.0, 6.0, "mixed_bfloat16"),  # bf16 1.67x faster (AMX, Zen 4)
     (10.0, 9.5, "float32"),         # 5% faster: under the 10% margin
     (10.0, 14.0, "float32"),        # bf16 slower (a CPU that emulates it)
 ])

@@ -341,7 +341,7 @@ def _batch_resize(*, listing: Listing, jpeg_plan, cache, crop, channels: int, im
 
     The resize then runs once a batch (`SourceStages.batch_map_fn`), bit-identical to
     resizing each image and cheaper: 163 vs about 225 µs an image for 256 -> 160 px on an
-    AMD EPYC Zen 5 (docs/performance.md). Not with a cache (it holds resized images), a
+    AMD EPYC Zen 4 (docs/performance.md). Not with a cache (it holds resized images), a
     random crop, the aspect-ratio options, or per-example work before the batch.
     """
     chosen = options.resolved()
@@ -652,7 +652,7 @@ def _random_crop_decoder(option, *, image_size, channels: int, interpolation: st
         raise UserInputError("random_resized_crop chooses its own region; it cannot be "
                              "combined with crop_to_aspect_ratio or pad_to_aspect_ratio.")
     # Windows decode at full scale unless asked: at DCT scale they measured 5-12% slower on
-    # an AMD EPYC Zen 5 (4 runs) and no faster on an AVX2 EPYC (benchmarks/bench_data_crop.py),
+    # an AMD EPYC Zen 4 (4 runs) and no faster on an AVX2 EPYC (benchmarks/bench_data_crop.py),
     # so `jpeg_dct_scaling` (a win for whole images) does not apply to them.
     return crops.make_random_crop_decoder(
         image_size=image_size, channels=channels, interpolation=interpolation,
