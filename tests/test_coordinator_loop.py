@@ -27,7 +27,7 @@ def _model_and_optimizer(seed):
 def _save(folder, model, optimizer, step):
     return coordinator_loop._save(folder, model=model, optimizer=optimizer, step=step,
                                   steps_per_epoch=4, records=[{"epoch": 1, "loss": 0.5}],
-                                  partial=[{"loss": 0.25}], keep=2)
+                                  partial=[{"loss": 0.25}], keep=2, servers=2)
 
 
 def test_a_checkpoint_is_written_and_read_as_every_runs(tmp_path):
@@ -41,6 +41,7 @@ def test_a_checkpoint_is_written_and_read_as_every_runs(tmp_path):
     assert (checkpoint.global_step, checkpoint.epoch, checkpoint.step_in_epoch) == (8, 2, 0)
     state = json.loads((checkpoint.path / ckpt.STATE_FILE).read_text())
     assert set(state["files"]) == {ckpt.VARIABLES_FILE}  # checksummed
+    assert checkpoint.state["parameter_servers"] == 2  # how the tables were sharded
 
 
 def test_resume_restores_the_variables_and_skips_a_damaged_newest(tmp_path, capsys):
