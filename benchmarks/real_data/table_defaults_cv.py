@@ -46,6 +46,20 @@ CANDIDATES = {
     "linear_path_lr_third": ({"linear_path": True}, {"lr_factor": 1 / 3}),
     "linear_path_smooth_0.1": ({"linear_path": True}, {"label_smoothing": 0.1}),
     "members_5_cosine": ({"linear_path": True, "members": 5}, {"schedule": "cosine"}),
+    # Session 17, regression (diabetes): the deep path held back, or the start moved.
+    "deep_zero": ({"linear_path": True}, {"deep_zero": True}),
+    "bias_mean": ({"linear_path": True}, {"bias_mean": True}),
+    "bias_mean_deep_zero": ({"linear_path": True}, {"bias_mean": True, "deep_zero": True}),
+    "dropout_0.3": ({"linear_path": True, "dropout": 0.3}, {}),
+    "hidden_16": ({"linear_path": True, "hidden_units": [16]}, {}),
+    "hidden_8": ({"linear_path": True, "hidden_units": [8]}, {}),
+    "l2_1": ({"linear_path": True, "l2": 1.0}, {}),
+    "epochs_x2_plateau": ({"linear_path": True}, {"epochs_factor": 2, "plateau": True}),
+    "dropout_0.2": ({"linear_path": True, "dropout": 0.2}, {}),
+    "dropout_0.5": ({"linear_path": True, "dropout": 0.5}, {}),
+    "dropout_0.3_deep_zero": ({"linear_path": True, "dropout": 0.3}, {"deep_zero": True}),
+    "l2_10": ({"linear_path": True, "l2": 10.0}, {}),
+    "hidden_64_32": ({"linear_path": True, "hidden_units": [64, 32]}, {}),
 }
 
 
@@ -70,7 +84,14 @@ def fit_score(table, recipe, *, x_tr, y_tr, x_va, y_va, params, settings, seed):
             "classification": "sparse_categorical_crossentropy"}[task]
     if settings.get("label_smoothing") and task == "binary":
         loss = keras.losses.BinaryCrossentropy(label_smoothing=settings["label_smoothing"])
-    epochs = recipe["training"]["epochs"]
+    epochs = recipe["training"]["epochs"] * settings.get("epochs_factor", 1)
+    if settings.get("deep_zero"):
+        # The deep path's output layer starts at zero: the model starts as the linear one.
+        deep = model.get_layer("deep")
+        deep.kernel.assign(np.zeros(deep.kernel.shape, "float32"))
+    if settings.get("bias_mean"):
+        # The head starts at the training rows' mean label (regression) instead of 0.
+        model.get_layer("wide").bias.assign(np.full((outputs,), y_tr.mean(), "float32"))
     batch = recipe["training"]["global_batch_size"]
     rate = float(recipe["optimizer"]["learning_rate"]) * settings.get("lr_factor", 1.0)
     if settings.get("schedule") == "cosine":
@@ -88,7 +109,12 @@ def fit_score(table, recipe, *, x_tr, y_tr, x_va, y_va, params, settings, seed):
         model.fit(x_tr[inner], y_tr[inner], validation_data=(x_tr[held], y_tr[held]),
                   epochs=epochs * 3, batch_size=batch, verbose=0, callbacks=[stop])
     else:
-        model.fit(x_tr, y_tr, epochs=epochs, batch_size=batch, verbose=0)
+        # Reduce-on-plateau watches the training loss (no held-out rows to spare).
+        callbacks = ([keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5,
+                                                        patience=10, min_lr=1e-5)]
+                     if settings.get("plateau") else [])
+        model.fit(x_tr, y_tr, epochs=epochs, batch_size=batch, verbose=0,
+                  callbacks=callbacks)
     predicted = model.predict(x_va, verbose=0, batch_size=1024)
     if task in ("binary", "regression"):
         predicted = predicted[:, 0]
@@ -114,6 +140,8 @@ def main() -> None:
     parser.add_argument("recipes", nargs="*")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--first-repeat", type=int, default=0,
+                        help="start at this repeat (another run did the earlier ones)")
     parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES))
     args = parser.parse_args()
     print(f"CPU: {describe_cpu()}; load average {os.getloadavg()[0]:.1f}", flush=True)
@@ -126,7 +154,7 @@ def main() -> None:
             classes = sorted(np.unique(y_all))
             y_all = (y_all == classes[1]).astype("float32")
         results = {name: [] for name in ["linear"] + args.candidates}
-        for repeat in range(args.repeats):
+        for repeat in range(args.first_repeat, args.repeats):
             split = (StratifiedKFold if table.task != "regression" else KFold)(
                 args.folds, shuffle=True, random_state=repeat)
             for fold, (tr, va) in enumerate(split.split(x_all, y_all)):
@@ -146,8 +174,9 @@ def main() -> None:
                         params=params, settings=settings, seed=100 * repeat + fold))
                 print(json.dumps({"table": table.name, "repeat": repeat, "fold": fold,
                                   **{n: r[-1] for n, r in results.items()}}), flush=True)
-        print(f"\n{table.name} ({table.task}), {args.folds}-fold x {args.repeats} on the "
-              f"training file ({len(x_all)} rows):")
+        print(f"\n{table.name} ({table.task}), {args.folds}-fold, repeats "
+              f"{args.first_repeat}-{args.repeats - 1}, on the training file "
+              f"({len(x_all)} rows):")
         for name, runs in results.items():
             cells = [f"{m} {np.mean([r[m] for r in runs]):.4f} ± "
                      f"{np.std([r[m] for r in runs]):.4f}" for m in runs[0]]
