@@ -214,6 +214,7 @@ def test_passes_over_the_training_split_read_every_row_under_a_strategy(tmp_path
 
     from tfaccel.config.recipe import recipe_from_dict
     from tfaccel.data.from_recipe import build_datasets, source_for
+    from tfaccel.data.tail import TailOptions
 
     lines = tmp_path / "lines"
     lines.mkdir()
@@ -227,8 +228,8 @@ def test_passes_over_the_training_split_read_every_row_under_a_strategy(tmp_path
         recipe = recipe_from_dict({"data": {"source": name, **keys}})
         source = source_for(recipe.data, seed=0)
         with strategy.scope():
-            built = source.build(batch_size=64, common={}, train_options={},
-                                 validation_options={})
+            built = source.build(batch_size=64, common=TailOptions(),
+                                 train_options=TailOptions(), validation_options=TailOptions())
             plain = source.plain_training(built, batch_size=64)
             assert sum(int(tf.shape(tf.nest.flatten(b)[0])[0]) for b in plain) == rows, name
             # The whole recipe build (label range, adaptation) works under the strategy.
