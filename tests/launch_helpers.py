@@ -189,3 +189,29 @@ def launch_on_hosts(net, train_args, *, port: int, tmp_path: Path, options=()):
         [sys.executable, "-m", "tfaccel.cli", "launch", *options, "--hosts", hosts,
          "--index", str(i), "--", *map(str, train_args)] for i in range(net.hosts)],
         env=child_env(tmp_path), cwd=tmp_path)
+
+
+def ps_cluster_result(script: str, *, ps: int, workers: int, tmp_path: Path,
+                      monkeypatch) -> dict:
+    """Runs `script` as the chief of a local parameter-server cluster (`launch`'s own
+    `run_parameter_server_local`: `ps` servers and `workers` workers on 127.0.0.1), waits
+    for it (a hang fails with the launcher's output) and returns the JSON the chief printed
+    after ``RESULT `` on one line."""
+    import threading
+    from io import StringIO
+
+    from tfaccel.cli import launch
+
+    for key, value in child_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(launch, "worker_command", lambda args: [sys.executable, script])
+    train = launch.TrainArgs(args=["train"], run_dir=None, resume=False)
+    out, result = StringIO(), {}
+    thread = threading.Thread(daemon=True, target=lambda: result.setdefault(
+        "code", launch.run_parameter_server_local(train, ps=ps, workers=workers, out=out)))
+    thread.start()
+    thread.join(TIMEOUT_SECONDS)
+    assert not thread.is_alive(), out.getvalue()[-4000:]
+    assert result["code"] == 0, out.getvalue()[-4000:]
+    (line,) = [line for line in out.getvalue().splitlines() if "RESULT " in line]
+    return json.loads(line.split("RESULT ", 1)[1])

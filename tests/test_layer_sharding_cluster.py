@@ -10,14 +10,18 @@ import json
 import signal
 import subprocess
 import sys
-import threading
-from io import StringIO
 
 import numpy as np
 import pytest
-from launch_helpers import ROOT, TIMEOUT_SECONDS, child_env, kill_tree, read_json, run_tfaccel
-
-from tfaccel.cli import launch
+from launch_helpers import (
+    ROOT,
+    TIMEOUT_SECONDS,
+    child_env,
+    kill_tree,
+    ps_cluster_result,
+    read_json,
+    run_tfaccel,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiworker]
 
@@ -30,19 +34,8 @@ TOLERANCE = 1e-5
 
 
 def test_shards_land_on_both_servers_and_train_as_the_plain_model(tmp_path, monkeypatch):
-    for key, value in child_env(tmp_path).items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(launch, "worker_command", lambda args: [sys.executable, __file__])
-    train = launch.TrainArgs(args=["train"], run_dir=None, resume=False)
-    out, result = StringIO(), {}
-    thread = threading.Thread(daemon=True, target=lambda: result.setdefault(
-        "code", launch.run_parameter_server_local(train, ps=2, workers=1, out=out)))
-    thread.start()
-    thread.join(TIMEOUT_SECONDS)
-    assert not thread.is_alive(), out.getvalue()[-4000:]
-    assert result["code"] == 0, out.getvalue()[-4000:]
-    (line,) = [l for l in out.getvalue().splitlines() if "RESULT " in l]
-    found = json.loads(line.split("RESULT ", 1)[1])
+    found = ps_cluster_result(__file__, ps=2, workers=1,
+                              tmp_path=tmp_path, monkeypatch=monkeypatch)
     assert found["is_sharded"] and found["rows"] == [25, 25]
     assert sorted(found["devices"]) == ["/job:ps/replica:0/task:0/device:CPU:0",
                                 "/job:ps/replica:0/task:1/device:CPU:0"]

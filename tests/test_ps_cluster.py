@@ -277,23 +277,10 @@ def test_a_workers_iterator_starts_at_the_batches_its_steps_took(tmp_path, monke
     # TensorFlow rebuilds a restarted worker's iterator with the same function: given
     # positions [3, 5] (what each worker's steps had taken), worker 0 reads its share
     # 0, 2, 4, ... from its 4th batch and worker 1 its share 1, 3, 5, ... from its 6th.
-    import threading
+    from launch_helpers import ps_cluster_result
 
-    from launch_helpers import TIMEOUT_SECONDS, child_env
-
-    for key, value in child_env(tmp_path).items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(launch, "worker_command", lambda args: [sys.executable, __file__])
-    train = launch.TrainArgs(args=["train"], run_dir=None, resume=False)
-    out, result = io.StringIO(), {}
-    thread = threading.Thread(daemon=True, target=lambda: result.setdefault(
-        "code", launch.run_parameter_server_local(train, ps=1, workers=2, out=out)))
-    thread.start()
-    thread.join(TIMEOUT_SECONDS)
-    assert not thread.is_alive(), out.getvalue()[-4000:]
-    assert result["code"] == 0, out.getvalue()[-4000:]
-    (line,) = [l for l in out.getvalue().splitlines() if "RESULT " in l]
-    found = json.loads(line.split("RESULT ", 1)[1])
+    found = ps_cluster_result(__file__, ps=1, workers=2,
+                              tmp_path=tmp_path, monkeypatch=monkeypatch)
     seen = {0: [], 1: []}
     for value, worker in found["steps"]:
         seen[worker].append(value)

@@ -4,15 +4,10 @@ Adam steps its weights equal the same model trained on the same cluster unsharde
 kernel whole on one server) within float noise; model.keras gets one plain Dense (heavy)."""
 
 import json
-import sys
-import threading
-from io import StringIO
 
 import numpy as np
 import pytest
-from launch_helpers import TIMEOUT_SECONDS, child_env
-
-from tfaccel.cli import launch
+from launch_helpers import ps_cluster_result
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiworker]
 
@@ -30,19 +25,8 @@ TOLERANCE = 1e-5
 @pytest.mark.heavy
 def test_kernel_blocks_land_on_both_servers_and_train_as_the_unsharded_run(tmp_path,
                                                                           monkeypatch):
-    for key, value in child_env(tmp_path).items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(launch, "worker_command", lambda args: [sys.executable, __file__])
-    train = launch.TrainArgs(args=["train"], run_dir=None, resume=False)
-    out, result = StringIO(), {}
-    thread = threading.Thread(daemon=True, target=lambda: result.setdefault(
-        "code", launch.run_parameter_server_local(train, ps=2, workers=1, out=out)))
-    thread.start()
-    thread.join(TIMEOUT_SECONDS)
-    assert not thread.is_alive(), out.getvalue()[-4000:]
-    assert result["code"] == 0, out.getvalue()[-4000:]
-    (line,) = [l for l in out.getvalue().splitlines() if "RESULT " in l]
-    found = json.loads(line.split("RESULT ", 1)[1])
+    found = ps_cluster_result(__file__, ps=2, workers=1,
+                              tmp_path=tmp_path, monkeypatch=monkeypatch)
     assert found["split"] == "columns" and found["blocks"] == [[32, 32], [32, 32]]
     assert sorted(found["devices"]) == ["/job:ps/replica:0/task:0/device:CPU:0",
                                         "/job:ps/replica:0/task:1/device:CPU:0"]
