@@ -1,10 +1,12 @@
 """Shared test set-up: split the CPU into two logical devices before TensorFlow initialises."""
 
 import os
+import subprocess
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest
+import warm_python
 
 NUM_LOGICAL_CPUS = 2
 
@@ -33,6 +35,16 @@ def pytest_collection_modifyitems(config, items):
         in_fast_file = getattr(getattr(item, "module", None), "FAST_TIER", False)
         if in_fast_file and not any(item.get_closest_marker(m) for m in _NOT_FAST):
             item.add_marker(pytest.mark.fast)
+
+
+@pytest.fixture(autouse=True)
+def _warm_subprocesses(request, monkeypatch):
+    """A test's ``[sys.executable, ...]`` subprocesses are forks of a warm interpreter
+    (tests/warm_python.py: TensorFlow imported once, ~5 s saved a process) unless the test
+    is marked ``cold_python`` (it checks start-up itself: import lines, what a call loads)
+    or TFACCEL_TESTS_COLD=1."""
+    if not request.node.get_closest_marker("cold_python"):
+        monkeypatch.setattr(subprocess, "Popen", warm_python.WarmPopen)
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import warm_python
+
 from tfaccel.cli.tf_configs import free_ports, tf_config
 from tfaccel.cli.worker_group import WorkerGroup
 
@@ -79,14 +81,17 @@ def kill_tree(pid: int) -> None:
 
     for child in children(pid):
         kill_tree(child)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    for process in {warm_python.run_pid(pid), pid}:  # a warm client's run, then the client
+        try:
+            os.kill(process, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def children(pid: int) -> list:
-    """Direct children of `pid` (Linux /proc)."""
+    """Direct children of `pid` (Linux /proc); of a warm client (tests/warm_python.py), its
+    run's children, as if the run were the client."""
+    pid = warm_python.run_pid(pid)
     try:
         text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
     except OSError:

@@ -12,6 +12,10 @@ from launch_helpers import worker_logs
 
 from tfaccel.messages import VERBOSE_ENV
 
+# Its subprocesses check start-up itself (TensorFlow's import lines, what a call imports):
+# real interpreters, not forks of the warm one (tests/warm_python.py).
+pytestmark = pytest.mark.cold_python
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "default.yaml"
 TIMEOUT_SECONDS = 600

@@ -18,6 +18,9 @@ from tfaccel import python_refs
 from tfaccel.errors import UserInputError
 
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+# Its subprocesses check start-up itself (TensorFlow's import lines, what a call imports):
+# real interpreters, not forks of the warm one (tests/warm_python.py).
+pytestmark = pytest.mark.cold_python
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -196,6 +196,7 @@ HELPERS = {
     "pysource_helpers": "module-level Python sources that spawn/forkserver can pickle",
     "resume_driver": "resume scenarios in a fresh process",
     "text_helpers": "text-lines files and a short text run, for the text export tests",
+    "warm_python": "a pre-warmed Python (TensorFlow imported once) for the suite's processes",
 }
 _NOT_MODULES = {"__init__", "__main__", "_version"}
 _PACKAGES = {path.parent.name for path in (ROOT / "tfaccel").rglob("__init__.py")}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import warm_python
 from docs_blocks import (
     KINDS,
     PAGES,
@@ -259,15 +260,19 @@ def docs_env(tmp_path_factory, shapes_data_dir, shapes_image_folder):
     """The environment the blocks run in: this checkout's tfaccel, `tfaccel` and `python`
     commands of this interpreter, the built-in dataset prepared once."""
     bin_dir = tmp_path_factory.mktemp("bin")
-    for name, command in (("tfaccel", f'exec "{sys.executable}" -m tfaccel.cli "$@"'),
-                          ("python", f'exec "{sys.executable}" "$@"'),
-                          ("python3", f'exec "{sys.executable}" "$@"')):
-        (bin_dir / name).write_text(f"#!/bin/sh\n{command}\n")
-        (bin_dir / name).chmod(0o755)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", TFDS_DATA_DIR=shapes_data_dir,
         TF_CPP_MIN_LOG_LEVEL="2", MPLBACKEND="Agg")
+    # Each `python`/`tfaccel` a block runs is a fork of a warm interpreter (TensorFlow
+    # imported once: tests/warm_python.py), or a real one with TFACCEL_TESTS_COLD=1.
+    python, env = warm_python.command_and_env([sys.executable], env, at_once=True)
+    python = " ".join(f'"{word}"' for word in python)
+    for name, command in (("tfaccel", f'exec {python} -m tfaccel.cli "$@"'),
+                          ("python", f'exec {python} "$@"'),
+                          ("python3", f'exec {python} "$@"')):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{command}\n")
+        (bin_dir / name).chmod(0o755)
     return {"env": env, "pages": {}, "root": tmp_path_factory.mktemp("docs"),
             "shapes": shapes_image_folder}
 
@@ -283,6 +288,8 @@ def _run(block, folder: Path, env: dict, setup_code: str = ""):
         recipe = folder / f"recipe_{block.line}.yaml"
         recipe.write_text(block.code)
         command = [sys.executable, "-m", "tfaccel.cli", "validate", recipe.name]
+    if command[0] == sys.executable:
+        command, env = warm_python.command_and_env(command, env)
     result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
                             timeout=TIMEOUT)
     assert result.returncode == 0, (

@@ -10,6 +10,10 @@ from tfaccel.cli.main import main
 from tfaccel.quiet_import import QUIET_TF_LOG_LEVEL
 from tfaccel.training.run.fit_parts import fit_verbosity
 
+# Its subprocesses check start-up itself (TensorFlow's import lines, what a call imports):
+# real interpreters, not forks of the warm one (tests/warm_python.py).
+pytestmark = pytest.mark.cold_python
+
 
 class _Terminal(io.StringIO):
     def isatty(self):

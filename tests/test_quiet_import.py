@@ -6,6 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Its subprocesses check start-up itself (TensorFlow's import lines, what a call imports):
+# real interpreters, not forks of the warm one (tests/warm_python.py).
+pytestmark = pytest.mark.cold_python
+
 REPO = Path(__file__).resolve().parents[1]
 # A user's script: tfaccel first, then TensorFlow through it (a dataset and one op).
 SCRIPT = ("import tfaccel\n"

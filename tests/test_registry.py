@@ -9,6 +9,10 @@ import pytest
 from tfaccel import models
 from tfaccel.errors import UserInputError
 
+# Its subprocesses check start-up itself (TensorFlow's import lines, what a call imports):
+# real interpreters, not forks of the warm one (tests/warm_python.py).
+pytestmark = pytest.mark.cold_python
+
 FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 
 SMALL = ("mlp", "small_cnn", "resnet_small")

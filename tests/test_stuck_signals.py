@@ -124,6 +124,7 @@ def test_sigterm_stops_a_worker_whose_peer_never_comes_as_it_stops_any_run(tmp_p
 
 
 @pytest.mark.multiworker
+@pytest.mark.cold_python  # it watches the worker's own child process (the watchdog)
 def test_ctrl_c_stops_a_worker_whose_peer_left_after_meeting_it(tmp_path):
     # The rare case left to TensorFlow's wait: worker 1 meets worker 0, then dies before
     # its TensorFlow server starts. Worker 0 waits inside TensorFlow's call (the watchdog

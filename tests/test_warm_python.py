@@ -1,0 +1,135 @@
+"""tests/warm_python.py: a warm run behaves as ``python ARGS`` would, only without the import."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import warm_python
+
+SCRIPT = textwrap.dedent("""
+    import os, random, sys
+    print("argv", sys.argv[1:], "cwd", os.getcwd(), "name", __name__)
+    print("path0", sys.path[0] == os.path.dirname(os.path.abspath(__file__)))
+    print("env", os.environ.get("WARM_TEST_VALUE"), "tmp", __import__("tempfile").gettempdir())
+    print("stdin", sys.stdin.read().strip())
+    print("to stderr", file=sys.stderr)
+    print("tensorflow loaded", "tensorflow" in sys.modules, file=sys.stderr)
+    print("random", random.random(), file=sys.stderr)
+    sys.exit(int(sys.argv[1]))
+""")
+
+
+def _env(tmp_path, **extra):
+    return dict(os.environ, WARM_TEST_VALUE="seen", TMPDIR=str(tmp_path), **extra)
+
+
+def _run(command, env, *, warm, cwd, stdin=""):
+    if warm:
+        command, env = warm_python.command_and_env(command, env, at_once=True)
+        assert command[1] == warm_python.CLIENT
+    else:
+        env = dict(env, TFACCEL_TESTS_COLD="1")
+    return subprocess.run(command, env=env, cwd=cwd, input=stdin, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_a_warm_run_prints_and_exits_as_a_cold_one(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    runs = {warm: _run([sys.executable, str(script), "3", "x y"], _env(tmp_path), warm=warm,
+                       cwd=tmp_path, stdin="hello\n") for warm in (False, True)}
+    cold, warm = runs[False], runs[True]
+    assert (warm.returncode, cold.returncode) == (3, 3)
+    assert warm.stdout == cold.stdout
+    assert warm.stdout.splitlines() == [
+        f"argv ['3', 'x y'] cwd {tmp_path} name __main__", "path0 True",
+        f"env seen tmp {tmp_path}", "stdin hello"]
+    assert "to stderr" in warm.stderr and "to stderr" in cold.stderr
+    # The fork has TensorFlow already (the point); a cold interpreter does not.
+    assert "tensorflow loaded True" in warm.stderr
+    assert "tensorflow loaded False" in cold.stderr
+
+
+def test_two_warm_runs_draw_different_random_numbers(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    draws = {[line for line in _run([sys.executable, str(script), "0"], _env(tmp_path),
+                                    warm=True, cwd=tmp_path).stderr.splitlines()
+              if line.startswith("random")][0] for _ in range(2)}
+    assert len(draws) == 2
+
+
+def test_module_and_code_runs_and_an_uncaught_error(tmp_path):
+    module = _run([sys.executable, "-m", "tfaccel.cli", "--version"], _env(tmp_path),
+                  warm=True, cwd=tmp_path)
+    assert module.returncode == 0 and module.stdout.startswith("tfaccel")
+    code = _run([sys.executable, "-c", "import sys; print(sys.argv); raise ValueError('no')",
+                 "a"], _env(tmp_path), warm=True, cwd=tmp_path)
+    assert code.returncode == 1 and code.stdout == "['-c', 'a']\n"
+    assert code.stderr.rstrip().endswith("ValueError: no")
+    assert "warm_python" not in code.stderr  # the fork's own frame is not shown
+
+
+@pytest.mark.parametrize("variable", ["TF_CPP_MIN_LOG_LEVEL", "PYTHONPATH", "TFACCEL_TESTS_COLD"])
+def test_an_import_time_variable_of_its_own_runs_cold(tmp_path, variable):
+    command, env = warm_python.command_and_env([sys.executable], _env(tmp_path), at_once=True)
+    env[variable] = "1"  # differs from the server's: TensorFlow would read it at import
+    done = subprocess.run([*command, "-c", "import sys; print('tensorflow' in sys.modules)"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "False\n")
+
+
+def test_flags_the_client_does_not_know_run_cold(tmp_path):
+    command, env = warm_python.command_and_env([sys.executable], _env(tmp_path), at_once=True)
+    done = subprocess.run([*command, "-u", "-c", "import sys; print('tensorflow' in sys.modules)"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "False\n")
+
+
+SLEEPER = ("import signal, sys, time\n"
+           "print('ready', flush=True)\n"
+           "time.sleep(60)\n")
+
+
+def _started(tmp_path):
+    command, env = warm_python.command_and_env([sys.executable, "-c", SLEEPER],
+                                               _env(tmp_path), at_once=True)
+    process = warm_python.WarmPopen(command, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline() == "ready\n"
+    return process
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_a_signal_to_the_client_ends_the_run_as_it_would_a_cold_one(tmp_path, number):
+    process = _started(tmp_path)
+    with open(process._pid_file) as file:
+        run = int(file.read())
+    process.send_signal(number)
+    assert process.wait(timeout=30) == -number
+    if number == signal.SIGINT:
+        assert process.stderr.read().rstrip().endswith("KeyboardInterrupt")
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{run}") and time.monotonic() < deadline:
+        time.sleep(0.05)  # the supervisor reaps it: no zombie left behind
+    assert not os.path.exists(f"/proc/{run}")
+    process.stdout.close()
+    process.stderr.close()
+
+
+def test_a_killed_client_takes_its_run_with_it(tmp_path):
+    process = _started(tmp_path)
+    with open(process._pid_file) as file:
+        run = int(file.read())
+    os.kill(process.pid, signal.SIGKILL)  # not through WarmPopen: the client alone
+    assert process.wait(timeout=30) == -signal.SIGKILL
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{run}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{run}")
+    process.stdout.close()
+    process.stderr.close()
