@@ -303,17 +303,21 @@ def test_a_one_size_png_folder_is_resized_a_batch_at_a_time_with_the_same_output
         tmp_path, monkeypatch, size, target, interpolation, mode, bits, channels):
     root = _pngs(tmp_path / "pngs", size=size, mode=mode, bits=bits)
 
-    def make():
+    def make(**augmented):
         return data.from_image_folder(root, batch_size=4, image_size=target, shuffle=False,
                                       interpolation=interpolation, channels=channels,
-                                      verbose=False)
+                                      verbose=False, **augmented)
 
+    # Seeded augmentation too: at the same size the batch keeps its uint8 pixels (the
+    # resize returns them as they are), and the augmentations must not see a difference.
     (images, labels), (reference, reference_labels), used = _with_and_without_batch_resize(
-        monkeypatch, make)
+        monkeypatch, lambda: make(seed=5, augment=["flip", "crop"]))
     assert used == [True]
     assert images.shape == (6, *target, channels) and images.dtype == reference.dtype
     np.testing.assert_array_equal(labels, reference_labels)
     np.testing.assert_allclose(images, reference, atol=1e-4)
+    monkeypatch.undo()
+    images = _all(make())[0]
     if mode != "L" and channels == 1:
         # Colour to grey: tfaccel converts after decoding (tf.image.rgb_to_grayscale),
         # Keras' loader asks libpng for grey: up to 1 level apart, image by image as well.
