@@ -17,7 +17,8 @@ tfaccel resizing image by image (its batch resize off: the path before it), and 
 min and median of each and of the per-round ratios to Keras.
 
     python benchmarks/bench_data_image.py [--quick] [--images 2000] [--repeats 6]
-        [--source 96] [--size 64] [--format jpg|png] [--bound] [--cpu-rounds R]
+        [--source 96] [--size 64] [--format jpg|png] [--noise 12] [--bound]
+        [--cpu-rounds R]
 """
 
 import argparse
@@ -41,9 +42,10 @@ BATCH = 64
 AUGMENT = ["flip", "crop"]
 
 
-def write_jpegs(root, n, *, source_size=96, seed=0, image_format="jpg"):
+def write_jpegs(root, n, *, source_size=96, seed=0, image_format="jpg", noise=12.0):
     """Writes n smooth-plus-noise square JPEGs (realistic compression) into 4 class folders
-    (PNGs with ``image_format="png"``)."""
+    (PNGs with ``image_format="png"``; `noise`: the noise's standard deviation, 0 for
+    smooth images, which a PNG compresses ~5x and decodes faster)."""
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:source_size, 0:source_size] / source_size
     for i in range(n):
@@ -52,7 +54,7 @@ def write_jpegs(root, n, *, source_size=96, seed=0, image_format="jpg"):
         os.makedirs(folder, exist_ok=True)
         base = rng.uniform(0, 255, 3)
         image = (base + 80 * np.sin(6 * (xx * (label + 1)) + yy * 3)[..., None]
-                 + rng.normal(0, 12, (source_size, source_size, 3)))
+                 + rng.normal(0, noise, (source_size, source_size, 3)))
         image = np.clip(image, 0, 255).astype(np.uint8)
         encoded = (tf.io.encode_png(image) if image_format == "png"
                    else tf.io.encode_jpeg(image, quality=90))
@@ -151,6 +153,8 @@ def main():
                         help="Image files written (png: e.g. --source 32 --size 32).")
     parser.add_argument("--bound", action="store_true",
                         help="Also time tfaccel with its corrupt-image net taken out (a bound).")
+    parser.add_argument("--noise", type=float, default=12.0,
+                        help="Pixel noise (standard deviation) of the images written.")
     parser.add_argument("--cpu-rounds", type=int, default=0,
                         help="Instead: CPU per uncached epoch, this many alternated rounds.")
     args = parser.parse_args()
@@ -159,7 +163,8 @@ def main():
 
     root = tempfile.mkdtemp(prefix="tfaccel_bench_jpeg_")
     try:
-        write_jpegs(root, n, source_size=args.source, image_format=args.format)
+        write_jpegs(root, n, source_size=args.source, image_format=args.format,
+                    noise=args.noise)
         if args.cpu_rounds:
             keras_name = "keras image_dataset_from_directory + parallel augment"
             cpu = cpu_rounds({
