@@ -383,3 +383,20 @@ def test_pngs_of_two_sizes_gifs_and_dct_scaled_jpegs_beside_pngs_are_resized_one
     _photos(root, size=(30, 20), count=2)
     plan, size = decoded_size(root, image_size=(12, 8))
     assert plan == "per_file" and size is None
+
+
+def test_a_grey_mix_of_jpegs_and_pngs_decodes_jpegs_to_grey_as_keras(tmp_path):
+    # Grey JPEGs come from libjpeg's own luma (decode_jpeg(channels=1), as in Keras'
+    # loader); the generic decoder's RGB decode then conversion rounds differently, so a
+    # mix of JPEGs and PNGs must keep the JPEG decode when grey is asked for.
+    import keras
+
+    root = _photos(tmp_path / "mixed", size=(37, 50), count=4)
+    _pngs(tmp_path / "grey", size=(37, 50), count=4, mode="L")
+    for i, png in enumerate(sorted((tmp_path / "grey").rglob("*.png"))):
+        (root / ("a" if i % 2 else "b") / f"g{i}.png").write_bytes(png.read_bytes())
+    common = dict(batch_size=8, image_size=(20, 24), shuffle=False, verbose=False)
+    ours = _all(data.from_image_folder(root, channels=1, **common))[0]
+    theirs = _all(keras.utils.image_dataset_from_directory(root, color_mode="grayscale",
+                                                           **common))[0]
+    np.testing.assert_allclose(ours, theirs, atol=1e-4)

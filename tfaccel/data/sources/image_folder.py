@@ -340,10 +340,12 @@ def _jpeg_plan(paths: List[str], *, listing: Listing, image_size, channels: int,
         by_size[size] = scaled(jpeg_headers.ratio_index(
             shape if kind == "jpeg" else None, image_size,
             crop_to_aspect_ratio=crop_to_aspect_ratio))
-    if set(by_size.values()) == {jpeg_headers.GENERIC, 1}:
-        # Full-scale JPEGs among other formats: the generic decoder reads them alike (as
-        # Keras' loader does), without a per-file branch; a one-size mix of JPEGs and PNGs
-        # then resizes a batch at a time (`_one_decoded_size`).
+    if channels == 3 and set(by_size.values()) == {jpeg_headers.GENERIC, 1}:
+        # Full-scale JPEGs among other formats: the generic decoder reads them alike in RGB
+        # (as Keras' loader does), without a per-file branch; a one-size mix of JPEGs and
+        # PNGs then resizes a batch at a time (`_one_decoded_size`). Not in grey: libjpeg's
+        # own grey (decode_jpeg, Keras' too) differs from the generic decoder's RGB decode
+        # and conversion by up to ~7 levels.
         return jpeg_headers.GENERIC, None
     if len(set(by_size.values())) == 1:
         # One decode for every usable file (the chosen ones are among them): no per-path
