@@ -11,14 +11,22 @@ timings on these 2-core machines are bimodal per epoch (an epoch gets both cores
 one, whatever the pipeline), so only the best of several says what a pipeline can do.
 `--source 256 --size 160` is the second workload (larger JPEGs resized to 160 px).
 
+`--cpu-rounds R` times instead the CPU each uncached epoch costs (the process's CPU time,
+what a loaded machine distorts least), R alternated rounds of Keras' loader, tfaccel, and
+tfaccel resizing image by image (its batch resize off: the path before it), and prints the
+min and median of each and of the per-round ratios to Keras.
+
     python benchmarks/bench_data_image.py [--quick] [--images 2000] [--repeats 6]
-        [--source 96] [--size 64] [--bound]
+        [--source 96] [--size 64] [--format jpg|png] [--noise 12] [--bound]
+        [--cpu-rounds R]
 """
 
 import argparse
 import os
 import shutil
+import statistics
 import tempfile
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -34,9 +42,10 @@ BATCH = 64
 AUGMENT = ["flip", "crop"]
 
 
-def write_jpegs(root, n, *, source_size=96, seed=0, image_format="jpg"):
+def write_jpegs(root, n, *, source_size=96, seed=0, image_format="jpg", noise=12.0):
     """Writes n smooth-plus-noise square JPEGs (realistic compression) into 4 class folders
-    (PNGs with ``image_format="png"``)."""
+    (PNGs with ``image_format="png"``; `noise`: the noise's standard deviation, 0 for
+    smooth images, which a PNG compresses ~5x and decodes faster)."""
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:source_size, 0:source_size] / source_size
     for i in range(n):
@@ -45,7 +54,7 @@ def write_jpegs(root, n, *, source_size=96, seed=0, image_format="jpg"):
         os.makedirs(folder, exist_ok=True)
         base = rng.uniform(0, 255, 3)
         image = (base + 80 * np.sin(6 * (xx * (label + 1)) + yy * 3)[..., None]
-                 + rng.normal(0, 12, (source_size, source_size, 3)))
+                 + rng.normal(0, noise, (source_size, source_size, 3)))
         image = np.clip(image, 0, 255).astype(np.uint8)
         encoded = (tf.io.encode_png(image) if image_format == "png"
                    else tf.io.encode_jpeg(image, quality=90))
@@ -93,6 +102,46 @@ def ours_without_safety_net(root, *, image_size):
         stages.decode = decode
 
 
+def ours_image_by_image(root, *, image_size):
+    """tfaccel with its batch resize off: each image resized alone (the path before it)."""
+    from tfaccel.data.sources import image_folder
+
+    batch_resize = image_folder._batch_resize
+    image_folder._batch_resize = lambda **kwargs: None
+    try:
+        return ours(root, image_size=image_size)
+    finally:
+        image_folder._batch_resize = batch_resize
+
+
+def cpu_rounds(contenders: dict, *, rounds: int, examples: int) -> dict:
+    """CPU seconds of each contender's epochs, `rounds` alternated rounds (the order
+    rotated each round), each epoch of a freshly built dataset after one untimed warm-up."""
+    for make in contenders.values():
+        epoch_seconds(make())
+    names, cpu = list(contenders), {name: [] for name in contenders}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            dataset = contenders[name]()
+            start, count = time.process_time(), 0
+            for _, labels in dataset:
+                count += int(labels.shape[0])
+            cpu[name].append(time.process_time() - start)
+            assert count == examples, (name, count)
+    return cpu
+
+
+def print_cpu_rounds(cpu: dict, *, keras_name: str):
+    print("| pipeline | CPU ms/epoch min | median | vs Keras min | median of rounds |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, seconds in cpu.items():
+        ratios = [k / s for k, s in zip(cpu[keras_name], seconds)]
+        print(f"| {name} | {1000 * min(seconds):,.0f} | "
+              f"{1000 * statistics.median(seconds):,.0f} | "
+              f"{min(cpu[keras_name]) / min(seconds):.2f}x | "
+              f"{statistics.median(ratios):.2f}x |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="500 images, 2 repeats.")
@@ -104,13 +153,32 @@ def main():
                         help="Image files written (png: e.g. --source 32 --size 32).")
     parser.add_argument("--bound", action="store_true",
                         help="Also time tfaccel with its corrupt-image net taken out (a bound).")
+    parser.add_argument("--noise", type=float, default=12.0,
+                        help="Pixel noise (standard deviation) of the images written.")
+    parser.add_argument("--cpu-rounds", type=int, default=0,
+                        help="Instead: CPU per uncached epoch, this many alternated rounds.")
     args = parser.parse_args()
     n, repeats = (500, 2) if args.quick else (args.images, args.repeats)
     size = (args.size, args.size)
 
     root = tempfile.mkdtemp(prefix="tfaccel_bench_jpeg_")
     try:
-        write_jpegs(root, n, source_size=args.source, image_format=args.format)
+        write_jpegs(root, n, source_size=args.source, image_format=args.format,
+                    noise=args.noise)
+        if args.cpu_rounds:
+            keras_name = "keras image_dataset_from_directory + parallel augment"
+            cpu = cpu_rounds({
+                keras_name: lambda: keras_pipeline(root, image_size=size, cache=False),
+                "tfaccel from_image_folder": lambda: ours(root, image_size=size),
+                "tfaccel, image by image": lambda: ours_image_by_image(root,
+                                                                       image_size=size),
+            }, rounds=args.cpu_rounds, examples=n)
+            print(f"\n{n} {args.format.upper()}s {args.source}x{args.source} -> {size}, "
+                  f"batch {BATCH}, augment {AUGMENT}, {args.cpu_rounds} alternated rounds, "
+                  f"{describe_cpu()}\n")
+            print_cpu_rounds(cpu, keras_name=keras_name)
+            print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+            return
         uncached = {  # rebuilt before every timed epoch
             "truly sequential tf.data (same pipeline)": lambda: ours(
                 root, image_size=size, sequential=True),

@@ -240,3 +240,169 @@ def test_batch_resize_keeps_seeded_augmentation_and_skips_caches_and_sizes(
         options=TailOptions()) is None
     _photos(root, size=(41, 30), count=1)  # b/0.jpg now 41 px high
     assert image_folder._one_decoded_size(image_folder.list_image_folder(str(root)), 1) is None
+
+
+def _pngs(root, *, size, count=6, mode="RGB", bits=8):
+    """`count` noisy PNGs of one `size` (height, width) in two class folders, in PIL's
+    `mode` (RGB, L, P, RGBA) or, with ``bits=16``, 16-bit RGB."""
+    rng = np.random.default_rng(1)
+    for i in range(count):
+        path = root / ("a" if i % 2 else "b") / f"{i}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if bits == 16:
+            pixels = rng.integers(0, 65536, (*size, 3), dtype=np.uint16)
+            path.write_bytes(tf.io.encode_png(pixels).numpy())
+            continue
+        pixels = rng.integers(0, 256, (*size, 3), dtype=np.uint8)
+        image = Image.fromarray(pixels)
+        image = image.convert(mode) if mode != "P" else image.quantize(16)
+        buf = io.BytesIO()
+        image.save(buf, format="PNG")
+        path.write_bytes(buf.getvalue())
+    return root
+
+
+def test_the_listing_reads_a_pngs_size_from_its_header_and_still_refuses_a_bad_one(tmp_path):
+    from tfaccel.data.sources import image_folder
+
+    root = _pngs(tmp_path / "p", size=(7, 11), count=2)
+    good = (root / "b" / "0.png").read_bytes()
+    assert image_folder._inspect(str(root / "b" / "0.png")) == "png:7x11"
+    cases = {
+        "cut_short": good[:len(good) // 2],  # no IEND: refused, as before
+        "not_a_png": b"this was never a png",
+        "signature_only": good[:8],
+        # A whole-looking file whose first chunk is not IHDR: usable (the decode decides,
+        # as before) but of unknown size, so never planned as one size.
+        "no_ihdr": good[:12] + b"XXXX" + good[16:],
+        "zero_width": good[:16] + bytes(4) + good[20:],
+    }
+    seen = {}
+    for name, content in cases.items():
+        (tmp_path / name).write_bytes(content)
+        seen[name] = image_folder._inspect(str(tmp_path / name))
+    assert seen == {"cut_short": False, "not_a_png": False, "signature_only": False,
+                    "no_ihdr": True, "zero_width": True}
+    listing = image_folder.list_image_folder(str(root))
+    assert listing.results == ["png:7x11", "png:7x11"]
+    assert image_folder._one_decoded_size(listing, 0) == (7, 11)
+    assert image_folder._one_decoded_size(listing, 1) is None  # never a JPEG's DCT plan
+
+
+@pytest.mark.parametrize("size, target, interpolation, mode, bits, channels", [
+    ((37, 50), (20, 24), "bilinear", "RGB", 8, 3),
+    ((37, 50), (20, 24), "nearest", "RGB", 8, 3),
+    ((32, 32), (32, 32), "bilinear", "RGB", 8, 3),   # the resize's same-size shortcut
+    ((30, 20), (16, 16), "bilinear", "P", 8, 3),     # palette: converted to RGB
+    ((30, 20), (16, 16), "bilinear", "RGBA", 8, 3),  # alpha dropped
+    ((30, 20), (16, 16), "bilinear", "L", 8, 1),     # grey
+    ((30, 20), (16, 16), "bilinear", "RGBA", 8, 1),  # converted to grey
+    ((30, 20), (16, 16), "bilinear", "RGB", 16, 3),  # 16-bit samples
+])
+def test_a_one_size_png_folder_is_resized_a_batch_at_a_time_with_the_same_output(
+        tmp_path, monkeypatch, size, target, interpolation, mode, bits, channels):
+    root = _pngs(tmp_path / "pngs", size=size, mode=mode, bits=bits)
+
+    def make(**augmented):
+        return data.from_image_folder(root, batch_size=4, image_size=target, shuffle=False,
+                                      interpolation=interpolation, channels=channels,
+                                      verbose=False, **augmented)
+
+    # At the same size the batch keeps its uint8 pixels (the resize returns them as they
+    # are): seeded augmentations must not see a difference.
+    augmented = dict(seed=5, augment=["flip", "crop"]) if size == target else {}
+    (images, labels), (reference, reference_labels), used = _with_and_without_batch_resize(
+        monkeypatch, lambda: make(**augmented))
+    assert used == [True]
+    assert images.shape == (6, *target, channels) and images.dtype == reference.dtype
+    np.testing.assert_array_equal(labels, reference_labels)
+    np.testing.assert_allclose(images, reference, atol=1e-4)
+    monkeypatch.undo()
+    images = _all(make())[0]
+    if mode != "L" and channels == 1:
+        # Colour to grey: tfaccel converts after decoding (tf.image.rgb_to_grayscale),
+        # Keras' loader asks libpng for grey: up to 1 level apart, image by image as well.
+        return
+    import keras
+
+    theirs = keras.utils.image_dataset_from_directory(
+        root, batch_size=4, image_size=target, shuffle=False, interpolation=interpolation,
+        color_mode={1: "grayscale", 3: "rgb"}[channels], verbose=False)
+    keras_images = _all(theirs)[0]
+    assert keras_images.dtype == images.dtype
+    np.testing.assert_allclose(images, keras_images, atol=1e-4)
+
+
+def test_a_one_size_mix_of_jpegs_and_pngs_is_resized_a_batch_at_a_time(tmp_path,
+                                                                        monkeypatch):
+    root = _photos(tmp_path / "mixed", size=(37, 50), count=4)
+    rng = np.random.default_rng(2)
+    for i in range(4, 8):
+        pixels = rng.integers(0, 256, (37, 50, 3), dtype=np.uint8)
+        (root / ("a" if i % 2 else "b") / f"{i}.png").write_bytes(
+            tf.io.encode_png(pixels).numpy())
+
+    def make():
+        return data.from_image_folder(root, batch_size=3, image_size=(20, 24), seed=4,
+                                      augment=["flip"], verbose=False)
+
+    (images, labels), (reference, reference_labels), used = _with_and_without_batch_resize(
+        monkeypatch, make)
+    assert used == [True] and images.shape == (8, 20, 24, 3)
+    np.testing.assert_array_equal(labels, reference_labels)
+    np.testing.assert_allclose(images, reference, atol=1e-4)
+    import keras
+
+    ours = _all(data.from_image_folder(root, batch_size=3, image_size=(20, 24),
+                                       shuffle=False, verbose=False))[0]
+    theirs = keras.utils.image_dataset_from_directory(
+        root, batch_size=3, image_size=(20, 24), shuffle=False, verbose=False)
+    np.testing.assert_allclose(ours, _all(theirs)[0], atol=1e-4)
+    # Unplanned (verify=False: each file's format chosen as it is decoded, its JPEGs by
+    # decode_jpeg): the same images as the one generic decode the mix now takes.
+    unplanned = _all(data.from_image_folder(root, batch_size=3, image_size=(20, 24),
+                                            shuffle=False, verify=False, verbose=False))[0]
+    np.testing.assert_allclose(ours, unplanned, atol=1e-4)
+
+
+def test_pngs_of_two_sizes_gifs_and_dct_scaled_jpegs_beside_pngs_are_resized_one_by_one(
+        tmp_path):
+    from tfaccel.data.sources import image_folder
+
+    def decoded_size(root, image_size=(16, 16)):
+        listing = image_folder.list_image_folder(str(root))
+        plan, per_file = image_folder._jpeg_plan(
+            listing.paths, listing=listing, image_size=image_size, channels=3,
+            crop_to_aspect_ratio=False, jpeg_dct_scaling=True, verified=True)
+        return plan, image_folder._one_decoded_size(listing, plan)
+
+    root = _pngs(tmp_path / "one", size=(30, 20))
+    assert decoded_size(root) == (0, (30, 20))
+    _pngs(root, size=(31, 20), count=1)  # b/0.png now 31 px high
+    assert decoded_size(root) == (0, None)
+    root = _pngs(tmp_path / "gif", size=(30, 20))
+    _write(root / "a" / "x.gif", "gif", 9, size=(30, 20))  # GIF sizes are not read
+    assert decoded_size(root) == (0, None)
+    # JPEGs of twice the target decode at 1/2 (15x10) beside full-size PNGs: one plan
+    # per file, so image by image.
+    root = _pngs(tmp_path / "dct", size=(15, 10))
+    _photos(root, size=(30, 20), count=2)
+    plan, size = decoded_size(root, image_size=(12, 8))
+    assert plan == "per_file" and size is None
+
+
+def test_a_grey_mix_of_jpegs_and_pngs_decodes_jpegs_to_grey_as_keras(tmp_path):
+    # Grey JPEGs come from libjpeg's own luma (decode_jpeg(channels=1), as in Keras'
+    # loader); the generic decoder's RGB decode then conversion rounds differently, so a
+    # mix of JPEGs and PNGs must keep the JPEG decode when grey is asked for.
+    import keras
+
+    root = _photos(tmp_path / "mixed", size=(37, 50), count=4)
+    _pngs(tmp_path / "grey", size=(37, 50), count=4, mode="L")
+    for i, png in enumerate(sorted((tmp_path / "grey").rglob("*.png"))):
+        (root / ("a" if i % 2 else "b") / f"g{i}.png").write_bytes(png.read_bytes())
+    common = dict(batch_size=8, image_size=(20, 24), shuffle=False, verbose=False)
+    ours = _all(data.from_image_folder(root, channels=1, **common))[0]
+    theirs = _all(keras.utils.image_dataset_from_directory(root, color_mode="grayscale",
+                                                           **common))[0]
+    np.testing.assert_allclose(ours, theirs, atol=1e-4)

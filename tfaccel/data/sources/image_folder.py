@@ -26,22 +26,52 @@ _CACHED_SHUFFLE_CAP = 10_000
 _HEAD = 4096  # first bytes read of each file: the magic bytes and, mostly, a JPEG's header
 
 
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG = "png:"  # a listed PNG's size text starts with it; a JPEG's has no prefix
+
+
 @functools.lru_cache(maxsize=1024)
-def _size_text(height: int, width: int) -> str:
-    """``"HEIGHTxWIDTH"``, one string object per size.
+def _size_text(height: int, width: int, prefix: str = "") -> str:
+    """``"HEIGHTxWIDTH"`` (a JPEG's) or ``"png:HEIGHTxWIDTH"``, one string object per size.
 
     A million checked files of a few sizes then share a few strings, not a million (~54 MB).
     """
-    return f"{height}x{width}"
+    return f"{prefix}{height}x{width}"
+
+
+def _png_size(head: bytes) -> Optional[Tuple[int, int]]:
+    """``(height, width)`` from a PNG's IHDR chunk, or None when `head` does not hold one.
+
+    IHDR is the first chunk by the format: length and type at bytes 8-15, then width and
+    height as big-endian uint32. Any bit depth or colour type decodes to the channels asked
+    for at this size (`images.decode_image` converts), so the size is all the plan needs.
+    """
+    if len(head) < 24 or head[12:16] != b"IHDR":
+        return None
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    return (height, width) if height and width else None
+
+
+def _listed_size(result) -> Tuple[Optional[str], Optional[Tuple[int, int]]]:
+    """``(format, (height, width))`` of a listing result: ``("jpeg", ...)``,
+    ``("png", ...)``, or ``(None, None)`` when its size is not known (True, False)."""
+    if not isinstance(result, str):
+        return None, None
+    if result.startswith(_PNG):
+        return "png", tuple(map(int, result[len(_PNG):].split("x")))
+    return "jpeg", tuple(map(int, result.split("x")))
 
 
 def _inspect(path: str):
-    """A listed image's check and JPEG size in one open: False, True, or ``"HEIGHTxWIDTH"``.
+    """A listed image's check and size in one open: False, True, ``"HEIGHTxWIDTH"`` or
+    ``"png:HEIGHTxWIDTH"``.
 
     False: not a whole JPEG/PNG/GIF/BMP (by its magic bytes and its ending); True: usable,
-    not a JPEG of known size; ``"480x640"``: a whole JPEG, its size from the frame header
-    (`jpeg_headers`), which plans its decode (a string: one small object per file, in
-    memory and in the saved listing). Reads at most 5 KiB of a file (its
+    not a JPEG or PNG of known size; ``"480x640"``: a whole JPEG, its size from the frame
+    header (`jpeg_headers`), which plans its decode; ``"png:480x640"``: a whole PNG, its
+    size from its IHDR chunk (`_png_size`), which lets a one-size folder resize a batch at
+    a time (a string: one small object per file, in memory and in the saved listing).
+    Reads at most 5 KiB of a file (its
     first `_HEAD` bytes and last KiB), with os-level calls (no file object): checking 100k
     files costs about a second, not an epoch of decoding. It catches the common
     corruptions (a non-image renamed to .jpg, a zero-byte file, a download cut short);
@@ -68,8 +98,11 @@ def _inspect(path: str):
             return False
         shape = jpeg_headers.jpeg_size_in(head, path)
         return True if shape is None else _size_text(*shape)
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return b"IEND" in tail[-16:]
+    if head.startswith(_PNG_SIGNATURE):
+        if b"IEND" not in tail[-16:]:
+            return False
+        shape = _png_size(head)
+        return True if shape is None else _size_text(*shape, _PNG)
     if head[:6] in (b"GIF87a", b"GIF89a"):
         return tail.endswith(b"\x3b") or tail.rstrip(b"\x00").endswith(b"\x3b")
     if head[:2] == b"BM" and len(head) >= 6:
@@ -104,7 +137,7 @@ def _is_whole_image(data):
     bmp_size = tf.reduce_sum(stored * tf.constant([1, 1 << 8, 1 << 16, 1 << 24], tf.int64))
     return tf.reduce_any(tf.stack([
         starts(b"\xff\xd8\xff") & holds(tail, b"\xff\xd9"),
-        starts(b"\x89PNG\r\n\x1a\n") & holds(tail[-16:], b"IEND"),
+        starts(_PNG_SIGNATURE) & holds(tail[-16:], b"IEND"),
         (starts(b"GIF87a") | starts(b"GIF89a")) & gif_end,
         starts(b"BM") & (size >= 6) & (bmp_size <= tf.cast(size, tf.int64))]))
 
@@ -129,7 +162,7 @@ def read_checked(path):
 IMAGE_KIND = class_folder.Kind(
     extensions=IMAGE_EXTENSIONS, noun="images", files="image files", folder="Image folder",
     usable="/".join(e[1:] for e in IMAGE_EXTENSIONS) + " image", check=_inspect,
-    saved_as="image check and JPEG size, v2")
+    saved_as="image check and JPEG/PNG size, v3")
 
 
 # From this many images, a folder with no saved listing (a cold run) is not checked before
@@ -303,9 +336,17 @@ def _jpeg_plan(paths: List[str], *, listing: Listing, image_size, channels: int,
         return (indices[0], None) if len(set(indices)) == 1 else ("per_file", indices)
     by_size: dict = {}  # photos share a few sizes: one rule per size, not per file
     for size in set(r for r in listing.results if r is not False):
-        shape = tuple(map(int, size.split("x"))) if isinstance(size, str) else None
+        kind, shape = _listed_size(size)
         by_size[size] = scaled(jpeg_headers.ratio_index(
-            shape, image_size, crop_to_aspect_ratio=crop_to_aspect_ratio))
+            shape if kind == "jpeg" else None, image_size,
+            crop_to_aspect_ratio=crop_to_aspect_ratio))
+    if channels == 3 and set(by_size.values()) == {jpeg_headers.GENERIC, 1}:
+        # Full-scale JPEGs among other formats: the generic decoder reads them alike in RGB
+        # (as Keras' loader does), without a per-file branch; a one-size mix of JPEGs and
+        # PNGs then resizes a batch at a time (`_one_decoded_size`). Not in grey: libjpeg's
+        # own grey (decode_jpeg, Keras' too) differs from the generic decoder's RGB decode
+        # and conversion by up to ~7 levels.
+        return jpeg_headers.GENERIC, None
     if len(set(by_size.values())) == 1:
         # One decode for every usable file (the chosen ones are among them): no per-path
         # lookup (a dict of a million paths is ~100 MB).
@@ -318,20 +359,21 @@ def _jpeg_plan(paths: List[str], *, listing: Listing, image_size, channels: int,
 def _one_decoded_size(listing: Listing, plan) -> Optional[Tuple[int, int]]:
     """``(height, width)`` every listed image decodes to under `plan`, or None.
 
-    Known when the listing read every usable file's JPEG header and found one size, and one
-    decode (an int `plan` at a DCT ratio) serves them all; libjpeg's scaled size is the
-    header's divided by the ratio, rounded up.
+    Known when the listing read every usable file's size (a JPEG's frame header, a PNG's
+    IHDR) and one decode (an int `plan`) gives them all one size: the generic decoder keeps
+    a file's size; a JPEG decoded at a DCT ratio has its header's size divided by the
+    ratio, rounded up (libjpeg), and a PNG never takes a DCT plan.
     """
-    if listing.results is None or not isinstance(plan, int) or plan < 1:
+    if listing.results is None or not isinstance(plan, int):
         return None
-    sizes = {r for r in listing.results if r is not False}
-    if len(sizes) != 1:
-        return None
-    size = sizes.pop()
-    if not isinstance(size, str):
-        return None
-    ratio = jpeg_headers.RATIOS[plan - 1]
-    return tuple(-(-int(side) // ratio) for side in size.split("x"))
+    decoded = set()
+    for result in {r for r in listing.results if r is not False}:  # a few distinct sizes
+        kind, shape = _listed_size(result)
+        if kind is None or (kind == "png" and plan != jpeg_headers.GENERIC):
+            return None
+        ratio = 1 if plan == jpeg_headers.GENERIC else jpeg_headers.RATIOS[plan - 1]
+        decoded.add(tuple(-(-side // ratio) for side in shape))
+    return decoded.pop() if len(decoded) == 1 else None
 
 
 def _batch_resize(*, listing: Listing, jpeg_plan, cache, crop, channels: int, image_size,
