@@ -282,35 +282,39 @@ def _supervise(connection, fds, request) -> None:
     if pid == 0:
         connection.close()
         _run(fds, request)  # never returns
-    for fd in fds:
-        os.close(fd)
-    connection.sendall(f"pid {pid}\n".encode())
-    watched = os.pidfd_open(pid)
-    while True:
-        ready, _, _ = select.select([watched, connection], [], [])
-        if watched in ready:
-            break
-        if not connection.recv(1):  # the client is gone (killed): so is its run
+    try:
+        for fd in fds:
+            os.close(fd)
+        watched = os.pidfd_open(pid)
+        try:
+            connection.sendall(f"pid {pid}\n".encode())
+            while watched not in select.select([watched, connection], [], [])[0]:
+                if not connection.recv(1):
+                    raise ConnectionResetError  # EOF: the client is gone
+        except OSError:  # the client is gone (killed): so is its run, and at once
             try:
                 os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
+            except OSError:
                 pass
-            break
-    _, status = os.waitpid(pid, 0)
-    message = (f"signal {os.WTERMSIG(status)}\n" if os.WIFSIGNALED(status)
-               else f"exit {os.waitstatus_to_exitcode(status)}\n")
-    try:
+        _, status = os.waitpid(pid, 0)
+        message = (f"signal {os.WTERMSIG(status)}\n" if os.WIFSIGNALED(status)
+                   else f"exit {os.waitstatus_to_exitcode(status)}\n")
         connection.sendall(message.encode())
-    except OSError:
-        pass
-    os._exit(0)
+    finally:  # whatever happened, never back into the server's loop
+        os._exit(0)
 
 
 def _run(fds, request) -> None:
     """The forked run: becomes ``python ARGV`` in the client's directory and environment."""
+    import ctypes
     import random
     import runpy
 
+    supervisor = os.getppid()
+    # Dies with its supervisor, whatever ends that (PR_SET_PDEATHSIG = 1): never an orphan.
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != supervisor:
+        os._exit(1)
     os.setsid()  # a group of its own: a client killed takes the run's children with it
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
