@@ -43,6 +43,9 @@ USER_CODE = textwrap.dedent('''
     class Hits(keras.metrics.SparseTopKCategoricalAccuracy):
         def __init__(self, k=1, name="hits"):
             super().__init__(k=k, name=name)
+
+    def averaged_adam(learning_rate):
+        return keras.optimizers.Adam(learning_rate, use_ema=True)
 ''')
 
 
@@ -224,6 +227,19 @@ def test_module_callables_from_a_file_beside_the_recipe_and_from_an_import_path(
     assert (hits.k, hits.name, plain.k) == (2, "hits", 1)
 
 
+def test_an_optimizer_that_averages_its_weights_is_refused(tmp_path, monkeypatch):
+    # Keras' use_ema swaps the average in after the last epoch's validation: the logged
+    # figures would not describe the saved model (the recipe key is refused on loading).
+    (tmp_path / "mine.py").write_text(USER_CODE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(UserInputError) as caught:
+        make_optimizer(recipe({"name": "mine:averaged_adam"}).optimizer, **STEPS)
+    message = str(caught.value)
+    assert message.startswith("optimizer.name: 'mine:averaged_adam' returned an optimizer "
+                              "with use_ema=True")
+    assert "training.keep: last" in message
+
+
 # ---------------------------------------------------------------------------------------
 # Refusals: recipe loading (TF-free) and training start (signatures)
 
@@ -240,6 +256,10 @@ def test_module_callables_from_a_file_beside_the_recipe_and_from_an_import_path(
      "optimizer.params.momentum sets what optimizer.momentum sets"),
     ({"optimizer": {"params": {"gradient_accumulation_steps": 2}}},
      "optimizer.params.gradient_accumulation_steps: use training.accumulation_steps"),
+    # Keras swaps the averaged weights in after the last epoch's validation: the logged
+    # figures would not be the saved model's (keep: last) or the average would be dropped.
+    ({"optimizer": {"params": {"use_ema": True, "ema_momentum": 0.99}}},
+     "optimizer.params.use_ema is True, but Keras swaps the averaged weights in only after"),
     ({"optimizer": {"schedule": "cosine", "schedule_params": {"alpha": 0.1}}},
      "optimizer.schedule 'cosine' takes none (got alpha)"),
     ({"optimizer": {"warmup_epochs": 1}},

@@ -60,6 +60,23 @@ CANDIDATES = {
     "dropout_0.3_deep_zero": ({"linear_path": True, "dropout": 0.3}, {"deep_zero": True}),
     "l2_10": ({"linear_path": True, "l2": 10.0}, {}),
     "hidden_64_32": ({"linear_path": True, "hidden_units": [64, 32]}, {}),
+    # Session 18, regression (diabetes): averaged weights and a loss nearer the MAE judged.
+    # ema_M: Adam's use_ema (Keras swaps the average in at the end of fit); swa_F: the
+    # plain mean of the weights at the end of each of the last F of the epochs.
+    "ema_0.99": ({"linear_path": True}, {"ema": 0.99}),
+    "ema_0.995": ({"linear_path": True}, {"ema": 0.995}),
+    "ema_0.999": ({"linear_path": True}, {"ema": 0.999}),
+    "swa_0.25": ({"linear_path": True}, {"swa": 0.25}),
+    "swa_0.5": ({"linear_path": True}, {"swa": 0.5}),
+    "loss_mae": ({"linear_path": True}, {"loss": "mae"}),
+    "loss_huber_std": ({"linear_path": True}, {"loss": "huber_std"}),
+    "loss_mae_ema_0.99": ({"linear_path": True}, {"loss": "mae", "ema": 0.99}),
+    # The step: its size (rate, batch) and how many (epochs).
+    "lr_x3_epochs_0.6": ({"linear_path": True}, {"lr_factor": 10 / 3, "epochs_factor": 0.6}),
+    "batch_16": ({"linear_path": True}, {"batch_factor": 0.5}),
+    "batch_64": ({"linear_path": True}, {"batch_factor": 2}),
+    "epochs_x1.5": ({"linear_path": True}, {"epochs_factor": 1.5}),
+    "epochs_x0.7": ({"linear_path": True}, {"epochs_factor": 0.7}),
 }
 
 
@@ -82,9 +99,14 @@ def fit_score(table, recipe, *, x_tr, y_tr, x_va, y_va, params, settings, seed):
                                num_classes=outputs, **model_params)
     loss = {"binary": "binary_crossentropy", "regression": "mse",
             "classification": "sparse_categorical_crossentropy"}[task]
+    if settings.get("loss") == "mae":
+        loss = "mae"
+    elif settings.get("loss") == "huber_std":
+        # Quadratic within one standard deviation of the training labels, linear beyond.
+        loss = keras.losses.Huber(delta=float(np.std(y_tr)))
     if settings.get("label_smoothing") and task == "binary":
         loss = keras.losses.BinaryCrossentropy(label_smoothing=settings["label_smoothing"])
-    epochs = recipe["training"]["epochs"] * settings.get("epochs_factor", 1)
+    epochs = round(recipe["training"]["epochs"] * settings.get("epochs_factor", 1))
     if settings.get("deep_zero"):
         # The deep path's output layer starts at zero: the model starts as the linear one.
         deep = model.get_layer("deep")
@@ -92,13 +114,15 @@ def fit_score(table, recipe, *, x_tr, y_tr, x_va, y_va, params, settings, seed):
     if settings.get("bias_mean"):
         # The head starts at the training rows' mean label (regression) instead of 0.
         model.get_layer("wide").bias.assign(np.full((outputs,), y_tr.mean(), "float32"))
-    batch = recipe["training"]["global_batch_size"]
+    batch = round(recipe["training"]["global_batch_size"] * settings.get("batch_factor", 1))
     rate = float(recipe["optimizer"]["learning_rate"]) * settings.get("lr_factor", 1.0)
     if settings.get("schedule") == "cosine":
         # To zero over the run's steps, as the recipe key optimizer.schedule: cosine does.
         steps = epochs * -(-len(x_tr) // batch)
         rate = keras.optimizers.schedules.CosineDecay(rate, decay_steps=steps)
-    model.compile(optimizer=keras.optimizers.Adam(rate), loss=loss)
+    averaging = ({"use_ema": True, "ema_momentum": settings["ema"]}
+                 if settings.get("ema") else {})
+    model.compile(optimizer=keras.optimizers.Adam(rate, **averaging), loss=loss)
     if settings.get("early_stop"):
         # An inner 20% of this fold's training rows judges the epochs; the best restored.
         order = np.random.RandomState(seed).permutation(len(x_tr))
@@ -113,12 +137,37 @@ def fit_score(table, recipe, *, x_tr, y_tr, x_va, y_va, params, settings, seed):
         callbacks = ([keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5,
                                                         patience=10, min_lr=1e-5)]
                      if settings.get("plateau") else [])
+        if settings.get("swa"):
+            callbacks.append(_WeightMean(first=epochs - round(settings["swa"] * epochs)))
         model.fit(x_tr, y_tr, epochs=epochs, batch_size=batch, verbose=0,
                   callbacks=callbacks)
     predicted = model.predict(x_va, verbose=0, batch_size=1024)
     if task in ("binary", "regression"):
         predicted = predicted[:, 0]
     return with_log_loss(task, y_va, predicted, scores(task, y_va, predicted))
+
+
+def _WeightMean(*, first):
+    """A callback: the mean of the weights at the end of epochs first.. set at the end."""
+    import keras
+
+    class WeightMean(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.total, self.count = None, 0
+
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch < first:
+                return
+            weights = self.model.get_weights()
+            self.total = (weights if self.total is None
+                          else [t + w for t, w in zip(self.total, weights)])
+            self.count += 1
+
+        def on_train_end(self, logs=None):
+            self.model.set_weights([t / self.count for t in self.total])
+
+    return WeightMean()
 
 
 def with_log_loss(task, truth, predicted, metrics):

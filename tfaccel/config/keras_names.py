@@ -234,6 +234,17 @@ def _check_optimizer_params(optimizer, *, source: str) -> None:
                 f"{source}: optimizer.params.{name}: use {OWN_OPTIMIZER_ARGUMENTS[name]} "
                 "(tfaccel's exact accumulation, under every strategy) instead of the "
                 "optimizer's own.")
+        if name == "use_ema" and optimizer.params[name]:
+            # Keras' fit validates each epoch with the raw weights and swaps the average in
+            # after the last one: keep: last would save a model its logs do not describe,
+            # keep: best would restore raw weights and drop the average unsaid.
+            raise RecipeError(
+                f"{source}: optimizer.params.use_ema is {optimizer.params[name]!r}, but "
+                "Keras swaps the averaged weights in only after the last epoch's "
+                "validation: with training.keep: last the saved model would not be the one "
+                "the logged validation figures describe, with keep: best the average would "
+                "be dropped for the best epoch's raw weights. Leave optimizer.params.use_ema "
+                "(and ema_momentum) out; weight averaging is not supported by tfaccel runs.")
 
 
 def _check_schedule(optimizer, *, source: str) -> None:

@@ -67,7 +67,9 @@ def make_optimizer(config: OptimizerConfig, *, total_steps: int, steps_per_epoch
         A `keras.optimizers.Optimizer`.
 
     Raises:
-        UserInputError: As `check_optimizer`, or Keras refused an argument's value.
+        UserInputError: As `check_optimizer`, Keras refused an argument's value, or the
+            optimizer averages its weights (`use_ema`: the logs would not describe the
+            saved model).
     """
     # Deferred: Keras (seconds); validate imports this module TF-free for its checks.
     import keras
@@ -80,6 +82,15 @@ def make_optimizer(config: OptimizerConfig, *, total_steps: int, steps_per_epoch
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise UserInputError(f"optimizer.name: {config.name!r} returned a "
                              f"{type(optimizer).__name__}, not a Keras optimizer.")
+    if getattr(optimizer, "use_ema", False):
+        # What recipe loading refuses as optimizer.params.use_ema, from a module:callable.
+        raise UserInputError(
+            f"optimizer.name: {config.name!r} returned an optimizer with use_ema=True, but "
+            "Keras swaps the averaged weights in only after the last epoch's validation: "
+            "with training.keep: last the saved model would not be the one the logged "
+            "validation figures describe, with keep: best the average would be dropped for "
+            "the best epoch's raw weights. Return an optimizer without use_ema; weight "
+            "averaging is not supported by tfaccel runs.")
     return optimizer
 
 
