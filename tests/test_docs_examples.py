@@ -1,7 +1,8 @@
 """Every fenced block of README.md and docs/*.md runs as written, or a visible marker skips it.
 
-A python block runs in a fresh interpreter, a bash block in bash (`tfaccel` and `python` are
-this interpreter's), a yaml block is a recipe checked by `tfaccel validate`. Each page runs
+A python block runs as a fresh interpreter would run it (a fork of the warm one:
+tests/warm_python.py), a bash block in bash (`tfaccel` and `python` are this interpreter's,
+warm too), a yaml block is a recipe checked by `tfaccel validate`. Each page runs
 in a folder of its own (a copy of `recipes/` and the small files of `_write_fixtures`, the
 folders and files the examples name); a block marked `<!-- docs-test: setup -->` runs
 before the page's later blocks, and a python one gives them its names. A block marked
