@@ -285,23 +285,41 @@ def _supervise(connection, fds, request) -> None:
     try:
         for fd in fds:
             os.close(fd)
-        watched = os.pidfd_open(pid)
+        status = None
         try:
             connection.sendall(f"pid {pid}\n".encode())
-            while watched not in select.select([watched, connection], [], [])[0]:
-                if not connection.recv(1):
-                    raise ConnectionResetError  # EOF: the client is gone
+            status = _wait_run(pid, connection)
         except OSError:  # the client is gone (killed): so is its run, and at once
             try:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
                 pass
-        _, status = os.waitpid(pid, 0)
+        if status is None:
+            _, status = os.waitpid(pid, 0)
         message = (f"signal {os.WTERMSIG(status)}\n" if os.WIFSIGNALED(status)
                    else f"exit {os.waitstatus_to_exitcode(status)}\n")
         connection.sendall(message.encode())
     finally:  # whatever happened, never back into the server's loop
         os._exit(0)
+
+
+def _wait_run(pid: int, connection) -> int:
+    """The run's wait status once it ends; OSError if the client goes first."""
+    try:
+        watched = os.pidfd_open(pid)  # Linux 5.3+: wakes at the run's end
+    except (AttributeError, OSError):
+        watched = None  # an older kernel: look every 50 ms
+    while True:
+        if watched is None:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+        waiting = [connection] if watched is None else [watched, connection]
+        ready = select.select(waiting, [], [], None if watched else 0.05)[0]
+        if watched is not None and watched in ready:
+            return os.waitpid(pid, 0)[1]
+        if connection in ready and not connection.recv(1):
+            raise ConnectionResetError  # EOF: the client is gone
 
 
 def _run(fds, request) -> None:
