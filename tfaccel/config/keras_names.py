@@ -69,6 +69,13 @@ _METRIC_NAMES = METRICS + tuple(m for m in COMPILE_METRICS if m not in METRICS)
 # accumulate a second time, inexactly under tf.distribute: training.accumulation_steps does.
 OPTIMIZER_SHORTCUTS = ("learning_rate", "momentum", "weight_decay", "clipnorm")
 OWN_OPTIMIZER_ARGUMENTS = {"gradient_accumulation_steps": "training.accumulation_steps"}
+# Why an optimizer's `use_ema` is refused, wherever it comes from (recipe or module:callable):
+# Keras' fit validates each epoch with the raw weights and swaps the average in after the
+# last one.
+EMA_REFUSED_BECAUSE = (
+    "Keras swaps the averaged weights in only after the last epoch's validation: with "
+    "training.keep: last the saved model would not be the one the logged validation figures "
+    "describe, with keep: best the average would be dropped for the best epoch's raw weights.")
 METRIC_MAPPING_KEYS = ("name", "params")
 # training.loss and training.metrics: the task's own
 # (tfaccel.training.keras_objects.losses.TASK_LOSSES).
@@ -235,16 +242,10 @@ def _check_optimizer_params(optimizer, *, source: str) -> None:
                 "(tfaccel's exact accumulation, under every strategy) instead of the "
                 "optimizer's own.")
         if name == "use_ema" and optimizer.params[name]:
-            # Keras' fit validates each epoch with the raw weights and swaps the average in
-            # after the last one: keep: last would save a model its logs do not describe,
-            # keep: best would restore raw weights and drop the average unsaid.
             raise RecipeError(
                 f"{source}: optimizer.params.use_ema is {optimizer.params[name]!r}, but "
-                "Keras swaps the averaged weights in only after the last epoch's "
-                "validation: with training.keep: last the saved model would not be the one "
-                "the logged validation figures describe, with keep: best the average would "
-                "be dropped for the best epoch's raw weights. Leave optimizer.params.use_ema "
-                "(and ema_momentum) out; weight averaging is not supported by tfaccel runs.")
+                f"{EMA_REFUSED_BECAUSE} Leave optimizer.params.use_ema (and ema_momentum) "
+                "out; weight averaging is not supported by tfaccel runs.")
 
 
 def _check_schedule(optimizer, *, source: str) -> None:

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Callable, Optional
 
 from tfaccel.config.keras_names import (
+    EMA_REFUSED_BECAUSE,
     OPTIMIZER_SHORTCUTS,
     OWN_OPTIMIZER_ARGUMENTS,
     OWN_SCHEDULES,
@@ -86,11 +87,8 @@ def make_optimizer(config: OptimizerConfig, *, total_steps: int, steps_per_epoch
         # What recipe loading refuses as optimizer.params.use_ema, from a module:callable.
         raise UserInputError(
             f"optimizer.name: {config.name!r} returned an optimizer with use_ema=True, but "
-            "Keras swaps the averaged weights in only after the last epoch's validation: "
-            "with training.keep: last the saved model would not be the one the logged "
-            "validation figures describe, with keep: best the average would be dropped for "
-            "the best epoch's raw weights. Return an optimizer without use_ema; weight "
-            "averaging is not supported by tfaccel runs.")
+            f"{EMA_REFUSED_BECAUSE} Return an optimizer without use_ema; weight averaging "
+            "is not supported by tfaccel runs.")
     return optimizer
 
 
