@@ -289,8 +289,6 @@ def _run(block, folder: Path, env: dict, setup_code: str = ""):
         recipe = folder / f"recipe_{block.line}.yaml"
         recipe.write_text(block.code)
         command = [sys.executable, "-m", "tfaccel.cli", "validate", recipe.name]
-    if command[0] == sys.executable:
-        command, env = warm_python.command_and_env(command, env)
     result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
                             timeout=TIMEOUT)
     assert result.returncode == 0, (

@@ -6,10 +6,11 @@ behaves as ``python ARGS`` would: its own process (group), the caller's stdin/st
 (passed over a Unix socket), working directory, environment and arguments, its exit code
 (or the signal that killed it) returned by the client, SIGINT/SIGTERM/SIGHUP forwarded to it.
 
-Used two ways, both through `command_and_env` (or `python_command` for a fixed server):
+Used two ways: conftest puts `WarmPopen` in place of subprocess.Popen (every
+``[sys.executable, ...]`` command a test starts), and a caller that writes the command down
+for later (the docs' `python`/`tfaccel` wrappers) asks `command_and_env` for it:
 
-    command, env = warm_python.command_and_env([sys.executable, "-m", "tfaccel.cli", ...], env)
-    subprocess.run(command, env=env, ...)
+    command, env = warm_python.command_and_env([sys.executable], env, at_once=True)
 
 The client (this file run as a script) falls back to the real interpreter (``exec``) when no
 server answers, the arguments are not ``-m MODULE``, ``-c CODE`` or ``SCRIPT`` (flags such as
@@ -186,14 +187,17 @@ def _cold(arguments) -> None:
     os.execv(sys.executable, [sys.executable, *arguments])
 
 
+def _die_of(number: int) -> None:
+    """Ends this process by signal `number` (its parent sees returncode -number)."""
+    if number not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught
+        signal.signal(number, signal.SIG_DFL)
+    os.kill(os.getpid(), number)
+
+
 def _exit_like(status: str) -> None:
     kind, value = status.split()
-    if kind == "signal":  # die of the same signal, as the run did: returncode -N
-        number = int(value)
-        if number not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught
-            signal.signal(number, signal.SIG_DFL)
-        os.kill(os.getpid(), number)
-        signal.pthread_kill(threading.main_thread().ident, number)
+    if kind == "signal":  # die of the same signal, as the run did
+        _die_of(int(value))
     os._exit(int(value))
 
 
@@ -349,10 +353,9 @@ def _run(fds, request) -> None:
         sys.stdout.reconfigure(write_through=True)
     sys.stderr = open(2, "w", closefd=False, buffering=1, errors="backslashreplace")
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-    for number in FORWARDED_SIGNALS + (signal.SIGCHLD, signal.SIGPIPE):
-        if number != signal.SIGINT:
-            signal.signal(number, signal.SIG_DFL)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as CPython sets it at start-up
+    for number in FORWARDED_SIGNALS + (signal.SIGCHLD,):
+        signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as CPython sets them at start-up
     signal.signal(signal.SIGINT, signal.default_int_handler)
     random.seed()  # a fresh interpreter's generators start from fresh entropy
     sys.modules["numpy"].random.seed()
@@ -388,8 +391,7 @@ def _run(fds, request) -> None:
     except BaseException:
         code = code or 1
     if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
+        _die_of(-code)
     os._exit(code)
 
 

@@ -366,12 +366,12 @@ def _one_decoded_size(listing: Listing, plan) -> Optional[Tuple[int, int]]:
     """
     if listing.results is None or not isinstance(plan, int):
         return None
+    ratio = 1 if plan == jpeg_headers.GENERIC else jpeg_headers.RATIOS[plan - 1]
     decoded = set()
     for result in {r for r in listing.results if r is not False}:  # a few distinct sizes
         kind, shape = _listed_size(result)
         if kind is None or (kind == "png" and plan != jpeg_headers.GENERIC):
             return None
-        ratio = 1 if plan == jpeg_headers.GENERIC else jpeg_headers.RATIOS[plan - 1]
         decoded.add(tuple(-(-side // ratio) for side in shape))
     return decoded.pop() if len(decoded) == 1 else None
 
