@@ -135,3 +135,53 @@ def test_the_patch_fixes_keras_20585_on_two_real_workers(tmp_path):
     np.testing.assert_allclose(first["loss"], history.history["loss"], rtol=1e-5)
     for got, expected in zip(first["weights"], plain.get_weights()):
         np.testing.assert_allclose(np.array(got), expected, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------- one trace off a strategy
+
+
+def _counted_fit(model, dataset, *, build_first):
+    traces = []
+    original = model.train_step
+    model.train_step = lambda data: traces.append(1) or original(data)
+    built = keras_compat.build_before_fit(model, dataset) if build_first else None
+    model.fit(dataset, epochs=2, shuffle=False, verbose=0)
+    return len(traces), built
+
+
+def _table(examples=24):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(examples, 4)).astype("float32")
+    return tf.data.Dataset.from_tensor_slices((x, np.arange(examples) % 3)).batch(8)
+
+
+def test_built_first_the_train_function_is_traced_once_with_the_same_numbers():
+    weights, traces = [], []
+    for build_first in (False, True):
+        model = _model()
+        model.compile(optimizer="adam", metrics=["accuracy"],
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        count, built = _counted_fit(model, _table(), build_first=build_first)
+        traces.append(count)
+        assert built is (True if build_first else None)
+        weights.append(model.get_weights())
+    # Keras 3.15 creates Adam's slots and the accuracy's sums in the first trace: twice.
+    assert traces == [2, 1]
+    for plain, first in zip(*weights):
+        np.testing.assert_allclose(plain, first, rtol=1e-6, atol=1e-7)
+
+
+def test_build_before_fit_is_a_no_op_where_keras_builds_or_the_spec_is_not_dense(
+        logical_cpus):
+    with tf.distribute.MirroredStrategy(logical_cpus).scope():
+        mirrored = _model()  # Keras' own symbolic build runs under a strategy
+    assert keras_compat.build_before_fit(mirrored, _table()) is False
+    assert not mirrored.optimizer.built
+    ragged = tf.data.Dataset.from_tensor_slices(
+        (tf.ragged.constant([[1.0], [2.0, 3.0]]), [0, 1])).batch(2)
+    model = _model()
+    assert keras_compat.build_before_fit(model, ragged) is False
+    assert not model.optimizer.built
+    assert keras_compat.build_before_fit(model, _table()) is True
+    assert model.optimizer.built
+    assert keras_compat.build_before_fit(model, _table()) is False  # built already

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from tfaccel.config.batching import plan_batches
 from tfaccel.config.recipe import Recipe, recipe_from_dict, recipe_to_dict
+from tfaccel.engine.keras_compat import build_before_fit
 from tfaccel.engine.precision import cpu_has_bf16, set_precision
 from tfaccel.errors import TfaccelError
 from tfaccel.tools.bench import time_batches
@@ -126,6 +127,7 @@ def _timed_fit(model, monitor, dataset, *, steps: int) -> dict:
     """Fits `steps` warm-up steps, then `steps` timed ones; the timed epoch's figures."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Your input ran out of data")
+        build_before_fit(model, dataset)  # one trace: the warm-up epoch times less tracing
         history = model.fit(dataset, epochs=2, steps_per_epoch=steps, verbose=0,
                             callbacks=[monitor], shuffle=False)
     figures = {k: v[-1] for k, v in history.history.items()}

@@ -10,6 +10,7 @@ import time
 import warnings
 from typing import Optional
 
+from tfaccel.engine import keras_compat
 from tfaccel.messages import say
 from tfaccel.training.fit_callbacks.callbacks import StopAfterEpoch
 from tfaccel.training.fit_callbacks.phase_marks import PhaseMarks
@@ -109,6 +110,8 @@ def _fit_part(ctx: RunContext, *, trained_model, data: TrainData, outputs: Outpu
     # The data layer shards by the strategy in scope.
     with ctx.session.strategy.scope():
         stream = data.make_stream(global_step)
+        # Off a strategy Keras creates these inside the first trace, which then runs twice.
+        keras_compat.build_before_fit(trained_model, stream)
     ctx.timings.mark("steps_per_execution auto: the choice and the input stream"
                      if after_choice else "the input stream")
     # Last in the list: it sees whether another callback stopped the run first.
