@@ -17,10 +17,10 @@ def _fit(*, slow_input: bool, steps_per_execution: int = 1, jit_compile: bool = 
     y = np.random.randint(0, 3, 256)
     dataset = tf.data.Dataset.from_tensor_slices((x, y))
     if slow_input:
-        # A Python stage that sleeps 2 ms per example: 64 ms per batch of 32, far longer
-        # than the tiny model's step, so nearly all of the step is waiting for input.
+        # A Python stage that sleeps 3 ms per example: 96 ms per batch of 32, far longer
+        # than the model's step, so most of the step is waiting for input.
         def slow(value):
-            time.sleep(0.002)
+            time.sleep(0.003)
             return value
 
         dataset = dataset.map(lambda a, b: (tf.ensure_shape(
@@ -28,8 +28,11 @@ def _fit(*, slow_input: bool, steps_per_execution: int = 1, jit_compile: bool = 
     else:
         dataset = dataset.cache()
     dataset = dataset.batch(32).repeat().prefetch(tf.data.AUTOTUNE)
-    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(256, activation="relu"),
-                              keras.layers.Dense(256, activation="relu"),
+    # Steps of a few ms (512 units): on a loaded machine the scheduler's ms-sized delays then
+    # stay a small part of the ready input's step (with 256 units, 0.3 ms steps, they made
+    # up half of it at a load of 6 on 2 cores; measured 0.04-0.12 with 512).
+    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(512, activation="relu"),
+                              keras.layers.Dense(512, activation="relu"),
                               keras.layers.Dense(3)])
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   steps_per_execution=steps_per_execution, jit_compile=jit_compile)
@@ -44,7 +47,7 @@ def _fit(*, slow_input: bool, steps_per_execution: int = 1, jit_compile: bool = 
 def test_a_slow_input_shows_as_input_wait_and_a_ready_one_does_not(steps_per_execution):
     slow, _ = _fit(slow_input=True, steps_per_execution=steps_per_execution)
     ready, _ = _fit(slow_input=False, steps_per_execution=steps_per_execution)
-    # Gross margins only (shared machine): the slow input is over 60 ms a batch.
+    # Gross margins only (shared machine): the slow input is over 90 ms a batch.
     assert slow["input_wait_fraction"][-1] > 0.5
     assert ready["input_wait_fraction"][-1] < slow["input_wait_fraction"][-1] / 2
     for history in (slow, ready):

@@ -35,7 +35,7 @@ import tempfile
 import threading
 
 SOCKET_ENV = "TFACCEL_WARM_SOCKET"
-PID_FILE_ENV = "TFACCEL_WARM_PID_FILE"  # where the client writes its run's pid (WarmPopen)
+PID_FILE_ENV = "TFACCEL_WARM_PID_FILE"  # where a run writes its pid (WarmPopen asks for it)
 COLD_ENV = "TFACCEL_TESTS_COLD"
 CLIENT = os.path.abspath(__file__)
 # Read when TensorFlow, Keras, TFDS or tfaccel are imported (or fixed for the interpreter's
@@ -221,10 +221,6 @@ def client(arguments) -> None:
         connection.close()
         _cold(arguments)  # the server says this run would not be a fresh interpreter's
     pid = int(answer[1])
-    if os.environ.get(PID_FILE_ENV):
-        with open(os.environ[PID_FILE_ENV] + ".part", "w") as file:
-            file.write(str(pid))
-        os.replace(os.environ[PID_FILE_ENV] + ".part", os.environ[PID_FILE_ENV])
     for number in FORWARDED_SIGNALS:
         signal.signal(number, lambda received, _frame: _forward(pid, received))
     line = reader.readline()
@@ -338,6 +334,11 @@ def _run(fds, request) -> None:
     if os.getppid() != supervisor:
         os._exit(1)
     os.setsid()  # a group of its own: a client killed takes the run's children with it
+    pid_file = request["env"].get(PID_FILE_ENV)
+    if pid_file:  # written by the run itself before its first line: kill() finds it from then
+        with open(pid_file + ".part", "w") as file:
+            file.write(str(os.getpid()))
+        os.replace(pid_file + ".part", pid_file)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
