@@ -133,3 +133,22 @@ def test_a_killed_client_takes_its_run_with_it(tmp_path):
     assert not os.path.exists(f"/proc/{run}")
     process.stdout.close()
     process.stderr.close()
+
+
+def test_a_server_ends_when_the_test_process_that_started_it_ends_without_atexit(tmp_path):
+    # xdist's workers end without running atexit: their servers (0.8 GB each) must not stay.
+    starter = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(os.path.dirname(warm_python.__file__))!r})
+        import warm_python
+        server = warm_python.Server(dict(os.environ))
+        print(server.process.pid, flush=True)
+        os._exit(0)
+    """)
+    done = subprocess.run([sys.executable, "-c", starter], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, TFACCEL_TESTS_COLD="1"))
+    server = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{server}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{server}"), "the server outlived its test process"

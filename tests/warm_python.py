@@ -76,7 +76,9 @@ class Server:
         self.folder = tempfile.mkdtemp(prefix="warm-python-")
         self.path = os.path.join(self.folder, "socket")
         self.process = _REAL_POPEN(
-            [sys.executable, CLIENT, "--serve", self.path], env=env, stdin=subprocess.DEVNULL,
+            # stdin: a pipe this process alone holds open; the server ends at its EOF, when
+            # this process is gone however it ended (xdist's workers end without atexit).
+            [sys.executable, CLIENT, "--serve", self.path], env=env, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
             start_new_session=True)
         line = self.process.stdout.readline()  # "ready" once imported and listening
@@ -249,6 +251,11 @@ def serve(path: str) -> None:
     listener.listen(64)
     print("ready", flush=True)
     while True:
+        ready = select.select([listener, 0], [], [])[0]
+        if 0 in ready and not os.read(0, 1):
+            os._exit(0)  # the test process that started this server is gone (see Server)
+        if listener not in ready:
+            continue
         connection, _ = listener.accept()
         while True:  # reap the supervisors that ended
             try:
