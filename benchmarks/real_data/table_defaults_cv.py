@@ -9,7 +9,9 @@ with missing indicators, standard scaling, one-hot words: what tfaccel's Feature
 does, up to mean vs median imputation); the models are tfaccel's own ``mlp`` builder
 (`tfaccel.models.build_model`) with the recipe's optimizer, epochs and batch, so a
 candidate here is a setting a recipe can take. Prints the mean and standard deviation of
-each candidate's fold metrics and the linear baseline's on the same folds.
+each candidate's fold metrics and the linear baseline's on the same folds, then each
+candidate paired fold by fold with the linear baseline and with the first candidate named
+(`paired.paired_folds`: mean difference, sd, folds lower, corrected resampled t interval).
 
     python benchmarks/real_data/table_defaults_cv.py [RECIPE ...] [--folds 5] [--repeats 2]
 """
@@ -23,6 +25,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from paired import paired_folds
 from table_baselines import REPO, Table, _linear, describe_cpu, scores
 
 sys.path.insert(0, REPO)
@@ -77,6 +80,12 @@ CANDIDATES = {
     "batch_64": ({"linear_path": True}, {"batch_factor": 2}),
     "epochs_x1.5": ({"linear_path": True}, {"epochs_factor": 1.5}),
     "epochs_x0.7": ({"linear_path": True}, {"epochs_factor": 0.7}),
+    # Session 19, regression (diabetes, the recipe at 150 epochs): more of what helped
+    # (the training loss still falls at the last epoch), and the last steps' noise damped
+    # without a lagging average: the rate a tenth for the last 20% of the epochs (a
+    # warm-up-stable-decay shape; a recipe says it with PiecewiseConstantDecay).
+    "epochs_x4/3": ({"linear_path": True}, {"epochs_factor": 4 / 3}),
+    "decay_last_0.2": ({"linear_path": True}, {"decay_last": 0.2}),
 }
 
 
@@ -120,6 +129,12 @@ def fit_score(table, recipe, *, x_tr, y_tr, x_va, y_va, params, settings, seed):
         # To zero over the run's steps, as the recipe key optimizer.schedule: cosine does.
         steps = epochs * -(-len(x_tr) // batch)
         rate = keras.optimizers.schedules.CosineDecay(rate, decay_steps=steps)
+    if settings.get("decay_last"):
+        # The rate divided by 10 from the step where the last `decay_last` of the epochs
+        # starts (Keras' PiecewiseConstantDecay, as optimizer.schedule can name it).
+        steps = epochs * -(-len(x_tr) // batch)
+        rate = keras.optimizers.schedules.PiecewiseConstantDecay(
+            [round(steps * (1 - settings["decay_last"]))], [rate, rate / 10])
     averaging = ({"use_ema": True, "ema_momentum": settings["ema"]}
                  if settings.get("ema") else {})
     model.compile(optimizer=keras.optimizers.Adam(rate, **averaging), loss=loss)
@@ -182,9 +197,6 @@ def with_log_loss(task, truth, predicted, metrics):
 
 def main() -> None:
     """Every candidate on every fold of every named recipe's training file."""
-    import yaml
-    from sklearn.model_selection import KFold, StratifiedKFold
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("recipes", nargs="*")
     parser.add_argument("--folds", type=int, default=5)
@@ -192,44 +204,137 @@ def main() -> None:
     parser.add_argument("--first-repeat", type=int, default=0,
                         help="start at this repeat (another run did the earlier ones)")
     parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES))
+    parser.add_argument("--reference", default=None,
+                        help="the candidate the others are paired with besides the linear "
+                             "baseline (default: the first named)")
+    parser.add_argument("--from-logs", nargs="+", default=None, metavar="LOG",
+                        help="train nothing: the summary and the paired comparisons of "
+                             "earlier runs' outputs on the same folds (their candidates "
+                             "together; the linear baseline must agree fold by fold)")
     args = parser.parse_args()
     print(f"CPU: {describe_cpu()}; load average {os.getloadavg()[0]:.1f}", flush=True)
     for path in args.recipes or SMALL:
-        with open(path, encoding="utf-8") as handle:
-            recipe = yaml.safe_load(handle)
         table = Table(path)
-        x_all, y_all = table.xy("train")
-        if table.task == "binary":
-            classes = sorted(np.unique(y_all))
-            y_all = (y_all == classes[1]).astype("float32")
-        results = {name: [] for name in ["linear"] + args.candidates}
-        for repeat in range(args.first_repeat, args.repeats):
-            split = (StratifiedKFold if table.task != "regression" else KFold)(
-                args.folds, shuffle=True, random_state=repeat)
-            for fold, (tr, va) in enumerate(split.split(x_all, y_all)):
-                columns = encoder(table).fit(x_all.iloc[tr])
-                x_tr = np.asarray(columns.transform(x_all.iloc[tr]), "float32")
-                x_va = np.asarray(columns.transform(x_all.iloc[va]), "float32")
-                y_tr, y_va = y_all[tr], y_all[va]
-                linear = _linear(table).fit(x_all.iloc[tr], y_tr)
-                predicted = (linear.predict_proba(x_all.iloc[va])[:, 1]
-                             if table.task == "binary" else linear.predict(x_all.iloc[va]))
-                results["linear"].append(with_log_loss(table.task, y_va, predicted,
-                                                       scores(table.task, y_va, predicted)))
-                for name in args.candidates:
-                    params, settings = CANDIDATES[name]
-                    results[name].append(fit_score(
-                        table, recipe, x_tr=x_tr, y_tr=y_tr, x_va=x_va, y_va=y_va,
-                        params=params, settings=settings, seed=100 * repeat + fold))
-                print(json.dumps({"table": table.name, "repeat": repeat, "fold": fold,
-                                  **{n: r[-1] for n, r in results.items()}}), flush=True)
-        print(f"\n{table.name} ({table.task}), {args.folds}-fold, repeats "
-              f"{args.first_repeat}-{args.repeats - 1}, on the training file "
-              f"({len(x_all)} rows):")
+        if args.from_logs:
+            results, done = logged_folds(args.from_logs, table=table.name)
+            first = args.reference or next(n for n in results if n != "linear")
+        else:
+            results, done = cross_validate(path, table, args)
+            first = args.reference or args.candidates[0]
+        repeats = sorted({repeat for repeat, _ in done})
+        folds = 1 + max(fold for _, fold in done)  # K (--folds, or the logs' K)
+        print(f"\n{table.name} ({table.task}), {folds}-fold, repeats "
+              f"{repeats[0]}-{repeats[-1]}, on the training file ({len(table.train)} rows):")
         for name, runs in results.items():
             cells = [f"{m} {np.mean([r[m] for r in runs]):.4f} ± "
                      f"{np.std([r[m] for r in runs]):.4f}" for m in runs[0]]
             print(f"  {name:18s} " + "; ".join(cells), flush=True)
+        print_paired(results, folds=folds, first=first)
+
+
+def cross_validate(path: str, table, args) -> tuple:
+    """Every candidate and the linear baseline on every fold of `table`'s training file.
+
+    Returns:
+        ``({name: [{metric: value} per fold]}, [(repeat, fold) in order])``; one JSON
+        line printed per fold.
+    """
+    import yaml
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    with open(path, encoding="utf-8") as handle:
+        recipe = yaml.safe_load(handle)
+    x_all, y_all = table.xy("train")
+    if table.task == "binary":
+        classes = sorted(np.unique(y_all))
+        y_all = (y_all == classes[1]).astype("float32")
+    results = {name: [] for name in ["linear"] + args.candidates}
+    done = []
+    for repeat in range(args.first_repeat, args.repeats):
+        split = (StratifiedKFold if table.task != "regression" else KFold)(
+            args.folds, shuffle=True, random_state=repeat)
+        for fold, (tr, va) in enumerate(split.split(x_all, y_all)):
+            columns = encoder(table).fit(x_all.iloc[tr])
+            x_tr = np.asarray(columns.transform(x_all.iloc[tr]), "float32")
+            x_va = np.asarray(columns.transform(x_all.iloc[va]), "float32")
+            y_tr, y_va = y_all[tr], y_all[va]
+            linear = _linear(table).fit(x_all.iloc[tr], y_tr)
+            predicted = (linear.predict_proba(x_all.iloc[va])[:, 1]
+                         if table.task == "binary" else linear.predict(x_all.iloc[va]))
+            results["linear"].append(with_log_loss(table.task, y_va, predicted,
+                                                   scores(table.task, y_va, predicted)))
+            for name in args.candidates:
+                params, settings = CANDIDATES[name]
+                results[name].append(fit_score(
+                    table, recipe, x_tr=x_tr, y_tr=y_tr, x_va=x_va, y_va=y_va,
+                    params=params, settings=settings, seed=100 * repeat + fold))
+            done.append((repeat, fold))
+            print(json.dumps({"table": table.name, "repeat": repeat, "fold": fold,
+                              **{n: r[-1] for n, r in results.items()}}), flush=True)
+    return results, done
+
+
+def logged_folds(logs: list, *, table: str) -> tuple:
+    """The fold results of earlier runs of this script on the same folds, put together.
+
+    Args:
+        logs: Their outputs (one JSON line per fold); each must hold the same folds in
+            the same order, and the same linear baseline on each (it is deterministic: a
+            different figure means different folds).
+        table: The table's name (other tables' lines are left out).
+
+    Returns:
+        As `cross_validate`: every candidate of every log (the first log's if a name
+        repeats), "linear" first.
+    """
+    results, done = {}, None
+    for log in logs:
+        with open(log, encoding="utf-8") as handle:
+            lines = [json.loads(line) for line in handle if line.startswith("{")]
+        lines = [line for line in lines if line.get("table") == table]
+        folds = [(line["repeat"], line["fold"]) for line in lines]
+        metric = next(iter(lines[0]["linear"])) if lines else None
+        if done is not None and (folds != done or not np.allclose(
+                [line["linear"][metric] for line in lines],
+                [r[metric] for r in results["linear"]])):
+            sys.exit(f"--from-logs {log}: its {len(folds)} folds of {table} are not the {len(done)} of "
+                     f"{logs[0]}")
+        done = folds
+        for name in lines[0] if lines else ():
+            if name not in ("table", "repeat", "fold") and name not in results:
+                results[name] = [line[name] for line in lines]
+    if not done:
+        sys.exit(f"--from-logs: no folds of {table} in {logs}")
+    return results, done
+
+
+def print_paired(results: dict, *, folds: int, first: str) -> None:
+    """Each candidate against the linear baseline and against the first candidate, fold by
+    fold on the same folds (`paired.paired_folds`).
+
+    Args:
+        results: ``{name: [{metric: value} per fold]}``, "linear" among them, the same
+            folds in the same order for every name.
+        folds: K of the K-fold split (a fold holds out 1/K: the correction's 1/(K-1)).
+        first: The candidate the others are compared with besides "linear"
+            (``--reference``, or the first named).
+    """
+    print(f"\n  paired, fold by fold (ours minus the reference; sd over the folds; lower: "
+          f"folds where ours was lower; corrected resampled t, 95%, test share 1/{folds - 1}):")
+    for reference in dict.fromkeys(["linear", first]):
+        for name, runs in results.items():
+            if name in ("linear", reference):
+                continue
+            cells = []
+            for metric in runs[0]:
+                paired = paired_folds([r[metric] for r in runs],
+                                      [r[metric] for r in results[reference]],
+                                      test_share=1 / (folds - 1))
+                cells.append(f"{metric} {paired['difference']:+.4f} ± {paired['sd']:.4f}, "
+                             f"lower on {paired['lower']} of {paired['folds']}, "
+                             f"[{paired['interval'][0]:+.4f}, {paired['interval'][1]:+.4f}]"
+                             f" p {paired['p']:.3f}")
+            print(f"  {name} vs {reference}: " + "; ".join(cells), flush=True)
 
 
 if __name__ == "__main__":
