@@ -157,12 +157,20 @@ class _ChiefsRunDir:
         os.write(self._out if self._out is not None else 1, data)
 
 
+# Until the chief first answers, its port is tried this often: a short job's chief (a warm
+# start, a few steps) can come and go between two tries every `poll_seconds`, and a task
+# that never saw it would then serve forever.
+FIRST_ANSWER_POLL_SECONDS = 0.1
+
+
 def _end_after_chief(chief: str, name: str, poll_seconds: float, told: _ChiefsRunDir) -> None:
     """Ends the process (exit 0) once `chief` answered and then stopped answering twice."""
     host, port = chief.rsplit(":", 1)
     host = host.strip("[]")
     seen, misses = False, 0
     while True:
+        # The chief's line in this task's output says it was up, even unseen by a try.
+        seen = seen or told.run_dir is not None
         try:
             with socket.create_connection((host, int(port)), timeout=poll_seconds):
                 seen, misses = True, 0
@@ -173,7 +181,7 @@ def _end_after_chief(chief: str, name: str, poll_seconds: float, told: _ChiefsRu
                 else " (the chief named no run directory to this task)"
             told.say(f"{name}: the chief ({chief}) is gone; stopping.{wrote}")
             os._exit(0)  # the server thread blocks in C++ and cannot be asked to stop
-        time.sleep(poll_seconds)
+        time.sleep(poll_seconds if seen else min(poll_seconds, FIRST_ANSWER_POLL_SECONDS))
 
 
 def per_worker_iterators(coordinator, make_dataset: Callable[[], tf.data.Dataset], *,
