@@ -17,6 +17,7 @@ import numpy as np
 import pysource_helpers
 import pytest
 import tensorflow as tf
+import warm_python
 
 from tfaccel import data
 from tfaccel.data.sources import _workers
@@ -372,7 +373,8 @@ def test_ctrl_c_stops_the_workers(tmp_path):
         for line in proc.stdout:
             if "READY" in line:
                 break
-        workers = sorted(_descendants(proc.pid))
+        # The run's own (a warm client's run is not its child: tests/warm_python.py).
+        workers = sorted(_descendants(warm_python.run_pid(proc.pid)))
         assert len(workers) >= 4  # two pools of two
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         # A hang detector, not a timing: the exit (KeyboardInterrupt through TensorFlow's
