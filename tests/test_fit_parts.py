@@ -2,14 +2,9 @@
 
 import json
 
-FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
+import numpy as np
 
-SOURCE = (
-    "import numpy as np\n"
-    "num_classes = 2\n"
-    "def source(worker, workers):\n"
-    "    for i in range(worker, 64, workers):\n"
-    "        yield np.float32([i % 2, 1 - i % 2]), np.int64(i % 2)\n")
+FAST_TIER = True  # this file's unmarked tests are in `pytest -m fast` (tests/conftest.py)
 
 
 def test_a_one_device_run_traces_its_train_step_once(tmp_path, monkeypatch):
@@ -21,11 +16,11 @@ def test_a_one_device_run_traces_its_train_step_once(tmp_path, monkeypatch):
     original = TensorFlowTrainer.train_step
     monkeypatch.setattr(TensorFlowTrainer, "train_step",
                         lambda self, data: traces.append(1) or original(self, data))
-    (tmp_path / "gen_source.py").write_text(SOURCE)
-    recipe = tmp_path / "gen.yaml"
+    x = np.float32([[i % 2, 1 - i % 2] for i in range(64)])
+    np.savez(tmp_path / "d.npz", x_train=x, y_train=np.arange(64) % 2)
+    recipe = tmp_path / "arrays.yaml"
     recipe.write_text(
-        "data: {source: python, path: gen_source.py:source, validation_split_name: null,\n"
-        "       shuffle_buffer: 0, cache: null, workers: 1, num_classes: 2}\n"
+        f"data: {{source: arrays, path: {tmp_path / 'd.npz'}}}\n"
         "model: {name: mlp, params: {normalization: none}}\n"
         "optimizer: {name: adam, learning_rate: 0.01}\n"
         "training: {epochs: 2, global_batch_size: 16, steps_per_epoch: 4,\n"

@@ -199,69 +199,63 @@ def test_launch_ps_under_slurm_runs_this_tasks_role(monkeypatch):
     assert train.args[:2] == ["train", str(DEFAULT_RECIPE)] and train.run_dir is None
 
 
-@pytest.mark.slow  # one TensorFlow process (about 10-20 s on 2 loaded cores)
+def _serving_ps_task(tmp_path, chief):
+    """A ps task of a 1-ps cluster whose chief is the socket `chief`, once it serves."""
+    import subprocess
+
+    from launch_helpers import child_env
+
+    hosts = [f"127.0.0.1:{chief.getsockname()[1]}",
+             *(f"127.0.0.1:{p}" for p in tf_configs.free_ports(2))]
+    cluster = tf_configs.parameter_server_cluster(hosts, ps=1)
+    env = {**child_env(tmp_path), "TF_CONFIG": tf_configs.parameter_server_tf_config(cluster, 1)}
+    process = subprocess.Popen(launch.server_command(), env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    for line in process.stdout:
+        if "serving on" in line:
+            return process, hosts[0]
+    process.kill()
+    raise AssertionError("the ps task ended before serving")
+
+
+def _ended_saying_the_chief_is_gone(process, chief_address):
+    try:
+        output = process.communicate(timeout=60)[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0
+    assert f"ps 0: the chief ({chief_address}) is gone; stopping." in output
+
+
 def test_a_task_ends_after_a_chief_that_came_and_went_between_two_slow_tries(tmp_path):
     # A short job's chief can be up for less than the 2 s between two tries of a task that
     # already saw it: until the first answer the task tries every 0.1 s (it served forever).
     import socket
-    import subprocess
-
-    from launch_helpers import child_env
 
     chief = socket.socket()
-    chief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     chief.bind(("127.0.0.1", 0))  # bound, not listening: refused, as a chief not up yet
-    hosts = [f"127.0.0.1:{chief.getsockname()[1]}",
-             *(f"127.0.0.1:{p}" for p in tf_configs.free_ports(2))]
-    cluster = tf_configs.parameter_server_cluster(hosts, ps=1)
-    env = {**child_env(tmp_path), "TF_CONFIG": tf_configs.parameter_server_tf_config(cluster, 1)}
-    process = subprocess.Popen(launch.server_command(), env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    try:
-        for line in process.stdout:
-            if "serving on" in line:
-                break
-        time.sleep(1.0)  # the task tried and was refused
-        chief.listen()
-        time.sleep(0.5)  # up for half a second: between two of the old 2-second tries
-        chief.close()
-        output = process.communicate(timeout=60)[0]
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0
-    assert f"ps 0: the chief ({hosts[0]}) is gone; stopping." in output
+    process, address = _serving_ps_task(tmp_path, chief)
+    time.sleep(1.0)  # the task tried and was refused
+    chief.listen()
+    time.sleep(0.5)  # up for half a second: between two of the old 2-second tries
+    chief.close()
+    _ended_saying_the_chief_is_gone(process, address)
 
 
+@pytest.mark.slow  # one TensorFlow process (about 10-20 s on 2 loaded cores)
 def test_a_task_ends_by_itself_once_its_chief_is_gone(tmp_path):
     # On its own machine (--hosts, SLURM) a ps or worker would otherwise serve forever.
     import socket
-    import subprocess
-
-    from launch_helpers import child_env
 
     chief = socket.socket()
     chief.bind(("127.0.0.1", 0))
     chief.listen()
-    hosts = [f"127.0.0.1:{chief.getsockname()[1]}",
-             *(f"127.0.0.1:{p}" for p in tf_configs.free_ports(2))]
-    cluster = tf_configs.parameter_server_cluster(hosts, ps=1)
-    env = {**child_env(tmp_path), "TF_CONFIG": tf_configs.parameter_server_tf_config(cluster, 1)}
-    process = subprocess.Popen(launch.server_command(), env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    try:
-        for line in process.stdout:
-            if "serving on" in line:
-                break
-        time.sleep(3)  # the task has seen its chief answer
-        assert process.poll() is None
-        chief.close()
-        output = process.communicate(timeout=60)[0]
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0
-    assert f"ps 0: the chief ({hosts[0]}) is gone; stopping." in output
+    process, address = _serving_ps_task(tmp_path, chief)
+    time.sleep(3)  # the task has seen its chief answer
+    assert process.poll() is None
+    chief.close()
+    _ended_saying_the_chief_is_gone(process, address)
 
 
 def test_a_lost_worker_is_said_once_by_host_and_port(monkeypatch):
