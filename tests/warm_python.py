@@ -76,8 +76,9 @@ class Server:
         self.folder = tempfile.mkdtemp(prefix="warm-python-")
         self.path = os.path.join(self.folder, "socket")
         self.process = _REAL_POPEN(
-            # stdin: a pipe this process alone holds open; the server ends at its EOF, when
-            # this process is gone however it ended (xdist's workers end without atexit).
+            # stdin: a pipe only this process holds open (and a fork of it, while it lives);
+            # the server ends at its EOF, when this process is gone however it ended
+            # (xdist's workers end without atexit).
             [sys.executable, CLIENT, "--serve", self.path], env=env, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
             start_new_session=True)

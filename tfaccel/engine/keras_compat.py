@@ -98,8 +98,8 @@ def build_before_fit(model, dataset) -> bool:
     if symbolic_build is None or getattr(model, "_distribute_strategy", True) is not None:
         return False
     spec = getattr(dataset, "element_spec", None)
-    leaves = tf.nest.flatten(spec)
-    if spec is None or not leaves or not all(type(leaf) is tf.TensorSpec for leaf in leaves):
+    leaves = tf.nest.flatten(spec)  # [None] without a spec: not a TensorSpec either
+    if not leaves or not all(type(leaf) is tf.TensorSpec for leaf in leaves):
         return False
     optimizer_built = model.optimizer is None or model.optimizer.built
     metrics = getattr(model, "_compile_metrics", None)

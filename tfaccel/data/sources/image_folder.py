@@ -62,6 +62,12 @@ def _listed_size(result) -> Tuple[Optional[str], Optional[Tuple[int, int]]]:
     return "jpeg", tuple(map(int, result.split("x")))
 
 
+def _usable_results(listing: Listing) -> set:
+    """The distinct check results of a checked listing's usable files: a few size texts
+    (and True for a usable file of unknown size), whatever the folder's length."""
+    return {r for r in listing.results if r is not False}
+
+
 def _inspect(path: str):
     """A listed image's check and size in one open: False, True, ``"HEIGHTxWIDTH"`` or
     ``"png:HEIGHTxWIDTH"``.
@@ -335,7 +341,7 @@ def _jpeg_plan(paths: List[str], *, listing: Listing, image_size, channels: int,
             paths, image_size, crop_to_aspect_ratio=crop_to_aspect_ratio)]
         return (indices[0], None) if len(set(indices)) == 1 else ("per_file", indices)
     by_size: dict = {}  # photos share a few sizes: one rule per size, not per file
-    for size in set(r for r in listing.results if r is not False):
+    for size in _usable_results(listing):
         kind, shape = _listed_size(size)
         by_size[size] = scaled(jpeg_headers.ratio_index(
             shape if kind == "jpeg" else None, image_size,
@@ -368,7 +374,7 @@ def _one_decoded_size(listing: Listing, plan) -> Optional[Tuple[int, int]]:
         return None
     ratio = 1 if plan == jpeg_headers.GENERIC else jpeg_headers.RATIOS[plan - 1]
     decoded = set()
-    for result in {r for r in listing.results if r is not False}:  # a few distinct sizes
+    for result in _usable_results(listing):
         kind, shape = _listed_size(result)
         if kind is None or (kind == "png" and plan != jpeg_headers.GENERIC):
             return None
