@@ -537,3 +537,22 @@ def test_float_targets_of_a_regression_accumulate_exactly(targets, logical_cpus)
     assert _max_diff(plain, accumulated) < FLOAT32_ATOL
     np.testing.assert_allclose(history["mae"], plain_history["mae"], rtol=1e-4)
     assert plain_history["loss"][-1] < plain_history["loss"][0]  # it learned something
+
+
+def test_fit_on_a_dataset_traces_the_train_step_once_with_the_same_numbers(plain_adam):
+    # Off a strategy Keras 3.15 creates Adam's slots and the metrics' sums inside the first
+    # trace of the train function, which TensorFlow then traces again; the wrapper's fit
+    # builds them first from the dataset's element spec (keras_compat.build_before_fit).
+    plain, plain_history = plain_adam
+    x, y = _data()
+    model = _mlp()
+    trained = accumulate(model, 4)
+    trained.compile(optimizer=_optimizer("adam"), loss=_sparse_ce(), metrics=["accuracy"])
+    traces = []
+    original = trained.train_step
+    trained.train_step = lambda data: traces.append(1) or original(data)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
+    history = trained.fit(dataset, epochs=EPOCHS, verbose=0)
+    assert len(traces) == 1
+    assert _max_diff(plain, [w.numpy() for w in model.weights]) <= FLOAT32_ATOL
+    np.testing.assert_allclose(history.history["loss"], plain_history["loss"], rtol=1e-5)
