@@ -10,6 +10,9 @@ import warm_python
 
 NUM_LOGICAL_CPUS = 2
 
+# tests/young_iterators.py: the tf.data iterators a test leaves in cycles are freed after it.
+pytest_plugins = ["young_iterators"]
+
 
 def pytest_configure(config):
     # Multi-replica code is tested on 2 logical CPU devices. The split must happen before

@@ -197,6 +197,7 @@ HELPERS = {
     "resume_driver": "resume scenarios in a fresh process",
     "text_helpers": "text-lines files and a short text run, for the text export tests",
     "warm_python": "a pre-warmed Python (TensorFlow imported once) for the suite's processes",
+    "young_iterators": "frees the tf.data iterators a test left in cycles right after it",
 }
 _NOT_MODULES = {"__init__", "__main__", "_version"}
 _PACKAGES = {path.parent.name for path in (ROOT / "tfaccel").rglob("__init__.py")}
