@@ -6,7 +6,8 @@ done) and then sleeps out its optimisation period; the period doubles with the i
 age up to 60 s. An iterator held by a reference cycle (a `fit` that raised, through its
 traceback; a run's model and callbacks) dies in the next full GC pass, minutes later, in
 whichever test triggers it: single passes stalled a worker 10-76 s, the machine idle. Made
-young, the same deletion waits milliseconds. The objects alive once the tests are collected
+young, the same deletion waits at most about its age (seconds; the GC-freed ones were at most
+14 s old in a run). The objects alive once the tests are collected
 (TensorFlow, Keras, the test modules) are frozen out of the collector, so a pass after a
 test walks what the tests made, not the whole import.
 """
