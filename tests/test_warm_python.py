@@ -152,3 +152,29 @@ def test_a_server_ends_when_the_test_process_that_started_it_ends_without_atexit
     while os.path.exists(f"/proc/{server}") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{server}"), "the server outlived its test process"
+
+
+def test_at_the_limit_the_least_recently_used_server_stops_for_a_new_one(monkeypatch):
+    # Was: past MAX_SERVERS environments every new one ran cold, so which tests got a warm
+    # run depended on what their process had run before (test order under xdist).
+    started, stopped = [], []
+
+    class FakeServer:
+        def __init__(self, env):
+            self.home = env["HOME"]
+            started.append(self.home)
+
+        def stop(self):
+            stopped.append(self.home)
+
+    monkeypatch.setattr(warm_python, "Server", FakeServer)
+    monkeypatch.setattr(warm_python, "_servers", warm_python.collections.OrderedDict())
+    monkeypatch.setattr(warm_python, "_asked", {})
+    monkeypatch.setattr(warm_python, "MAX_SERVERS", 2)
+    for home in ("/a", "/b", "/a", "/c", "/a", "/b"):
+        assert warm_python.server_for({"HOME": home}, at_once=True).home == home
+    assert started == ["/a", "/b", "/c", "/b"]
+    assert stopped == ["/b", "/c"]  # /a, used again before each new one, stayed
+    assert list(warm_python._servers) == [(("HOME", "/a"),), (("HOME", "/b"),)]
+    assert warm_python.server_for({"HOME": "/d"}) is None  # a first, not at once: cold
+    assert stopped == ["/b", "/c"]

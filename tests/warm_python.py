@@ -24,6 +24,7 @@ start real interpreters.
 """
 
 import atexit
+import collections
 import json
 import os
 import select
@@ -61,11 +62,12 @@ def import_time_environment(env: dict) -> dict:
 # ------------------------------------------------------------------------ the caller's side
 
 _REAL_POPEN = subprocess.Popen  # before conftest swaps in WarmPopen
-_servers = {}  # import-time environment (as sorted items) -> Server
+_servers = collections.OrderedDict()  # import-time environment (sorted items) -> Server, oldest use first
 _asked = {}  # import-time environment -> runs asked for
 _servers_lock = threading.Lock()
 # A server costs one cold start (~6 s) and ~0.8 GB: one is started for an environment at its
-# second run (a one-off environment runs cold), and a test process keeps a few at most.
+# second run (a one-off environment runs cold), and a test process keeps a few at most, the
+# least recently used stopped for a new one (a run that had just reached it goes cold).
 MAX_SERVERS = 4
 
 
@@ -106,8 +108,11 @@ def server_for(env: dict, *, at_once: bool = False):
     key = tuple(sorted(import_time_environment(env).items()))
     with _servers_lock:
         _asked[key] = _asked.get(key, 0) + 1
-        if key not in _servers and (at_once or _asked[key] >= 2) and len(
-                _servers) < MAX_SERVERS:
+        if key in _servers:
+            _servers.move_to_end(key)
+        elif at_once or _asked[key] >= 2:
+            while len(_servers) >= MAX_SERVERS:
+                _servers.popitem(last=False)[1].stop()
             _servers[key] = Server(env)
         return _servers.get(key)
 
