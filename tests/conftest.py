@@ -2,8 +2,15 @@
 
 import os
 import subprocess
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The suite's subprocesses import this checkout's tfaccel (not another one the package was
+# installed from): it comes first on PYTHONPATH, set once here, so that they all share the
+# test process's import-time environment and so its warm server (tests/warm_python.py).
+_CHECKOUT = str(Path(__file__).resolve().parents[1])
+os.environ["PYTHONPATH"] = os.pathsep.join([_CHECKOUT] + [
+    p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != _CHECKOUT])
 
 import pytest
 import warm_python

@@ -29,10 +29,9 @@ def set_slurm_task(monkeypatch, procid: int) -> None:
 
 
 def child_env(tmp_path: Path) -> dict:
-    """The environment of launched processes: this worktree first, a private TMPDIR."""
+    """The environment of launched processes (this checkout first on PYTHONPATH, as
+    tests/conftest.py sets it for the session), no GPU, a private TMPDIR."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     env["CUDA_VISIBLE_DEVICES"] = ""
     scratch = tmp_path / "tmpdir"

@@ -261,10 +261,9 @@ def docs_env(tmp_path_factory, shapes_data_dir, shapes_image_folder):
     """The environment the blocks run in: this checkout's tfaccel, `tfaccel` and `python`
     commands of this interpreter, the built-in dataset prepared once."""
     bin_dir = tmp_path_factory.mktemp("bin")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", TFDS_DATA_DIR=shapes_data_dir,
-        TF_CPP_MIN_LOG_LEVEL="2", MPLBACKEND="Agg")
+    # PYTHONPATH: this checkout first, as tests/conftest.py set it for the session.
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+               TFDS_DATA_DIR=shapes_data_dir, TF_CPP_MIN_LOG_LEVEL="2", MPLBACKEND="Agg")
     # Each `python`/`tfaccel` a block runs is a fork of a warm interpreter (TensorFlow
     # imported once: tests/warm_python.py), or a real one with TFACCEL_TESTS_COLD=1.
     python, env = warm_python.command_and_env([sys.executable], env, at_once=True)

@@ -75,8 +75,7 @@ def test_peer_timeout_configures_the_service_multi_worker_mirrored_would_configu
 
     result = subprocess.run([sys.executable, "-c", HEARTBEAT_SCRIPT, "2.5"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120,
-                            env={**__import__("os").environ, "PYTHONPATH": str(ROOT),
-                                 "CUDA_VISIBLE_DEVICES": ""})
+                            env={**__import__("os").environ, "CUDA_VISIBLE_DEVICES": ""})
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.splitlines()[-1]) == {
         "timeout_ms": 2500, "leader": "/job:worker/replica:0/task:0", "type": "standalone",

@@ -74,6 +74,31 @@ def test_module_and_code_runs_and_an_uncaught_error(tmp_path):
     assert "warm_python" not in code.stderr  # the fork's own frame is not shown
 
 
+# A warm run's own children: one that imports TensorFlow (`-m`, or code naming tensorflow,
+# keras or tfaccel) is a fork of the same server, a plain Python one a real interpreter.
+# Each prints whether TensorFlow was loaded before its first line and whether TensorFlow's
+# devices were set up (never, in the server: CUDA_VISIBLE_DEVICES is each run's own).
+CHILDREN = textwrap.dedent("""
+    import subprocess, sys
+    probe = ("import sys; loaded = 'tensorflow' in sys.modules; "
+             "from tensorflow.python.eager import context; "
+             "print(loaded, context.context()._initialized)")
+    plain = "import sys; print('tensor' + 'flow' in sys.modules)"  # names none of the three
+    for code in (probe, plain):
+        print(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True).stdout.strip())
+""")
+
+
+def test_a_warm_run_s_children_that_import_tensorflow_are_warm_too(tmp_path):
+    warm = _run([sys.executable, "-c", CHILDREN], _env(tmp_path), warm=True, cwd=tmp_path)
+    assert warm.returncode == 0, warm.stderr
+    assert warm.stdout.splitlines() == ["True False", "False"]
+    cold = _run([sys.executable, "-c", CHILDREN], _env(tmp_path), warm=False, cwd=tmp_path)
+    assert cold.returncode == 0, cold.stderr
+    assert cold.stdout.splitlines() == ["False False", "False"]
+
+
 @pytest.mark.parametrize("variable", ["TF_CPP_MIN_LOG_LEVEL", "PYTHONPATH", "TFACCEL_TESTS_COLD"])
 def test_an_import_time_variable_of_its_own_runs_cold(tmp_path, variable):
     command, env = warm_python.command_and_env([sys.executable], _env(tmp_path), at_once=True)

@@ -40,10 +40,13 @@ PID_FILE_ENV = "TFACCEL_WARM_PID_FILE"  # where a run writes its pid (WarmPopen 
 COLD_ENV = "TFACCEL_TESTS_COLD"
 CLIENT = os.path.abspath(__file__)
 # Read when TensorFlow, Keras, TFDS or tfaccel are imported (or fixed for the interpreter's
-# life): a run whose value differs from the server's starts a real interpreter.
+# life): a run whose value differs from the server's starts a real interpreter. Not
+# CUDA_VISIBLE_DEVICES: the CUDA driver reads it when TensorFlow first lists its devices,
+# which the server's imports never do (tests/test_warm_python.py checks), so each run's own
+# value counts.
 IMPORT_TIME_KEYS = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONWARNINGS", "PYTHONUNBUFFERED",
-                    "PYTHONSAFEPATH", "HOME", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES",
-                    "OMP_NUM_THREADS", "LD_PRELOAD", "LD_LIBRARY_PATH")
+                    "PYTHONSAFEPATH", "HOME", "XLA_FLAGS", "OMP_NUM_THREADS", "LD_PRELOAD",
+                    "LD_LIBRARY_PATH")
 IMPORT_TIME_PREFIXES = ("TF_", "KERAS_", "TFDS_", "TFACCEL_", "MKL_", "ONEDNN_", "DNNL_")
 _NOT_IMPORT_TIME = {"TF_CONFIG", SOCKET_ENV, PID_FILE_ENV}  # read when used, not when imported
 # What the server imports before it forks: most of a `tfaccel train` run's import time.
@@ -142,6 +145,17 @@ def command_and_env(command, env: dict, *, at_once: bool = False):
     return [sys.executable, CLIENT, *command[1:]], dict(env, **{SOCKET_ENV: server.path})
 
 
+_run_socket = None  # in a warm run: its server's socket, for the run's own children
+
+
+def _loads_tensorflow(args) -> bool:
+    """Whether ``python ARGS`` runs a module, or code naming TensorFlow, Keras or tfaccel:
+    what would cost a real interpreter seconds of imports."""
+    words = [os.fspath(word) for word in args[1:]]
+    return words[:1] == ["-m"] or (words[:1] == ["-c"] and len(words) > 1 and any(
+        name in words[1] for name in ("tensorflow", "keras", "tfaccel")))
+
+
 class WarmPopen(_REAL_POPEN):
     """subprocess.Popen whose ``[sys.executable, ...]`` commands run warm (conftest puts it
     in place of subprocess.Popen for every test not marked ``cold_python``).
@@ -157,7 +171,13 @@ class WarmPopen(_REAL_POPEN):
                 and not positional and keywords.get("executable") is None
                 and os.fspath(args[0]) == sys.executable):
             env = keywords.get("env")
-            args, env = command_and_env(args, dict(os.environ) if env is None else dict(env))
+            env = dict(os.environ) if env is None else dict(env)
+            if _run_socket is None:
+                args, env = command_and_env(args, env)
+            elif _loads_tensorflow(args) and env.get(COLD_ENV) != "1":
+                # In a warm run: its own server (which runs cold what does not match it).
+                args = [sys.executable, CLIENT, *map(os.fspath, args[1:])]
+                env[SOCKET_ENV] = _run_socket
             if SOCKET_ENV in env:
                 self._pid_file = os.path.join(tempfile.mkdtemp(prefix="warm-run-"), "pid")
                 env[PID_FILE_ENV] = self._pid_file
@@ -358,8 +378,14 @@ def _run(fds, request) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    os.environ.pop(SOCKET_ENV, None)  # its own children start real interpreters
+    # Its own children that would import TensorFlow (a launch's workers, ps tasks) are
+    # forks of the same server too when their import-time variables match it (the server
+    # answers "cold" otherwise); plain Python helpers (a watchdog) start real interpreters.
+    global _run_socket
+    _run_socket = os.environ.pop(SOCKET_ENV, None)
     os.environ.pop(PID_FILE_ENV, None)
+    if _run_socket:
+        subprocess.Popen = WarmPopen
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
     sys.stdin = open(0, "r", closefd=False)
     sys.stdout = open(1, "w", closefd=False, buffering=1 if os.isatty(1) else -1)
