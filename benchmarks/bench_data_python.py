@@ -98,10 +98,11 @@ def run(make):
 def start_methods(workers, repeats=3):
     """Seconds from creating a pool to its first chunk, per start method (TF running).
 
-    This is what each epoch pays, since a pool lives for one epoch. Run it as a script:
-    spawn and forkserver re-import the main module in every worker.
+    What each dataset pays once (its pool serves every epoch). Run it as a script: spawn
+    and forkserver re-import the main module in every worker, and this one imports
+    TensorFlow at its top, as a training script does (the worker pool itself imports none).
     """
-    from tfaccel.data.sources import _workers
+    from tfaccel.reading import worker_pool
 
     tf.reduce_sum(tf.ones([4]))  # TensorFlow's thread pools are running, as in training
     source = HeavySource(64, 1)
@@ -113,10 +114,10 @@ def start_methods(workers, repeats=3):
         times = []
         for _ in range(repeats):
             start = time.perf_counter()
-            pool = _workers.Pool(source=source, transform=None, random_access=True,
+            pool = worker_pool.Pool(source=source, transform=None, random_access=True,
                                  workers=workers, mode="process", start_method=method)
             try:
-                next(_workers.run_epoch(pool, random_access=True, order=np.arange(64),
+                next(worker_pool.run_epoch(pool, random_access=True, order=np.arange(64),
                                         chunk_size=8, deterministic=True))
                 times.append(time.perf_counter() - start)
             finally:

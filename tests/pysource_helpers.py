@@ -36,3 +36,11 @@ class SquaresWithNan(Squares):
     def __getitem__(self, i):
         x, label = super().__getitem__(i)
         return (x * np.nan if i == 23 else x), label
+
+
+def tensorflow_in_worker(worker_index, num_workers):
+    """Generator source: one example per worker, (whether TensorFlow is imported in the
+    worker's process, the worker's index)."""
+    import sys
+
+    yield np.int64("tensorflow" in sys.modules), np.int64(worker_index)

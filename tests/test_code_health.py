@@ -54,10 +54,11 @@ def test_the_layer_contract_catches_an_upward_import(tmp_path):
 
 
 # What a source module may import from tfaccel.data.sources: the shared stages of the
-# families (base: the Source interface; class_folder: the class-folder family; _workers:
-# the Python source's processes; array_files: an .npz file's split names). The file-glob
+# families (base: the Source interface; class_folder: the class-folder family; array_files:
+# an .npz file's split names). The Python source's worker processes run tfaccel.reading's
+# worker_pool (TensorFlow-free: a spawned worker imports no TensorFlow). The file-glob
 # stage (files_stage), the in-memory stage and text reading live in tfaccel.data itself.
-SHARED_IN_SOURCES = {"base", "class_folder", "_workers", "array_files"}
+SHARED_IN_SOURCES = {"base", "class_folder", "array_files"}
 
 
 def _sibling_imports(text: str) -> list:

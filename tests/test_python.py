@@ -20,8 +20,8 @@ import tensorflow as tf
 import warm_python
 
 from tfaccel import data
-from tfaccel.data.sources import _workers
 from tfaccel.errors import DataError, UserInputError
+from tfaccel.reading import worker_pool
 
 
 class Squares:
@@ -104,16 +104,16 @@ class Big:
 
 def test_large_chunks_travel_through_shared_memory(monkeypatch):
     payloads = []
-    real_unpack = _workers.unpack
+    real_unpack = worker_pool.unpack
 
     def spy(payload):  # runs in this process, where tf.data calls the epoch generator
         payloads.append(payload)
         return real_unpack(payload)
 
-    monkeypatch.setattr(_workers, "unpack", spy)
+    monkeypatch.setattr(worker_pool, "unpack", spy)
     expected = [Big()[i] for i in range(6)]
     chunk_bytes = 3 * (expected[0][0].nbytes + expected[0][1].nbytes)
-    assert chunk_bytes >= _workers.SHM_MIN_BYTES  # the test's premise, checked
+    assert chunk_bytes >= worker_pool.SHM_MIN_BYTES  # the test's premise, checked
     ds = data.from_python(Big(), batch_size=6, workers=2, chunk_size=3, deterministic=True,
                           image_dtype=None)
     (x, y), = list(ds)
@@ -229,12 +229,12 @@ def test_workers_are_started_in_the_building_thread_not_by_tf_data(monkeypatch):
     # Forking from a tf.data thread while the pipeline runs is what this design avoids.
     started_in = []
 
-    class Recorded(_workers.Pool):
+    class Recorded(worker_pool.Pool):
         def __init__(self, **kwargs):
             started_in.append(threading.current_thread())
             super().__init__(**kwargs)
 
-    monkeypatch.setattr(_workers, "Pool", Recorded)
+    monkeypatch.setattr(worker_pool, "Pool", Recorded)
     for source in (Squares(), shard):
         ds = data.from_python(source, batch_size=8, workers=2, chunk_size=3)
         for _ in range(2):
@@ -364,7 +364,7 @@ def test_ctrl_c_stops_the_workers(tmp_path):
     # Regression: a Ctrl-C while TensorFlow's iterator waited in GetNext for the pool left
     # the process hanging at exit (2 runs in 12) or killed by SIGSEGV (1 in 3): a tf.data
     # thread called the epoch generator after Python had begun finalising (see
-    # _workers._close_all). A race, so one clean run proves little; a hang fails here.
+    # worker_pool._close_all). A race, so one clean run proves little; a hang fails here.
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
@@ -396,7 +396,7 @@ def test_at_exit_a_running_epoch_is_waited_for_and_an_idle_one_is_not(monkeypatc
     # thread inside an epoch generator, or past its end but not yet done with it (its
     # finaliser drops it), must be let finish before Python finalises; a generator
     # suspended at a yield, that nobody asks for more, must not hold the exit.
-    monkeypatch.setattr(_workers, "_EPOCHS", weakref.WeakSet())
+    monkeypatch.setattr(worker_pool, "_EPOCHS", weakref.WeakSet())
     release, finished, drop = threading.Event(), threading.Event(), threading.Event()
 
     def epoch():
@@ -411,16 +411,16 @@ def test_at_exit_a_running_epoch_is_waited_for_and_an_idle_one_is_not(monkeypatc
         finished.set()
         drop.wait(60)  # the finaliser that drops the generator has not run yet
 
-    idle = _workers.track_epoch(epoch())
+    idle = worker_pool.track_epoch(epoch())
     next(idle)
-    running = _workers.track_epoch(epoch())
+    running = worker_pool.track_epoch(epoch())
     next(running)
     ended, box = weakref.ref(running), [running]
     del running  # only the reading thread holds it, as tf.data does until it finalises
     threading.Thread(target=tf_data_thread, args=(box,), daemon=True).start()
     while inspect.getgeneratorstate(ended()) != inspect.GEN_RUNNING:
         time.sleep(0.001)
-    waiter = threading.Thread(target=_workers._wait_for_epochs,
+    waiter = threading.Thread(target=worker_pool._wait_for_epochs,
                               kwargs=dict(timeout=120, idle=0.1), daemon=True)
     waiter.start()
     waiter.join(timeout=0.5)
@@ -438,7 +438,7 @@ def test_at_exit_a_running_epoch_is_waited_for_and_an_idle_one_is_not(monkeypatc
 
 def test_at_exit_a_thread_inside_a_tensorflow_py_func_holds_the_wait(monkeypatch):
     # E.g. tf.data's finaliser of an epoch, still running after it dropped the generator.
-    monkeypatch.setattr(_workers, "_EPOCHS", weakref.WeakSet())
+    monkeypatch.setattr(worker_pool, "_EPOCHS", weakref.WeakSet())
     inside, release = threading.Event(), threading.Event()
 
     def blocking(x):
@@ -449,7 +449,7 @@ def test_at_exit_a_thread_inside_a_tensorflow_py_func_holds_the_wait(monkeypatch
     ds = tf.data.Dataset.range(1).map(lambda x: tf.numpy_function(blocking, [x], tf.int64))
     threading.Thread(target=lambda: list(ds), daemon=True).start()
     assert inside.wait(60)
-    waiter = threading.Thread(target=_workers._wait_for_epochs,
+    waiter = threading.Thread(target=worker_pool._wait_for_epochs,
                               kwargs=dict(timeout=120, idle=0.1), daemon=True)
     waiter.start()
     waiter.join(timeout=0.5)
@@ -472,7 +472,7 @@ class Stalls:
 
 
 def _pool(source, *, workers=2, random_access=True):
-    return _workers.Pool(source=source, transform=None, random_access=random_access,
+    return worker_pool.Pool(source=source, transform=None, random_access=random_access,
                          workers=workers, mode="process")
 
 
@@ -488,11 +488,11 @@ def _take_examples(epoch, count):
 def test_a_worker_killed_mid_epoch_fails_the_epoch_naming_it(signum):
     pool = _pool(Stalls())
     try:
-        epoch = _workers.run_epoch(pool, random_access=True, order=np.arange(40),
+        epoch = worker_pool.run_epoch(pool, random_access=True, order=np.arange(40),
                                    chunk_size=2, deterministic=True)
         assert _take_examples(epoch, 20) == list(range(20))  # chunks 10, 11 now stall
         os.kill(pool.pids[1], signum)
-        with pytest.raises(_workers.WorkerError) as info:
+        with pytest.raises(worker_pool.WorkerError) as info:
             next(epoch)
         name = signal.Signals(signum).name
         assert (f"Worker 1 (process, pid {pool.pids[1]}) was killed by {name} (exit code "
@@ -506,7 +506,7 @@ def test_a_worker_killed_between_epochs_fails_the_next_epoch_naming_it(random_ac
     pool = _pool(Squares() if random_access else shard, random_access=random_access)
 
     def epoch():
-        return [int(y) for chunk in _workers.run_epoch(
+        return [int(y) for chunk in worker_pool.run_epoch(
             pool, random_access=random_access, order=np.arange(37) if random_access else None,
             chunk_size=2, deterministic=True) for y in chunk[-1]]
 
@@ -519,7 +519,7 @@ def test_a_worker_killed_between_epochs_fails_the_next_epoch_naming_it(random_ac
     finally:
         pool.close(timeout=0.5)
     assert "value" not in outcome, f"the epoch ended short: {outcome.get('value')}"
-    assert isinstance(outcome["error"], _workers.WorkerError)
+    assert isinstance(outcome["error"], worker_pool.WorkerError)
     assert (f"Worker 0 (process, pid {pid}) was killed by SIGKILL (exit code -9) before it "
             f"had finished its share") in str(outcome["error"])
 
@@ -567,14 +567,14 @@ def test_a_worker_that_exits_with_code_0_before_its_share_is_done_is_an_error(ra
     pool = _pool(source, random_access=random_access)
     try:
         outcome = _run_with_hang_detector(lambda: [
-            y for _, y in _workers.run_epoch(
+            y for _, y in worker_pool.run_epoch(
                 pool, random_access=random_access,
                 order=np.arange(12) if random_access else None, chunk_size=1,
                 deterministic=True)])
     finally:
         pool.close(timeout=0.5)
     assert "value" not in outcome, f"the epoch ended short: {outcome.get('value')}"
-    assert isinstance(outcome["error"], _workers.WorkerError)
+    assert isinstance(outcome["error"], worker_pool.WorkerError)
     assert "Worker 1 (process, pid" in str(outcome["error"])
     assert "exited (exit code 0) before it had finished its share" in str(outcome["error"])
 
@@ -582,11 +582,11 @@ def test_a_worker_that_exits_with_code_0_before_its_share_is_done_is_an_error(ra
 def test_a_pool_closed_under_the_reader_fails_the_epoch_instead_of_ending_it():
     # What atexit does at interpreter exit: the reader must not see a clean end of data.
     pool = _pool(Squares())
-    epoch = _workers.run_epoch(pool, random_access=True, order=np.arange(37), chunk_size=3,
+    epoch = worker_pool.run_epoch(pool, random_access=True, order=np.arange(37), chunk_size=3,
                                deterministic=True)
     labels = next(epoch)[1].tolist()
     pool.close()
-    with pytest.raises(_workers.WorkerError, match="closed before the epoch was complete"):
+    with pytest.raises(worker_pool.WorkerError, match="closed before the epoch was complete"):
         for chunk in epoch:
             labels += chunk[1].tolist()
     # Chunks that had already arrived in order may still be handed out; never all of them.
@@ -604,7 +604,7 @@ def test_sigint_to_the_workers_mid_epoch_neither_stops_nor_shortens_it(random_ac
     source = SlowSquares() if random_access else shard
     pool = _pool(source, random_access=random_access)
     try:
-        epoch = _workers.run_epoch(pool, random_access=random_access,
+        epoch = worker_pool.run_epoch(pool, random_access=random_access,
                                    order=np.arange(37) if random_access else None,
                                    chunk_size=2, deterministic=True)
         labels = next(epoch)[-1].tolist()
@@ -645,6 +645,17 @@ def test_spawned_workers_produce_the_same_examples(source_name):
         w = np.concatenate([f["w"].numpy() for f in features])
         np.testing.assert_array_equal(v, labels)
         np.testing.assert_array_equal(w, np.stack([labels, labels], 1))
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_spawned_workers_import_no_tensorflow(start_method):
+    # The worker pool lives in tfaccel.reading: a spawned or forkserver worker imports it,
+    # the source's module and NumPy, not TensorFlow (seconds and hundreds of MB a worker).
+    ds = data.from_python(pysource_helpers.tensorflow_in_worker, batch_size=2, workers=2,
+                          deterministic=True, start_method=start_method)
+    (flags, workers), = [(x.numpy().tolist(), y.numpy().tolist()) for x, y in ds]
+    assert sorted(workers) == [0, 1]
+    assert flags == [0, 0]
 
 
 @pytest.mark.parametrize("start_method", ["spawn", "forkserver"])

@@ -7,7 +7,6 @@ from tfaccel.data.augment import AUGMENTATIONS
 from tfaccel.data.in_memory import from_arrays
 from tfaccel.data.resample import resample as resample_audio
 from tfaccel.data.service import ServiceTarget
-from tfaccel.data.sources._workers import WorkerError
 from tfaccel.data.sources.audio_folder import from_audio_folder
 from tfaccel.data.sources.csv_tables import from_csv
 from tfaccel.data.sources.image_folder import from_image_folder
@@ -17,6 +16,7 @@ from tfaccel.data.sources.text_lines import from_text_lines
 from tfaccel.data.sources.tfrecords import from_tfrecords, parse_feature_spec
 from tfaccel.data.sources.timeseries import from_timeseries, from_timeseries_csv
 from tfaccel.data.tail import AUTOTUNE, EpochStream, make_options, optimize, sequential_options
+from tfaccel.reading.worker_pool import WorkerError
 
 if TYPE_CHECKING:  # for readers and the API docs; imported on first use (below)
     from tfaccel.data.image_folder_writer import export_image_folder

@@ -23,9 +23,9 @@ from tfaccel.data import (
     splits,
     tail,
 )
-from tfaccel.data.sources import _workers, base
+from tfaccel.data.sources import base
 from tfaccel.errors import DataError, UserInputError
-from tfaccel.reading import labels
+from tfaccel.reading import labels, worker_pool
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def _check_start_method(start_method, source, transform) -> None:
     if start_method is not None and start_method not in available:
         raise UserInputError(f"start_method must be one of {available} or None, got "
                              f"{start_method!r}.")
-    method = _workers.resolve_start_method(start_method)
+    method = worker_pool.resolve_start_method(start_method)
     if method == "fork":
         return
     for name, value in (("source", source), ("transform", transform)):
@@ -173,7 +173,7 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
         chunk_size: Examples a worker stacks into one hand-over.
         start_method: multiprocessing start method; None means "fork" where available
             (a pool starts in milliseconds and accepts lambdas; see
-            `_workers.resolve_start_method`), else "spawn". With "spawn" or "forkserver"
+            `worker_pool.resolve_start_method`), else "spawn". With "spawn" or "forkserver"
             every worker imports TensorFlow again (seconds, once per dataset), and
             `source` and `transform` must be picklable (defined at module level); a
             UserInputError says so at once otherwise.
@@ -313,18 +313,19 @@ def python_dataset(source, *, batch_size: int, workers: int = 2, mode: str = "pr
         # Started here, in the caller's thread and before tf.data runs anything, never from
         # inside the pipeline: one pool serves every epoch (and every iterator) of this
         # dataset, and is closed when the dataset is collected or the interpreter exits.
-        pool = _workers.Pool(source=source, transform=transform, random_access=random_access,
-                             workers=workers, mode=mode, start_method=start_method,
-                             shard=(0, 1) if random_access else share,
-                             # Each input pipeline's workers draw their own numbers.
-                             seed=None if seed is None else (seed, *share))
+        pool = worker_pool.Pool(
+            source=source, transform=transform, random_access=random_access,
+            workers=workers, mode=mode, start_method=start_method,
+            shard=(0, 1) if random_access else share,
+            seed=None if seed is None else (seed, *share))  # each pipeline's workers their own
 
     def generate():
         epoch = next(epochs)
         order = epoch_order(epoch) if random_access else None
         seen = 0
-        for arrays in _workers.run_epoch(pool, random_access=random_access, order=order,
-                                         chunk_size=chunk_size, deterministic=deterministic):
+        for arrays in worker_pool.run_epoch(pool, random_access=random_access, order=order,
+                                            chunk_size=chunk_size,
+                                            deterministic=deterministic):
             if deterministic or not random_access:
                 # In order, so the position names the example (in any order it still stops).
                 _check_finite_chunk(arrays, first=seen, order=order)
@@ -334,7 +335,7 @@ def python_dataset(source, *, batch_size: int, workers: int = 2, mode: str = "pr
             yield tf.nest.pack_sequence_as(chunk_signature, arrays)
 
     def start_epoch():
-        return _workers.track_epoch(generate())
+        return worker_pool.track_epoch(generate())
 
     dataset = tf.data.Dataset.from_generator(
         generate_in_process if pool is None else start_epoch,
@@ -343,7 +344,7 @@ def python_dataset(source, *, batch_size: int, workers: int = 2, mode: str = "pr
         # Not the generator's lifetime: in eager mode TensorFlow keeps a generator dataset's
         # Python functions for the life of the process. Every dataset derived from this one,
         # and each of their iterators, holds this object, so it goes when they all have.
-        _workers.close_with(dataset, pool)
+        worker_pool.close_with(dataset, pool)
     dataset = dataset.unbatch()
     if random_access:
         # The size is known: say so, so that Keras shows a real progress bar and does not

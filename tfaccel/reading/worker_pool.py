@@ -556,10 +556,11 @@ def resolve_start_method(start_method: Optional[str]) -> str:
     """The multiprocessing start method to use: `start_method`, or the default.
 
     The default is "fork" where available. Measured on 2 shared cores with TensorFlow
-    loaded (benchmarks/bench_data_python.py --start-methods): a pool of 2 workers is ready in
-    0.04-0.07 s with fork but 10-15 s with forkserver or spawn (10-18 s), because every
-    such child imports TensorFlow again (through the `tfaccel.data` package and the main
-    module), and pools live for one epoch. Fork is kept safe for a parent whose
+    loaded (benchmarks/bench_data_python.py --start-methods, whose main module imports
+    TensorFlow): a pool of 2 workers is ready in 0.1-0.2 s with fork but 10-22 s with
+    forkserver or spawn, because every such child imports the main module again, and
+    with it TensorFlow (this module imports none: with a TensorFlow-free main module the
+    same pool was ready in 0.45-1.0 s). Fork is kept safe for a parent whose
     TensorFlow threads run: the workers never call TensorFlow, start with the garbage
     collector frozen (no TensorFlow finaliser runs in a child) and with SIGINT blocked.
     "spawn"/"forkserver" remain available for sources that use libraries which are not
