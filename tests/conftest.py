@@ -1,5 +1,6 @@
 """Shared test set-up: split the CPU into two logical devices before TensorFlow initialises."""
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
@@ -78,13 +79,40 @@ def logical_cpus():
     return devices
 
 
+@contextlib.contextmanager
+def _made_once(tmp_path_factory, name: str):
+    """``with _made_once(f, "x") as (folder, missing):`` fill `folder` when `missing`: one
+    folder for the whole run, made by the first of pytest-xdist's workers to ask while the
+    others wait (each would spend the same seconds of CPU making its own copy)."""
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        folder, done = root / name, root / f"{name}.done"
+        yield folder, not done.exists()
+        done.touch()
+
+
+def _read_only(folder: Path) -> None:
+    """Every file under `folder` read-only: a test that writes into a shared folder fails."""
+    for path in folder.rglob("*"):
+        if path.is_file():
+            path.chmod(0o444)
+
+
 @pytest.fixture(scope="session")
 def shapes_data_dir(tmp_path_factory):
-    """A TFDS data dir with the built-in `tfaccel_shapes` prepared once for the session."""
+    """A TFDS data dir with the built-in `tfaccel_shapes` prepared once for the run
+    (read-only: shared by the run's workers)."""
     from tfaccel import datasets
 
-    data_dir = tmp_path_factory.mktemp("tfds")
-    datasets.prepare(data_dir=str(data_dir))
+    with _made_once(tmp_path_factory, "tfds-shapes") as (data_dir, missing):
+        if missing:
+            datasets.prepare(data_dir=str(data_dir))
+            _read_only(data_dir)
     return str(data_dir)
 
 
@@ -95,7 +123,7 @@ SHAPES_IMAGES = 4000
 
 @pytest.fixture(scope="session")
 def shapes_image_folder(tmp_path_factory, shapes_data_dir):
-    """The first 4,000 `tfaccel_shapes` train images, exported once for the session.
+    """The first 4,000 `tfaccel_shapes` train images, exported once for the run (shared).
 
     `export_image_folder` writes ``<class>/<index>.png``, the index counting from 0 over the
     split, so the first N files are exactly an export of ``train[:N]``. Read-only: a test that
@@ -103,11 +131,12 @@ def shapes_image_folder(tmp_path_factory, shapes_data_dir):
     """
     from tfaccel.data import export_image_folder
 
-    folder = tmp_path_factory.mktemp("shapes-images") / "images"
-    summary = export_image_folder(folder, limit=SHAPES_IMAGES, data_dir=shapes_data_dir)
-    assert summary["images"] == SHAPES_IMAGES
-    for path in folder.rglob("*.png"):
-        path.chmod(0o444)
+    with _made_once(tmp_path_factory, "shapes-images") as (parent, missing):
+        folder = parent / "images"
+        if missing:
+            summary = export_image_folder(folder, limit=SHAPES_IMAGES, data_dir=shapes_data_dir)
+            assert summary["images"] == SHAPES_IMAGES
+            _read_only(folder)
     return folder
 
 

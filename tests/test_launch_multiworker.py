@@ -426,7 +426,9 @@ def test_a_job_split_by_file_resumes_exactly_after_sigterm(tmp_path):
     code, whole = run_tfaccel(["launch", "--workers", "2", "--", "train", runs["whole"][0],
                                "--run-dir", runs["whole"][1]], tmp_path=tmp_path)
     assert code == 0, whole[-4000:]
-    assert "worker 1 reads 2 of them (1000 examples); every worker makes 125 steps" in whole
+    # Worker 1's own line, in its log (only the chief's lines are shown).
+    assert "worker 1 reads 2 of them (1000 examples); every worker makes 125 steps" in \
+        with_worker_logs(whole)
     process = subprocess.Popen(
         [sys.executable, "-m", "tfaccel.cli", "launch", "--workers", "2", "--", "train",
          str(runs["cut"][0]), "--run-dir", str(runs["cut"][1])], env=child_env(tmp_path),
