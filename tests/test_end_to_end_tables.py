@@ -51,11 +51,22 @@ def _run(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
-def test_a_csv_recipe_trains_on_encoded_columns_and_learns(tmp_path, table):
-    recipe = _recipe(tmp_path, table, table_keys=", table: {ignore: [row_id]}")
-    result = _run("train", recipe, "--run-dir", tmp_path / "run")
+@pytest.fixture(scope="module")
+def learned_run(tmp_path_factory, table):
+    """The run directory of the table recipe (row_id ignored) trained for its 12 epochs.
+
+    Read, never written, by the learning test, the export test and the raw-columns test:
+    each checks what a finished table run holds, none needs a run of its own.
+    """
+    folder = tmp_path_factory.mktemp("learned")
+    recipe = _recipe(folder, table, table_keys=", table: {ignore: [row_id]}")
+    result = _run("train", recipe, "--run-dir", folder / "run")
     assert result.exit_code == 0, result.output
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    return folder / "run"
+
+
+def test_a_csv_recipe_trains_on_encoded_columns_and_learns(learned_run):
+    summary = json.loads((learned_run / "summary.json").read_text())
     dataset = summary["dataset"]
     # 3 training files and 1 held out, every row counted.
     assert (dataset["train_examples"], dataset["validation_examples"]) == (450, 150)
@@ -66,7 +77,7 @@ def test_a_csv_recipe_trains_on_encoded_columns_and_learns(tmp_path, table):
     assert dataset["input_shape"] == [7] == [encoded["features"]]
     # The label needs a and city together: chance is 0.5, a alone or city alone too.
     assert summary["final_metrics"]["val_accuracy"] >= 0.9, summary["final_metrics"]
-    assert (tmp_path / "run" / "feature_space.keras").is_file()
+    assert (learned_run / "feature_space.keras").is_file()
 
 
 def test_integer_columns_can_be_categorical(tmp_path, table):
@@ -118,12 +129,10 @@ def test_bench_and_doctor_run_on_a_csv_recipe(tmp_path, table):
 
 
 def test_export_of_a_table_run_ships_its_feature_space_and_says_what_the_model_takes(
-        tmp_path, table):
+        tmp_path, learned_run):
     import keras
 
-    recipe = _recipe(tmp_path, table, table_keys=", table: {ignore: [row_id]}", epochs=2)
-    assert _run("train", recipe, "--run-dir", tmp_path / "run").exit_code == 0
-    result = _run("export", tmp_path / "run", "--format", "keras", "--out", tmp_path / "out")
+    result = _run("export", learned_run, "--format", "keras", "--out", tmp_path / "out")
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "out" / "export.json").read_text())
     assert "feature_space.keras" in report["input"]["is"] and "pixels" not in \
@@ -132,7 +141,7 @@ def test_export_of_a_table_run_ships_its_feature_space_and_says_what_the_model_t
     # Raw rows -> the shipped FeatureSpace -> the exported model: the run's own predictions.
     space = keras.saving.load_model(tmp_path / "out" / "feature_space.keras")
     exported = keras.saving.load_model(tmp_path / "out" / "model.keras", compile=False)
-    trained = keras.saving.load_model(tmp_path / "run" / "model.keras", compile=False)
+    trained = keras.saving.load_model(learned_run / "model.keras", compile=False)
     rows = {"a": np.array([7.0, 13.0, 13.0]), "b": np.zeros(3), "city": np.array(["x", "y", "x"]),
             "zone": np.array([1, 2, 9])}
     encoded = space(rows)
@@ -142,7 +151,7 @@ def test_export_of_a_table_run_ships_its_feature_space_and_says_what_the_model_t
     # One model on the raw columns as the file holds them (text, NA for a missing value).
     from tfaccel.tools.export.table_runs import model_on_raw_columns
 
-    raw = model_on_raw_columns(tmp_path / "run")
+    raw = model_on_raw_columns(learned_run)
     texts = {name: np.array(values, dtype=object) for name, values in {
         "a": ["7", "13", "NA"], "b": ["0", "0", "0"], "city": ["x", "y", "x"],
         "zone": ["1", "2", "9"]}.items()}
@@ -237,15 +246,13 @@ def test_passes_over_the_training_split_read_every_row_under_a_strategy(tmp_path
                            deterministic=True)
 
 
-def test_one_model_on_the_raw_columns_gives_the_run_s_predictions(tmp_path, table):
+def test_one_model_on_the_raw_columns_gives_the_run_s_predictions(tmp_path, learned_run):
     import keras
 
     from tfaccel.data import table_features
 
-    recipe = _recipe(tmp_path, table, table_keys=", table: {ignore: [row_id]}", epochs=1)
-    assert _run("train", recipe, "--run-dir", tmp_path / "run").exit_code == 0
-    space = keras.saving.load_model(tmp_path / "run" / "feature_space.keras")
-    trained = keras.saving.load_model(tmp_path / "run" / "model.keras", compile=False)
+    space = keras.saving.load_model(learned_run / "feature_space.keras")
+    trained = keras.saving.load_model(learned_run / "model.keras", compile=False)
     combined = table_features.with_feature_space(trained, space)
     assert sorted(combined.input) == ["a", "b", "city", "zone"]  # row_id left out
     rows = {"a": np.array([7.0, 13.0, 13.0], "float32"), "b": np.zeros(3, "float32"),
