@@ -105,10 +105,28 @@ def _linear(targets):
                       else x @ weights[0] + 3.0)
 
 
+@pytest.fixture(scope="module")
+def linear_runs(tmp_path_factory):
+    """``runs(targets)``: an 8-epoch regression run on `_linear(targets)`, trained once.
+
+    Returns ``(run, summary, output, y_test)``. Read, never written, by the learning test
+    (both targets) and by the tools' tests below (2 targets, `regression_run`).
+    """
+    runs = {}
+
+    def runs_for(targets):
+        if targets not in runs:
+            folder = tmp_path_factory.mktemp(f"linear-{targets}")
+            _, y_test = _arrays(folder, _linear(targets))
+            runs[targets] = (*_train(folder, epochs=8), y_test)
+        return runs[targets]
+
+    return runs_for
+
+
 @pytest.mark.parametrize("targets", [1, 2])
-def test_regression_learns_a_linear_target_well_below_the_mean(tmp_path, targets):
-    _, y_test = _arrays(tmp_path, _linear(targets))
-    run, summary, output = _train(tmp_path, epochs=8)
+def test_regression_learns_a_linear_target_well_below_the_mean(linear_runs, targets):
+    run, summary, output, y_test = linear_runs(targets)
     assert summary["task"] == "regression" and summary["dataset"]["num_outputs"] == targets
     assert summary["metric_names"] == ["mae", "rmse"]
     final = summary["final_metrics"]
@@ -160,11 +178,9 @@ def test_a_float_target_declared_classification_exits_2_naming_the_file(tmp_path
 
 
 @pytest.fixture(scope="module")
-def regression_run(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("regression")
-    _arrays(folder, _linear(2))
-    run, summary, _ = _train(folder, epochs=3)
-    return run
+def regression_run(linear_runs):
+    """The run directory of the 2-target regression (the learning test's own run)."""
+    return linear_runs(2)[0]
 
 
 def test_export_of_a_regression_is_checked_by_its_error_and_writes_labels(regression_run,
