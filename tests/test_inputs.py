@@ -71,3 +71,50 @@ def test_a_stream_is_rebuilt_without_a_memory_cache_or_beyond_the_first_pass(
     data.make_stream(step)
     assert len(builds) == 2
     assert (builds[1].first_pass, builds[1].skip_batches) == divmod(step, 3)
+
+
+def _table_and_text_recipes(folder):
+    """A csv table and a text folder, 128 examples each: (recipe, the adapting function)."""
+    rng = np.random.default_rng(0)
+    (folder / "rows.csv").write_text("a,kind,label\n" + "".join(
+        f"{a:.3f},{'xyz'[i % 3]},{int(a > 0)}\n" for i, a in enumerate(rng.normal(size=128))))
+    for label in ("no", "yes"):
+        (folder / "texts" / label).mkdir(parents=True)
+        for i in range(64):
+            (folder / "texts" / label / f"{i}.txt").write_text(f"{label} text number {i}")
+    common = {"validation_fraction": 0.25, "shuffle_buffer": 128, "cache": None}
+    table = {"source": "csv", "path": str(folder / "rows.csv"), "label_key": "label", **common}
+    texts = {"source": "text_folder", "path": str(folder / "texts"), **common}
+    return [(table, "tfaccel.data.table_features.adapt_feature_space"),
+            (texts, "tfaccel.data.text_vectors.adapt_vectorizer")]
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["feature-space", "vocabulary"])
+def test_a_stream_at_a_resume_point_reuses_the_adapted_vocabulary_or_feature_space(
+        tmp_path, monkeypatch, which):
+    # A resumed run's stream (and the next part of fit) is built again at its step: it
+    # encodes with what the first build adapted, without another pass over the training
+    # split to adapt the same FeatureSpace or vocabulary again.
+    data_keys, adapter = _table_and_text_recipes(tmp_path)[which]
+    module, name = adapter.rsplit(".", 1)
+    target = __import__(module, fromlist=[name])
+    real, calls = getattr(target, name), []
+
+    def counting(*args, **kwargs):
+        calls.append(name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, counting)
+    recipe = recipe_from_dict({"seed": 3, "data": data_keys,
+                               "training": {"epochs": 2, "global_batch_size": 32}})
+    data, builds = _built(recipe, monkeypatch)
+    steps = data.steps_per_epoch
+    assert steps == 3 and calls == [name]
+    whole = _batches(data.make_stream(0), 2 * steps)
+    resumed = _batches(data.make_stream(steps + 1), steps - 1)
+    assert len(builds) == 2 and calls == [name]  # built again at the step, adapted once
+    # The same batches, encoded the same, as the uninterrupted stream from that step.
+    assert len(resumed) == steps - 1
+    for (x, y), (ex, ey) in zip(resumed, whole[steps + 1:]):
+        np.testing.assert_array_equal(x, ex)
+        np.testing.assert_array_equal(y, ey)

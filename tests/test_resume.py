@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import warm_python
 import yaml
 from click.testing import CliRunner
 
@@ -34,8 +35,14 @@ TOLERANCE = 1e-6
 
 
 def _env():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    """The environment of the file's `tfaccel` processes: the test process's own but for
+    TFACCEL_DEBUG, so they are forks of the warm server the suite already has for it
+    (tests/warm_python.py: a variable read at import time, PYTHONUNBUFFERED before, meant a
+    server of this file's own, and a first process that imported TensorFlow cold). Its
+    server is started with the first of them (about ten: at the second by default)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     env.pop("TFACCEL_DEBUG", None)
+    warm_python.command_and_env([sys.executable], env, at_once=True)
     return env
 
 

@@ -169,13 +169,14 @@ def _plain_training(source: base.Source, built: base.Built, *, global_batch_size
 
 
 def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batch_size: int,
-                  common: TailOptions):
+                  common: TailOptions, adapted=None):
     """Token ids for a text source: the recipe's tokenizer adapted on the training split.
 
     Keras' TextVectorization, or a KerasHub WordPiece tokenizer (data.text.tokenizer),
     adapted on one plain pass of the training split (`_plain_training`), then applied to
     whole batches
-    of both splits, each padded to its own longest text.
+    of both splits, each padded to its own longest text. `adapted`: that tokenizer from
+    an earlier build of the same data, used as it is (no second pass).
 
     Returns:
         ``(train, val, text_info, layer)``, text_info a `TextInfo`.
@@ -183,14 +184,16 @@ def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batc
 
     texts = config.text
     train, val = built.train, built.validation
-    adapt_on = _plain_training(source, built, global_batch_size=global_batch_size,
-                               common=common)
-    if texts.tokenizer == "wordpiece":
-        layer = wordpiece.adapt_wordpiece(adapt_on, max_tokens=texts.max_tokens)
-    else:
-        layer = text_vectors.adapt_vectorizer(adapt_on, max_tokens=texts.max_tokens,
-                                              ngrams=texts.ngrams,
-                                              char_ngrams=texts.char_ngrams)
+    layer = adapted
+    if layer is None:
+        adapt_on = _plain_training(source, built, global_batch_size=global_batch_size,
+                                   common=common)
+        if texts.tokenizer == "wordpiece":
+            layer = wordpiece.adapt_wordpiece(adapt_on, max_tokens=texts.max_tokens)
+        else:
+            layer = text_vectors.adapt_vectorizer(adapt_on, max_tokens=texts.max_tokens,
+                                                  ngrams=texts.ngrams,
+                                                  char_ngrams=texts.char_ngrams)
     train = text_vectors.vectorize(train, layer, max_length=texts.max_length)
     if val is not None:
         val = text_vectors.vectorize(val, layer, max_length=texts.max_length)
@@ -201,20 +204,23 @@ def _texts_to_ids(config, source: base.Source, built: base.Built, *, global_batc
 
 
 def _table_to_vectors(config, source: base.Source, built: base.Built, *,
-                      global_batch_size: int, common: TailOptions):
+                      global_batch_size: int, common: TailOptions, adapted=None):
     """One float vector per row for a table source: Keras' FeatureSpace on the training rows.
 
     Adapted on one plain pass of the training split (`_plain_training`), then applied to
-    whole batches of both splits (`table_features`).
+    whole batches of both splits (`table_features`). `adapted`: that FeatureSpace from an
+    earlier build of the same data, used as it is (no second pass).
 
     Returns:
         ``(train, val, table_info, feature_space)``, table_info a `TableInfo`.
     """
 
     plan = built.train.table_plan  # the source's column plan (tfaccel.reading.table_plan)
-    adapt_on = _plain_training(source, built, global_batch_size=global_batch_size,
-                               common=common)
-    space = table_features.adapt_feature_space(adapt_on, plan)
+    space = adapted
+    if space is None:
+        adapt_on = _plain_training(source, built, global_batch_size=global_batch_size,
+                                   common=common)
+        space = table_features.adapt_feature_space(adapt_on, plan)
     train = table_features.encode(built.train, space)
     val = None if built.validation is None else table_features.encode(built.validation, space)
     summary = plan.summary()
@@ -226,7 +232,7 @@ def _table_to_vectors(config, source: base.Source, built: base.Built, *,
 def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: int,
                    deterministic: bool, sequential: bool = False, stream=None,
                    input_context: Optional[tf.distribute.InputContext] = None,
-                   raw: bool = False):
+                   raw: bool = False, adapted=None):
     """Builds the training and validation datasets of a recipe's data section.
 
     Args:
@@ -248,6 +254,10 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
         raw: Keep a text source's strings and a table's columns as they are (no
             vocabulary or FeatureSpace is adapted): what an export that takes raw strings
             is checked on, and what shows which rows each split holds.
+        adapted: The text tokenizer or FeatureSpace an earlier build of the same `config`
+            and `seed` adapted (its info's ``vectorizer`` or ``feature_space``), used as it
+            is: a stream at another resume point encodes as the first did, without another
+            pass over the training split to adapt the same one again.
 
     Returns:
         ``(train_ds, val_ds_or_None, info)``, info a `DatasetInfo`: the classes, the
@@ -291,10 +301,12 @@ def build_datasets(config, *, global_batch_size: int, num_replicas: int, seed: i
     text = table = vectorizer = feature_space = None
     if _holds_texts(train.element_spec) and not raw:
         train, val, text, vectorizer = _texts_to_ids(
-            config, source, built, global_batch_size=global_batch_size, common=common)
+            config, source, built, global_batch_size=global_batch_size, common=common,
+            adapted=adapted)
     if sources.entry(config.source).table_columns and not raw:
         train, val, table, feature_space = _table_to_vectors(
-            config, source, built, global_batch_size=global_batch_size, common=common)
+            config, source, built, global_batch_size=global_batch_size, common=common,
+            adapted=adapted)
     train = base.shape_targets(train, task=built.task, num_outputs=built.num_outputs)
     val = None if val is None else base.shape_targets(val, task=built.task,
                                                       num_outputs=built.num_outputs)
