@@ -66,8 +66,10 @@ def _in_repo(monkeypatch, request):
     monkeypatch.chdir(request.config.rootpath)
 
 
-def test_keep_best_saves_the_epoch_with_the_lowest_val_loss(tmp_path, shapes_data_dir):
-    result, lines, weights = _train_keeping_epochs(tmp_path, shapes_data_dir, WORSENING)
+def test_keep_best_saves_the_epoch_with_the_lowest_val_loss(checkpointed_run):
+    # The module's WORSENING run (with step checkpoints too, which the resumes below read;
+    # the keep rule does not).
+    result, lines, weights = checkpointed_run
     best = 1 + int(np.argmin([e["val_loss"] for e in lines]))
     assert best != len(lines), "the recipe no longer makes validation worse after a best"
     summary = result.summary
@@ -157,15 +159,25 @@ def test_an_unlogged_monitor_exits_2_naming_the_key_and_the_logged_names(tmp_pat
 
 @pytest.fixture(scope="module")
 def checkpointed_run(tmp_path_factory, shapes_data_dir, request):
-    """The WORSENING run uninterrupted, a checkpoint every 2 steps, all kept."""
+    """The WORSENING run uninterrupted, a checkpoint every 2 steps, all kept, as
+    `_train_keeping_epochs` gives it: (result, metrics.jsonl's lines, weights by epoch).
+    Read by the keep-best test and, through `checkpointed_run_dir`, by the resumes."""
     monkeypatch = pytest.MonkeyPatch()
     monkeypatch.chdir(request.config.rootpath)
     try:
-        result = _train(tmp_path_factory.mktemp("keep-full"), shapes_data_dir,
-                        WORSENING + ["training.checkpoint_every_steps=2",
-                                     "training.keep_checkpoints=100"])
+        trained = _train_keeping_epochs(tmp_path_factory.mktemp("keep-full"),
+                                        shapes_data_dir,
+                                        WORSENING + ["training.checkpoint_every_steps=2",
+                                                     "training.keep_checkpoints=100"])
     finally:
         monkeypatch.undo()
+    return trained
+
+
+@pytest.fixture
+def checkpointed_run_dir(checkpointed_run):
+    """The checkpointed WORSENING run's directory (read only: a resume works on a copy)."""
+    result = checkpointed_run[0]
     assert result.summary["saved_model_epoch"] == 1
     return result.run_dir
 
@@ -173,13 +185,13 @@ def checkpointed_run(tmp_path_factory, shapes_data_dir, request):
 @pytest.mark.parametrize("position", [2, 4, 6], ids=["mid-epoch-1-before-the-best",
                                                       "end-of-the-best-epoch",
                                                       "mid-epoch-2-after-the-best"])
-def test_resumed_run_keeps_the_same_best_epoch(tmp_path, checkpointed_run, position):
+def test_resumed_run_keeps_the_same_best_epoch(tmp_path, checkpointed_run_dir, position):
     """A kill right after the checkpoint at global step `position`, then --resume."""
     from tfaccel.training.run import runner
     from tfaccel.training.run_dir import checkpoints as ckpt
 
     cut = tmp_path / "cut"
-    shutil.copytree(checkpointed_run, cut)
+    shutil.copytree(checkpointed_run_dir, cut)
     for name in ("model.keras", "summary.json"):
         (cut / name).unlink()
     for path in ckpt.list_checkpoints(cut / "checkpoints"):
@@ -189,10 +201,10 @@ def test_resumed_run_keeps_the_same_best_epoch(tmp_path, checkpointed_run, posit
     resumed = runner.train(resume=cut)
     assert resumed.summary["saved_model_epoch"] == 1
     assert resumed.summary["best_value"] == pytest.approx(
-        json.loads((checkpointed_run / "summary.json").read_text())["best_value"], abs=0)
-    for a, b in zip(_lines(cut), _lines(checkpointed_run), strict=True):
+        json.loads((checkpointed_run_dir / "summary.json").read_text())["best_value"], abs=0)
+    for a, b in zip(_lines(cut), _lines(checkpointed_run_dir), strict=True):
         assert {k: a[k] for k in METRICS} == {k: b[k] for k in METRICS}
-    assert _same(_saved_weights(cut), _saved_weights(checkpointed_run))
+    assert _same(_saved_weights(cut), _saved_weights(checkpointed_run_dir))
 
 
 def test_monitor_names_a_metric_given_with_params_or_as_a_callable(tmp_path, shapes_data_dir,

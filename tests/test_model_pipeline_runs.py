@@ -110,8 +110,8 @@ def test_sigterm_mid_epoch_then_resume_a_pipeline_equals_uninterrupted(tmp_path,
 
     overrides = [f"data.data_dir={shapes_data_dir}", *EXACT, "runtime.strategy=pipeline",
                  "runtime.pipeline={stages: 2, micro_batches: 2}"]
-    report, output = _drive(tmp_path, overrides, stop_at=30)
-    assert report["preempted"] and report["checkpoint"] == "step-0000031"
-    assert "resuming from checkpoint step-0000031: epoch 2, step 7 of 24" in output
+    report, output = _drive(tmp_path, overrides, stop_at=18)
+    assert report["preempted"] and report["checkpoint"] == "step-0000019"
+    assert "resuming from checkpoint step-0000019: epoch 2, step 7 of 12" in output
     assert "pipeline: 2 stage(s), 2 micro-batch(es) in flight" in output
     assert report["weights_max_diff"] <= TOLERANCE
