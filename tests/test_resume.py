@@ -134,7 +134,7 @@ def test_sigterm_mid_epoch_then_resume_equals_uninterrupted(tmp_path, shapes_dat
 
 @pytest.mark.slow
 def test_image_folder_sigterm_resume_equals_uninterrupted(tmp_path, shapes_image_subset):
-    images = shapes_image_subset(640)  # train[:640] as export_image_folder writes it
+    images = shapes_image_subset(320)  # train[:320] as export_image_folder writes it
     recipe = tmp_path / "folder.yaml"
     recipe.write_text(yaml.safe_dump({
         "name": "folder", "seed": 3,
@@ -145,8 +145,9 @@ def test_image_folder_sigterm_resume_equals_uninterrupted(tmp_path, shapes_image
         "training": {"epochs": 3, "global_batch_size": 32},
         "runtime": {"precision": "float32", "deterministic": True, "verbose": 0,
                     "tensorboard": False}}))
-    report, _ = _drive(tmp_path, [], stop_at=20, recipe=recipe)
-    assert report["preempted"] and report["checkpoint"] == "step-0000021"
+    # 256 training images: 8 steps per epoch; SIGTERM after step 10 lands in epoch 2.
+    report, _ = _drive(tmp_path, [], stop_at=10, recipe=recipe)
+    assert report["preempted"] and report["checkpoint"] == "step-0000011"
     assert report["weights_max_diff"] <= TOLERANCE
     _assert_same_epochs(report["epochs_full"], report["epochs_resumed"])
 
@@ -464,7 +465,7 @@ def test_one_csv_file_split_by_rows_resumes_exactly(tmp_path):
     # validation_fraction on ONE file holds out rows (files_stage.RowSplit), kept before the
     # shuffle: the resumed run reads the same training rows in the same order.
     rng = np.random.default_rng(0)
-    rows = rng.normal(size=(640, 3)).round(4)
+    rows = rng.normal(size=(320, 3)).round(4)
     (tmp_path / "one.csv").write_text("a,b,c,label\n" + "".join(
         f"{a},{b},{c},{int(a + b > 0)}\n" for a, b, c in rows))
     recipe = tmp_path / "rows.yaml"
@@ -476,9 +477,9 @@ def test_one_csv_file_split_by_rows_resumes_exactly(tmp_path):
         "training": {"epochs": 3, "global_batch_size": 32},
         "runtime": {"precision": "float32", "deterministic": True, "verbose": 0,
                     "tensorboard": False}}))
-    # 512 training rows: 16 steps per epoch; SIGTERM after step 20 lands in epoch 2.
-    report, output = _drive(tmp_path, [], stop_at=20, recipe=recipe)
-    assert report["preempted"] and report["checkpoint"] == "step-0000021"
-    assert "epoch 2, step 5 of 16" in output
+    # 256 training rows: 8 steps per epoch; SIGTERM after step 10 lands in epoch 2.
+    report, output = _drive(tmp_path, [], stop_at=10, recipe=recipe)
+    assert report["preempted"] and report["checkpoint"] == "step-0000011"
+    assert "epoch 2, step 3 of 8" in output
     assert report["weights_max_diff"] <= TOLERANCE
     _assert_same_epochs(report["epochs_full"], report["epochs_resumed"])
