@@ -118,9 +118,8 @@ def build_data(recipe: Recipe, plan: BatchPlan, *, deterministic: bool,
 def _adapted(info: DatasetInfo):
     """What the first build adapted on the training split (a text source's vocabulary, a
     table's FeatureSpace), or None: every later stream encodes with it. Adapting again
-    would be another pass over the training split (the CSV resume of tests/test_resume.py:
-    two FeatureSpace adapts, about 3 of the resumed run's 7.5 s of CPU) for the same
-    result."""
+    would be another pass over the training split for the same result (a resumed run of
+    a 640-row CSV builds two streams: 7.5 s of CPU with their two adapts, 5.6 without)."""
     return info.vectorizer if info.vectorizer is not None else info.feature_space
 
 
