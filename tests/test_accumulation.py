@@ -539,10 +539,12 @@ def test_float_targets_of_a_regression_accumulate_exactly(targets, logical_cpus)
     assert plain_history["loss"][-1] < plain_history["loss"][0]  # it learned something
 
 
-def test_fit_on_a_dataset_traces_the_train_step_once_with_the_same_numbers(plain_adam):
+@pytest.mark.parametrize("given", ["dataset", "arrays"])
+def test_fit_traces_the_train_step_once_with_the_same_numbers(plain_adam, given):
     # Off a strategy Keras 3.15 creates Adam's slots and the metrics' sums inside the first
-    # trace of the train function, which TensorFlow then traces again; the wrapper's fit
-    # builds them first from the dataset's element spec (keras_compat.build_before_fit).
+    # trace of the train function, which TensorFlow then traces again; the wrapper builds
+    # them first from the element spec of the data fit was given, a dataset or arrays
+    # (keras_compat.BuildsBeforeTracing).
     plain, plain_history = plain_adam
     x, y = _data()
     model = _mlp()
@@ -551,8 +553,12 @@ def test_fit_on_a_dataset_traces_the_train_step_once_with_the_same_numbers(plain
     traces = []
     original = trained.train_step
     trained.train_step = lambda data: traces.append(1) or original(data)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
-    history = trained.fit(dataset, epochs=EPOCHS, verbose=0)
+    if given == "dataset":
+        dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
+        history = trained.fit(dataset, epochs=EPOCHS, verbose=0)
+    else:
+        history = trained.fit(x, y, batch_size=GLOBAL_BATCH, epochs=EPOCHS, shuffle=False,
+                              verbose=0)
     assert len(traces) == 1
     assert _max_diff(plain, [w.numpy() for w in model.weights]) <= FLOAT32_ATOL
     np.testing.assert_allclose(history.history["loss"], plain_history["loss"], rtol=1e-5)

@@ -5,7 +5,7 @@ import warnings
 import keras
 import tensorflow as tf
 
-from tfaccel.engine.keras_compat import build_before_fit
+from tfaccel.engine.keras_compat import BuildsBeforeTracing
 from tfaccel.engine.micro_batches import (
     end_train_step,
     first_tensor,
@@ -52,7 +52,7 @@ def accumulate(model, steps):
 
 
 @keras.saving.register_keras_serializable(package="tfaccel")
-class AccumulatingModel(keras.Model):
+class AccumulatingModel(BuildsBeforeTracing, keras.Model):
     """A Keras model that accumulates gradients over micro-batches of each batch.
 
     Semantics:
@@ -134,18 +134,6 @@ class AccumulatingModel(keras.Model):
             config.pop("model"), custom_objects=custom_objects
         )
         return cls(model, **config)
-
-    def fit(self, x=None, *args, **kwargs):
-        """Keras' `fit`; given a `tf.data.Dataset`, its train step is traced once, not twice.
-
-        Off a strategy Keras 3.15 creates the optimizer's slots and the compiled metrics'
-        sums inside the first trace of the train function, which TensorFlow then traces
-        again; they are built here first from the dataset's element spec (no batch is
-        read). Arrays and generators go to Keras as they are.
-        """
-        if isinstance(x, tf.data.Dataset):
-            build_before_fit(self, x)
-        return super().fit(x, *args, **kwargs)
 
     def train_step(self, data):
         if self.steps == 1:

@@ -107,3 +107,24 @@ def build_before_fit(model, dataset) -> bool:
         return False
     symbolic_build(data_batch=spec)
     return True
+
+
+class BuildsBeforeTracing:
+    """A mixin for tfaccel's `keras.Model` subclasses: `fit` and `evaluate` trace once.
+
+    Keras 3.15 hands `_maybe_symbolic_build` the epoch iterator it made of the data
+    `fit` or `evaluate` was given (arrays, a `tf.data.Dataset`, a generator) and builds
+    there only under a strategy; off one, every input was traced twice (see
+    `build_before_fit`). Here the variables are built from the element spec of that
+    iterator's dataset instead (no batch is read): `tfaccel.accumulate`'s wrapper and
+    `tfaccel.pipeline`'s model trace their step once (a 3-epoch fit of a small MLP on
+    arrays: 1 trace instead of 2, CPU time halved, the same weights). Put it before
+    `keras.Model` among the bases.
+    """
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+        # Keras' TFEpochIterator keeps the (here undistributed) dataset it iterates.
+        dataset = getattr(iterator, "_distributed_dataset", None)
+        if isinstance(dataset, tf.data.Dataset):
+            build_before_fit(self, dataset)

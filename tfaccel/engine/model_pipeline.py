@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from tfaccel.engine.keras_compat import BuildsBeforeTracing
 from tfaccel.engine.micro_batches import (
     end_train_step,
     first_tensor,
@@ -71,7 +72,7 @@ def pipeline_from_recipe(model, runtime, accumulation_steps):
                     accumulation_steps=accumulation_steps)
 
 
-class PipelineModel(keras.Model):
+class PipelineModel(BuildsBeforeTracing, keras.Model):
     """A Keras model whose stages run on their devices, trained in pipelined micro-batches.
 
     Semantics (as `AccumulatingModel`'s, whose micro-batch weighting it shares):
