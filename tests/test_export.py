@@ -103,6 +103,29 @@ def low_contrast(tmp_path_factory):
     return _write_run(root / "run", _trained_tiny_cnn(x, y), root / "low.npz")
 
 
+# The docs' three LiteRT int8 commands (Export), by their options and default folders.
+INT8_COMMANDS = {
+    "litert-int8-calibration-32": {},
+    "litert-int8-per-tensor-strip-calibration-32": {"per_tensor": True, "strip": True},
+    "litert-int8-outside-per-tensor-strip-calibration-32": {
+        "preprocessing": "outside", "per_tensor": True, "strip": True},
+}
+
+
+@pytest.fixture(scope="module")
+def int8_exports(tiny, tmp_path_factory):
+    """The docs' three int8 exports of a copy of the tiny run, each into its default folder
+    (LiteRT conversions are the slow part of this file): (run_dir, {folder name: report}).
+    Read by the three-commands test and by the int8 tests of the default and the smallest
+    options."""
+    pytest.importorskip("ai_edge_litert")
+    run = tmp_path_factory.mktemp("int8-exports") / "run"
+    shutil.copytree(tiny["run_dir"], run)
+    reports = {name: tfaccel.export(run, format="litert", quantize="int8", **options, **FAST)
+               for name, options in INT8_COMMANDS.items()}
+    return run, reports
+
+
 def _keras_accuracy(tiny):
     model = tiny["model"]
     val = tiny["val_idx"]
@@ -162,12 +185,13 @@ def test_float_export_of_each_format_matches_the_keras_model(tiny, tmp_path, fmt
     assert report["latency_ms"] > 0
 
 
-def test_litert_int8_is_full_integer_and_checked_against_the_float_export(tiny, tmp_path):
-    pytest.importorskip("ai_edge_litert")
+def test_litert_int8_is_full_integer_and_checked_against_the_float_export(tiny, int8_exports):
     from tfaccel.tools.export.format_litert import load_litert_interpreter
 
-    out = tmp_path / "int8"
-    report = tfaccel.export(tiny["run_dir"], format="litert", quantize="int8", out=out, **FAST)
+    run, reports = int8_exports
+    out = run / "exports" / "litert-int8-calibration-32"
+    report = reports[out.name]
+    assert report["out"] == str(out) and _read_report(out) == report
     assert report["calibration_examples"] == 32
     # The input preprocessing (1/255 rescaling, then the per-image standardisation's
     # moments and scaling) stays float32 on purpose, and nothing else; every layer with
@@ -231,16 +255,16 @@ def test_litert_int8_default_keeps_accuracy_within_a_point_on_low_contrast_image
     assert report["float_preprocessing_ops"] and report["preprocessing"] == "inside"
 
 
-def test_litert_int8_smallest_options_are_checked_like_for_like(tiny, tmp_path):
+def test_litert_int8_smallest_options_are_checked_like_for_like(tiny, int8_exports):
     """--preprocessing outside --per-tensor --strip: the README's >= 3.5x configuration."""
-    pytest.importorskip("ai_edge_litert")
     import keras
 
     from tfaccel.tools.export.format_litert import load_litert_interpreter
 
-    out = tmp_path / "int8-small"
-    report = tfaccel.export(tiny["run_dir"], format="litert", quantize="int8", out=out,
-                            preprocessing="outside", per_tensor=True, strip=True, **FAST)
+    run, reports = int8_exports
+    out = run / "exports" / "litert-int8-outside-per-tensor-strip-calibration-32"
+    report = reports[out.name]
+    assert report["out"] == str(out) and _read_report(out) == report
     assert (report["preprocessing"], report["per_tensor"], report["strip"]) == (
         "outside", True, True)
     # The weightless leading layers went to preprocessing.keras, and with them the only
@@ -619,13 +643,9 @@ def test_the_default_folder_names_every_option_that_changes_the_export():
     assert name(format="saved_model") == "saved_model-none"
 
 
-def test_the_three_export_commands_of_the_docs_write_three_folders(tiny, tmp_path):
-    pytest.importorskip("ai_edge_litert")
-    run = tmp_path / "run"
-    shutil.copytree(tiny["run_dir"], run)
-    for options in ({}, {"per_tensor": True, "strip": True},
-                    {"preprocessing": "outside", "per_tensor": True, "strip": True}):
-        report = tfaccel.export(run, format="litert", quantize="int8", **options, **FAST)
+def test_the_three_export_commands_of_the_docs_write_three_folders(int8_exports):
+    run, reports = int8_exports  # the three commands, one after another in one run
+    for report in reports.values():
         assert (Path(report["out"]) / "model.tflite").is_file()
     assert sorted(os.listdir(run / "exports")) == [
         "litert-int8-calibration-32", "litert-int8-outside-per-tensor-strip-calibration-32",
