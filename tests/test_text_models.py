@@ -45,7 +45,8 @@ def test_text_cnn_learns_a_word_that_marks_the_class():
     model = models.build_model("text_cnn", input_shape=(None,), num_classes=2, vocab_size=42)
     model.compile(optimizer=keras.optimizers.Adam(1e-2),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    history = model.fit(ids, labels, epochs=8, batch_size=32, verbose=0)
+    # Measured (unseeded, and seeds 0-3): 0.68-0.82 after epoch 1, then 0.996-1.000.
+    history = model.fit(ids, labels, epochs=4, batch_size=32, verbose=0)
     assert history.history["accuracy"][-1] > 0.95
 
 
@@ -114,7 +115,9 @@ def test_bigrams_give_an_order_free_bag_the_word_order():
                                    vocab_size=layer.vocabulary_size(), dropout=0.0)
         model.compile(optimizer=keras.optimizers.Adam(2e-2),
                       loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-        history = model.fit(text_vectors.vectorize(data, layer), epochs=15, verbose=0)
+        # Measured, seeds 0-2: with bigrams 1.000 from epoch 2 on; words alone level off
+        # at 0.530-0.533 from epoch 5 on (after 15 epochs: the same), chance 0.50.
+        history = model.fit(text_vectors.vectorize(data, layer), epochs=5, verbose=0)
         accuracy[ngrams] = history.history["accuracy"][-1]
     assert accuracy[1] < 0.65 and accuracy[2] > 0.95, accuracy
     assert "x y" in layer.get_vocabulary() and "y x" in layer.get_vocabulary()

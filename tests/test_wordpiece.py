@@ -134,16 +134,23 @@ def _raw_texts():
                                                                    "GOOD, great!"]
 
 
-def _trained_predictions(run_dir, texts):
+@pytest.fixture(scope="module")
+def trained_predictions(wordpiece_run):
+    """What the run's model.keras predicts on the ids its pipeline makes of `_raw_texts()`
+    and of their first three alone: {"all": ..., "first_three": ...}. Read by both export
+    tests (the model loaded once)."""
     import keras
 
-    ids = text_helpers.ids_as_trained(run_dir, texts, max_length=MAX_TOKENS_KEPT,
-                                      tokenizer="wordpiece")
-    return keras.saving.load_model(run_dir / "model.keras").predict(ids, verbose=0)
+    model = keras.saving.load_model(wordpiece_run / "model.keras")
+    texts = _raw_texts()
+    return {name: model.predict(text_helpers.ids_as_trained(
+                wordpiece_run, batch, max_length=MAX_TOKENS_KEPT, tokenizer="wordpiece"),
+                verbose=0)
+            for name, batch in (("all", texts), ("first_three", texts[:3]))}
 
 
 def test_saved_model_export_takes_raw_strings_and_predicts_as_the_trained_model(
-        wordpiece_run, tmp_path):
+        wordpiece_run, trained_predictions, tmp_path):
     import tensorflow as tf
 
     report = tfaccel.export(wordpiece_run, format="saved_model", out=tmp_path / "sm",
@@ -154,27 +161,26 @@ def test_saved_model_export_takes_raw_strings_and_predicts_as_the_trained_model(
         "serving_default"]
     texts = _raw_texts()
     probabilities = next(iter(serve(text=tf.constant(texts)).values())).numpy()
-    np.testing.assert_allclose(probabilities, _trained_predictions(wordpiece_run, texts),
-                               atol=1e-5)
+    np.testing.assert_allclose(probabilities, trained_predictions["all"], atol=1e-5)
 
 
-def test_keras_export_takes_raw_strings_and_predicts_as_the_trained_model(wordpiece_run,
-                                                                          tmp_path):
+def test_keras_export_takes_raw_strings_and_predicts_as_the_trained_model(
+        wordpiece_run, trained_predictions, tmp_path):
     import keras
     import tensorflow as tf
 
     result = CliRunner().invoke(main, ["export", str(wordpiece_run), "--format", "keras",
-                                       "--out", str(tmp_path / "k")])
+                                       "--out", str(tmp_path / "k"), "--latency-runs", "1"])
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "k" / "export.json").read_text())
     assert report["top1_agreement"] == 1.0 and report["max_abs_prob_diff"] <= 1e-5
     model = keras.saving.load_model(tmp_path / "k" / "model.keras")
     texts = _raw_texts()
     np.testing.assert_allclose(model.predict(tf.constant(texts), verbose=0),
-                               _trained_predictions(wordpiece_run, texts), atol=1e-5)
+                               trained_predictions["all"], atol=1e-5)
     # Called eagerly too (KerasHub's Python path there): the same ids, the same answers.
     np.testing.assert_allclose(model(tf.constant(texts[:3])).numpy(),
-                               _trained_predictions(wordpiece_run, texts[:3]), atol=1e-5)
+                               trained_predictions["first_three"], atol=1e-5)
 
 
 @pytest.mark.parametrize("args, message", [
