@@ -72,10 +72,20 @@ def _weights(path):
 # --------------------------------------------------------------------------- the CLI
 
 
-def test_cli_trains_a_file_callable_with_its_params_and_records_the_module(tmp_path):
-    (tmp_path / "convnet.py").write_text(CONVNET)
-    recipe = _recipe(tmp_path, {"name": "convnet.py:build", "params": {"width": 3}})
-    run = _run_dir(_train(recipe))
+@pytest.fixture(scope="module")
+def width_3_run(tmp_path_factory):
+    """A `tfaccel train` of convnet.py:build with model.params width 3, shared read-only by
+    the module: (its folder, holding convnet.py and the recipe; the run directory). Read by
+    the CLI test of a file callable and by compare (a second own-model run beside
+    `own_run`, its params differing)."""
+    folder = tmp_path_factory.mktemp("width-3")
+    (folder / "convnet.py").write_text(CONVNET)
+    recipe = _recipe(folder, {"name": "convnet.py:build", "params": {"width": 3}})
+    return folder, _run_dir(_train(recipe))
+
+
+def test_cli_trains_a_file_callable_with_its_params_and_records_the_module(width_3_run):
+    tmp_path, run = width_3_run
     import keras
 
     model = keras.saving.load_model(run / "model.keras", compile=False)
@@ -372,24 +382,32 @@ class Double(keras.layers.Layer):
              "x = Double()(keras.layers.GlobalAveragePooling2D()(x))")
 
 
+@pytest.fixture(scope="module")
+def custom_layer_run(tmp_path_factory):
+    """One finished run of custom_convnet.py:build (a registered custom layer), shared by
+    the export test's formats (each exports it into a folder of its own)."""
+    root = tmp_path_factory.mktemp("custom-layer")
+    (root / "custom_convnet.py").write_text(CUSTOM)
+    return _run_dir(_train(_recipe(root, {"name": "custom_convnet.py:build"})))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["keras", "saved_model"])
-def test_export_loads_an_own_model_with_a_custom_layer(tmp_path, fmt):
+def test_export_loads_an_own_model_with_a_custom_layer(custom_layer_run, fmt):
     # In a fresh process, like a user's `tfaccel export`: the layer is known only once the
-    # run's module is imported.
-    (tmp_path / "custom_convnet.py").write_text(CUSTOM)
-    run = _run_dir(_train(_recipe(tmp_path, {"name": "custom_convnet.py:build"})))
+    # run's module is imported. (One timing run: latency is not the subject here.)
+    run = custom_layer_run
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     done = subprocess.run([sys.executable, "-m", "tfaccel.cli", "export", str(run),
-                           "--format", fmt], capture_output=True, text=True, timeout=300,
-                          env=env)
+                           "--format", fmt, "--latency-runs", "1"], capture_output=True,
+                          text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads((run / "exports" / f"{fmt}-none" / "export.json").read_text())
     assert report["format"] == fmt and report["validation_examples"] == 24
     assert report["top1_agreement"] == 1.0 and report["max_abs_prob_diff"] <= 1e-6
 
 
-def test_doctor_bench_and_compare_work_on_own_model_runs(tmp_path, own_run):
+def test_doctor_bench_and_compare_work_on_own_model_runs(tmp_path, own_run, width_3_run):
     (tmp_path / "convnet.py").write_text(CONVNET)
     recipe = _recipe(tmp_path, {"name": "convnet.py:build", "params": {"width": 2}})
     result = CliRunner().invoke(main, ["doctor", str(recipe), "--json", "--steps", "4",
@@ -401,7 +419,7 @@ def test_doctor_bench_and_compare_work_on_own_model_runs(tmp_path, own_run):
                                        "1"])
     assert result.exit_code == 0, result.output
     assert "tfaccel pipeline (parallel)" in result.output
-    second = _run_dir(_train(recipe))
+    _, second = width_3_run  # another own-model run, with model.params width 3
     result = CliRunner().invoke(main, ["compare", str(own_run), str(second), "--no-plot"])
     assert result.exit_code == 0, result.output
     assert "model.params" in result.output and "width" in result.output
