@@ -124,7 +124,8 @@ class BuildsBeforeTracing:
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
-        # Keras' TFEpochIterator keeps the (here undistributed) dataset it iterates.
+        # Keras' TFEpochIterator keeps the dataset it iterates: off a strategy a plain
+        # tf.data.Dataset; under one, a distributed dataset Keras has just built from.
         dataset = getattr(iterator, "_distributed_dataset", None)
         if isinstance(dataset, tf.data.Dataset):
             build_before_fit(self, dataset)
