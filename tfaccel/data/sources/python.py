@@ -174,9 +174,10 @@ def from_python(source, *, batch_size: int, workers: int = 2, mode: str = "proce
         start_method: multiprocessing start method; None means "fork" where available
             (a pool starts in milliseconds and accepts lambdas; see
             `worker_pool.resolve_start_method`), else "spawn". With "spawn" or "forkserver"
-            every worker imports TensorFlow again (seconds, once per dataset), and
-            `source` and `transform` must be picklable (defined at module level); a
-            UserInputError says so at once otherwise.
+            every worker imports the script's main module again (and TensorFlow with it
+            when the script imports it at its top: seconds, once per dataset; the worker
+            pool itself imports none), and `source` and `transform` must be picklable
+            (defined at module level); a UserInputError says so at once otherwise.
         cache_fingerprint: With a file `cache`: a JSON-able dict of what the data the
             source reads depends on (files, versions), which tfaccel cannot see; a change
             rebuilds the cache (the source's code, length and order are recorded anyway).
